@@ -1,0 +1,5 @@
+//! Command-line interface.
+
+pub fn main() -> i32 {
+    0
+}

@@ -1,0 +1,158 @@
+//! Typed messages between the worker, the telemetry thread and the consumers (UI state, recorder,
+//! headless printer). Data flows one way: producers send `Event`s, consumers `apply` them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::ModelInfo;
+use crate::telemetry::Sample;
+
+/// What a run is doing, as shown in the dashboard header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunPhase {
+    Loading,
+    Warmup,
+    Running,
+    Paused,
+    Stopped,
+    Error,
+}
+
+/// Why a run ended; written in the record footer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// `--requests N` reached.
+    RequestLimit,
+    /// `--duration` elapsed.
+    DurationLimit,
+    /// The user asked (q, Ctrl-C, SIGINT).
+    UserStop,
+    /// SIGTERM or SIGHUP.
+    Signal(String),
+    /// The worker failed; the message is in the preceding `Event::Error`.
+    Error,
+}
+
+/// The workload of the next requests, as the user wrote it and as it resolves.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadDesc {
+    /// e.g. "128", "128,512", "64..512" or "prompt file (12 prompts)".
+    pub prompt_tokens: String,
+    pub output_tokens: String,
+    pub batch: usize,
+}
+
+/// Sent once, when the model has loaded and the first request is about to start.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub model: ModelInfo,
+    pub workload: WorkloadDesc,
+    pub warmup_requests: u64,
+    /// CPU threads candle uses (0 when not on CPU).
+    pub threads: usize,
+}
+
+/// One finished request: the unit every statistic and every record line is built from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequestDone {
+    /// 0-based index since the run started (not reset by `r`).
+    pub index: u64,
+    pub warmup: bool,
+    pub batch: usize,
+    pub prompt_tokens: usize,
+    /// Generated tokens per sequence (G).
+    pub output_tokens: usize,
+    /// Prefill + first sampling, ending with a device synchronize.
+    pub ttft_s: f64,
+    /// (E2E − TTFT) / (G − 1); `None` when G < 2.
+    pub tpot_s: Option<f64>,
+    pub e2e_s: f64,
+    /// GPU time of the prefill from CUDA events (CUDA only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_ttft_s: Option<f64>,
+    /// Sum of GPU time of the decode steps from CUDA events (CUDA only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_decode_s: Option<f64>,
+    /// Peak allocator bytes during the request (CPU: counting allocator; CUDA: used device memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_alloc_bytes: Option<u64>,
+    /// FNV-1a hash of all generated ids, so a changed output is noticed.
+    pub output_hash: String,
+    /// Generated ids of the first sequence (`--record-tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<Vec<u32>>,
+    /// Decoded text of the first sequence (`--record-tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+impl RequestDone {
+    /// Prefill throughput: B·P / TTFT.
+    pub fn prefill_tok_s(&self) -> f64 {
+        (self.batch * self.prompt_tokens) as f64 / self.ttft_s
+    }
+
+    /// Decode throughput of the request: B / TPOT.
+    pub fn decode_tok_s(&self) -> Option<f64> {
+        self.tpot_s.map(|t| self.batch as f64 / t)
+    }
+}
+
+/// Everything that crosses the channel into the consumers.
+#[derive(Clone, Debug)]
+pub enum Event {
+    /// Model loading progress (bytes or tensors), before `RunStarted`.
+    Loading {
+        what: String,
+        done: u64,
+        total: u64,
+    },
+    RunStarted(Box<RunInfo>),
+    RequestStarted {
+        index: u64,
+        warmup: bool,
+        prompt_tokens: usize,
+        output_tokens: usize,
+        batch: usize,
+    },
+    PrefillDone {
+        index: u64,
+        ttft_s: f64,
+    },
+    /// One decode step (one token per sequence); `step` counts from 1 (the token after the first).
+    DecodeStep {
+        index: u64,
+        step: u32,
+        itl_s: f64,
+        gpu_s: Option<f64>,
+    },
+    RequestDone(Box<RequestDone>),
+    Telemetry(Box<Sample>),
+    Paused,
+    Resumed,
+    StatsReset,
+    WorkloadChanged(WorkloadDesc),
+    /// A worker or telemetry error. `fatal` errors end the run.
+    Error {
+        message: String,
+        fatal: bool,
+    },
+    /// The worker has stopped; no more events follow from it.
+    Finished(StopReason),
+}
+
+/// Messages into the worker.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Control {
+    Pause,
+    Resume,
+    /// Reset statistics: the worker echoes `Event::StatsReset` so every consumer resets at the
+    /// same point of the stream.
+    ResetStats,
+    /// Change output tokens by this many (clamped to ≥ 1) from the next request on.
+    AdjustOutputTokens(i64),
+    /// Change prompt tokens by this factor step (×2 / ÷2) from the next request on.
+    AdjustPromptTokens(i64),
+    Stop(StopReason),
+}

@@ -1,0 +1,3 @@
+//! The measuring core: workload, worker loop, timers, events.
+
+pub mod events;

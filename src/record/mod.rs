@@ -1,0 +1,1 @@
+//! Run records: JSONL writer and reader, reports, comparisons.

@@ -1,0 +1,38 @@
+//! Statistics that must match numpy exactly: percentiles, bounded windows, summaries.
+
+mod percentile;
+mod run;
+mod slo;
+mod window;
+
+pub use percentile::percentile_sorted;
+pub use run::{
+    Metric, RunStats, Table, WindowKind, RECENT_REQUESTS, RECENT_STEPS, REQUEST_WINDOW, STEP_WINDOW,
+};
+pub use slo::{parse_duration_s, Slo};
+pub use window::Window;
+
+use serde::{Deserialize, Serialize};
+
+/// mean, p50, p90, p95, p99, max — always with n.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub mean: f64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub n: usize,
+}
+
+impl Summary {
+    /// The summary of arbitrary samples; for records, reports and tests, not per frame.
+    pub fn of(samples: &[f64]) -> Summary {
+        let mut w = Window::new(samples.len().max(1));
+        for &s in samples {
+            w.push(s);
+        }
+        w.summary()
+    }
+}

@@ -1,0 +1,1 @@
+//! The dashboard: app state, key bindings, rendering, themes.
