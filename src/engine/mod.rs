@@ -1,3 +1,6 @@
 //! The measuring core: workload, worker loop, timers, events.
 
 pub mod events;
+pub mod timer;
+pub mod worker;
+pub mod workload;

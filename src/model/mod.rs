@@ -1,5 +1,317 @@
 //! Model sources (HF directory, GGUF, synthetic presets), architectures and the tokenizer.
 
+pub mod arch;
+pub mod config;
+pub mod gguf;
+pub mod hf;
 mod info;
+pub mod presets;
+pub mod synthetic;
+pub mod tokenizer;
 
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use candle_core::{DType, Device};
+use candle_nn::VarBuilder;
+
+pub use arch::CausalLm;
+pub use config::{Arch, ArchConfig};
 pub use info::ModelInfo;
+pub(crate) use tokenizer::one_line;
+
+/// A user-facing model error: one line naming the file or flag and what to do.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ModelError(pub String);
+
+impl ModelError {
+    pub fn new(msg: impl Into<String>) -> Self {
+        Self(msg.into())
+    }
+
+    pub fn io(path: &Path, e: std::io::Error) -> Self {
+        let what = match e.kind() {
+            std::io::ErrorKind::NotFound => "not found".to_string(),
+            std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+            _ => one_line(&e.to_string()),
+        };
+        Self(format!("{}: {what}", path.display()))
+    }
+}
+
+/// Loading progress: (what, done, total) in bytes.
+pub type Progress = Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
+
+/// Where the weights come from (`--model`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ModelSpec {
+    Synthetic { preset: String, seed: u64 },
+    HfDir(PathBuf),
+    Gguf(PathBuf),
+}
+
+impl ModelSpec {
+    /// `synthetic:NAME`, a directory, or a `.gguf` file.
+    pub fn parse(s: &str, seed: u64) -> Result<ModelSpec, String> {
+        if let Some(name) = s.strip_prefix("synthetic:") {
+            if presets::find(name).is_none() {
+                return Err(format!(
+                    "--model: unknown synthetic preset `{name}` (known: {}; see `infertop presets`)",
+                    presets::names()
+                ));
+            }
+            return Ok(ModelSpec::Synthetic {
+                preset: name.to_ascii_lowercase(),
+                seed,
+            });
+        }
+        let p = PathBuf::from(s);
+        if p.is_dir() {
+            return Ok(ModelSpec::HfDir(p));
+        }
+        if p.is_file() {
+            if p.extension().and_then(|e| e.to_str()) == Some("gguf") {
+                return Ok(ModelSpec::Gguf(p));
+            }
+            if p.file_name().and_then(|n| n.to_str()) == Some("config.json") {
+                return Err(format!(
+                    "--model {s}: is a file; pass the directory that holds config.json"
+                ));
+            }
+            return Err(format!(
+                "--model {s}: is a file but not a .gguf; pass a Hugging Face directory, a .gguf file or synthetic:NAME"
+            ));
+        }
+        if p.exists() {
+            return Err(format!("--model {s}: cannot be read"));
+        }
+        Err(format!(
+            "--model {s}: no such file or directory (use a Hugging Face directory, a .gguf file, or synthetic:NAME)"
+        ))
+    }
+
+    pub fn display(&self) -> String {
+        match self {
+            ModelSpec::Synthetic { preset, .. } => format!("synthetic:{preset}"),
+            ModelSpec::HfDir(p) | ModelSpec::Gguf(p) => p.display().to_string(),
+        }
+    }
+}
+
+/// `--dtype`.
+pub fn parse_dtype(s: &str) -> Result<DType, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "f32" | "float32" => Ok(DType::F32),
+        "f16" | "float16" | "half" => Ok(DType::F16),
+        "bf16" | "bfloat16" => Ok(DType::BF16),
+        other => Err(format!("--dtype: unknown dtype `{other}` (use f32, f16 or bf16)")),
+    }
+}
+
+pub fn dtype_name(d: DType) -> &'static str {
+    match d {
+        DType::F32 => "f32",
+        DType::F16 => "f16",
+        DType::BF16 => "bf16",
+        _ => "other",
+    }
+}
+
+/// `--device cpu | cuda[:N]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceSpec {
+    Cpu,
+    Cuda(usize),
+}
+
+impl DeviceSpec {
+    pub fn parse(s: &str) -> Result<DeviceSpec, String> {
+        let l = s.to_ascii_lowercase();
+        if l == "cpu" {
+            return Ok(DeviceSpec::Cpu);
+        }
+        let ordinal = if l == "cuda" || l == "gpu" {
+            Some(0)
+        } else {
+            l.strip_prefix("cuda:").and_then(|n| n.parse::<usize>().ok())
+        };
+        match ordinal {
+            Some(n) => {
+                if cfg!(feature = "cuda") {
+                    Ok(DeviceSpec::Cuda(n))
+                } else {
+                    Err(format!(
+                        "--device {s}: this infertop was built without CUDA; rebuild with `cargo build --release --features cuda`"
+                    ))
+                }
+            }
+            None => Err(format!("--device: unknown device `{s}` (use cpu, cuda or cuda:N)")),
+        }
+    }
+
+    pub fn name(self) -> String {
+        match self {
+            DeviceSpec::Cpu => "cpu".into(),
+            DeviceSpec::Cuda(n) => format!("cuda:{n}"),
+        }
+    }
+
+    /// The default dtype: bf16 on CUDA, f32 on CPU.
+    pub fn default_dtype(self) -> DType {
+        match self {
+            DeviceSpec::Cpu => DType::F32,
+            DeviceSpec::Cuda(_) => DType::BF16,
+        }
+    }
+
+    pub fn open(self) -> Result<Device, ModelError> {
+        match self {
+            DeviceSpec::Cpu => Ok(Device::Cpu),
+            DeviceSpec::Cuda(n) => Device::new_cuda(n).map_err(|e| {
+                ModelError::new(format!(
+                    "--device cuda:{n}: cannot open the GPU ({})",
+                    one_line(&e.to_string())
+                ))
+            }),
+        }
+    }
+}
+
+/// A model ready to run.
+pub struct Loaded {
+    pub model: CausalLm,
+    pub info: ModelInfo,
+    /// End-of-sequence ids, for `--stop-at-eos`.
+    pub eos_ids: Vec<u32>,
+}
+
+/// The shape of a spec's model without loading weights (for up-front checks and `presets`).
+pub fn arch_config_of(spec: &ModelSpec) -> Result<Option<ArchConfig>, ModelError> {
+    match spec {
+        ModelSpec::Synthetic { preset, .. } => Ok(presets::find(preset).map(|p| (p.config)())),
+        ModelSpec::HfDir(dir) => {
+            let cfg_path = dir.join("config.json");
+            if !cfg_path.is_file() {
+                return Err(ModelError::new(format!(
+                    "{}: config.json not found; point --model at a Hugging Face snapshot directory",
+                    dir.display()
+                )));
+            }
+            ArchConfig::from_file(&cfg_path).map(Some)
+        }
+        ModelSpec::Gguf(_) => Ok(None),
+    }
+}
+
+/// Bytes of memory available to this process (MemAvailable), where the OS says.
+pub fn available_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    text.lines()
+        .find(|l| l.starts_with("MemAvailable:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+}
+
+fn info_from(cfg: &ArchConfig, name: String, source: &str, dtype: DType, device: &str) -> ModelInfo {
+    ModelInfo {
+        name,
+        arch: cfg.arch.name().to_string(),
+        source: source.to_string(),
+        params: cfg.params(),
+        weight_bytes: cfg.params() * dtype.size_in_bytes() as u64,
+        kv_bytes_per_token: cfg.kv_bytes_per_token(dtype.size_in_bytes()),
+        dtype: dtype_name(dtype).to_string(),
+        device: device.to_string(),
+        max_positions: cfg.max_position_embeddings,
+        layers: cfg.num_hidden_layers,
+        hidden: cfg.hidden_size,
+        heads: cfg.num_attention_heads,
+        kv_heads: cfg.num_key_value_heads,
+        head_dim: cfg.head_dim,
+        vocab: cfg.vocab_size,
+    }
+}
+
+/// Loads (or builds) the model on `device`, reporting progress.
+pub fn load(
+    spec: &ModelSpec,
+    device: &Device,
+    device_spec: DeviceSpec,
+    dtype: DType,
+    progress: Progress,
+) -> Result<Loaded, ModelError> {
+    let dev_name = device_spec.name();
+    let cerr = |what: &str, e: candle_core::Error| {
+        ModelError::new(format!("{what}: {}", one_line(&e.to_string())))
+    };
+    match spec {
+        ModelSpec::Synthetic { preset, seed } => {
+            let p = presets::find(preset).ok_or_else(|| {
+                ModelError::new(format!("--model: unknown synthetic preset `{preset}`"))
+            })?;
+            let cfg = (p.config)();
+            check_fits(&cfg, dtype, device_spec, &spec.display())?;
+            let mut report = |name: &str, done: u64, total: u64| progress(name, done, total);
+            let tensors = synthetic::build_tensors(&cfg, *seed, dtype, device, &mut report)
+                .map_err(|e| cerr(&spec.display(), e))?;
+            let vb = VarBuilder::from_tensors(tensors, dtype, device);
+            let model = CausalLm::load(&cfg, vb, dtype, device).map_err(|e| cerr(&spec.display(), e))?;
+            Ok(Loaded {
+                model,
+                info: info_from(&cfg, spec.display(), "synthetic", dtype, &dev_name),
+                eos_ids: cfg.eos_token_ids.clone(),
+            })
+        }
+        ModelSpec::HfDir(dir) => {
+            let cfg = arch_config_of(spec)?.ok_or_else(|| ModelError::new("no config"))?;
+            let cfg_path = dir.join("config.json");
+            cfg.check_supported()
+                .map_err(|m| ModelError::new(format!("{}: {m}", cfg_path.display())))?;
+            let files = hf::weight_files(dir)?;
+            let (st, _) = hf::open_checked(&cfg, &files)?;
+            check_fits(&cfg, dtype, device_spec, &spec.display())?;
+            let vb = hf::var_builder(&cfg, st, dtype, device, progress);
+            let model = CausalLm::load(&cfg, vb, dtype, device).map_err(|e| cerr(&dir.display().to_string(), e))?;
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| dir.display().to_string());
+            Ok(Loaded {
+                model,
+                info: info_from(&cfg, name, "hf", dtype, &dev_name),
+                eos_ids: cfg.eos_token_ids.clone(),
+            })
+        }
+        ModelSpec::Gguf(path) => {
+            progress(&path.display().to_string(), 0, 1);
+            let (model, info) = gguf::load(path, device, &dev_name)?;
+            progress(&path.display().to_string(), 1, 1);
+            Ok(Loaded {
+                model,
+                info,
+                eos_ids: Vec::new(),
+            })
+        }
+    }
+}
+
+/// Refuses, before allocating, a model that cannot fit in memory on CPU.
+fn check_fits(cfg: &ArchConfig, dtype: DType, device: DeviceSpec, what: &str) -> Result<(), ModelError> {
+    if device != DeviceSpec::Cpu {
+        return Ok(());
+    }
+    let need = cfg.params() * dtype.size_in_bytes() as u64;
+    if let Some(avail) = available_memory_bytes() {
+        if need > avail / 10 * 9 {
+            return Err(ModelError::new(format!(
+                "{what} needs {:.1} GB of weights in {} but only {:.1} GB of memory is available; use a smaller preset or --dtype bf16",
+                need as f64 / 1e9,
+                dtype_name(dtype),
+                avail as f64 / 1e9
+            )));
+        }
+    }
+    Ok(())
+}

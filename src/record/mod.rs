@@ -1,1 +1,15 @@
-//! Run records: JSONL writer and reader, reports, comparisons.
+//! Run records: the JSONL writer, the summary every mode prints, and (later) reports and
+//! comparisons.
+//!
+//! A record is JSON lines, each with a `type`:
+//! `header` (version, command line, config, model, machine), `request` (one per finished
+//! request), `step` (with `--jsonl-steps`), `telemetry`, `event` (pause, resume, reset, workload
+//! change, error), and `footer` (how the run ended, and the summary). It is flushed after every
+//! request, so a run cut off mid-line still reads up to its last whole line.
+
+pub mod reader;
+pub mod summary;
+pub mod writer;
+
+pub use summary::{RunSummary, SummaryFormat};
+pub use writer::Recorder;

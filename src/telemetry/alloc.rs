@@ -1,16 +1,33 @@
 //! A counting global allocator: current and peak heap bytes, with atomics only.
+//!
+//! The analogue of torch's `memory_allocated` / `max_memory_allocated` /
+//! `reset_peak_memory_stats` for CPU runs. It counts the bytes *requested* (`Layout::size`), not
+//! what the system allocator rounds them up to, and it counts every thread of the process (the UI
+//! and the telemetry thread allocate a little too; their share is tiny next to a model's tensors).
+//!
+//! Cost on the hot path: one `fetch_add` per allocation and one `fetch_sub` per free. The peak is
+//! only written (`fetch_max`) when the new level is above the last peak seen, so below the peak —
+//! the steady state of a decode loop that frees what it allocated — an allocation costs one atomic
+//! read-modify-write and one plain load. `benches/alloc.rs` measures it against `System`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-static CURRENT: AtomicU64 = AtomicU64::new(0);
-static PEAK: AtomicU64 = AtomicU64::new(0);
+/// Keeps a counter on its own cache line, so that reading `PEAK` on every allocation does not
+/// share a line with `CURRENT`'s writes from other threads.
+#[repr(align(64))]
+struct Counter(AtomicU64);
+
+static CURRENT: Counter = Counter(AtomicU64::new(0));
+static PEAK: Counter = Counter(AtomicU64::new(0));
 
 /// Wraps the system allocator and counts live bytes.
 pub struct CountingAlloc;
 
+// SAFETY: every method forwards to `System` unchanged and only updates counters afterwards.
 unsafe impl GlobalAlloc for CountingAlloc {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: same contract as the caller's.
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
             add(layout.size() as u64);
@@ -19,6 +36,7 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: same contract as the caller's.
         let p = unsafe { System.alloc_zeroed(layout) };
         if !p.is_null() {
             add(layout.size() as u64);
@@ -27,19 +45,22 @@ unsafe impl GlobalAlloc for CountingAlloc {
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
         unsafe { System.dealloc(ptr, layout) };
-        CURRENT.fetch_sub(layout.size() as u64, Ordering::Relaxed);
+        sub(layout.size() as u64);
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        // SAFETY: same contract as the caller's.
         let p = unsafe { System.realloc(ptr, layout, new_size) };
+        // On failure the old block is untouched, so the count stays as it was.
         if !p.is_null() {
             let old = layout.size() as u64;
             let new = new_size as u64;
             if new > old {
                 add(new - old);
             } else {
-                CURRENT.fetch_sub(old - new, Ordering::Relaxed);
+                sub(old - new);
             }
         }
         p
@@ -48,21 +69,35 @@ unsafe impl GlobalAlloc for CountingAlloc {
 
 #[inline]
 fn add(bytes: u64) {
-    let now = CURRENT.fetch_add(bytes, Ordering::Relaxed) + bytes;
-    PEAK.fetch_max(now, Ordering::Relaxed);
+    let now = CURRENT.0.fetch_add(bytes, Ordering::Relaxed) + bytes;
+    // A plain load first: below the peak there is nothing to write, and a `fetch_max` is a
+    // compare-exchange loop that takes the cache line exclusively.
+    if now > PEAK.0.load(Ordering::Relaxed) {
+        PEAK.0.fetch_max(now, Ordering::Relaxed);
+    }
 }
 
-/// Bytes currently allocated through the global allocator.
+#[inline]
+fn sub(bytes: u64) {
+    CURRENT.0.fetch_sub(bytes, Ordering::Relaxed);
+}
+
+/// Bytes currently allocated through the global allocator (all threads).
 pub fn current_bytes() -> u64 {
-    CURRENT.load(Ordering::Relaxed)
+    CURRENT.0.load(Ordering::Relaxed)
 }
 
-/// Peak bytes since the last `reset_peak`.
+/// Peak of [`current_bytes`] since the last [`reset_peak`] (or since the process started).
 pub fn peak_bytes() -> u64 {
-    PEAK.load(Ordering::Relaxed)
+    PEAK.0.load(Ordering::Relaxed)
 }
 
 /// Starts a new peak window at the current level (like torch's `reset_peak_memory_stats`).
+///
+/// An allocation racing with the reset on another thread may be missed by the new window's peak
+/// for that one instant; the next allocation above the level corrects it. The worker calls this
+/// from its own thread at request start, where its own allocations cannot race it.
 pub fn reset_peak() {
-    PEAK.store(CURRENT.load(Ordering::Relaxed), Ordering::Relaxed);
+    PEAK.0
+        .store(CURRENT.0.load(Ordering::Relaxed), Ordering::Relaxed);
 }

@@ -18,6 +18,8 @@ pub struct Sample {
     /// Device memory used / total (NVML or CUDA context).
     pub device_used_bytes: Option<u64>,
     pub device_total_bytes: Option<u64>,
+    /// This process's device memory (NVML running compute processes).
+    pub process_device_bytes: Option<u64>,
     pub gpu_util_pct: Option<u32>,
     pub mem_util_pct: Option<u32>,
     pub power_w: Option<f64>,
@@ -36,3 +38,14 @@ pub struct Sample {
 }
 
 pub mod alloc;
+pub mod devices;
+pub mod kv;
+pub mod nvml;
+pub mod process;
+pub mod request;
+pub mod sampler;
+
+pub use devices::devices_report;
+pub use kv::expected_kv_bytes;
+pub use request::{RequestExtras, RequestTelemetry};
+pub use sampler::{spawn, spawn_default, SamplerHandle, Source, TelemetryDevice, DEFAULT_INTERVAL};

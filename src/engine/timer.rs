@@ -1,0 +1,122 @@
+//! GPU-side timing with CUDA events, beside the synchronized wall clock.
+//!
+//! Wall time is always measured with `Instant` around a region that ends in
+//! `Device::synchronize()`. On CUDA, events recorded on candle's stream at both ends of the same
+//! region give the GPU time, so host overhead = wall − GPU is known too.
+
+use candle_core::Device;
+
+/// Records GPU time of one region at a time. On CPU every method is a no-op returning `None`.
+pub struct GpuTimer {
+    #[cfg(feature = "cuda")]
+    inner: Option<cuda::Events>,
+}
+
+impl GpuTimer {
+    pub fn new(device: &Device) -> GpuTimer {
+        #[cfg(feature = "cuda")]
+        {
+            GpuTimer {
+                inner: cuda::Events::new(device),
+            }
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            let _ = device;
+            GpuTimer {}
+        }
+    }
+
+    /// Whether GPU times will be reported.
+    pub fn enabled(&self) -> bool {
+        #[cfg(feature = "cuda")]
+        {
+            self.inner.is_some()
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            false
+        }
+    }
+
+    /// Records the start event on the device stream (asynchronous, no host wait).
+    #[inline]
+    pub fn start(&mut self) {
+        #[cfg(feature = "cuda")]
+        if let Some(e) = &mut self.inner {
+            e.start();
+        }
+    }
+
+    /// Records the stop event (asynchronous); read it after the region's synchronize.
+    #[inline]
+    pub fn stop(&mut self) {
+        #[cfg(feature = "cuda")]
+        if let Some(e) = &mut self.inner {
+            e.stop();
+        }
+    }
+
+    /// GPU seconds between the last start and stop; call after `Device::synchronize()`.
+    pub fn elapsed_s(&self) -> Option<f64> {
+        #[cfg(feature = "cuda")]
+        {
+            self.inner.as_ref().and_then(|e| e.elapsed_s())
+        }
+        #[cfg(not(feature = "cuda"))]
+        {
+            None
+        }
+    }
+}
+
+#[cfg(feature = "cuda")]
+mod cuda {
+    use std::sync::Arc;
+
+    use candle_core::cuda_backend::cudarc::driver::{sys, CudaEvent, CudaStream};
+    use candle_core::Device;
+
+    pub struct Events {
+        stream: Arc<CudaStream>,
+        start: CudaEvent,
+        stop: CudaEvent,
+        ok: bool,
+    }
+
+    impl Events {
+        pub fn new(device: &Device) -> Option<Events> {
+            let cuda = device.as_cuda_device().ok()?;
+            let stream = cuda.cuda_stream();
+            let ctx = stream.context();
+            // cudarc creates events with timing disabled by default; timing must be asked for.
+            let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+            let start = ctx.new_event(flags).ok()?;
+            let stop = ctx.new_event(flags).ok()?;
+            Some(Events {
+                stream,
+                start,
+                stop,
+                ok: false,
+            })
+        }
+
+        pub fn start(&mut self) {
+            self.ok = self.start.record(&self.stream).is_ok();
+        }
+
+        pub fn stop(&mut self) {
+            self.ok &= self.stop.record(&self.stream).is_ok();
+        }
+
+        pub fn elapsed_s(&self) -> Option<f64> {
+            if !self.ok {
+                return None;
+            }
+            self.start
+                .elapsed_ms(&self.stop)
+                .ok()
+                .map(|ms| ms as f64 / 1e3)
+        }
+    }
+}

@@ -1,0 +1,360 @@
+//! The worker thread: owns the device and the model, runs requests again and again, times every
+//! phase with an explicit device synchronize, and sends typed events.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use candle_core::{DType, Device, Tensor, D};
+use crossbeam_channel::{Receiver, Sender};
+
+use super::events::{Control, Event, RequestDone, RunInfo, StopReason};
+use super::timer::GpuTimer;
+use super::workload::Workload;
+use crate::model::synthetic::fnv1a;
+use crate::model::{self, one_line, CausalLm, DeviceSpec, ModelSpec};
+use crate::telemetry::alloc;
+
+/// Everything the worker needs; built and validated by the CLI.
+pub struct WorkerConfig {
+    pub model: ModelSpec,
+    pub device: DeviceSpec,
+    pub dtype: DType,
+    /// CPU threads candle uses (informational; set through RAYON_NUM_THREADS before start).
+    pub threads: usize,
+    pub workload: Workload,
+    pub warmup: u64,
+    pub requests: Option<u64>,
+    pub duration: Option<Duration>,
+    pub stop_at_eos: bool,
+    pub record_tokens: bool,
+    /// Decodes generated ids for `--record-tokens`.
+    pub tokenizer: Option<tokenizers::Tokenizer>,
+}
+
+/// Starts the worker on a named thread. It reports through `events` and ends with
+/// `Event::Finished`; a panic inside it is caught and reported as a fatal error.
+pub fn spawn(
+    cfg: WorkerConfig,
+    events: Sender<Event>,
+    control: Receiver<Control>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("infertop-worker".into())
+        .spawn(move || {
+            let tx = events.clone();
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run(cfg, &events, &control)
+            }));
+            let reason = match result {
+                Ok(Ok(reason)) => reason,
+                Ok(Err(message)) => {
+                    let _ = tx.send(Event::Error {
+                        message,
+                        fatal: true,
+                    });
+                    StopReason::Error
+                }
+                Err(panic) => {
+                    let what = panic
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_else(|| "unknown panic".into());
+                    let _ = tx.send(Event::Error {
+                        message: format!("worker panicked: {what}"),
+                        fatal: true,
+                    });
+                    StopReason::Error
+                }
+            };
+            let _ = tx.send(Event::Finished(reason));
+        })
+}
+
+/// Control messages that arrived while a request was running, applied at the next boundary.
+struct Inbox<'a> {
+    rx: &'a Receiver<Control>,
+    pending: VecDeque<Control>,
+}
+
+impl Inbox<'_> {
+    /// Takes everything waiting; returns a stop if one arrived (it is not queued).
+    fn poll_stop(&mut self) -> Option<StopReason> {
+        while let Ok(c) = self.rx.try_recv() {
+            if let Control::Stop(r) = c {
+                return Some(r);
+            }
+            self.pending.push_back(c);
+        }
+        None
+    }
+}
+
+fn run(
+    mut cfg: WorkerConfig,
+    tx: &Sender<Event>,
+    control: &Receiver<Control>,
+) -> Result<StopReason, String> {
+    let device = cfg.device.open().map_err(|e| e.to_string())?;
+    let progress_tx = tx.clone();
+    let progress: model::Progress = Arc::new(move |what: &str, done: u64, total: u64| {
+        let _ = progress_tx.send(Event::Loading {
+            what: what.to_string(),
+            done,
+            total,
+        });
+    });
+    let loaded = model::load(&cfg.model, &device, cfg.device, cfg.dtype, progress)
+        .map_err(|e| e.to_string())?;
+    let mut lm = loaded.model;
+    let info = loaded.info;
+    cfg.workload.vocab = info.vocab.max(4);
+    let needed = cfg.workload.max_positions_needed();
+    if needed > info.max_positions {
+        return Err(format!(
+            "prompt + output tokens ({needed}) exceed the model's {} positions; lower --prompt-tokens or --output-tokens",
+            info.max_positions
+        ));
+    }
+    let _ = tx.send(Event::RunStarted(Box::new(RunInfo {
+        model: info.clone(),
+        workload: cfg.workload.describe(),
+        warmup_requests: cfg.warmup,
+        threads: if cfg.device == DeviceSpec::Cpu { cfg.threads } else { 0 },
+    })));
+
+    let started = Instant::now();
+    let mut inbox = Inbox {
+        rx: control,
+        pending: VecDeque::new(),
+    };
+    let mut gpu = GpuTimer::new(&device);
+    let mut index: u64 = 0;
+    loop {
+        // Request boundary: apply control messages, honour limits.
+        if let Some(r) = inbox.poll_stop() {
+            return Ok(r);
+        }
+        while let Some(c) = inbox.pending.pop_front() {
+            match c {
+                Control::Pause => {
+                    let _ = tx.send(Event::Paused);
+                    // Block until resumed or stopped; nothing is measured meanwhile.
+                    loop {
+                        match control.recv() {
+                            Ok(Control::Resume) => break,
+                            Ok(Control::Stop(r)) => return Ok(r),
+                            Ok(other) => inbox.pending.push_back(other),
+                            Err(_) => return Ok(StopReason::UserStop),
+                        }
+                    }
+                    let _ = tx.send(Event::Resumed);
+                }
+                Control::Resume => {}
+                Control::ResetStats => {
+                    let _ = tx.send(Event::StatsReset);
+                }
+                Control::AdjustOutputTokens(delta) => {
+                    adjust(&mut cfg.workload, info.max_positions, tx, |w| {
+                        w.output = w.output.map(|n| (n as i64 + delta).max(1) as usize);
+                    });
+                }
+                Control::AdjustPromptTokens(steps) => {
+                    adjust(&mut cfg.workload, info.max_positions, tx, |w| {
+                        if let Some(p) = &w.prompt {
+                            w.prompt = Some(p.map(|n| {
+                                if steps >= 0 {
+                                    n << steps.min(8)
+                                } else {
+                                    n >> (-steps).min(8)
+                                }
+                            }));
+                        }
+                    });
+                }
+                Control::Stop(r) => return Ok(r),
+            }
+        }
+        if cfg.requests.is_some_and(|n| index >= n) {
+            return Ok(StopReason::RequestLimit);
+        }
+        if cfg.duration.is_some_and(|d| started.elapsed() >= d) {
+            return Ok(StopReason::DurationLimit);
+        }
+
+        let shape = cfg.workload.request(index);
+        let warmup = index < cfg.warmup;
+        let _ = tx.send(Event::RequestStarted {
+            index,
+            warmup,
+            prompt_tokens: shape.prompt_tokens,
+            output_tokens: shape.output_tokens,
+            batch: shape.batch,
+        });
+        match run_request(&mut lm, &device, &mut gpu, &shape, index, warmup, &cfg, &mut inbox, tx, &loaded.eos_ids) {
+            Ok(Some(done)) => {
+                let _ = tx.send(Event::RequestDone(Box::new(done)));
+            }
+            Ok(None) => {
+                // Stopped mid-request: the partial request is not a measurement.
+                return Ok(inbox_stop_reason(&mut inbox));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "request {index} (batch {} × prompt {} + output {}) failed: {}",
+                    shape.batch,
+                    shape.prompt_tokens,
+                    shape.output_tokens,
+                    one_line(&e.to_string())
+                ))
+            }
+        }
+        index += 1;
+    }
+}
+
+/// The stop reason recorded by `run_request` when it returned early.
+fn inbox_stop_reason(inbox: &mut Inbox) -> StopReason {
+    match inbox.pending.pop_back() {
+        Some(Control::Stop(r)) => r,
+        _ => StopReason::UserStop,
+    }
+}
+
+fn adjust(
+    w: &mut Workload,
+    max_positions: usize,
+    tx: &Sender<Event>,
+    change: impl FnOnce(&mut Workload),
+) {
+    let mut next = w.clone();
+    change(&mut next);
+    let needed = next.max_positions_needed();
+    if needed > max_positions {
+        let _ = tx.send(Event::Error {
+            message: format!(
+                "workload not changed: prompt + output ({needed}) would exceed the model's {max_positions} positions"
+            ),
+            fatal: false,
+        });
+        return;
+    }
+    *w = next;
+    let _ = tx.send(Event::WorkloadChanged(w.describe()));
+}
+
+/// One request. Returns `Ok(None)` if a stop arrived mid-request.
+#[allow(clippy::too_many_arguments)]
+fn run_request(
+    lm: &mut CausalLm,
+    device: &Device,
+    gpu: &mut GpuTimer,
+    shape: &super::workload::RequestShape,
+    index: u64,
+    warmup: bool,
+    cfg: &WorkerConfig,
+    inbox: &mut Inbox,
+    tx: &Sender<Event>,
+    eos_ids: &[u32],
+) -> candle_core::Result<Option<RequestDone>> {
+    let (b, p, g) = (shape.batch, shape.prompt_tokens, shape.output_tokens);
+    // Everything allocated up front, outside the timed regions.
+    lm.reset();
+    let mut generated: Vec<u32> = Vec::with_capacity(b * g);
+    let mut finished = vec![false; b];
+    device.synchronize()?;
+    alloc::reset_peak();
+
+    // ---- prefill: upload, forward over the prompt, argmax, token on the host, synchronize.
+    let t0 = Instant::now();
+    gpu.start();
+    let input = Tensor::from_slice(&shape.ids, (b, p), device)?;
+    let logits = lm.forward(&input, 0)?;
+    let mut next = logits.argmax_keepdim(D::Minus1)?; // (b, 1) u32
+    gpu.stop();
+    let first = next.to_vec2::<u32>()?;
+    device.synchronize()?;
+    let ttft = t0.elapsed().as_secs_f64();
+    // ---- end of timed region
+    let gpu_ttft = gpu.elapsed_s();
+    for (i, row) in first.iter().enumerate() {
+        let id = row.first().copied().unwrap_or(0);
+        generated.push(id);
+        finished[i] = cfg.stop_at_eos && eos_ids.contains(&id);
+    }
+    let _ = tx.send(Event::PrefillDone { index, ttft_s: ttft });
+
+    let mut decode_total = 0.0f64;
+    let mut gpu_decode = gpu.enabled().then_some(0.0f64);
+    let mut steps = 0usize;
+    for step in 1..g {
+        if cfg.stop_at_eos && finished.iter().all(|f| *f) {
+            break;
+        }
+        if let Some(r) = inbox.poll_stop() {
+            inbox.pending.push_back(Control::Stop(r));
+            return Ok(None);
+        }
+        // ---- decode step: forward one token per sequence, argmax, ids on the host, synchronize.
+        let ts = Instant::now();
+        gpu.start();
+        let logits = lm.forward(&next, p + step - 1)?;
+        next = logits.argmax_keepdim(D::Minus1)?;
+        gpu.stop();
+        let ids = next.to_vec2::<u32>()?;
+        device.synchronize()?;
+        let itl = ts.elapsed().as_secs_f64();
+        // ---- end of timed region
+        let gpu_s = gpu.elapsed_s();
+        if let (Some(total), Some(s)) = (gpu_decode.as_mut(), gpu_s) {
+            *total += s;
+        }
+        decode_total += itl;
+        steps += 1;
+        for (i, row) in ids.iter().enumerate() {
+            let id = row.first().copied().unwrap_or(0);
+            generated.push(id);
+            if cfg.stop_at_eos && eos_ids.contains(&id) {
+                finished[i] = true;
+            }
+        }
+        let _ = tx.send(Event::DecodeStep {
+            index,
+            step: step as u32,
+            itl_s: itl,
+            gpu_s,
+        });
+    }
+    let output_tokens = steps + 1;
+    let e2e = ttft + decode_total;
+    let peak = alloc::peak_bytes();
+    let bytes: Vec<u8> = generated.iter().flat_map(|id| id.to_le_bytes()).collect();
+    // Generated ids are stored step-major (all sequences' token 1, then token 2...); the first
+    // sequence is every b-th id.
+    let first_seq: Vec<u32> = generated.iter().step_by(b.max(1)).copied().collect();
+    let text = if cfg.record_tokens {
+        cfg.tokenizer
+            .as_ref()
+            .and_then(|t| t.decode(&first_seq, false).ok())
+    } else {
+        None
+    };
+    Ok(Some(RequestDone {
+        index,
+        warmup,
+        batch: b,
+        prompt_tokens: p,
+        output_tokens,
+        ttft_s: ttft,
+        tpot_s: (output_tokens > 1).then(|| decode_total / (output_tokens - 1) as f64),
+        e2e_s: e2e,
+        gpu_ttft_s: gpu_ttft,
+        gpu_decode_s: gpu_decode,
+        peak_alloc_bytes: Some(peak),
+        output_hash: format!("{:016x}", fnv1a(&bytes)),
+        tokens: cfg.record_tokens.then_some(first_seq),
+        text,
+    }))
+}

@@ -1,0 +1,141 @@
+//! One interface over candle-transformers' architectures: forward with a KV cache, and reset.
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::{Activation, VarBuilder};
+use candle_transformers::models::{
+    llama, mistral, qwen2, quantized_llama, quantized_qwen2,
+};
+
+use super::config::{Arch, ArchConfig};
+
+/// A loaded causal LM. `forward` returns last-position logits as `(batch, vocab)`.
+pub enum CausalLm {
+    Llama {
+        model: llama::Llama,
+        /// A fresh cache, cloned at every reset (cheap: tensors are shared).
+        fresh: llama::Cache,
+        cache: llama::Cache,
+    },
+    Mistral(mistral::Model),
+    Qwen2(qwen2::ModelForCausalLM),
+    QuantLlama(quantized_llama::ModelWeights),
+    QuantQwen2(quantized_qwen2::ModelWeights),
+}
+
+impl CausalLm {
+    /// Builds the model from tensors behind `vb` (an in-memory map or mmapped safetensors).
+    pub fn load(
+        cfg: &ArchConfig,
+        vb: VarBuilder,
+        dtype: DType,
+        device: &Device,
+    ) -> candle_core::Result<CausalLm> {
+        Ok(match cfg.arch {
+            Arch::Llama => {
+                let c = llama_config(cfg);
+                let model = llama::Llama::load(vb, &c)?;
+                let fresh = llama::Cache::new(true, dtype, &c, device)?;
+                CausalLm::Llama {
+                    model,
+                    cache: fresh.clone(),
+                    fresh,
+                }
+            }
+            Arch::Mistral => CausalLm::Mistral(mistral::Model::new(&mistral_config(cfg), vb)?),
+            Arch::Qwen2 => CausalLm::Qwen2(qwen2::ModelForCausalLM::new(&qwen2_config(cfg), vb)?),
+        })
+    }
+
+    /// Forgets the KV cache: the next forward starts a new sequence at position 0.
+    pub fn reset(&mut self) {
+        match self {
+            CausalLm::Llama { fresh, cache, .. } => *cache = fresh.clone(),
+            CausalLm::Mistral(m) => m.clear_kv_cache(),
+            CausalLm::Qwen2(m) => m.clear_kv_cache(),
+            CausalLm::QuantLlama(m) => m.clear_kv_cache(),
+            CausalLm::QuantQwen2(m) => m.clear_kv_cache(),
+        }
+    }
+
+    /// Runs `ids` (batch, seq) at position `pos`; returns f32 logits (batch, vocab).
+    pub fn forward(&mut self, ids: &Tensor, pos: usize) -> candle_core::Result<Tensor> {
+        let logits = match self {
+            CausalLm::Llama { model, cache, .. } => model.forward(ids, pos, cache)?,
+            CausalLm::Mistral(m) => m.forward(ids, pos)?,
+            CausalLm::Qwen2(m) => m.forward(ids, pos)?,
+            CausalLm::QuantLlama(m) => m.forward(ids, pos)?,
+            CausalLm::QuantQwen2(m) => m.forward(ids, pos)?,
+        };
+        let logits = if logits.rank() == 3 {
+            logits.squeeze(1)?
+        } else {
+            logits
+        };
+        logits.to_dtype(DType::F32)
+    }
+}
+
+pub fn llama_config(cfg: &ArchConfig) -> llama::Config {
+    llama::Config {
+        hidden_size: cfg.hidden_size,
+        intermediate_size: cfg.intermediate_size,
+        vocab_size: cfg.vocab_size,
+        num_hidden_layers: cfg.num_hidden_layers,
+        num_attention_heads: cfg.num_attention_heads,
+        num_key_value_heads: cfg.num_key_value_heads,
+        use_flash_attn: false,
+        rms_norm_eps: cfg.rms_norm_eps,
+        rope_theta: cfg.rope_theta as f32,
+        bos_token_id: cfg.bos_token_id,
+        eos_token_id: cfg
+            .eos_token_ids
+            .first()
+            .map(|&e| llama::LlamaEosToks::Single(e)),
+        rope_scaling: cfg.rope_scaling.as_ref().map(|s| llama::Llama3RopeConfig {
+            factor: s.factor,
+            low_freq_factor: s.low_freq_factor,
+            high_freq_factor: s.high_freq_factor,
+            original_max_position_embeddings: s.original_max_position_embeddings,
+            rope_type: llama::Llama3RopeType::Llama3,
+        }),
+        max_position_embeddings: cfg.max_position_embeddings,
+        tie_word_embeddings: cfg.tie_word_embeddings,
+    }
+}
+
+fn mistral_config(cfg: &ArchConfig) -> mistral::Config {
+    mistral::Config {
+        vocab_size: cfg.vocab_size,
+        hidden_size: cfg.hidden_size,
+        intermediate_size: cfg.intermediate_size,
+        num_hidden_layers: cfg.num_hidden_layers,
+        num_attention_heads: cfg.num_attention_heads,
+        head_dim: Some(cfg.head_dim),
+        num_key_value_heads: cfg.num_key_value_heads,
+        hidden_act: Activation::Silu,
+        max_position_embeddings: cfg.max_position_embeddings,
+        rms_norm_eps: cfg.rms_norm_eps,
+        rope_theta: cfg.rope_theta,
+        sliding_window: cfg.sliding_window,
+        use_flash_attn: false,
+    }
+}
+
+fn qwen2_config(cfg: &ArchConfig) -> qwen2::Config {
+    qwen2::Config {
+        vocab_size: cfg.vocab_size,
+        hidden_size: cfg.hidden_size,
+        intermediate_size: cfg.intermediate_size,
+        num_hidden_layers: cfg.num_hidden_layers,
+        num_attention_heads: cfg.num_attention_heads,
+        num_key_value_heads: cfg.num_key_value_heads,
+        max_position_embeddings: cfg.max_position_embeddings,
+        sliding_window: cfg.sliding_window.unwrap_or(cfg.max_position_embeddings),
+        max_window_layers: cfg.num_hidden_layers,
+        tie_word_embeddings: cfg.tie_word_embeddings,
+        rope_theta: cfg.rope_theta,
+        rms_norm_eps: cfg.rms_norm_eps,
+        use_sliding_window: cfg.sliding_window.is_some(),
+        hidden_act: Activation::Silu,
+    }
+}

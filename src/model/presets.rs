@@ -1,0 +1,159 @@
+//! Synthetic presets: real shapes with random weights, like vLLM's dummy weights.
+
+use super::config::{Arch, ArchConfig, RopeScaling};
+
+pub struct Preset {
+    pub name: &'static str,
+    pub about: &'static str,
+    pub config: fn() -> ArchConfig,
+}
+
+fn base(arch: Arch) -> ArchConfig {
+    ArchConfig {
+        arch,
+        vocab_size: 0,
+        hidden_size: 0,
+        intermediate_size: 0,
+        num_hidden_layers: 0,
+        num_attention_heads: 0,
+        num_key_value_heads: 0,
+        head_dim: 0,
+        max_position_embeddings: 0,
+        rms_norm_eps: 1e-5,
+        rope_theta: 10_000.0,
+        rope_scaling: None,
+        tie_word_embeddings: false,
+        sliding_window: None,
+        bos_token_id: Some(1),
+        eos_token_ids: vec![2],
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn shape(
+    arch: Arch,
+    vocab: usize,
+    hidden: usize,
+    inter: usize,
+    layers: usize,
+    heads: usize,
+    kv: usize,
+    max_pos: usize,
+) -> ArchConfig {
+    ArchConfig {
+        vocab_size: vocab,
+        hidden_size: hidden,
+        intermediate_size: inter,
+        num_hidden_layers: layers,
+        num_attention_heads: heads,
+        num_key_value_heads: kv,
+        head_dim: hidden / heads,
+        max_position_embeddings: max_pos,
+        ..base(arch)
+    }
+}
+
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        name: "tiny",
+        about: "test shape, fast on 2 CPU cores (the default)",
+        config: || shape(Arch::Llama, 2048, 256, 768, 4, 4, 2, 4096),
+    },
+    Preset {
+        name: "small",
+        about: "a larger CPU shape (~50M parameters)",
+        config: || shape(Arch::Llama, 8192, 512, 1536, 8, 8, 4, 4096),
+    },
+    Preset {
+        name: "qwen2.5-0.5b",
+        about: "Qwen2.5-0.5B shape",
+        config: || ArchConfig {
+            rope_theta: 1_000_000.0,
+            rms_norm_eps: 1e-6,
+            tie_word_embeddings: true,
+            bos_token_id: None,
+            eos_token_ids: vec![151643],
+            ..shape(Arch::Qwen2, 151936, 896, 4864, 24, 14, 2, 32768)
+        },
+    },
+    Preset {
+        name: "llama-3.2-1b",
+        about: "Llama 3.2 1B shape",
+        config: || ArchConfig {
+            rope_theta: 500_000.0,
+            tie_word_embeddings: true,
+            rope_scaling: Some(RopeScaling {
+                factor: 32.0,
+                low_freq_factor: 1.0,
+                high_freq_factor: 4.0,
+                original_max_position_embeddings: 8192,
+            }),
+            bos_token_id: Some(128000),
+            eos_token_ids: vec![128001],
+            ..shape(Arch::Llama, 128256, 2048, 8192, 16, 32, 8, 131072)
+        },
+    },
+    Preset {
+        name: "llama-2-7b",
+        about: "Llama 2 7B shape",
+        config: || shape(Arch::Llama, 32000, 4096, 11008, 32, 32, 32, 4096),
+    },
+    Preset {
+        name: "llama-3-8b",
+        about: "Llama 3 8B shape",
+        config: || ArchConfig {
+            rope_theta: 500_000.0,
+            bos_token_id: Some(128000),
+            eos_token_ids: vec![128001],
+            ..shape(Arch::Llama, 128256, 4096, 14336, 32, 32, 8, 8192)
+        },
+    },
+    Preset {
+        name: "mistral-7b",
+        about: "Mistral 7B v0.1 shape",
+        config: || ArchConfig {
+            sliding_window: Some(4096),
+            ..shape(Arch::Mistral, 32000, 4096, 14336, 32, 32, 8, 32768)
+        },
+    },
+    Preset {
+        name: "qwen2.5-7b",
+        about: "Qwen2.5-7B shape",
+        config: || ArchConfig {
+            rope_theta: 1_000_000.0,
+            rms_norm_eps: 1e-6,
+            bos_token_id: None,
+            eos_token_ids: vec![151643],
+            ..shape(Arch::Qwen2, 152064, 3584, 18944, 28, 28, 4, 32768)
+        },
+    },
+];
+
+pub fn find(name: &str) -> Option<&'static Preset> {
+    PRESETS.iter().find(|p| p.name.eq_ignore_ascii_case(name))
+}
+
+pub fn names() -> String {
+    PRESETS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+}
+
+/// The same preset shape as another architecture (`make-model --arch`).
+pub fn with_arch(mut cfg: ArchConfig, arch: Arch) -> ArchConfig {
+    if cfg.arch == arch {
+        return cfg;
+    }
+    cfg.arch = arch;
+    match arch {
+        Arch::Llama => cfg.sliding_window = None,
+        Arch::Mistral => {
+            // candle's Mistral always has its own lm_head.
+            cfg.tie_word_embeddings = false;
+            cfg.rope_scaling = None;
+        }
+        Arch::Qwen2 => {
+            cfg.rope_scaling = None;
+            cfg.sliding_window = None;
+        }
+    }
+    cfg
+}

@@ -1,0 +1,151 @@
+//! The end-of-run summary: one table, printed as markdown, JSON or CSV.
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats::{Metric, RunStats, Summary, Table, WindowKind};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SummaryFormat {
+    Md,
+    Json,
+    Csv,
+}
+
+impl SummaryFormat {
+    pub fn parse(s: &str) -> Result<SummaryFormat, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "md" | "markdown" => Ok(SummaryFormat::Md),
+            "json" => Ok(SummaryFormat::Json),
+            "csv" => Ok(SummaryFormat::Csv),
+            other => Err(format!("--format: unknown format `{other}` (use md, json or csv)")),
+        }
+    }
+}
+
+/// What a run measured: steady-state table, warmup table, counts.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// Requests finished (warmup included).
+    pub requests: u64,
+    pub warmup_requests: u64,
+    /// Steady-state metrics (warmup excluded).
+    pub steady: Table,
+    /// The warmup requests alone.
+    pub warmup: Table,
+}
+
+impl RunSummary {
+    pub fn from_stats(stats: &RunStats) -> RunSummary {
+        RunSummary {
+            requests: stats.requests(),
+            warmup_requests: stats.warmup_requests(),
+            steady: stats.table(WindowKind::Steady, false),
+            warmup: stats.warmup_table(),
+        }
+    }
+
+    /// `{"type":"summary","requests":…,"warmup_requests":…,"metrics":{…},"warmup":{…}}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        let metrics = |t: &Table| {
+            let mut m = serde_json::Map::new();
+            for &metric in &Metric::ALL {
+                let s = t.get(metric);
+                m.insert(metric.key().to_string(), summary_json(&s));
+            }
+            serde_json::Value::Object(m)
+        };
+        serde_json::json!({
+            "type": "summary",
+            "requests": self.requests,
+            "warmup_requests": self.warmup_requests,
+            "window": "steady",
+            "metrics": metrics(&self.steady),
+            "warmup": metrics(&self.warmup),
+        })
+    }
+
+    pub fn render(&self, format: SummaryFormat) -> String {
+        match format {
+            SummaryFormat::Json => self.to_json().to_string() + "\n",
+            SummaryFormat::Csv => self.to_csv(),
+            SummaryFormat::Md => self.to_markdown(),
+        }
+    }
+
+    fn to_markdown(&self) -> String {
+        let mut out = String::new();
+        out.push_str(&format!(
+            "\n{} requests ({} warmup, excluded below)\n\n",
+            self.requests, self.warmup_requests
+        ));
+        out.push_str("| metric | mean | p50 | p90 | p95 | p99 | max | n |\n");
+        out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        for &m in &Metric::ALL {
+            let s = self.steady.get(m);
+            out.push_str(&md_row(m.label(), m, &s));
+        }
+        if self.warmup_requests > 0 {
+            for m in [Metric::Ttft, Metric::E2e] {
+                let s = self.warmup.get(m);
+                out.push_str(&md_row(&format!("{} (warmup)", m.label()), m, &s));
+            }
+        }
+        out
+    }
+
+    fn to_csv(&self) -> String {
+        let mut out = String::from("window,metric,mean,p50,p90,p95,p99,max,n\n");
+        for (window, table) in [("steady", &self.steady), ("warmup", &self.warmup)] {
+            for &m in &Metric::ALL {
+                let s = table.get(m);
+                out.push_str(&format!(
+                    "{window},{},{},{},{},{},{},{},{}\n",
+                    m.key(),
+                    s.mean,
+                    s.p50,
+                    s.p90,
+                    s.p95,
+                    s.p99,
+                    s.max,
+                    s.n
+                ));
+            }
+        }
+        out
+    }
+}
+
+fn summary_json(s: &Summary) -> serde_json::Value {
+    if s.n == 0 {
+        return serde_json::json!({"mean": null, "p50": null, "p90": null, "p95": null, "p99": null, "max": null, "n": 0});
+    }
+    serde_json::json!({
+        "mean": s.mean, "p50": s.p50, "p90": s.p90, "p95": s.p95, "p99": s.p99, "max": s.max, "n": s.n
+    })
+}
+
+fn md_row(label: &str, m: Metric, s: &Summary) -> String {
+    if s.n == 0 {
+        return format!("| {label} | - | - | - | - | - | - | 0 |\n");
+    }
+    let f = |v: f64| format_value(m, v);
+    format!(
+        "| {label} | {} | {} | {} | {} | {} | {} | {} |\n",
+        f(s.mean),
+        f(s.p50),
+        f(s.p90),
+        f(s.p95),
+        f(s.p99),
+        f(s.max),
+        s.n
+    )
+}
+
+/// Latencies in ms with three decimals, rates with one.
+pub fn format_value(m: Metric, v: f64) -> String {
+    if m.is_latency() {
+        format!("{:.3} ms", v * 1e3)
+    } else {
+        format!("{v:.1}")
+    }
+}

@@ -1,0 +1,340 @@
+//! NVML source: device memory, utilisation, power, temperature, clocks, throttle reasons and the
+//! energy counter for one GPU, read through `nvml-wrapper` (libnvidia-ml is loaded at run time).
+//!
+//! Every field is best effort: a query the device or driver does not support leaves its field
+//! `None`. Only errors that mean the device or driver is gone (GPU lost, driver unloaded, ...)
+//! fail the whole source, so the sampler reports them once and goes on without NVML.
+
+use nvml_wrapper::bitmasks::device::ThrottleReasons;
+use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, Nvml};
+
+use super::sampler::Source;
+use super::Sample;
+
+/// The text every view shows when NVML cannot be used, e.g. "NVML unavailable: <reason>".
+pub fn unavailable_message(reason: &str) -> String {
+    format!("NVML unavailable: {reason}")
+}
+
+/// Opens NVML, keeping the reason when it cannot (no driver, no library, no permission).
+pub fn init() -> Result<Nvml, String> {
+    Nvml::init().map_err(|e| match e {
+        // The loader's own message already names the library ("libnvidia-ml.so.1: cannot open
+        // shared object file: ..."); the wrapper's prefix adds nothing.
+        NvmlError::LibloadingError(e) => e.to_string(),
+        e => e.to_string(),
+    })
+}
+
+/// How a CUDA ordinal names an NVML device once `CUDA_VISIBLE_DEVICES` is applied.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NvmlDeviceRef {
+    Index(u32),
+    /// A UUID or UUID prefix such as `GPU-8f3c`, as `CUDA_VISIBLE_DEVICES` allows.
+    UuidPrefix(String),
+}
+
+/// Maps a CUDA device ordinal to the NVML device it is, given `CUDA_VISIBLE_DEVICES`.
+///
+/// NVML numbers every GPU of the machine in PCI bus order and ignores `CUDA_VISIBLE_DEVICES`;
+/// CUDA numbers only the visible ones. Without the variable the ordinal is taken as the NVML
+/// index, which holds on machines with one GPU model (CUDA's default `FASTEST_FIRST` order can
+/// differ from PCI order only between GPUs of different speeds; `CUDA_DEVICE_ORDER=PCI_BUS_ID`
+/// makes them agree).
+pub fn resolve_cuda_ordinal(
+    ordinal: usize,
+    cuda_visible_devices: Option<&str>,
+) -> Result<NvmlDeviceRef, String> {
+    let Some(visible) = cuda_visible_devices else {
+        return u32::try_from(ordinal)
+            .map(NvmlDeviceRef::Index)
+            .map_err(|_| format!("CUDA device {ordinal} is out of range"));
+    };
+    let entry = visible
+        .split(',')
+        .map(str::trim)
+        .nth(ordinal)
+        .filter(|e| !e.is_empty())
+        .ok_or_else(|| {
+            format!("CUDA device {ordinal} is not in CUDA_VISIBLE_DEVICES={visible:?}")
+        })?;
+    if let Ok(index) = entry.parse::<u32>() {
+        Ok(NvmlDeviceRef::Index(index))
+    } else if entry.starts_with("GPU-") {
+        Ok(NvmlDeviceRef::UuidPrefix(entry.to_string()))
+    } else if entry.starts_with("MIG-") {
+        Err(format!(
+            "MIG instance {entry} has no per-instance NVML telemetry here"
+        ))
+    } else {
+        Err(format!("cannot read CUDA_VISIBLE_DEVICES entry {entry:?}"))
+    }
+}
+
+/// Finds the NVML index of a device reference.
+fn find_index(nvml: &Nvml, device: &NvmlDeviceRef) -> Result<u32, String> {
+    match device {
+        NvmlDeviceRef::Index(index) => {
+            nvml.device_by_index(*index)
+                .map_err(|e| format!("NVML device {index}: {e}"))?;
+            Ok(*index)
+        }
+        NvmlDeviceRef::UuidPrefix(prefix) => {
+            let count = nvml.device_count().map_err(|e| e.to_string())?;
+            (0..count)
+                .find(|&i| {
+                    nvml.device_by_index(i)
+                        .and_then(|d| d.uuid())
+                        .is_ok_and(|uuid| uuid.starts_with(prefix.as_str()))
+                })
+                .ok_or_else(|| format!("no NVML device with UUID {prefix}"))
+        }
+    }
+}
+
+/// Samples one GPU. Holds NVML open for the run.
+pub struct NvmlSource {
+    nvml: Nvml,
+    index: u32,
+    pid: u32,
+}
+
+impl NvmlSource {
+    /// Opens NVML and the device with this NVML index. `Err` carries the reason.
+    pub fn open(index: u32) -> Result<Self, String> {
+        let nvml = init()?;
+        let index = find_index(&nvml, &NvmlDeviceRef::Index(index))?;
+        Ok(Self {
+            nvml,
+            index,
+            pid: std::process::id(),
+        })
+    }
+
+    /// Opens the NVML device that CUDA calls `ordinal` in this process.
+    pub fn for_cuda_ordinal(ordinal: usize) -> Result<Self, String> {
+        let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+        let device = resolve_cuda_ordinal(ordinal, visible.as_deref())?;
+        let nvml = init()?;
+        let index = find_index(&nvml, &device)?;
+        Ok(Self {
+            nvml,
+            index,
+            pid: std::process::id(),
+        })
+    }
+
+    /// The NVML index of the device sampled.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+}
+
+impl Source for NvmlSource {
+    fn name(&self) -> &str {
+        "nvml"
+    }
+
+    fn sample(&mut self, sample: &mut Sample) -> Result<(), String> {
+        // The handle is looked up per sample because `Device` borrows `Nvml`; NVML caches
+        // handles, so this is a table lookup.
+        let device = self
+            .nvml
+            .device_by_index(self.index)
+            .map_err(|e| format!("NVML device {}: {e}", self.index))?;
+        read_device(&device, self.pid, sample)
+    }
+}
+
+/// Fills `sample` from `device`. Per-field errors leave the field `None`; an error that means
+/// the device or driver is gone is returned after the fields that still worked are filled.
+fn read_device(device: &Device<'_>, pid: u32, sample: &mut Sample) -> Result<(), String> {
+    let mut gone: Option<NvmlError> = None;
+
+    if let Some(mem) = best_effort(device.memory_info(), &mut gone) {
+        sample.device_used_bytes = Some(mem.used);
+        sample.device_total_bytes = Some(mem.total);
+    }
+    sample.process_device_bytes = best_effort(device.running_compute_processes(), &mut gone)
+        .and_then(|procs| process_bytes(&procs, pid));
+    if let Some(util) = best_effort(device.utilization_rates(), &mut gone) {
+        sample.gpu_util_pct = Some(util.gpu);
+        sample.mem_util_pct = Some(util.memory);
+    }
+    sample.power_w = best_effort(device.power_usage(), &mut gone).map(milli_to_unit);
+    sample.power_limit_w = best_effort(device.enforced_power_limit(), &mut gone).map(milli_to_unit);
+    sample.temperature_c = best_effort(device.temperature(TemperatureSensor::Gpu), &mut gone);
+    sample.sm_clock_mhz = best_effort(device.clock_info(Clock::SM), &mut gone);
+    sample.mem_clock_mhz = best_effort(device.clock_info(Clock::Memory), &mut gone);
+    if let Some(reasons) = best_effort(device.current_throttle_reasons(), &mut gone) {
+        sample.throttle = throttle_reasons(reasons);
+    }
+    sample.energy_j =
+        best_effort(device.total_energy_consumption(), &mut gone).map(|mj| mj as f64 / 1000.0);
+
+    match gone {
+        Some(e) => Err(format!("NVML: {e}")),
+        None => Ok(()),
+    }
+}
+
+/// `Some(value)` on success. On error, `None`, and errors that mean NVML can no longer be used
+/// are kept in `gone` (the first one).
+fn best_effort<T>(result: Result<T, NvmlError>, gone: &mut Option<NvmlError>) -> Option<T> {
+    match result {
+        Ok(value) => Some(value),
+        Err(e) => {
+            if is_fatal(&e) && gone.is_none() {
+                *gone = Some(e);
+            }
+            None
+        }
+    }
+}
+
+/// Errors after which no later query will work: the device fell off the bus, the driver went
+/// away or was swapped under us. Anything else (not supported, no permission) is per-field.
+pub fn is_fatal(error: &NvmlError) -> bool {
+    matches!(
+        error,
+        NvmlError::GpuLost
+            | NvmlError::Uninitialized
+            | NvmlError::DriverNotLoaded
+            | NvmlError::LibRmVersionMismatch
+            | NvmlError::ResetRequired
+    )
+}
+
+/// This process's GPU memory: the sum over its entries (one per MIG instance it uses). `None`
+/// when the process is not listed, e.g. in a container whose PID namespace NVML does not see.
+fn process_bytes(
+    procs: &[nvml_wrapper::struct_wrappers::device::ProcessInfo],
+    pid: u32,
+) -> Option<u64> {
+    let mut found = false;
+    let mut total = 0u64;
+    for p in procs.iter().filter(|p| p.pid == pid) {
+        if let UsedGpuMemory::Used(bytes) = p.used_gpu_memory {
+            found = true;
+            total = total.saturating_add(bytes);
+        }
+    }
+    found.then_some(total)
+}
+
+fn milli_to_unit(milli: u32) -> f64 {
+    f64::from(milli) / 1000.0
+}
+
+/// Short human names for clock throttle / event reasons, in a fixed order.
+pub fn throttle_reasons(reasons: ThrottleReasons) -> Vec<String> {
+    const NAMES: [(ThrottleReasons, &str); 9] = [
+        (ThrottleReasons::SW_POWER_CAP, "power cap"),
+        (ThrottleReasons::HW_POWER_BRAKE_SLOWDOWN, "power brake"),
+        (ThrottleReasons::SW_THERMAL_SLOWDOWN, "thermal"),
+        (ThrottleReasons::HW_THERMAL_SLOWDOWN, "hw thermal"),
+        (ThrottleReasons::HW_SLOWDOWN, "hw slowdown"),
+        (ThrottleReasons::SYNC_BOOST, "sync boost"),
+        (ThrottleReasons::APPLICATIONS_CLOCKS_SETTING, "app clocks"),
+        (ThrottleReasons::DISPLAY_CLOCK_SETTING, "display clocks"),
+        (ThrottleReasons::GPU_IDLE, "idle"),
+    ];
+    NAMES
+        .iter()
+        .filter(|(flag, _)| reasons.contains(*flag))
+        .map(|(_, name)| (*name).to_string())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn throttle_reasons_are_short_names_in_a_fixed_order() {
+        let reasons = ThrottleReasons::GPU_IDLE | ThrottleReasons::SW_POWER_CAP;
+        assert_eq!(throttle_reasons(reasons), vec!["power cap", "idle"]);
+        assert!(throttle_reasons(ThrottleReasons::NONE).is_empty());
+        let thermal = ThrottleReasons::SW_THERMAL_SLOWDOWN | ThrottleReasons::HW_SLOWDOWN;
+        assert_eq!(throttle_reasons(thermal), vec!["thermal", "hw slowdown"]);
+    }
+
+    #[test]
+    fn cuda_ordinal_maps_through_visible_devices() {
+        assert_eq!(resolve_cuda_ordinal(1, None), Ok(NvmlDeviceRef::Index(1)));
+        assert_eq!(
+            resolve_cuda_ordinal(1, Some("3, 5")),
+            Ok(NvmlDeviceRef::Index(5))
+        );
+        assert_eq!(
+            resolve_cuda_ordinal(0, Some("GPU-8f3c,1")),
+            Ok(NvmlDeviceRef::UuidPrefix("GPU-8f3c".into()))
+        );
+        assert!(resolve_cuda_ordinal(2, Some("0,1")).is_err());
+        assert!(resolve_cuda_ordinal(0, Some("")).is_err());
+        assert!(resolve_cuda_ordinal(0, Some("MIG-abc")).is_err());
+    }
+
+    #[test]
+    fn only_device_gone_errors_are_fatal() {
+        assert!(is_fatal(&NvmlError::GpuLost));
+        assert!(is_fatal(&NvmlError::DriverNotLoaded));
+        assert!(!is_fatal(&NvmlError::NotSupported));
+        assert!(!is_fatal(&NvmlError::NoPermission));
+    }
+
+    #[test]
+    fn best_effort_keeps_the_first_fatal_error() {
+        let mut gone = None;
+        assert_eq!(best_effort(Ok(3), &mut gone), Some(3));
+        assert_eq!(
+            best_effort::<u32>(Err(NvmlError::NotSupported), &mut gone),
+            None
+        );
+        assert!(gone.is_none());
+        assert_eq!(best_effort::<u32>(Err(NvmlError::GpuLost), &mut gone), None);
+        assert_eq!(
+            best_effort::<u32>(Err(NvmlError::Uninitialized), &mut gone),
+            None
+        );
+        assert!(matches!(gone, Some(NvmlError::GpuLost)));
+    }
+
+    #[test]
+    fn process_memory_sums_this_pid_only() {
+        use nvml_wrapper::struct_wrappers::device::ProcessInfo;
+        let entry = |pid, used| ProcessInfo {
+            pid,
+            used_gpu_memory: used,
+            gpu_instance_id: None,
+            compute_instance_id: None,
+        };
+        let procs = [
+            entry(7, UsedGpuMemory::Used(100)),
+            entry(9, UsedGpuMemory::Used(1000)),
+            entry(7, UsedGpuMemory::Used(20)),
+        ];
+        assert_eq!(process_bytes(&procs, 7), Some(120));
+        assert_eq!(process_bytes(&procs, 8), None);
+        assert_eq!(
+            process_bytes(&[entry(7, UsedGpuMemory::Unavailable)], 7),
+            None
+        );
+    }
+
+    #[test]
+    fn init_fails_gracefully_without_a_driver() {
+        // On machines without NVIDIA's driver (as where this project is built) init must fail
+        // with a reason; on a GPU machine it must open. Either way nothing panics.
+        match init() {
+            Ok(_) => {}
+            Err(reason) => {
+                assert!(!reason.is_empty());
+                assert!(unavailable_message(&reason).starts_with("NVML unavailable: "));
+            }
+        }
+    }
+}

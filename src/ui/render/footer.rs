@@ -1,0 +1,56 @@
+//! The footer: the keys that matter now, as bound (overrides included). Items that do not fit
+//! are left out from the end; quit and help come first so they always show.
+
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+use ratatui::Frame;
+
+use crate::engine::events::RunPhase;
+use crate::ui::keys::Action;
+use crate::ui::state::App;
+
+pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
+    let theme = app.theme();
+    let live = app.worker_live() && app.run.is_some();
+    let pause = if app.phase == RunPhase::Paused { "resume" } else { "pause" };
+    let warmup = if app.include_warmup { "excl. warmup" } else { "incl. warmup" };
+    let mut items: Vec<(Vec<Action>, &str)> = vec![
+        (vec![Action::Quit], "quit"),
+        (vec![Action::Help], "help"),
+    ];
+    if live {
+        items.push((vec![Action::PauseResume], pause));
+        items.push((vec![Action::ResetStats], "reset"));
+    }
+    if app.run.is_some() {
+        items.push((vec![Action::ToggleWarmup], warmup));
+        items.push((vec![Action::CycleWindow], "window"));
+    }
+    if live {
+        items.push((vec![Action::OutputMore, Action::OutputLess], "output"));
+        items.push((vec![Action::PromptMore, Action::PromptLess], "prompt"));
+    }
+    items.push((vec![Action::NextTheme], "theme"));
+
+    let mut spans = vec![Span::raw(" ")];
+    let mut used = 1usize;
+    for (actions, what) in items {
+        let keys: Vec<String> = actions
+            .iter()
+            .filter_map(|a| app.keys.short_label(*a))
+            .collect();
+        if keys.is_empty() {
+            continue;
+        }
+        let keys = keys.join("/");
+        let len = keys.chars().count() + 1 + what.len() + 2;
+        if used + len > rect.width as usize {
+            break;
+        }
+        used += len;
+        spans.push(Span::styled(keys, theme.key));
+        spans.push(Span::styled(format!(" {what}  "), theme.dim));
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)), rect);
+}

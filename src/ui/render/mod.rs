@@ -1,0 +1,261 @@
+//! Drawing: one small function per screen region, each `render(frame, app, rect)` reading
+//! `&App` only. Nothing here sorts or computes a percentile: the numbers come from the caches
+//! `App::refresh` filled; the most render does is take the max of the visible bars for a scale.
+//!
+//! The layout at the minimum useful size, 80x22 (80x24 gives the sparklines two more rows):
+//! ```text
+//!  RUNNING  synthetic:tiny llama · 1.2M params · f32 · cpu | prompt 128 · out 64   header
+//!  elapsed 1:23 · 123 requests (5 warmup) · decode 456 tok/s · steady state
+//! ┌TTFT per request──────0..20.1ms┐┌TPOT per request──────0..2.10ms┐   sparklines: bars,
+//! │▁▂▃▅▂▂▁▂▁▂▁▂▁▂▁▂▁▂▁▂▁▂▁▂▁▂▁▂▁▂▁││▁▂▃▄▅▆▇█▂▂▁▂▁▂▁▂▁▂▁▂▁▂▁▂▁▂▁▂▁▂▁▂│   then a marker row
+//! │wwwww    |                     ││wwwww    |                     │   (w warmup, | change,
+//! └now 12.1ms p50 11.0ms p99 14.2ms┘└now 1.01ms p50 1.00ms p99 1.2ms┘    ! outlier)
+//! ┌Percentiles · steady state──────────────────────────────SLO ttft≤200ms┐
+//! │               mean     p50     p90     p95     p99     max       n   │   table, 9 rows
+//! │TTFT ... TPOT ... ITL ... E2E ... prefill tok/s ... decode tok/s ...  │
+//! └──────────────────────────────────────────────────────────────────────┘
+//! ┌Memory──────────────────────────────┐┌Events──────────────────────────┐   4 rows
+//! │alloc [████░░░░░░] 300MiB/peak 1GiB ││0:12 #123 TTFT 45ms > p99 30ms   │
+//! │rss   [██████░░░░] 1.1GiB/peak 1.3G ││0:03 warmup finished after 5 ... │
+//! └────────────────────────────────────┘└────────────────────────────────┘
+//!  q quit  ? help  space pause  r reset  w warmup  tab window  +/- output ...  footer
+//! ```
+//! From 34 rows a live decode-steps pane appears under the sparklines and the bottom row grows;
+//! from 120 columns the memory panel moves beside the table (with a memory-over-time strip)
+//! and the events pane takes the full width. Below 80x22 only a message asking for a larger
+//! terminal is drawn, never a garbled frame. The help overlay (`?`) is drawn over everything.
+
+mod decode;
+mod events;
+mod footer;
+mod header;
+mod help;
+mod history;
+mod loading;
+mod memory;
+mod requests;
+mod table;
+mod too_small;
+
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Block;
+use ratatui::Frame;
+
+use super::state::App;
+use crate::engine::events::RunPhase;
+
+pub const MIN_WIDTH: u16 = 80;
+pub const MIN_HEIGHT: u16 = 22;
+/// From this height the decode-steps pane is shown.
+pub const TALL_HEIGHT: u16 = 34;
+/// From this width the memory panel sits beside the table.
+pub const WIDE_WIDTH: u16 = 120;
+/// Borders + header row + the six metrics.
+const TABLE_HEIGHT: u16 = 9;
+
+/// Where each region goes; `None` for regions the size leaves out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Regions {
+    pub header: Rect,
+    pub ttft: Rect,
+    pub tpot: Rect,
+    pub decode: Option<Rect>,
+    pub table: Rect,
+    pub memory: Rect,
+    pub events: Rect,
+    pub footer: Rect,
+}
+
+impl Regions {
+    /// Every region that is drawn, for the no-overlap test.
+    pub fn all(&self) -> Vec<Rect> {
+        let mut v = vec![
+            self.header,
+            self.ttft,
+            self.tpot,
+            self.table,
+            self.memory,
+            self.events,
+            self.footer,
+        ];
+        v.extend(self.decode);
+        v
+    }
+}
+
+/// The regions for a terminal of this size, or `None` when it is below the minimum.
+pub fn layout(area: Rect) -> Option<Regions> {
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        return None;
+    }
+    let tall = area.height >= TALL_HEIGHT;
+    let wide = area.width >= WIDE_WIDTH;
+    let decode_h = if tall { 6 + (area.height - TALL_HEIGHT) / 4 } else { 0 };
+    // What is left for the sparklines and the bottom row (memory/events, or events alone).
+    let rest = area.height - 2 - 1 - TABLE_HEIGHT - decode_h;
+    let bottom_h = if tall { (rest * 45 / 100).max(4) } else { 4 };
+    let sparks_h = rest - bottom_h;
+
+    let [header, sparks, decode, middle, bottom, footer] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Length(sparks_h),
+        Constraint::Length(decode_h),
+        Constraint::Length(TABLE_HEIGHT),
+        Constraint::Length(bottom_h),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    let [ttft, tpot] = Layout::horizontal([Constraint::Fill(1); 2]).areas(sparks);
+    let (table, memory, events) = if wide {
+        let table_w = (area.width * 58 / 100).max(78);
+        let [table, memory] =
+            Layout::horizontal([Constraint::Length(table_w), Constraint::Fill(1)]).areas(middle);
+        (table, memory, bottom)
+    } else {
+        let [memory, events] = Layout::horizontal([Constraint::Fill(1); 2]).areas(bottom);
+        (middle, memory, events)
+    };
+    Some(Regions {
+        header,
+        ttft,
+        tpot,
+        decode: tall.then_some(decode),
+        table,
+        memory,
+        events,
+        footer,
+    })
+}
+
+/// Draws one frame.
+pub fn render(frame: &mut Frame, app: &App) {
+    let area = frame.area();
+    let theme = app.theme();
+    frame.render_widget(Block::new().style(theme.text), area);
+    let Some(r) = layout(area) else {
+        too_small::render(frame, app, area);
+        return;
+    };
+    header::render(frame, app, r.header);
+    if app.phase == RunPhase::Loading && app.run.is_none() {
+        // Before the model has loaded there is nothing to plot: the body is the progress.
+        let body = Rect::new(
+            area.x,
+            r.header.bottom(),
+            area.width,
+            r.footer.y.saturating_sub(r.header.bottom()),
+        );
+        loading::render(frame, app, body);
+    } else {
+        requests::render_ttft(frame, app, r.ttft);
+        requests::render_tpot(frame, app, r.tpot);
+        if let Some(rect) = r.decode {
+            decode::render(frame, app, rect);
+        }
+        table::render(frame, app, r.table);
+        memory::render(frame, app, r.memory);
+        events::render(frame, app, r.events);
+    }
+    footer::render(frame, app, r.footer);
+    if app.show_help {
+        help::render(frame, app, area);
+    }
+}
+
+/// A bordered panel in the theme's style.
+fn panel<'a>(app: &App, title: impl Into<Line<'a>>) -> Block<'a> {
+    let theme = app.theme();
+    Block::bordered()
+        .border_set(app.glyphs.border)
+        .border_style(theme.border)
+        .title(title.into().style(theme.title))
+}
+
+/// A text gauge `label [████░░░░] text` that fits `width` cells: the bar shrinks first and
+/// goes away when there is no room. Drawn with characters, not colour, so it reads the same
+/// with NO_COLOR, in the mono theme and in `--ascii` mode.
+fn gauge_line<'a>(app: &App, label: &str, ratio: f64, text: String, width: u16) -> Line<'a> {
+    let theme = app.theme();
+    let label = format!("{label:<7}");
+    let fixed = label.chars().count() + text.chars().count() + 3;
+    let bar_w = (width as usize).saturating_sub(fixed).min(30);
+    let mut spans = vec![Span::styled(label, theme.dim)];
+    if bar_w >= 4 {
+        let ratio = if ratio.is_finite() { ratio.clamp(0.0, 1.0) } else { 0.0 };
+        let filled = ((ratio * bar_w as f64).round() as usize).min(bar_w);
+        spans.push(Span::styled("[", theme.dim));
+        spans.push(Span::styled(app.glyphs.gauge_fill.repeat(filled), theme.gauge_fill));
+        spans.push(Span::styled(
+            app.glyphs.gauge_empty.repeat(bar_w - filled),
+            theme.gauge_empty,
+        ));
+        spans.push(Span::styled("] ", theme.dim));
+    }
+    spans.push(Span::styled(text, theme.text));
+    Line::from(spans)
+}
+
+/// A `Rect` of at most `w`x`h` centred in `area`.
+fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let w = w.min(area.width);
+    let h = h.min(area.height);
+    Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    )
+}
+
+/// A dim hint line, for empty panels.
+fn hint<'a>(app: &App, text: impl Into<String>) -> Line<'a> {
+    Line::from(Span::styled(text.into(), app.theme().dim))
+}
+
+/// Style of a phase badge, and its label.
+fn phase_label(phase: RunPhase) -> &'static str {
+    match phase {
+        RunPhase::Loading => "LOADING",
+        RunPhase::Warmup => "WARMUP",
+        RunPhase::Running => "RUNNING",
+        RunPhase::Paused => "PAUSED",
+        RunPhase::Stopped => "STOPPED",
+        RunPhase::Error => "ERROR",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regions_never_overlap_and_stay_inside() {
+        for w in (MIN_WIDTH..=260).step_by(7) {
+            for h in (MIN_HEIGHT..=80).step_by(3) {
+                let area = Rect::new(0, 0, w, h);
+                let r = layout(area).expect("big enough");
+                let all = r.all();
+                for (i, a) in all.iter().enumerate() {
+                    assert!(area.contains(a.as_position()) || a.area() == 0, "{w}x{h}");
+                    assert!(a.right() <= area.right() && a.bottom() <= area.bottom(), "{w}x{h} {a:?}");
+                    for b in &all[i + 1..] {
+                        assert!(!a.intersects(*b), "{w}x{h}: {a:?} overlaps {b:?}");
+                    }
+                }
+                // The essentials always get room to show something.
+                assert!(r.ttft.height >= 6 && r.tpot.height >= 6, "{w}x{h}");
+                assert_eq!(r.table.height, TABLE_HEIGHT);
+                assert!(r.memory.height >= 4 && r.memory.width >= 38, "{w}x{h} {:?}", r.memory);
+            }
+        }
+    }
+
+    #[test]
+    fn below_the_minimum_there_is_no_layout() {
+        assert!(layout(Rect::new(0, 0, MIN_WIDTH - 1, 40)).is_none());
+        assert!(layout(Rect::new(0, 0, 200, MIN_HEIGHT - 1)).is_none());
+        assert!(layout(Rect::new(0, 0, 80, 24)).is_some_and(|r| r.decode.is_none()));
+        assert!(layout(Rect::new(0, 0, 160, 48)).is_some_and(|r| r.decode.is_some()));
+    }
+}

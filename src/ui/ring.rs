@@ -1,0 +1,79 @@
+//! A bounded ring buffer for the sparkline histories: a run can go on for days, so everything
+//! that grows with run length keeps only what can be drawn.
+
+use std::collections::VecDeque;
+
+#[derive(Clone, Debug)]
+pub struct Ring<T> {
+    capacity: usize,
+    items: VecDeque<T>,
+}
+
+impl<T> Ring<T> {
+    pub fn new(capacity: usize) -> Self {
+        let capacity = capacity.max(1);
+        Self {
+            capacity,
+            items: VecDeque::with_capacity(capacity),
+        }
+    }
+
+    /// Appends, dropping the oldest item when full.
+    pub fn push(&mut self, item: T) {
+        if self.items.len() == self.capacity {
+            self.items.pop_front();
+        }
+        self.items.push_back(item);
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn clear(&mut self) {
+        self.items.clear();
+    }
+
+    pub fn last(&self) -> Option<&T> {
+        self.items.back()
+    }
+
+    pub fn last_mut(&mut self) -> Option<&mut T> {
+        self.items.back_mut()
+    }
+
+    /// The newest `n` items, oldest first: exactly what a sparkline `n` cells wide shows.
+    pub fn last_n(&self, n: usize) -> impl DoubleEndedIterator<Item = &T> + ExactSizeIterator {
+        self.items.range(self.items.len().saturating_sub(n)..)
+    }
+
+    /// All items, oldest first.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = &T> + ExactSizeIterator {
+        self.items.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ring;
+
+    #[test]
+    fn keeps_only_the_newest_items() {
+        let mut r = Ring::new(3);
+        for i in 0..5 {
+            r.push(i);
+        }
+        assert_eq!(r.iter().copied().collect::<Vec<_>>(), [2, 3, 4]);
+        assert_eq!(r.last_n(2).copied().collect::<Vec<_>>(), [3, 4]);
+        assert_eq!(r.last_n(10).count(), 3);
+        assert_eq!(r.last(), Some(&4));
+    }
+}

@@ -1,0 +1,631 @@
+//! The dashboard's state: everything render reads, changed only by `apply` (events from the
+//! worker and the telemetry thread), `update` (user actions) and `tick` (the clock, injected so
+//! tests never read wall-clock time). Statistics are computed in `refresh`, at most once per
+//! frame and only when something changed; render only reads the cached results.
+
+use std::time::Duration;
+
+use crate::engine::events::{
+    Control, Event, RequestDone, RunInfo, RunPhase, StopReason, WorkloadDesc,
+};
+use crate::stats::{Metric, RunStats, Slo, Summary, Table, WindowKind};
+use crate::telemetry::Sample;
+
+use super::format;
+use super::keys::{Action, KeyMap};
+use super::ring::Ring;
+use super::theme::{Glyphs, Theme};
+
+/// Per-request history kept for the sparklines: more than the widest terminal shows.
+pub const REQUEST_HISTORY: usize = 1024;
+/// Decode steps kept for the live decode pane.
+pub const STEP_HISTORY: usize = 1024;
+/// Memory samples kept for the memory-over-time bars.
+pub const MEMORY_HISTORY: usize = 1024;
+/// Lines kept in the events pane.
+pub const EVENT_HISTORY: usize = 200;
+/// Steady requests needed before a request above the running p99 counts as an outlier.
+pub const MIN_OUTLIER_N: usize = 20;
+/// Decode steps averaged for the header's current decode tok/s.
+pub const DECODE_RATE_STEPS: usize = 8;
+
+/// One finished request, as the TTFT/TPOT sparklines draw it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RequestPoint {
+    pub index: u64,
+    pub ttft_s: f64,
+    pub tpot_s: Option<f64>,
+    pub warmup: bool,
+    /// The first request after a workload change: drawn with a boundary marker.
+    pub boundary: bool,
+    /// Logged as an outlier (above the running p99).
+    pub outlier: bool,
+}
+
+/// One decode step, for the live decode pane.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct StepPoint {
+    pub request: u64,
+    pub step: u32,
+    pub itl_s: f64,
+    pub warmup: bool,
+}
+
+/// Memory at one telemetry sample: the most telling figure available.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MemoryPoint {
+    pub t_s: f64,
+    pub bytes: u64,
+}
+
+/// The request being run now.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CurrentRequest {
+    pub index: u64,
+    pub warmup: bool,
+    pub prompt_tokens: usize,
+    pub output_tokens: usize,
+    pub batch: usize,
+    pub ttft_s: Option<f64>,
+    /// Decode steps done so far.
+    pub steps: u32,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct LoadingProgress {
+    pub what: String,
+    pub done: u64,
+    pub total: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Level {
+    Info,
+    Warn,
+    Error,
+}
+
+/// One line of the events pane.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogEntry {
+    /// Dashboard time when it happened.
+    pub at: Duration,
+    pub level: Level,
+    pub text: String,
+}
+
+/// What the loop does after a key: nothing more, quit, or send a message to the worker.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Update {
+    None,
+    Quit,
+    Send(Control),
+}
+
+/// Settings the dashboard starts with (validated before the terminal is touched).
+#[derive(Clone, Debug)]
+pub struct AppConfig {
+    pub keys: KeyMap,
+    /// The themes `t` cycles through; the first is the one in use at start.
+    pub themes: Vec<Theme>,
+    pub ascii: bool,
+    pub slo: Slo,
+    pub output_step: i64,
+}
+
+impl Default for AppConfig {
+    fn default() -> Self {
+        let themes = Theme::cycle(Theme::builtin("default").unwrap_or_else(|_| Theme::fallback()))
+            .unwrap_or_else(|_| vec![Theme::fallback()]);
+        AppConfig {
+            keys: KeyMap::default(),
+            themes,
+            ascii: false,
+            slo: Slo::default(),
+            output_step: 16,
+        }
+    }
+}
+
+/// The whole dashboard state.
+#[derive(Clone, Debug)]
+pub struct App {
+    // Configuration.
+    pub keys: KeyMap,
+    pub themes: Vec<Theme>,
+    pub theme_index: usize,
+    pub glyphs: Glyphs,
+    pub slo: Slo,
+    pub output_step: i64,
+
+    // The run, as the events tell it.
+    pub phase: RunPhase,
+    pub loading: Option<LoadingProgress>,
+    pub run: Option<RunInfo>,
+    pub workload: Option<WorkloadDesc>,
+    pub current: Option<CurrentRequest>,
+    /// Requests finished since the start (not reset by `r`).
+    pub requests_done: u64,
+    pub stats: RunStats,
+    pub requests: Ring<RequestPoint>,
+    pub steps: Ring<StepPoint>,
+    pub memory: Ring<MemoryPoint>,
+    pub telemetry: Option<Sample>,
+    /// Oldest first; the pane shows them newest first.
+    pub events: Ring<LogEntry>,
+    pub stop: Option<StopReason>,
+    /// The fatal error that ended the run, if one did.
+    pub failed: Option<String>,
+
+    // Time, injected by `tick`.
+    pub now: Duration,
+    /// When the run stopped; elapsed time freezes there.
+    pub finished_at: Option<Duration>,
+
+    // View.
+    pub window: WindowKind,
+    pub include_warmup: bool,
+    pub show_help: bool,
+
+    // Caches filled by `refresh`.
+    pub table: Table,
+    outlier_ttft: Summary,
+    outlier_tpot: Summary,
+    pub decode_tok_s: Option<f64>,
+    dirty: bool,
+
+    // Bookkeeping for events that are noticed rather than sent.
+    pending_boundary: bool,
+    warmup_seen: bool,
+    warmup_done: bool,
+    last_warmup: bool,
+    nvml_noted: bool,
+}
+
+impl Default for App {
+    fn default() -> Self {
+        App::new(AppConfig::default())
+    }
+}
+
+impl App {
+    pub fn new(config: AppConfig) -> App {
+        let themes = if config.themes.is_empty() {
+            vec![Theme::fallback()]
+        } else {
+            config.themes
+        };
+        App {
+            keys: config.keys,
+            themes,
+            theme_index: 0,
+            glyphs: Glyphs::new(config.ascii),
+            slo: config.slo,
+            output_step: config.output_step,
+            phase: RunPhase::Loading,
+            loading: None,
+            run: None,
+            workload: None,
+            current: None,
+            requests_done: 0,
+            stats: RunStats::new(),
+            requests: Ring::new(REQUEST_HISTORY),
+            steps: Ring::new(STEP_HISTORY),
+            memory: Ring::new(MEMORY_HISTORY),
+            telemetry: None,
+            events: Ring::new(EVENT_HISTORY),
+            stop: None,
+            failed: None,
+            now: Duration::ZERO,
+            finished_at: None,
+            window: WindowKind::Steady,
+            include_warmup: false,
+            show_help: false,
+            table: Table::default(),
+            outlier_ttft: Summary::default(),
+            outlier_tpot: Summary::default(),
+            decode_tok_s: None,
+            dirty: true,
+            pending_boundary: false,
+            warmup_seen: false,
+            warmup_done: false,
+            last_warmup: false,
+            nvml_noted: false,
+        }
+    }
+
+    pub fn theme(&self) -> &Theme {
+        &self.themes[self.theme_index % self.themes.len()]
+    }
+
+    /// Run time shown in the header: frozen once the run has stopped.
+    pub fn elapsed(&self) -> Duration {
+        self.finished_at.unwrap_or(self.now)
+    }
+
+    /// Whether the worker still takes control messages.
+    pub fn worker_live(&self) -> bool {
+        self.stop.is_none()
+    }
+
+    /// Sets the clock (time since the dashboard started).
+    pub fn tick(&mut self, now: Duration) {
+        self.now = now;
+    }
+
+    fn log(&mut self, level: Level, text: String) {
+        self.events.push(LogEntry {
+            at: self.now,
+            level,
+            text,
+        });
+    }
+
+    /// Applies one event. Pure: no I/O, no clock; O(log n) at most.
+    pub fn apply(&mut self, event: &Event) {
+        match event {
+            Event::Loading { what, done, total } => {
+                self.loading = Some(LoadingProgress {
+                    what: what.clone(),
+                    done: *done,
+                    total: *total,
+                });
+            }
+            Event::RunStarted(info) => self.run_started(info),
+            Event::RequestStarted {
+                index,
+                warmup,
+                prompt_tokens,
+                output_tokens,
+                batch,
+            } => {
+                if *warmup {
+                    self.warmup_seen = true;
+                } else if self.warmup_seen && !self.warmup_done {
+                    self.warmup_done = true;
+                    self.log(
+                        Level::Info,
+                        format!(
+                            "warmup finished after {} requests; steady from #{index}",
+                            self.stats.warmup_requests()
+                        ),
+                    );
+                }
+                self.last_warmup = *warmup;
+                self.current = Some(CurrentRequest {
+                    index: *index,
+                    warmup: *warmup,
+                    prompt_tokens: *prompt_tokens,
+                    output_tokens: *output_tokens,
+                    batch: *batch,
+                    ttft_s: None,
+                    steps: 0,
+                });
+                if matches!(self.phase, RunPhase::Warmup | RunPhase::Running) {
+                    self.phase = self.active_phase();
+                }
+            }
+            Event::PrefillDone { index, ttft_s } => {
+                if let Some(c) = self.current.as_mut().filter(|c| c.index == *index) {
+                    c.ttft_s = Some(*ttft_s);
+                }
+            }
+            Event::DecodeStep {
+                index, step, itl_s, ..
+            } => {
+                let warmup = match self.current.as_mut().filter(|c| c.index == *index) {
+                    Some(c) => {
+                        c.steps = *step;
+                        c.warmup
+                    }
+                    None => self.last_warmup,
+                };
+                self.stats.record_step(*itl_s, warmup);
+                self.steps.push(StepPoint {
+                    request: *index,
+                    step: *step,
+                    itl_s: *itl_s,
+                    warmup,
+                });
+                self.dirty = true;
+            }
+            Event::RequestDone(r) => self.request_done(r),
+            Event::Telemetry(sample) => self.telemetry_sample(sample),
+            Event::Paused => {
+                if self.worker_live() {
+                    self.phase = RunPhase::Paused;
+                }
+                self.log(Level::Info, "paused".into());
+            }
+            Event::Resumed => {
+                if self.phase == RunPhase::Paused {
+                    self.phase = self.active_phase();
+                }
+                self.log(Level::Info, "resumed".into());
+            }
+            Event::StatsReset => {
+                self.stats.reset();
+                self.requests.clear();
+                self.steps.clear();
+                self.dirty = true;
+                self.log(Level::Info, "statistics reset".into());
+            }
+            Event::WorkloadChanged(desc) => {
+                self.log(
+                    Level::Info,
+                    format!(
+                        "workload: prompt {}, output {}, batch {}",
+                        desc.prompt_tokens, desc.output_tokens, desc.batch
+                    ),
+                );
+                self.workload = Some(desc.clone());
+                self.pending_boundary = true;
+            }
+            Event::Error { message, fatal } => {
+                if *fatal {
+                    self.log(Level::Error, format!("fatal: {message}"));
+                    self.failed = Some(message.clone());
+                    self.phase = RunPhase::Error;
+                } else {
+                    self.log(Level::Warn, format!("error: {message}"));
+                }
+            }
+            Event::Finished(reason) => {
+                self.stop = Some(reason.clone());
+                self.finished_at = Some(self.now);
+                self.current = None;
+                self.decode_tok_s = None;
+                if *reason == StopReason::Error && self.failed.is_none() {
+                    self.failed = Some("the worker stopped with an error".into());
+                }
+                self.phase = if self.failed.is_some() {
+                    RunPhase::Error
+                } else {
+                    RunPhase::Stopped
+                };
+                self.log(Level::Info, format!("stopped: {}", stop_text(reason)));
+            }
+        }
+    }
+
+    /// The channel closed without `Finished`: the worker is gone (crashed or dropped it).
+    pub fn worker_disconnected(&mut self) {
+        if self.stop.is_some() {
+            return;
+        }
+        let message = "the worker exited without finishing".to_string();
+        self.log(Level::Error, message.clone());
+        self.failed.get_or_insert(message);
+        self.stop = Some(StopReason::Error);
+        self.finished_at = Some(self.now);
+        self.current = None;
+        self.phase = RunPhase::Error;
+    }
+
+    fn active_phase(&self) -> RunPhase {
+        if self.last_warmup {
+            RunPhase::Warmup
+        } else {
+            RunPhase::Running
+        }
+    }
+
+    fn run_started(&mut self, info: &RunInfo) {
+        self.loading = None;
+        self.workload = Some(info.workload.clone());
+        self.last_warmup = info.warmup_requests > 0;
+        if self.phase == RunPhase::Loading {
+            self.phase = self.active_phase();
+        }
+        let m = &info.model;
+        self.log(
+            Level::Info,
+            format!(
+                "loaded {} ({} {}, {} params) on {}",
+                m.name,
+                m.arch,
+                m.dtype,
+                format::si(m.params as f64),
+                m.device
+            ),
+        );
+        self.run = Some(info.clone());
+    }
+
+    fn request_done(&mut self, r: &RequestDone) {
+        self.stats.record_request(r);
+        self.requests_done = self.requests_done.max(r.index + 1);
+        let mut outlier = false;
+        if !r.warmup {
+            let checks = [
+                ("TTFT", Some(r.ttft_s), self.outlier_ttft),
+                ("TPOT", r.tpot_s, self.outlier_tpot),
+            ];
+            for (name, value, reference) in checks {
+                let Some(value) = value else { continue };
+                if reference.n >= MIN_OUTLIER_N && value > reference.p99 {
+                    outlier = true;
+                    let ascii = self.glyphs.ascii;
+                    let text = format!(
+                        "#{} {name} {} > p99 {}{}",
+                        r.index,
+                        format::duration(value, ascii),
+                        format::duration(reference.p99, ascii),
+                        self.context()
+                    );
+                    self.log(Level::Warn, text);
+                }
+            }
+        }
+        self.requests.push(RequestPoint {
+            index: r.index,
+            ttft_s: r.ttft_s,
+            tpot_s: r.tpot_s,
+            warmup: r.warmup,
+            boundary: std::mem::take(&mut self.pending_boundary),
+            outlier,
+        });
+        self.current = self.current.take().filter(|c| c.index != r.index);
+        self.dirty = true;
+    }
+
+    /// What the machine looked like at the last telemetry sample, for outlier lines.
+    fn context(&self) -> String {
+        let Some(s) = &self.telemetry else {
+            return String::new();
+        };
+        let mut parts = Vec::new();
+        if let Some(b) = s.device_used_bytes {
+            parts.push(format!("dev {}", format::bytes(b)));
+        } else if let Some(b) = s.alloc_bytes {
+            parts.push(format!("alloc {}", format::bytes(b)));
+        } else if let Some(b) = s.rss_bytes {
+            parts.push(format!("rss {}", format::bytes(b)));
+        }
+        if let Some(mhz) = s.sm_clock_mhz {
+            parts.push(format!("{mhz}MHz"));
+        }
+        if let Some(w) = s.power_w {
+            parts.push(format!("{w:.0}W"));
+        }
+        if let Some(c) = s.temperature_c {
+            parts.push(format!("{c}C"));
+        }
+        if !s.throttle.is_empty() {
+            parts.push(s.throttle.join("+"));
+        }
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join(", "))
+        }
+    }
+
+    fn telemetry_sample(&mut self, s: &Sample) {
+        if let Some(reason) = &s.nvml_unavailable {
+            if !self.nvml_noted {
+                self.nvml_noted = true;
+                self.log(Level::Info, reason.clone());
+            }
+        }
+        if let Some(bytes) = memory_figure(s) {
+            self.memory.push(MemoryPoint { t_s: s.t_s, bytes });
+        }
+        self.telemetry = Some(s.clone());
+    }
+
+    /// Recomputes the cached statistics if anything changed since the last call. The loop
+    /// calls this once per frame before drawing; render never computes statistics.
+    pub fn refresh(&mut self) {
+        if !self.dirty {
+            return;
+        }
+        self.dirty = false;
+        self.table = self.stats.table(self.window, self.include_warmup);
+        if self.window == WindowKind::Steady && !self.include_warmup {
+            self.outlier_ttft = self.table.get(Metric::Ttft);
+            self.outlier_tpot = self.table.get(Metric::Tpot);
+        } else {
+            self.outlier_ttft = self.stats.summary(Metric::Ttft, WindowKind::Steady, false);
+            self.outlier_tpot = self.stats.summary(Metric::Tpot, WindowKind::Steady, false);
+        }
+        self.decode_tok_s = self.current_decode_rate();
+    }
+
+    /// Tokens per second over the last few decode steps (all sequences of the batch).
+    fn current_decode_rate(&self) -> Option<f64> {
+        if !matches!(self.phase, RunPhase::Warmup | RunPhase::Running) {
+            return None;
+        }
+        let batch = self
+            .current
+            .as_ref()
+            .map(|c| c.batch)
+            .or(self.workload.as_ref().map(|w| w.batch))
+            .unwrap_or(1)
+            .max(1);
+        let recent: Vec<f64> = self
+            .steps
+            .last_n(DECODE_RATE_STEPS)
+            .map(|s| s.itl_s)
+            .collect();
+        let total: f64 = recent.iter().sum();
+        (total > 0.0).then(|| batch as f64 * recent.len() as f64 / total)
+    }
+
+    /// A key press, turned into an action by the key map and applied.
+    pub fn handle_key(&mut self, key: &ratatui::crossterm::event::KeyEvent) -> Update {
+        use ratatui::crossterm::event::{KeyCode, KeyEventKind};
+        // Esc closes the help overlay rather than quitting from under it.
+        if self.show_help && key.kind == KeyEventKind::Press && key.code == KeyCode::Esc {
+            self.show_help = false;
+            return Update::None;
+        }
+        match self.keys.action(key) {
+            Some(action) => self.update(action),
+            None => Update::None,
+        }
+    }
+
+    /// Applies a user action to the view, or says what to send to the worker. Changes to the
+    /// run itself are not applied here: the worker echoes them as events.
+    pub fn update(&mut self, action: Action) -> Update {
+        let live = self.worker_live() && self.run.is_some();
+        match action {
+            Action::Quit => Update::Quit,
+            Action::PauseResume if live => match self.phase {
+                RunPhase::Paused => Update::Send(Control::Resume),
+                _ => Update::Send(Control::Pause),
+            },
+            Action::ResetStats if live => Update::Send(Control::ResetStats),
+            Action::OutputMore if live => Update::Send(Control::AdjustOutputTokens(self.output_step)),
+            Action::OutputLess if live => Update::Send(Control::AdjustOutputTokens(-self.output_step)),
+            Action::PromptMore if live => Update::Send(Control::AdjustPromptTokens(1)),
+            Action::PromptLess if live => Update::Send(Control::AdjustPromptTokens(-1)),
+            Action::ToggleWarmup => {
+                self.include_warmup = !self.include_warmup;
+                self.dirty = true;
+                Update::None
+            }
+            Action::CycleWindow => {
+                self.window = self.window.next();
+                self.dirty = true;
+                Update::None
+            }
+            Action::NextTheme => {
+                self.theme_index = (self.theme_index + 1) % self.themes.len();
+                Update::None
+            }
+            Action::Help => {
+                self.show_help = !self.show_help;
+                Update::None
+            }
+            Action::PauseResume
+            | Action::ResetStats
+            | Action::OutputMore
+            | Action::OutputLess
+            | Action::PromptMore
+            | Action::PromptLess => Update::None,
+        }
+    }
+
+    /// The SLO limit for a table row, if one is set.
+    pub fn slo_limit(&self, metric: Metric) -> Option<f64> {
+        self.slo.limit(metric.key())
+    }
+}
+
+/// Device memory when known, else allocator, else process RSS.
+pub fn memory_figure(s: &Sample) -> Option<u64> {
+    s.device_used_bytes.or(s.alloc_bytes).or(s.rss_bytes)
+}
+
+pub fn stop_text(reason: &StopReason) -> String {
+    match reason {
+        StopReason::RequestLimit => "request limit reached".into(),
+        StopReason::DurationLimit => "duration limit reached".into(),
+        StopReason::UserStop => "by the user".into(),
+        StopReason::Signal(s) => format!("signal {s}"),
+        StopReason::Error => "error".into(),
+    }
+}
