@@ -436,7 +436,13 @@ fn plan(args: &RunArgs, signal: &Arc<AtomicUsize>) -> Result<RunPlan, Failure> {
     if let (Some(cfg), ModelSpec::HfDir(dir)) = (&arch, &spec) {
         cfg.check_supported()
             .map_err(|m| Failure::usage(format!("{}: {m}", dir.join("config.json").display())))?;
-        model::hf::weight_files(dir).map_err(|e| Failure::usage(e.to_string()))?;
+        // Map the files and check every tensor's name, shape and dtype now, so a broken download
+        // is a one-line error before the dashboard starts (mapping reads only the headers).
+        let files = model::hf::weight_files(dir).map_err(|e| Failure::usage(e.to_string()))?;
+        model::hf::open_checked(cfg, &files).map_err(|e| Failure::usage(e.to_string()))?;
+    }
+    if let ModelSpec::Gguf(path) = &spec {
+        model::gguf::check_header(path).map_err(|e| Failure::usage(e.to_string()))?;
     }
 
     // Prompts.

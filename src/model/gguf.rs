@@ -20,6 +20,29 @@ fn md_u32(ct: &gguf_file::Content, key: &str) -> Option<usize> {
     ct.metadata.get(key).and_then(|v| v.to_u32().ok()).map(|v| v as usize)
 }
 
+/// Reads the GGUF header only: a corrupt or truncated file is reported before anything starts.
+pub fn check_header(path: &Path) -> Result<(), ModelError> {
+    let mut file = File::open(path).map_err(|e| ModelError::io(path, e))?;
+    let ct = gguf_file::Content::read(&mut file).map_err(|e| {
+        ModelError::new(format!(
+            "{}: not a valid GGUF file ({}); the download may be truncated",
+            path.display(),
+            one_line(&e.to_string())
+        ))
+    })?;
+    let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+    for (name, info) in &ct.tensor_infos {
+        let size = info.shape.elem_count() / info.ggml_dtype.block_size() * info.ggml_dtype.type_size();
+        if ct.tensor_data_offset + info.offset + size as u64 > len {
+            return Err(ModelError::new(format!(
+                "{}: tensor `{name}` extends past the end of the file; the download is truncated",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Loads a GGUF file; checks the metadata first so errors name what is missing.
 pub fn load(path: &Path, device: &Device, display_device: &str) -> Result<(CausalLm, ModelInfo), ModelError> {
     let mut file = File::open(path).map_err(|e| ModelError::io(path, e))?;

@@ -1,51 +1,340 @@
-//! The dashboard: app state, key bindings, rendering, themes.
+//! The dashboard: app state (`state`), key bindings (`keys`), themes (`theme`), one render
+//! function per screen region (`render`), and the loop that ties them to the worker's channel.
+//!
+//! The loop, once per iteration: drain the event channel with `try_recv` (never blocking the
+//! worker, calling `on_event` for each before applying it), refresh the cached statistics if
+//! anything changed, draw at `--fps`, then wait for input until the next frame is due.
+//! `run_app` is generic over the ratatui backend and the input source, so tests drive the whole
+//! loop on a `TestBackend` with scripted keys.
 
-// TEMPORARY stub added by the lead so the CLI compiles while the dashboard is being built.
-// The UI engineer replaces everything below with the real implementation (same signatures).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ColorMode {
-    Auto,
-    Always,
-    Never,
+pub mod config;
+pub mod format;
+pub mod keys;
+pub mod render;
+pub mod ring;
+pub mod state;
+pub mod theme;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
+use ratatui::backend::Backend;
+use ratatui::crossterm::event::{self as term, Event as TermEvent};
+use ratatui::Terminal;
+
+use crate::engine::events::{Control, Event, StopReason};
+use crate::stats::{RunStats, Slo};
+
+pub use keys::{Action, KeyMap};
+pub use state::{App, AppConfig, Update};
+pub use theme::{ColorDepth, ColorMode, Theme};
+
+/// How the CLI starts the dashboard.
+pub struct DashboardOptions {
+    /// Frames per second (default 10).
+    pub fps: u32,
+    /// A built-in theme name or a path to a theme file.
+    pub theme: String,
+    pub color: ColorMode,
+    /// Plain ASCII borders and bars, for terminals without UTF-8.
+    pub ascii: bool,
+    pub slo: Slo,
+    pub keys_file: Option<PathBuf>,
+    /// Tokens per +/- press, e.g. 16.
+    pub output_step: i64,
+    /// Set by the CLI's signal handler to the signal number (SIGINT/SIGTERM/SIGHUP); 0 = none.
+    pub signal: Arc<AtomicUsize>,
 }
 
-impl ColorMode {
-    pub fn parse(s: &str) -> Result<ColorMode, String> {
-        match s {
-            "auto" => Ok(ColorMode::Auto),
-            "always" => Ok(ColorMode::Always),
-            "never" => Ok(ColorMode::Never),
-            o => Err(format!("--color: unknown mode `{o}` (use auto, always or never)")),
+impl Default for DashboardOptions {
+    fn default() -> Self {
+        DashboardOptions {
+            fps: 10,
+            theme: "default".to_string(),
+            color: ColorMode::Auto,
+            ascii: false,
+            slo: Slo::default(),
+            keys_file: None,
+            output_step: 16,
+            signal: Arc::new(AtomicUsize::new(0)),
         }
     }
 }
 
-pub struct DashboardOptions {
-    pub fps: u32,
-    pub theme: String,
-    pub color: ColorMode,
-    pub ascii: bool,
-    pub slo: crate::stats::Slo,
-    pub keys_file: Option<std::path::PathBuf>,
-    pub output_step: i64,
-    pub signal: std::sync::Arc<std::sync::atomic::AtomicUsize>,
-}
-
+/// What the dashboard hands back to the CLI, which prints the summary.
 pub struct Outcome {
-    pub stats: crate::stats::RunStats,
-    pub stop: crate::engine::events::StopReason,
+    pub stats: RunStats,
+    pub stop: StopReason,
+    /// The fatal error that ended the run, if one did.
     pub failed: Option<String>,
 }
 
-pub fn validate_options(_o: &DashboardOptions) -> anyhow::Result<()> {
-    Ok(())
+/// How long quitting waits for the worker to confirm with `Event::Finished`.
+pub const STOP_WAIT: Duration = Duration::from_secs(2);
+
+/// Checks the theme and keys files (and the numbers) before the terminal is touched, so
+/// mistakes print as ordinary errors rather than inside the alternate screen.
+pub fn validate_options(opts: &DashboardOptions) -> anyhow::Result<()> {
+    app_config(opts).map(|_| ())
 }
 
+/// The validated settings the dashboard starts with.
+pub fn app_config(opts: &DashboardOptions) -> anyhow::Result<AppConfig> {
+    if opts.fps == 0 || opts.fps > 120 {
+        anyhow::bail!("--fps must be between 1 and 120 (got {})", opts.fps);
+    }
+    if opts.output_step <= 0 {
+        anyhow::bail!("the output-token step must be positive (got {})", opts.output_step);
+    }
+    let depth = ColorDepth::from_env(opts.color);
+    let themes = Theme::cycle(Theme::load(&opts.theme)?)?
+        .into_iter()
+        .map(|t| t.for_depth(depth))
+        .collect();
+    let keys = match &opts.keys_file {
+        Some(path) => KeyMap::load(path)?,
+        None => KeyMap::default(),
+    };
+    Ok(AppConfig {
+        keys,
+        themes,
+        ascii: opts.ascii,
+        slo: opts.slo,
+        output_step: opts.output_step,
+    })
+}
+
+/// Runs the dashboard until quit, a signal, or the worker finishing and the user quitting.
+/// `on_event` is called for every event drained from the channel, before it is applied (the
+/// CLI uses it to write the record). The terminal is restored on every path; a panic is
+/// restored by the hook `ratatui::init` installs.
 pub fn run_dashboard(
-    _events: crossbeam_channel::Receiver<crate::engine::events::Event>,
-    _control: crossbeam_channel::Sender<crate::engine::events::Control>,
-    _opts: DashboardOptions,
-    _on_event: &mut dyn FnMut(&crate::engine::events::Event),
+    events: Receiver<Event>,
+    control: Sender<Control>,
+    opts: DashboardOptions,
+    on_event: &mut dyn FnMut(&Event),
 ) -> anyhow::Result<Outcome> {
-    anyhow::bail!("the dashboard is not built yet; use --headless")
+    let mut app = App::new(app_config(&opts)?);
+    let mut terminal = match ratatui::try_init() {
+        Ok(t) => t,
+        Err(e) => {
+            restore_terminal();
+            return Err(anyhow::anyhow!("cannot set up the terminal: {e}"));
+        }
+    };
+    let loop_opts = LoopOptions {
+        fps: opts.fps,
+        signal: opts.signal.clone(),
+        stop_wait: STOP_WAIT,
+    };
+    let result = run_app(
+        &mut terminal,
+        &mut TerminalInput,
+        &events,
+        &control,
+        &mut app,
+        &loop_opts,
+        on_event,
+    );
+    drop(terminal);
+    restore_terminal();
+    let stop = result?;
+    Ok(Outcome {
+        stats: app.stats,
+        stop,
+        failed: app.failed,
+    })
+}
+
+/// Leaves raw mode and the alternate screen and shows the cursor; errors are reported, not
+/// returned, since there is nothing better to do with them on the way out.
+fn restore_terminal() {
+    ratatui::restore();
+    let mut out = std::io::stdout();
+    let _ = ratatui::crossterm::execute!(out, ratatui::crossterm::cursor::Show);
+    let _ = out.flush();
+}
+
+/// Where the loop reads terminal input from.
+pub trait Input {
+    /// Waits up to `timeout` for one input event.
+    fn next(&mut self, timeout: Duration) -> std::io::Result<Option<TermEvent>>;
+}
+
+/// The real terminal, through crossterm.
+pub struct TerminalInput;
+
+impl Input for TerminalInput {
+    fn next(&mut self, timeout: Duration) -> std::io::Result<Option<TermEvent>> {
+        if term::poll(timeout)? {
+            term::read().map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+}
+
+/// Loop settings that are not part of the app state.
+pub struct LoopOptions {
+    pub fps: u32,
+    pub signal: Arc<AtomicUsize>,
+    /// How long to wait for `Finished` after asking the worker to stop.
+    pub stop_wait: Duration,
+}
+
+/// Events applied per drain at most, so a flood from the worker cannot starve drawing.
+const MAX_DRAIN: usize = 100_000;
+
+/// The whole dashboard loop on any backend and input; returns why the run stopped. Before
+/// returning (also on error) it asks a still-running worker to stop and waits up to
+/// `stop_wait` for `Finished`, passing every event it drains to `on_event`.
+pub fn run_app<B>(
+    terminal: &mut Terminal<B>,
+    input: &mut dyn Input,
+    events: &Receiver<Event>,
+    control: &Sender<Control>,
+    app: &mut App,
+    opts: &LoopOptions,
+    on_event: &mut dyn FnMut(&Event),
+) -> anyhow::Result<StopReason>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+{
+    match event_loop(terminal, input, events, app, opts, control, on_event) {
+        Ok(reason) => Ok(stop_worker(app, events, control, reason, opts.stop_wait, on_event)),
+        Err(e) => {
+            stop_worker(app, events, control, StopReason::Error, opts.stop_wait, on_event);
+            Err(e)
+        }
+    }
+}
+
+fn event_loop<B>(
+    terminal: &mut Terminal<B>,
+    input: &mut dyn Input,
+    events: &Receiver<Event>,
+    app: &mut App,
+    opts: &LoopOptions,
+    control: &Sender<Control>,
+    on_event: &mut dyn FnMut(&Event),
+) -> anyhow::Result<StopReason>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+{
+    let start = Instant::now();
+    let frame_time = Duration::from_secs_f64(1.0 / f64::from(opts.fps.clamp(1, 120)));
+    let mut next_draw = start;
+    loop {
+        app.tick(start.elapsed());
+        drain(events, app, on_event);
+        if let Some(reason) = signal_reason(&opts.signal) {
+            return Ok(reason);
+        }
+        let now = Instant::now();
+        if now >= next_draw {
+            app.refresh();
+            if let Err(e) = terminal.draw(|f| render::render(f, app)) {
+                // A hung-up terminal fails here, possibly before the SIGHUP flag is seen.
+                return signal_reason(&opts.signal).ok_or_else(|| e.into());
+            }
+            next_draw = (next_draw + frame_time).max(now);
+        }
+        let timeout = next_draw.saturating_duration_since(Instant::now());
+        let event = match input.next(timeout) {
+            Ok(ev) => ev,
+            Err(e) => return signal_reason(&opts.signal).ok_or_else(|| e.into()),
+        };
+        match event {
+            Some(TermEvent::Key(key)) => {
+                match app.handle_key(&key) {
+                    Update::Quit => return Ok(StopReason::UserStop),
+                    // The worker echoes the change as an event; if it has gone there is no one
+                    // to tell, and the footer no longer offers these keys.
+                    Update::Send(msg) => {
+                        let _ = control.send(msg);
+                    }
+                    Update::None => {}
+                }
+                // Show the effect of a key at once rather than at the next frame.
+                next_draw = Instant::now();
+            }
+            Some(TermEvent::Resize(..)) => {
+                terminal.autoresize()?;
+                next_draw = Instant::now();
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Applies what is in the channel now, without blocking.
+fn drain(events: &Receiver<Event>, app: &mut App, on_event: &mut dyn FnMut(&Event)) {
+    for _ in 0..MAX_DRAIN {
+        match events.try_recv() {
+            Ok(ev) => {
+                on_event(&ev);
+                app.apply(&ev);
+            }
+            Err(TryRecvError::Empty) => return,
+            Err(TryRecvError::Disconnected) => {
+                app.worker_disconnected();
+                return;
+            }
+        }
+    }
+}
+
+/// Asks a running worker to stop and waits (bounded) for `Finished`. Returns the reason the
+/// run ended: the worker's own if it had finished already, else the one asked for.
+fn stop_worker(
+    app: &mut App,
+    events: &Receiver<Event>,
+    control: &Sender<Control>,
+    reason: StopReason,
+    wait: Duration,
+    on_event: &mut dyn FnMut(&Event),
+) -> StopReason {
+    if let Some(done) = &app.stop {
+        return done.clone();
+    }
+    if control.send(Control::Stop(reason.clone())).is_err() {
+        // The worker dropped its receiver; whatever it sent is still in the channel.
+        drain(events, app, on_event);
+        return app.stop.clone().unwrap_or(reason);
+    }
+    let deadline = Instant::now() + wait;
+    while app.stop.is_none() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match events.recv_timeout(left) {
+            Ok(ev) => {
+                on_event(&ev);
+                app.apply(&ev);
+            }
+            Err(RecvTimeoutError::Timeout) | Err(RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    // `Finished` carries the worker's view (e.g. `Error` if it failed while stopping).
+    app.stop.clone().unwrap_or(reason)
+}
+
+/// The stop reason for a signal the CLI's handler recorded: SIGINT is the user's Ctrl-C.
+fn signal_reason(signal: &AtomicUsize) -> Option<StopReason> {
+    let n = signal.load(Ordering::SeqCst);
+    if n == 0 {
+        return None;
+    }
+    let n = i32::try_from(n).unwrap_or(-1);
+    if n == signal_hook::consts::SIGINT {
+        return Some(StopReason::UserStop);
+    }
+    let name = signal_hook::low_level::signal_name(n)
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("signal {n}"));
+    Some(StopReason::Signal(name))
 }

@@ -26,6 +26,9 @@ pub const MEMORY_HISTORY: usize = 1024;
 pub const EVENT_HISTORY: usize = 200;
 /// Steady requests needed before a request above the running p99 counts as an outlier.
 pub const MIN_OUTLIER_N: usize = 20;
+/// An outlier must also be this far above the median: with a tight distribution, a request a
+/// hair above p99 is not news (about one in a hundred is there by definition).
+pub const OUTLIER_MIN_RATIO: f64 = 1.25;
 /// Decode steps averaged for the header's current decode tok/s.
 pub const DECODE_RATE_STEPS: usize = 8;
 
@@ -443,7 +446,10 @@ impl App {
             ];
             for (name, value, reference) in checks {
                 let Some(value) = value else { continue };
-                if reference.n >= MIN_OUTLIER_N && value > reference.p99 {
+                if reference.n >= MIN_OUTLIER_N
+                    && value > reference.p99
+                    && value > OUTLIER_MIN_RATIO * reference.p50
+                {
                     outlier = true;
                     let ascii = self.glyphs.ascii;
                     let text = format!(

@@ -31,6 +31,18 @@ pub enum ColorMode {
     Never,
 }
 
+impl ColorMode {
+    /// Parses `auto`, `always` or `never` (`--color`).
+    pub fn parse(text: &str) -> Result<ColorMode, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "auto" => Ok(ColorMode::Auto),
+            "always" => Ok(ColorMode::Always),
+            "never" => Ok(ColorMode::Never),
+            other => Err(format!("--color must be auto, always or never (got `{other}`)")),
+        }
+    }
+}
+
 /// What the terminal can show, decided once at start-up from `ColorMode` and the environment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ColorDepth {
@@ -94,6 +106,7 @@ macro_rules! theme_fields {
                 $(if let Some(spec) = &self.$name { theme.$name = spec.0; })*
             }
 
+            #[cfg(test)]
             fn missing(&self) -> Vec<&'static str> {
                 let mut out = Vec::new();
                 $(if self.$name.is_none() { out.push(stringify!($name)); })*
@@ -415,7 +428,7 @@ fn to_indexed(c: Color) -> Color {
 /// The characters the dashboard draws with: box-drawing borders and eighth-block bars by
 /// default (U+2500.. and U+2581..U+2588 are in every common monospace font), plain ASCII with
 /// `--ascii` for terminals without UTF-8.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Glyphs {
     pub ascii: bool,
     pub border: symbols::border::Set<'static>,

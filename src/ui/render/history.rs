@@ -1,6 +1,11 @@
-//! One sparkline panel, shared by TTFT, TPOT, decode steps and memory: bars scaled from zero to
-//! the largest visible value (the scale is in the title), an optional marker row under the
+//! One sparkline panel, shared by TTFT, TPOT, decode steps and memory: bars scaled to the
+//! visible values, the scale in the title (`11.0..13.2ms`), an optional marker row under the
 //! bars, and a line of figures in the bottom border.
+//!
+//! The scale starts at zero unless every visible value is in the upper half of the range, in
+//! which case it starts a little below the smallest one: steady latencies sit within a few
+//! percent of each other, and bars from zero would all be full height with the variation lost
+//! in the top eighth of a cell. The title always says where the scale starts.
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
@@ -35,8 +40,22 @@ pub struct History<'a> {
 /// far finer than the eight levels a cell can show, whatever the unit.
 const RESOLUTION: f64 = 1e6;
 
-fn units(v: f64, top: f64) -> u64 {
-    (v / top * RESOLUTION).round().clamp(0.0, RESOLUTION) as u64
+fn units(v: f64, floor: f64, top: f64) -> u64 {
+    let span = top - floor;
+    if span <= 0.0 {
+        return 0;
+    }
+    ((v - floor) / span * RESOLUTION).round().clamp(0.0, RESOLUTION) as u64
+}
+
+/// Where the scale starts: zero, or below the smallest value when all values are close (the
+/// smallest bar then has a fifth of the height, so it is still seen).
+fn floor_of(low: f64, top: f64) -> f64 {
+    if low >= top * 0.5 && top - low > top * 1e-6 {
+        (low - (top - low) * 0.25).max(0.0)
+    } else {
+        0.0
+    }
 }
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect, h: History) {
@@ -45,14 +64,20 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect, h: History) {
     let width = inner.width as usize;
     let skip = h.bars.len().saturating_sub(width);
     let visible = &h.bars[skip..];
-    // The scale is the max of what is on screen: O(width), no statistics.
-    let top = visible
+    // The scale is the range of what is on screen: O(width), no statistics.
+    let (low, top) = visible
         .iter()
         .filter_map(|b| b.value)
-        .fold(0.0f64, f64::max);
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+    let floor = floor_of(low, top);
     let block = if top > 0.0 {
+        let from = if floor > 0.0 {
+            (h.scale)(floor)
+        } else {
+            "0".to_string()
+        };
         h.block.title(
-            Line::styled(format!("0..{}", (h.scale)(top)), theme.dim).right_aligned(),
+            Line::styled(format!("{from}..{}", (h.scale)(top)), theme.dim).right_aligned(),
         )
     } else {
         h.block
@@ -75,12 +100,12 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect, h: History) {
     .areas(inner);
     let data: Vec<SparklineBar> = visible
         .iter()
-        .map(|b| SparklineBar::from(b.value.map(|v| units(v, top))).style(Some(b.style)))
+        .map(|b| SparklineBar::from(b.value.map(|v| units(v, floor, top))).style(Some(b.style)))
         .collect();
     let spark = Sparkline::default()
         .data(data)
         .max(RESOLUTION as u64)
-        .bar_set(app.glyphs.bars)
+        .bar_set(app.glyphs.bars.clone())
         .style(h.style);
     frame.render_widget(spark, bars_rect);
     if with_markers {
@@ -89,5 +114,21 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect, h: History) {
             Paragraph::new(Line::styled(row, theme.marker)),
             marker_rect,
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{floor_of, units, RESOLUTION};
+
+    #[test]
+    fn scale_starts_at_zero_unless_values_are_close() {
+        assert_eq!(floor_of(1.0, 10.0), 0.0);
+        assert_eq!(floor_of(5.0, 5.0), 0.0);
+        let f = floor_of(12.0, 13.0);
+        assert!((f - 11.75).abs() < 1e-12, "{f}");
+        assert_eq!(units(13.0, f, 13.0), RESOLUTION as u64);
+        assert_eq!(units(12.0, f, 13.0), (RESOLUTION * 0.2).round() as u64);
+        assert_eq!(units(1.0, 0.0, 0.0), 0);
     }
 }

@@ -172,13 +172,17 @@ fn panel<'a>(app: &App, title: impl Into<Line<'a>>) -> Block<'a> {
         .title(title.into().style(theme.title))
 }
 
-/// A text gauge `label [████░░░░] text` that fits `width` cells: the bar shrinks first and
+/// Cells kept for the text after a gauge (`43.8MiB/peak 64.0MiB`), so that the bars of the
+/// gauges in one panel line up.
+const GAUGE_TEXT: usize = 21;
+
+/// A text gauge `label  [████░░░░] text` that fits `width` cells: the bar shrinks first and
 /// goes away when there is no room. Drawn with characters, not colour, so it reads the same
 /// with NO_COLOR, in the mono theme and in `--ascii` mode.
 fn gauge_line<'a>(app: &App, label: &str, ratio: f64, text: String, width: u16) -> Line<'a> {
     let theme = app.theme();
     let label = format!("{label:<7}");
-    let fixed = label.chars().count() + text.chars().count() + 3;
+    let fixed = label.chars().count() + GAUGE_TEXT.max(text.chars().count()) + 3;
     let bar_w = (width as usize).saturating_sub(fixed).min(30);
     let mut spans = vec![Span::styled(label, theme.dim)];
     if bar_w >= 4 {

@@ -1,0 +1,207 @@
+//! When has latency settled? A documented rule over a per-request series (TPOT or TTFT), and the
+//! warmup cost: how many extra seconds the requests before that point took.
+//!
+//! # The settling rule
+//! Let `m(j)` be the median of the `k` values starting at request `j` (`series[j..j + k]`). The
+//! series has **settled at request `N`** (0-based; the first steady request) when `N` is the
+//! smallest index such that
+//! 1. the rolling median stays put: for every `j` in `N..=N + k`, `|m(j) − m(N)| ≤ x · m(N)`
+//!    (so it needs `2k` values from `N` on), and
+//! 2. request `N` itself is not slow: `series[N] ≤ (1 + x) · m(N)`.
+//!
+//! The median makes condition 1 blind to single outliers (steady-state tail latency is not
+//! warmup); condition 2 stops a few slow first requests from hiding under that median. Requests
+//! faster than the band never count as warmup. Defaults: `k = 5`, `x = 5 %`.
+//!
+//! `None` means "not settled yet": fewer than `2k` values, or the rolling median is still moving.
+
+/// The settling rule's parameters (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SettleRule {
+    /// Window length of the rolling median, and how many following windows must agree.
+    pub k: usize,
+    /// Relative tolerance, e.g. 0.05 for 5 %.
+    pub tolerance: f64,
+}
+
+impl Default for SettleRule {
+    fn default() -> Self {
+        SettleRule {
+            k: 5,
+            tolerance: 0.05,
+        }
+    }
+}
+
+impl SettleRule {
+    /// e.g. "rolling median of 5 within 5 %".
+    pub fn describe(&self) -> String {
+        format!(
+            "rolling median of {} requests stays within {} % for the next {} requests",
+            self.k,
+            fmt_pct(self.tolerance * 100.0),
+            self.k
+        )
+    }
+}
+
+fn fmt_pct(v: f64) -> String {
+    if (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+/// The median of a small slice (copied and sorted; NaN sorts last).
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The index of the first steady request under `rule`, or `None` if the series has not settled
+/// (see the module docs for the rule).
+pub fn settle_point(series: &[f64], rule: &SettleRule) -> Option<usize> {
+    let k = rule.k.max(1);
+    let x = rule.tolerance.max(0.0);
+    if series.len() < 2 * k {
+        return None;
+    }
+    let medians: Vec<f64> = (0..=series.len() - k)
+        .map(|j| median(&series[j..j + k]))
+        .collect();
+    // N + k is the last window start we look at; it must exist: N + k ≤ len − k.
+    (0..=series.len() - 2 * k).find(|&n| {
+        let m = medians[n];
+        if !(m.is_finite() && m > 0.0) {
+            return false;
+        }
+        let stable = medians[n..=n + k]
+            .iter()
+            .all(|&mj| (mj - m).abs() <= x * m);
+        stable && series[n] <= (1.0 + x) * m
+    })
+}
+
+/// Extra seconds the requests before `settled` took compared with the steady mean:
+/// `Σ_{i < settled} (series[i] − mean(series[settled..]))`. Pass an E2E series to get wall time
+/// lost to warmup. Signed: negative if the early requests were faster. 0 when nothing settled
+/// before the end (`settled ≥ len`) or `settled == 0`.
+pub fn warmup_cost_s(series: &[f64], settled: usize) -> f64 {
+    if settled == 0 || settled >= series.len() {
+        return 0.0;
+    }
+    let steady = &series[settled..];
+    let mean = steady.iter().sum::<f64>() / steady.len() as f64;
+    series[..settled].iter().map(|v| v - mean).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule() -> SettleRule {
+        SettleRule::default()
+    }
+
+    /// A deterministic ±`amp` relative jitter around 1.
+    fn jitter(i: usize, amp: f64) -> f64 {
+        let pattern = [0.0, 0.6, -0.4, 0.9, -0.8, 0.3, -0.2, 0.7, -0.6, 0.1];
+        1.0 + amp * pattern[i % pattern.len()]
+    }
+
+    #[test]
+    fn flat_series_settles_at_zero() {
+        let s = vec![3e-3; 20];
+        assert_eq!(settle_point(&s, &rule()), Some(0));
+    }
+
+    #[test]
+    fn two_slow_first_requests() {
+        let mut s = vec![0.010, 0.008];
+        s.extend((0..20).map(|i| 0.001 * jitter(i, 0.02)));
+        assert_eq!(settle_point(&s, &rule()), Some(2));
+    }
+
+    #[test]
+    fn single_slow_first_request_is_warmup_even_though_median_hides_it() {
+        let mut s = vec![0.050];
+        s.extend(vec![0.003; 12]);
+        assert_eq!(settle_point(&s, &rule()), Some(1));
+    }
+
+    #[test]
+    fn gradual_decline_settles_where_it_flattens() {
+        // 5, 4, 3, 2, 1.5, 1.2, then 1 ± 1 %.
+        let mut s = vec![5.0, 4.0, 3.0, 2.0, 1.5, 1.2];
+        s.extend((0..14).map(|i| jitter(i, 0.01)));
+        // m(4) = median(1.5, 1.2, 1, 1.006, 0.996) = 1.006 is stable, but series[4] = 1.5 and
+        // series[5] = 1.2 are above the band; request 6 is the first steady one.
+        assert_eq!(settle_point(&s, &rule()), Some(6));
+    }
+
+    #[test]
+    fn steady_outlier_is_not_warmup() {
+        let mut s: Vec<f64> = (0..20).map(|i| 0.002 * jitter(i, 0.02)).collect();
+        s[8] = 0.02; // a tail-latency spike in the middle
+        assert_eq!(settle_point(&s, &rule()), Some(0));
+    }
+
+    #[test]
+    fn still_drifting_or_too_short_is_none() {
+        let drifting: Vec<f64> = (0..30).map(|i| 1.0 + 0.1 * i as f64).collect();
+        assert_eq!(settle_point(&drifting, &rule()), None);
+        assert_eq!(settle_point(&[1.0; 9], &rule()), None);
+        assert_eq!(settle_point(&[], &rule()), None);
+    }
+
+    #[test]
+    fn step_change_settles_after_the_step() {
+        // 10 slow requests, then a lower plateau.
+        let mut s = vec![2.0; 10];
+        s.extend(vec![1.0; 12]);
+        // Windows starting at 0..=5 have median 2, but window 8 has median 1: not stable until
+        // the start is past the step.
+        assert_eq!(settle_point(&s, &rule()), Some(10));
+    }
+
+    #[test]
+    fn tolerance_and_k_matter() {
+        let s = [1.0, 1.08, 1.0, 1.08, 1.0, 1.08, 1.0, 1.08, 1.0, 1.08, 1.0, 1.08];
+        let tight = SettleRule { k: 2, tolerance: 0.01 };
+        let loose = SettleRule { k: 2, tolerance: 0.10 };
+        assert_eq!(settle_point(&s, &tight), Some(0));
+        assert_eq!(settle_point(&s, &loose), Some(0));
+        let rising = [1.0, 1.02, 1.04, 1.06, 1.08, 1.10, 1.12, 1.14];
+        assert_eq!(settle_point(&rising, &SettleRule { k: 2, tolerance: 0.01 }), None);
+        assert_eq!(settle_point(&rising, &SettleRule { k: 2, tolerance: 0.05 }), Some(0));
+    }
+
+    #[test]
+    fn warmup_cost_by_hand() {
+        // Steady mean of [1, 1, 2] = 4/3; warmup (5 − 4/3) + (3 − 4/3) = 8 − 8/3 = 16/3.
+        let s = [5.0, 3.0, 1.0, 1.0, 2.0];
+        assert!((warmup_cost_s(&s, 2) - 16.0 / 3.0).abs() < 1e-12);
+        assert_eq!(warmup_cost_s(&s, 0), 0.0);
+        assert_eq!(warmup_cost_s(&s, 5), 0.0);
+        // Faster early requests give a negative cost.
+        assert!((warmup_cost_s(&[0.5, 1.0, 1.0], 1) + 0.5).abs() < 1e-12);
+    }
+
+    #[test]
+    fn describe_mentions_parameters() {
+        assert_eq!(
+            rule().describe(),
+            "rolling median of 5 requests stays within 5 % for the next 5 requests"
+        );
+    }
+}

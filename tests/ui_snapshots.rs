@@ -1,0 +1,421 @@
+//! Whole-frame snapshots of the dashboard on ratatui's `TestBackend`, from fixed event sequences
+//! with the clock injected (no wall-clock time anywhere), at 80x24 and 160x48. Colours are not
+//! in the snapshots; `styles_*` tests check the theme mapping on the same frames.
+//!
+//! Update with `INSTA_UPDATE=always cargo test --test ui_snapshots`, then read the `.snap` files.
+
+use std::time::Duration;
+
+use infertop::engine::events::{Event, RequestDone, RunInfo, StopReason, WorkloadDesc};
+use infertop::model::ModelInfo;
+use infertop::stats::Slo;
+use infertop::telemetry::Sample;
+use infertop::ui::render::render;
+use infertop::ui::{App, AppConfig};
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use ratatui::Terminal;
+
+/// Drives an `App` through a run the way the loop would: the clock advances with the
+/// simulated work, and `refresh` runs once per "frame" (here: after every request).
+struct Sim {
+    app: App,
+    t: f64,
+    seed: u64,
+}
+
+fn model() -> ModelInfo {
+    ModelInfo {
+        name: "synthetic:tiny".into(),
+        arch: "llama".into(),
+        source: "synthetic".into(),
+        params: 4_620_000,
+        weight_bytes: 18_480_000,
+        kv_bytes_per_token: 4096,
+        dtype: "f32".into(),
+        device: "cpu".into(),
+        max_positions: 2048,
+        layers: 4,
+        hidden: 256,
+        heads: 8,
+        kv_heads: 4,
+        head_dim: 32,
+        vocab: 32000,
+    }
+}
+
+fn workload(prompt: usize, output: usize) -> WorkloadDesc {
+    WorkloadDesc {
+        prompt_tokens: prompt.to_string(),
+        output_tokens: output.to_string(),
+        batch: 1,
+    }
+}
+
+impl Sim {
+    fn new(config: AppConfig) -> Sim {
+        Sim {
+            app: App::new(config),
+            t: 0.0,
+            seed: 0x2545_f491_4f6c_dd1d,
+        }
+    }
+
+    fn default() -> Sim {
+        Sim::new(AppConfig::default())
+    }
+
+    fn at(&mut self, secs: f64) {
+        self.t = secs;
+        self.app.tick(Duration::from_secs_f64(secs));
+    }
+
+    fn apply(&mut self, ev: Event) {
+        self.app.tick(Duration::from_secs_f64(self.t));
+        self.app.apply(&ev);
+    }
+
+    /// Uniform in [-1, 1), from a fixed xorshift sequence.
+    fn noise(&mut self) -> f64 {
+        self.seed ^= self.seed << 13;
+        self.seed ^= self.seed >> 7;
+        self.seed ^= self.seed << 17;
+        (self.seed >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+    }
+
+    fn start(&mut self, warmup: u64, prompt: usize, output: usize) {
+        self.apply(Event::Loading {
+            what: "synthetic weights".into(),
+            done: 18_480_000,
+            total: 18_480_000,
+        });
+        self.at(0.35);
+        self.apply(Event::RunStarted(Box::new(RunInfo {
+            model: model(),
+            workload: workload(prompt, output),
+            warmup_requests: warmup,
+            threads: 2,
+        })));
+    }
+
+    fn memory(&mut self, alloc: u64) {
+        let t_s = self.t;
+        self.apply(Event::Telemetry(Box::new(Sample {
+            t_s,
+            rss_bytes: Some(96 << 20),
+            rss_peak_bytes: Some(120 << 20),
+            alloc_bytes: Some(alloc),
+            alloc_peak_bytes: Some(64 << 20),
+            ..Sample::default()
+        })));
+    }
+
+    /// One whole request: start, prefill, `output - 1` decode steps, done; then a frame.
+    fn request(&mut self, index: u64, warmup: bool, ttft_s: f64, itl_s: f64, output: usize) {
+        self.apply(Event::RequestStarted {
+            index,
+            warmup,
+            prompt_tokens: 128,
+            output_tokens: output,
+            batch: 1,
+        });
+        self.t += ttft_s;
+        self.apply(Event::PrefillDone { index, ttft_s });
+        let mut decode = 0.0;
+        for step in 1..output as u32 {
+            let itl = itl_s * (1.0 + 0.08 * self.noise());
+            decode += itl;
+            self.t += itl;
+            self.apply(Event::DecodeStep {
+                index,
+                step,
+                itl_s: itl,
+                gpu_s: None,
+            });
+        }
+        let steps = output.saturating_sub(1);
+        self.apply(Event::RequestDone(Box::new(RequestDone {
+            index,
+            warmup,
+            batch: 1,
+            prompt_tokens: 128,
+            output_tokens: output,
+            ttft_s,
+            tpot_s: (steps > 0).then(|| decode / steps as f64),
+            e2e_s: ttft_s + decode,
+            gpu_ttft_s: None,
+            gpu_decode_s: None,
+            peak_alloc_bytes: None,
+            output_hash: "0".into(),
+            tokens: None,
+            text: None,
+        })));
+        self.app.refresh();
+    }
+
+    /// `n` requests from `first`: warmup ones slow and settling, steady ones noisy around
+    /// 12 ms TTFT and 1.5 ms ITL.
+    fn requests(&mut self, first: u64, n: u64, warmup_until: u64) {
+        for i in first..first + n {
+            let warmup = i < warmup_until;
+            let settle = if warmup { 1.0 + 3.0 / (1.0 + i as f64) } else { 1.0 };
+            let ttft = 0.012 * settle * (1.0 + 0.1 * self.noise());
+            let itl = 0.0015 * settle;
+            self.request(i, warmup, ttft, itl, 16);
+            if i % 10 == 0 {
+                self.memory((40 << 20) + (i << 16));
+            }
+        }
+    }
+
+    fn steady() -> Sim {
+        let mut s = Sim::default();
+        s.start(5, 128, 16);
+        s.requests(0, 45, 5);
+        s.apply(Event::WorkloadChanged(workload(256, 16)));
+        s.requests(45, 25, 5);
+        s
+    }
+}
+
+fn draw(app: &App, width: u16, height: u16) -> Terminal<TestBackend> {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("test terminal");
+    terminal.draw(|f| render(f, app)).expect("draw");
+    terminal
+}
+
+fn text_of(buf: &Buffer) -> String {
+    let mut out = String::new();
+    for y in 0..buf.area.height {
+        for x in 0..buf.area.width {
+            out.push_str(buf[(x, y)].symbol());
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Snapshots one app at both sizes.
+macro_rules! snap_both {
+    ($name:literal, $app:expr) => {{
+        let app = $app;
+        insta::assert_snapshot!(concat!($name, "_80x24"), draw(&app, 80, 24).backend());
+        insta::assert_snapshot!(concat!($name, "_160x48"), draw(&app, 160, 48).backend());
+    }};
+}
+
+#[test]
+fn loading() {
+    let mut s = Sim::default();
+    s.at(0.4);
+    s.apply(Event::Loading {
+        what: "model.safetensors".into(),
+        done: 12 << 20,
+        total: 27 << 20,
+    });
+    s.app.refresh();
+    snap_both!("loading", s.app);
+}
+
+#[test]
+fn loading_before_any_progress() {
+    let mut s = Sim::default();
+    s.app.refresh();
+    insta::assert_snapshot!("starting_80x24", draw(&s.app, 80, 24).backend());
+}
+
+#[test]
+fn warmup() {
+    let mut s = Sim::default();
+    s.start(5, 128, 16);
+    s.requests(0, 3, 5);
+    // The fourth warmup request is half-way through its decode.
+    s.apply(Event::RequestStarted {
+        index: 3,
+        warmup: true,
+        prompt_tokens: 128,
+        output_tokens: 16,
+        batch: 1,
+    });
+    s.apply(Event::PrefillDone { index: 3, ttft_s: 0.02 });
+    for step in 1..8 {
+        s.apply(Event::DecodeStep {
+            index: 3,
+            step,
+            itl_s: 0.002,
+            gpu_s: None,
+        });
+    }
+    s.app.refresh();
+    snap_both!("warmup", s.app);
+}
+
+#[test]
+fn steady_state() {
+    let mut s = Sim::steady();
+    s.at(2.5);
+    snap_both!("steady", s.app);
+}
+
+#[test]
+fn steady_state_with_slo() {
+    let mut s = Sim::new(AppConfig {
+        slo: Slo::parse("ttft=13ms,tpot=50ms").expect("slo"),
+        ..AppConfig::default()
+    });
+    s.start(5, 128, 16);
+    s.requests(0, 40, 5);
+    insta::assert_snapshot!("slo_80x24", draw(&s.app, 80, 24).backend());
+}
+
+#[test]
+fn outlier() {
+    let mut s = Sim::steady();
+    s.request(70, false, 0.085, 0.0015, 16);
+    s.requests(71, 4, 5);
+    let log = s.app.events.iter().map(|e| e.text.clone()).collect::<Vec<_>>();
+    assert!(
+        log.iter().any(|l| l.starts_with("#70 TTFT 85.0ms > p99 ")),
+        "outlier not logged: {log:?}"
+    );
+    snap_both!("outlier", s.app);
+}
+
+#[test]
+fn paused() {
+    let mut s = Sim::steady();
+    s.apply(Event::Paused);
+    s.app.refresh();
+    snap_both!("paused", s.app);
+}
+
+#[test]
+fn fatal_error() {
+    let mut s = Sim::steady();
+    s.apply(Event::Error {
+        message: "decode step 7 of request #70: out of memory allocating 512.0 MiB".into(),
+        fatal: true,
+    });
+    s.apply(Event::Finished(StopReason::Error));
+    s.app.refresh();
+    snap_both!("error", s.app);
+}
+
+#[test]
+fn stopped_at_request_limit() {
+    let mut s = Sim::steady();
+    s.apply(Event::Finished(StopReason::RequestLimit));
+    s.at(99.0); // elapsed stays frozen at the stop
+    s.app.refresh();
+    insta::assert_snapshot!("stopped_80x24", draw(&s.app, 80, 24).backend());
+}
+
+#[test]
+fn too_small() {
+    let s = Sim::steady();
+    insta::assert_snapshot!("too_small_60x20", draw(&s.app, 60, 20).backend());
+    insta::assert_snapshot!("too_small_79x24", draw(&s.app, 79, 24).backend());
+    // Even a tiny terminal gets the message, not a panic.
+    draw(&s.app, 10, 3);
+}
+
+#[test]
+fn help_overlay() {
+    let mut s = Sim::steady();
+    s.app.show_help = true;
+    insta::assert_snapshot!("help_80x24", draw(&s.app, 80, 24).backend());
+}
+
+#[test]
+fn ascii_mode() {
+    let mut s = Sim::new(AppConfig {
+        ascii: true,
+        ..AppConfig::default()
+    });
+    s.start(5, 128, 16);
+    s.requests(0, 30, 5);
+    let terminal = draw(&s.app, 80, 24);
+    let text = text_of(terminal.backend().buffer());
+    assert!(text.is_ascii(), "non-ASCII glyph in --ascii mode:\n{text}");
+    insta::assert_snapshot!("ascii_80x24", terminal.backend());
+}
+
+#[test]
+fn gpu_telemetry_at_200x60() {
+    let mut s = Sim::steady();
+    s.apply(Event::Telemetry(Box::new(Sample {
+        t_s: 3.0,
+        device_used_bytes: Some(21_474_836_480),
+        device_total_bytes: Some(85_899_345_920),
+        alloc_bytes: Some(17_179_869_184),
+        alloc_peak_bytes: Some(18_253_611_008),
+        gpu_util_pct: Some(97),
+        mem_util_pct: Some(41),
+        power_w: Some(402.0),
+        power_limit_w: Some(700.0),
+        temperature_c: Some(61),
+        sm_clock_mhz: Some(1980),
+        throttle: vec!["power cap".into()],
+        ..Sample::default()
+    })));
+    s.app.refresh();
+    insta::assert_snapshot!("gpu_200x60", draw(&s.app, 200, 60).backend());
+}
+
+// ---- Styles: the theme mapping, checked on cells (colours are not in snapshots). ----
+
+#[test]
+fn styles_follow_the_theme() {
+    let mut s = Sim::new(AppConfig {
+        slo: Slo::parse("ttft=13ms").expect("slo"),
+        ..AppConfig::default()
+    });
+    s.start(5, 128, 16);
+    s.requests(0, 40, 5);
+    let theme = s.app.theme().clone();
+    let terminal = draw(&s.app, 80, 24);
+    let buf = terminal.backend().buffer();
+    let text = text_of(buf);
+    let cell_at = |needle: &str| {
+        let (row, line) = text
+            .lines()
+            .enumerate()
+            .find(|(_, l)| l.contains(needle))
+            .unwrap_or_else(|| panic!("`{needle}` not on screen:\n{text}"));
+        let col = line[..line.find(needle).expect("found")].chars().count();
+        (col as u16, row as u16)
+    };
+    // The state badge.
+    let (x, y) = cell_at(" RUNNING ");
+    assert_eq!(buf[(x + 1, y)].fg, theme.badge_running.fg.expect("badge colour"));
+    // A TTFT cell over the SLO ends in `!` and uses the slo_fail style; cells below it do not.
+    let (_, y) = cell_at("│TTFT ");
+    let row: String = (0..80).map(|x| buf[(x, y)].symbol()).collect();
+    let bang = row.chars().position(|c| c == '!').expect("a TTFT cell over 13ms");
+    assert_eq!(buf[(bang as u16, y)].fg, theme.slo_fail.fg.expect("slo colour"));
+    let (_, y) = cell_at("│TPOT ");
+    let row: String = (0..80).map(|x| buf[(x, y)].symbol()).collect();
+    assert!(!row.contains('!'), "TPOT is far below its SLO: {row}");
+    // The first TTFT bar is a warmup request; a later one is steady.
+    let (_, title_row) = cell_at("TTFT per request");
+    let bar_row = title_row + 1;
+    let warm = (1..40).find(|&x| buf[(x, bar_row + 3)].symbol() != " ").expect("a bar");
+    assert_eq!(buf[(warm, bar_row + 3)].fg, theme.warmup.fg.expect("warmup colour"));
+    let steady_x = warm + 10;
+    assert_eq!(buf[(steady_x, bar_row + 3)].fg, theme.ttft.fg.expect("ttft colour"));
+}
+
+#[test]
+fn next_theme_changes_colours_not_text() {
+    let s = Sim::steady();
+    let mut app = s.app;
+    let before = draw(&app, 80, 24);
+    app.update(infertop::ui::Action::NextTheme);
+    let after = draw(&app, 80, 24);
+    assert_eq!(app.theme().name, "light");
+    assert_eq!(
+        text_of(before.backend().buffer()),
+        text_of(after.backend().buffer())
+    );
+    assert_ne!(before.backend().buffer(), after.backend().buffer());
+}
