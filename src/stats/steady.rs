@@ -7,11 +7,17 @@
 //! smallest index such that
 //! 1. the rolling median stays put: for every `j` in `N..=N + k`, `|m(j) − m(N)| ≤ x · m(N)`
 //!    (so it needs `2k` values from `N` on), and
-//! 2. request `N` itself is not slow: `series[N] ≤ (1 + x) · m(N)`.
+//! 2. request `N` itself is not slow: `series[N] ≤ (1 + x) · m(N)`, and
+//! 3. the level it settled to is the level the rest of the run keeps:
+//!    `|median(series[N..]) − m(N)| ≤ x · m(N)`.
 //!
 //! The median makes condition 1 blind to single outliers (steady-state tail latency is not
-//! warmup); condition 2 stops a few slow first requests from hiding under that median. Requests
+//! warmup); condition 2 stops a few slow first requests from hiding under that median;
+//! condition 3 stops a slow plateau longer than `2k` requests from passing as steady. Requests
 //! faster than the band never count as warmup. Defaults: `k = 5`, `x = 5 %`.
+//!
+//! Because of condition 3 the answer can move as a live run goes on; for a finished record it
+//! is fixed.
 //!
 //! `None` means "not settled yet": fewer than `2k` values, or the rolling median is still moving.
 
@@ -68,6 +74,55 @@ fn median(values: &[f64]) -> f64 {
     }
 }
 
+/// A float ordered by `total_cmp`, for the heaps below.
+#[derive(Clone, Copy, PartialEq)]
+struct Ordered(f64);
+
+impl Eq for Ordered {}
+
+impl PartialOrd for Ordered {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Ordered {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+/// `out[i] = median(series[i..])` for every `i`, in O(n log n) with two heaps.
+fn suffix_medians(series: &[f64]) -> Vec<f64> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let mut low: BinaryHeap<Ordered> = BinaryHeap::new(); // the smaller half (max on top)
+    let mut high: BinaryHeap<Reverse<Ordered>> = BinaryHeap::new(); // the larger half
+    let mut out = vec![f64::NAN; series.len()];
+    for (i, &v) in series.iter().enumerate().rev() {
+        match low.peek() {
+            Some(top) if v > top.0 => high.push(Reverse(Ordered(v))),
+            _ => low.push(Ordered(v)),
+        }
+        // Keep low.len() == high.len() or high.len() + 1.
+        if low.len() > high.len() + 1 {
+            if let Some(t) = low.pop() {
+                high.push(Reverse(t));
+            }
+        } else if high.len() > low.len() {
+            if let Some(Reverse(t)) = high.pop() {
+                low.push(t);
+            }
+        }
+        out[i] = match (low.peek(), high.peek()) {
+            (Some(l), Some(Reverse(h))) if low.len() == high.len() => (l.0 + h.0) / 2.0,
+            (Some(l), _) => l.0,
+            _ => f64::NAN,
+        };
+    }
+    out
+}
+
 /// The index of the first steady request under `rule`, or `None` if the series has not settled
 /// (see the module docs for the rule).
 pub fn settle_point(series: &[f64], rule: &SettleRule) -> Option<usize> {
@@ -79,6 +134,7 @@ pub fn settle_point(series: &[f64], rule: &SettleRule) -> Option<usize> {
     let medians: Vec<f64> = (0..=series.len() - k)
         .map(|j| median(&series[j..j + k]))
         .collect();
+    let suffix = suffix_medians(series);
     // N + k is the last window start we look at; it must exist: N + k ≤ len − k.
     (0..=series.len() - 2 * k).find(|&n| {
         let m = medians[n];
@@ -88,7 +144,9 @@ pub fn settle_point(series: &[f64], rule: &SettleRule) -> Option<usize> {
         let stable = medians[n..=n + k]
             .iter()
             .all(|&mj| (mj - m).abs() <= x * m);
-        stable && series[n] <= (1.0 + x) * m
+        stable
+            && series[n] <= (1.0 + x) * m
+            && (suffix[n] - m).abs() <= x * m
     })
 }
 
@@ -169,8 +227,8 @@ mod tests {
         // 10 slow requests, then a lower plateau.
         let mut s = vec![2.0; 10];
         s.extend(vec![1.0; 12]);
-        // Windows starting at 0..=5 have median 2, but window 8 has median 1: not stable until
-        // the start is past the step.
+        // Windows starting at 0..=5 all have median 2 (condition 1 holds at 0), but the rest of
+        // the run sits at 1 (condition 3): the steady state starts after the step.
         assert_eq!(settle_point(&s, &rule()), Some(10));
     }
 
@@ -184,6 +242,15 @@ mod tests {
         let rising = [1.0, 1.02, 1.04, 1.06, 1.08, 1.10, 1.12, 1.14];
         assert_eq!(settle_point(&rising, &SettleRule { k: 2, tolerance: 0.01 }), None);
         assert_eq!(settle_point(&rising, &SettleRule { k: 2, tolerance: 0.05 }), Some(0));
+    }
+
+    #[test]
+    fn suffix_medians_match_sorting() {
+        let s = [5.0, 1.0, 4.0, 2.0, 2.0, 9.0, 0.5, 3.0];
+        let fast = suffix_medians(&s);
+        for i in 0..s.len() {
+            assert_eq!(fast[i], median(&s[i..]), "suffix {i}");
+        }
     }
 
     #[test]

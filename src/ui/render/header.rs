@@ -14,41 +14,7 @@ use crate::ui::state::{stop_text, App};
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     let theme = app.theme();
     let sep = format!(" {} ", app.glyphs.sep);
-    let mut top = vec![
-        Span::styled(format!(" {} ", phase_label(app.phase)), theme.badge(app.phase)),
-        Span::raw(" "),
-    ];
-    match &app.run {
-        Some(run) => {
-            let m = &run.model;
-            top.push(Span::styled(m.name.clone(), theme.title));
-            top.push(Span::styled(
-                format!(
-                    " {}{sep}{} params{sep}{}{sep}{}",
-                    m.arch,
-                    format::si(m.params as f64),
-                    m.dtype,
-                    m.device
-                ),
-                theme.text,
-            ));
-            if run.threads > 0 {
-                top.push(Span::styled(format!(" ({} threads)", run.threads), theme.dim));
-            }
-        }
-        None => top.push(Span::styled("infertop: loading the model", theme.title)),
-    }
-    if let Some(w) = &app.workload {
-        top.push(Span::styled(format!(" {} ", app.glyphs.sep), theme.dim));
-        top.push(Span::styled(
-            format!(
-                "prompt {}{sep}out {}{sep}batch {}",
-                w.prompt_tokens, w.output_tokens, w.batch
-            ),
-            theme.text,
-        ));
-    }
-
+    let top = top_line(app, &sep, rect.width as usize);
     let second = match (&app.failed, app.phase) {
         (Some(message), RunPhase::Error) => Line::from(vec![
             Span::styled(" error: ", theme.event_error),
@@ -56,7 +22,58 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         ]),
         _ => status_line(app, &sep),
     };
-    frame.render_widget(Paragraph::new(vec![Line::from(top), second]), rect);
+    frame.render_widget(Paragraph::new(vec![top, second]), rect);
+}
+
+/// State badge, model, device and workload. The workload is what a user changes while
+/// watching, so on a narrow terminal the model details give way first: threads, then
+/// parameters, then architecture and dtype.
+fn top_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
+    let theme = app.theme();
+    let badge = Span::styled(format!(" {} ", phase_label(app.phase)), theme.badge(app.phase));
+    let workload = app.workload.as_ref().map(|w| {
+        format!(
+            " {} prompt {}{sep}out {}{sep}batch {}",
+            app.glyphs.sep, w.prompt_tokens, w.output_tokens, w.batch
+        )
+    });
+    let Some(run) = &app.run else {
+        return Line::from(vec![
+            badge,
+            Span::raw(" "),
+            Span::styled("infertop: loading the model", theme.title),
+        ]);
+    };
+    let m = &run.model;
+    let threads = if run.threads > 0 {
+        format!(" ({} threads)", run.threads)
+    } else {
+        String::new()
+    };
+    let params = format::si(m.params as f64);
+    let details = [
+        format!(" {}{sep}{params} params{sep}{}{sep}{}{threads}", m.arch, m.dtype, m.device),
+        format!(" {}{sep}{params} params{sep}{}{sep}{}", m.arch, m.dtype, m.device),
+        format!(" {} {}{sep}{}", m.arch, m.dtype, m.device),
+        format!(" {}", m.device),
+    ];
+    let fixed = badge.width() + 1 + m.name.chars().count()
+        + workload.as_ref().map_or(0, |w| w.chars().count());
+    let details = details
+        .iter()
+        .find(|d| fixed + d.chars().count() <= width)
+        .unwrap_or(&details[details.len() - 1])
+        .clone();
+    let mut spans = vec![
+        badge,
+        Span::raw(" "),
+        Span::styled(m.name.clone(), theme.title),
+        Span::styled(details, theme.text),
+    ];
+    if let Some(w) = workload {
+        spans.push(Span::styled(w, theme.text));
+    }
+    Line::from(spans)
 }
 
 fn status_line<'a>(app: &App, sep: &str) -> Line<'a> {

@@ -10,6 +10,7 @@ use ratatui::Frame;
 use super::panel;
 use crate::stats::{Metric, Summary};
 use crate::ui::format;
+use crate::ui::keys::Action;
 use crate::ui::state::App;
 
 const HEADINGS: [&str; 8] = ["", "mean", "p50", "p90", "p95", "p99", "max", "n"];
@@ -25,6 +26,17 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     let mut block = panel(app, title);
     if let Some(slo) = slo_text(app) {
         block = block.title(Line::styled(slo, theme.dim).right_aligned());
+    }
+    let only_warmup = !app.include_warmup
+        && app.table.get(Metric::Ttft).n == 0
+        && app.stats.warmup_requests() > 0;
+    if only_warmup {
+        if let Some(key) = app.keys.short_label(Action::ToggleWarmup) {
+            block = block.title_bottom(Line::styled(
+                format!("only warmup requests so far: {key} includes them"),
+                theme.dim,
+            ));
+        }
     }
     let header = Row::new(
         HEADINGS
