@@ -36,7 +36,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the benchmark (the default): the dashboard in a terminal, JSON lines otherwise.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// List the synthetic presets with their parameters and memory.
     Presets,
     /// Write a synthetic model as a Hugging Face directory (or a GGUF file).
@@ -200,7 +200,7 @@ pub fn main() -> i32 {
     };
     let result = match cli.command {
         None => run(cli.run),
-        Some(Command::Run(args)) => run(args),
+        Some(Command::Run(args)) => run(*args),
         Some(Command::Presets) => {
             print!("{}", presets_table());
             Ok(EXIT_OK)

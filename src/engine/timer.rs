@@ -70,6 +70,22 @@ impl GpuTimer {
     }
 }
 
+/// Device memory `(used, total)` in bytes from the CUDA context (read it after a synchronize);
+/// `None` on CPU. candle allocates from the context, so "used" moves with its tensors.
+pub fn device_memory(device: &Device) -> Option<(u64, u64)> {
+    #[cfg(feature = "cuda")]
+    {
+        let cuda = device.as_cuda_device().ok()?;
+        let (free, total) = cuda.cuda_stream().context().mem_get_info().ok()?;
+        Some(((total - free) as u64, total as u64))
+    }
+    #[cfg(not(feature = "cuda"))]
+    {
+        let _ = device;
+        None
+    }
+}
+
 #[cfg(feature = "cuda")]
 mod cuda {
     use std::sync::Arc;

@@ -10,7 +10,7 @@ use candle_core::{DType, Device, Tensor, D};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::events::{Control, Event, RequestDone, RunInfo, StopReason};
-use super::timer::GpuTimer;
+use super::timer::{device_memory, GpuTimer};
 use super::workload::Workload;
 use crate::model::synthetic::fnv1a;
 use crate::model::{self, one_line, CausalLm, DeviceSpec, ModelSpec};
@@ -202,13 +202,26 @@ fn run(
                 return Ok(inbox_stop_reason(&mut inbox));
             }
             Err(e) => {
+                let msg = one_line(&e.to_string());
+                let memory = match device_memory(&device) {
+                    Some((used, total)) => format!(
+                        "; device memory {:.2}/{:.2} GB used, weights {:.2} GB, KV cache for this request {:.2} GB",
+                        used as f64 / 1e9,
+                        total as f64 / 1e9,
+                        info.weight_bytes as f64 / 1e9,
+                        info.expected_kv_bytes(shape.prompt_tokens + shape.output_tokens, shape.batch) as f64 / 1e9
+                    ),
+                    None => String::new(),
+                };
+                let hint = if msg.to_ascii_lowercase().contains("out of memory") {
+                    " (out of memory: lower --batch, --prompt-tokens or --output-tokens)"
+                } else {
+                    ""
+                };
                 return Err(format!(
-                    "request {index} (batch {} × prompt {} + output {}) failed: {}",
-                    shape.batch,
-                    shape.prompt_tokens,
-                    shape.output_tokens,
-                    one_line(&e.to_string())
-                ))
+                    "request {index} (batch {} × prompt {} + output {}) failed: {msg}{memory}{hint}",
+                    shape.batch, shape.prompt_tokens, shape.output_tokens,
+                ));
             }
         }
         index += 1;
@@ -245,6 +258,12 @@ fn adjust(
     let _ = tx.send(Event::WorkloadChanged(w.describe()));
 }
 
+fn track_peak(peak: &mut Option<u64>, device: &Device) {
+    if let (Some(p), Some((used, _))) = (peak.as_mut(), device_memory(device)) {
+        *p = (*p).max(used);
+    }
+}
+
 /// One request. Returns `Ok(None)` if a stop arrived mid-request.
 #[allow(clippy::too_many_arguments)]
 fn run_request(
@@ -266,6 +285,9 @@ fn run_request(
     let mut finished = vec![false; b];
     device.synchronize()?;
     alloc::reset_peak();
+    // On CUDA the per-request peak is the context's used memory, read after each synchronize
+    // (outside the timed regions).
+    let mut device_peak = device_memory(device).map(|(used, _)| used);
 
     // ---- prefill: upload, forward over the prompt, argmax, token on the host, synchronize.
     let t0 = Instant::now();
@@ -279,6 +301,7 @@ fn run_request(
     let ttft = t0.elapsed().as_secs_f64();
     // ---- end of timed region
     let gpu_ttft = gpu.elapsed_s();
+    track_peak(&mut device_peak, device);
     for (i, row) in first.iter().enumerate() {
         let id = row.first().copied().unwrap_or(0);
         generated.push(id);
@@ -308,6 +331,7 @@ fn run_request(
         let itl = ts.elapsed().as_secs_f64();
         // ---- end of timed region
         let gpu_s = gpu.elapsed_s();
+        track_peak(&mut device_peak, device);
         if let (Some(total), Some(s)) = (gpu_decode.as_mut(), gpu_s) {
             *total += s;
         }
@@ -329,7 +353,7 @@ fn run_request(
     }
     let output_tokens = steps + 1;
     let e2e = ttft + decode_total;
-    let peak = alloc::peak_bytes();
+    let peak = device_peak.unwrap_or_else(alloc::peak_bytes);
     let bytes: Vec<u8> = generated.iter().flat_map(|id| id.to_le_bytes()).collect();
     // Generated ids are stored step-major (all sequences' token 1, then token 2...); the first
     // sequence is every b-th id.

@@ -5,18 +5,30 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::engine::events::RequestDone;
-use crate::stats::{Metric, RunStats, Summary, Table};
+use crate::model::ModelInfo;
+use crate::stats::{Metric, RunStats, Slo, Summary, Table};
 
 use super::RunSummary;
 
 /// A record read back: its header, requests, steps and footer.
 #[derive(Debug, Default)]
 pub struct Record {
+    /// The file it was read from.
+    pub path: std::path::PathBuf,
     pub header: Option<Value>,
+    /// The model, from the `run_started` event (or a `model` key in the header).
+    pub model: Option<ModelInfo>,
     pub requests: Vec<RequestDone>,
     /// (request index, step, itl_s)
     pub steps: Vec<(u64, u32, f64)>,
     pub footer: Option<Value>,
+    /// `event` lines (pause, resume, stats_reset, workload_changed, error, run_started).
+    pub events: Vec<Value>,
+    /// Where the last `stats_reset` event fell: (requests, steps) read before it. The run's
+    /// printed summary covers only what came after.
+    pub last_reset: Option<(usize, usize)>,
+    /// Number of `telemetry` lines.
+    pub telemetry_lines: usize,
     /// Lines that were not whole JSON (at most the last one after a crash).
     pub bad_lines: usize,
 }
@@ -26,7 +38,10 @@ pub fn read(path: &Path) -> Result<Record, String> {
         format!("{}", crate::model::ModelError::io(path, e))
     })?;
     let text = String::from_utf8_lossy(&text);
-    let mut rec = Record::default();
+    let mut rec = Record {
+        path: path.to_path_buf(),
+        ..Record::default()
+    };
     let mut lines = 0usize;
     for line in text.lines() {
         if line.trim().is_empty() {
@@ -38,7 +53,22 @@ pub fn read(path: &Path) -> Result<Record, String> {
             continue;
         };
         match v.get("type").and_then(Value::as_str) {
-            Some("header") => rec.header = Some(v),
+            Some("header") => {
+                if let Some(m) = v.get("model").and_then(|m| serde_json::from_value(m.clone()).ok()) {
+                    rec.model = Some(m);
+                }
+                rec.header = Some(v);
+            }
+            Some("event") => {
+                if v.get("event").and_then(Value::as_str) == Some("run_started") && rec.model.is_none() {
+                    rec.model = v.get("model").and_then(|m| serde_json::from_value(m.clone()).ok());
+                }
+                if v.get("event").and_then(Value::as_str) == Some("stats_reset") {
+                    rec.last_reset = Some((rec.requests.len(), rec.steps.len()));
+                }
+                rec.events.push(v);
+            }
+            Some("telemetry") => rec.telemetry_lines += 1,
             Some("request") => {
                 if let Ok(r) = serde_json::from_value::<RequestDone>(v) {
                     rec.requests.push(r);
@@ -71,14 +101,67 @@ pub fn read(path: &Path) -> Result<Record, String> {
 /// Recomputes the summary a run printed from its record. ITL comes from step lines when the run
 /// wrote them (`--jsonl-steps`), otherwise from the footer's summary.
 pub fn summary_of(path: &Path) -> Result<RunSummary, String> {
-    let rec = read(path)?;
+    Ok(read(path)?.summary())
+}
+
+impl Record {
+    /// The summary the run printed, recomputed (see `summary_of`).
+    pub fn summary(&self) -> RunSummary {
+        summary_of_record(self)
+    }
+
+    /// The header's `config` object, if any.
+    pub fn config(&self) -> Option<&Value> {
+        self.header.as_ref()?.get("config")
+    }
+
+    /// The SLO the run was started with (`--slo`), if it had one.
+    pub fn slo(&self) -> Option<Slo> {
+        let slo: Slo = serde_json::from_value(self.config()?.get("slo")?.clone()).ok()?;
+        (!slo.is_empty()).then_some(slo)
+    }
+
+    /// `elapsed_s` from the footer (absent when the run was cut off).
+    pub fn elapsed_s(&self) -> Option<f64> {
+        self.footer.as_ref()?.get("elapsed_s")?.as_f64()
+    }
+
+    /// The requests the run's statistics covered at the end: those after the last
+    /// `stats_reset` event (all of them when there was none), warmup included.
+    pub fn counted(&self) -> &[RequestDone] {
+        let from = self.last_reset.map_or(0, |r| r.0).min(self.requests.len());
+        &self.requests[from..]
+    }
+
+    /// The counted steps (see `counted`).
+    pub fn counted_steps(&self) -> &[(u64, u32, f64)] {
+        let from = self.last_reset.map_or(0, |r| r.1).min(self.steps.len());
+        &self.steps[from..]
+    }
+
+    /// The steady-state requests: counted and not warmup.
+    pub fn steady(&self) -> impl Iterator<Item = &RequestDone> {
+        self.counted().iter().filter(|r| !r.warmup)
+    }
+
+    /// A string field of the header's `config`, e.g. `device`, `dtype`, `model`.
+    pub fn config_str(&self, key: &str) -> Option<String> {
+        match self.config()?.get(key)? {
+            Value::String(s) => Some(s.clone()),
+            Value::Null => None,
+            other => Some(other.to_string()),
+        }
+    }
+}
+
+fn summary_of_record(rec: &Record) -> RunSummary {
     let mut stats = RunStats::new();
     let warm: std::collections::HashSet<u64> =
         rec.requests.iter().filter(|r| r.warmup).map(|r| r.index).collect();
-    for &(index, _, itl) in &rec.steps {
+    for &(index, _, itl) in rec.counted_steps() {
         stats.record_step(itl, warm.contains(&index));
     }
-    for r in &rec.requests {
+    for r in rec.counted() {
         stats.record_request(r);
     }
     let mut summary = RunSummary::from_stats(&stats);
@@ -90,7 +173,7 @@ pub fn summary_of(path: &Path) -> Result<RunSummary, String> {
             set(&mut summary.warmup, Metric::Itl, itl);
         }
     }
-    Ok(summary)
+    summary
 }
 
 fn footer_metric(footer: Option<&Value>, table: &str, m: Metric) -> Option<Summary> {

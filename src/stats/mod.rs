@@ -1,8 +1,11 @@
 //! Statistics that must match numpy exactly: percentiles, bounded windows, summaries.
 
+pub mod goodput;
 mod percentile;
+pub mod roofline;
 mod run;
 mod slo;
+pub mod steady;
 mod window;
 
 pub use percentile::percentile_sorted;
@@ -10,6 +13,7 @@ pub use run::{
     Metric, RunStats, Table, WindowKind, RECENT_REQUESTS, RECENT_STEPS, REQUEST_WINDOW, STEP_WINDOW,
 };
 pub use slo::{parse_duration_s, Slo};
+pub use steady::{settle_point, warmup_cost_s, SettleRule};
 pub use window::Window;
 
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,81 @@
+//! The measured side of the expected-KV comparison: a real candle KV cache grows by what
+//! `expected_kv_bytes` says, and the allocator's per-request peak grows with prompt length.
+//!
+//! One test in its own binary, so no other test allocates while the counters are read.
+
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::llama::{Cache, Config, Llama};
+use infertop::telemetry::alloc::{current_bytes, peak_bytes, reset_peak};
+use infertop::telemetry::expected_kv_bytes;
+
+const LAYERS: usize = 2;
+const HEADS: usize = 4;
+const KV_HEADS: usize = 2;
+const HIDDEN: usize = 128;
+const HEAD_DIM: usize = HIDDEN / HEADS;
+
+fn config() -> Config {
+    Config {
+        hidden_size: HIDDEN,
+        intermediate_size: 256,
+        vocab_size: 512,
+        num_hidden_layers: LAYERS,
+        num_attention_heads: HEADS,
+        num_key_value_heads: KV_HEADS,
+        use_flash_attn: false,
+        rms_norm_eps: 1e-5,
+        rope_theta: 10_000.0,
+        bos_token_id: None,
+        eos_token_id: None,
+        rope_scaling: None,
+        max_position_embeddings: 1024,
+        tie_word_embeddings: false,
+    }
+}
+
+/// (bytes the prefill left allocated, allocator peak above the start) for a prompt of `tokens`.
+fn prefill(tokens: usize) -> candle_core::Result<(u64, u64)> {
+    let device = Device::Cpu;
+    let cfg = config();
+    let model = Llama::load(VarBuilder::zeros(DType::F32, &device), &cfg)?;
+    let mut cache = Cache::new(true, DType::F32, &cfg, &device)?;
+    let prompt = Tensor::zeros((1, tokens), DType::U32, &device)?;
+
+    let start = current_bytes();
+    reset_peak();
+    let logits = model.forward(&prompt, 0, &mut cache)?;
+    drop(logits);
+    let retained = current_bytes() - start;
+    let peak = peak_bytes() - start;
+    drop(cache);
+    Ok((retained, peak))
+}
+
+#[test]
+fn kv_cache_grows_as_expected_and_the_peak_with_prompt_length() -> candle_core::Result<()> {
+    let mut peaks = Vec::new();
+    for tokens in [32usize, 128, 512] {
+        let (retained, peak) = prefill(tokens)?;
+        let expected = expected_kv_bytes(LAYERS, KV_HEADS, HEAD_DIM, 4, tokens, 1);
+        // What stays after the prefill is the KV cache, plus candle's cached causal mask (one
+        // byte per position pair) and a few hundred bytes of tensor metadata per layer.
+        let mask = (tokens * tokens) as u64;
+        println!("P={tokens}: expected KV {expected} B, retained {retained} B, peak {peak} B");
+        assert!(
+            retained >= expected,
+            "P={tokens}: retained {retained} < expected {expected}"
+        );
+        assert!(
+            retained <= expected + mask + 16 * 1024,
+            "P={tokens}: retained {retained} far above expected {expected} + mask {mask}"
+        );
+        assert!(peak >= retained);
+        peaks.push(peak);
+    }
+    assert!(
+        peaks.windows(2).all(|w| w[1] > 2 * w[0]),
+        "peak grows with prompt: {peaks:?}"
+    );
+    Ok(())
+}

@@ -1,0 +1,290 @@
+//! The whole dashboard loop (`run_app`) on a `TestBackend` with scripted keys and a fake worker
+//! thread: keys become control messages, the worker's echoes change what is drawn, quitting
+//! and signals stop the worker and wait (bounded) for `Finished`, every drained event reaches
+//! `on_event`.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{unbounded, Receiver, Sender};
+use infertop::engine::events::{Control, Event, StopReason};
+use infertop::ui::{run_app, App, Input, LoopOptions};
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{
+    Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyEventState, KeyModifiers,
+};
+use ratatui::Terminal;
+
+/// Keys delivered one at a time, `gap` apart, then nothing (the loop keeps polling).
+struct Script {
+    keys: VecDeque<TermEvent>,
+    gap: Duration,
+    next_at: Instant,
+}
+
+impl Script {
+    fn new(keys: &[TermEvent], gap: Duration) -> Script {
+        Script {
+            keys: keys.iter().cloned().collect(),
+            gap,
+            next_at: Instant::now() + gap,
+        }
+    }
+}
+
+impl Input for Script {
+    fn next(&mut self, timeout: Duration) -> std::io::Result<Option<TermEvent>> {
+        let now = Instant::now();
+        if now >= self.next_at {
+            if let Some(k) = self.keys.pop_front() {
+                self.next_at = now + self.gap;
+                return Ok(Some(k));
+            }
+        }
+        thread::sleep(timeout.min(self.next_at.saturating_duration_since(now)).min(Duration::from_millis(20)));
+        Ok(None)
+    }
+}
+
+fn key(code: KeyCode, kind: KeyEventKind) -> TermEvent {
+    TermEvent::Key(KeyEvent {
+        code,
+        modifiers: KeyModifiers::NONE,
+        kind,
+        state: KeyEventState::NONE,
+    })
+}
+
+fn press(c: char) -> TermEvent {
+    key(KeyCode::Char(c), KeyEventKind::Press)
+}
+
+/// A worker that echoes Pause/Resume/ResetStats and answers Stop with Finished; it records
+/// every control message it got.
+fn fake_worker(
+    events: Sender<Event>,
+    control: Receiver<Control>,
+    answer_stop: bool,
+) -> thread::JoinHandle<Vec<Control>> {
+    thread::spawn(move || {
+        let mut got = Vec::new();
+        while let Ok(msg) = control.recv_timeout(Duration::from_secs(10)) {
+            got.push(msg.clone());
+            let reply = match msg {
+                Control::Pause => Some(Event::Paused),
+                Control::Resume => Some(Event::Resumed),
+                Control::ResetStats => Some(Event::StatsReset),
+                Control::Stop(reason) if answer_stop => {
+                    let _ = events.send(Event::Finished(reason));
+                    break;
+                }
+                _ => None,
+            };
+            if let Some(ev) = reply {
+                let _ = events.send(ev);
+            }
+        }
+        got
+    })
+}
+
+fn run_info() -> Event {
+    let info: infertop::engine::events::RunInfo = serde_json::from_value(serde_json::json!({
+        "model": {
+            "name": "synthetic:tiny", "arch": "llama", "source": "synthetic", "params": 1000,
+            "weight_bytes": 4000, "kv_bytes_per_token": 64, "dtype": "f32", "device": "cpu",
+            "max_positions": 256, "layers": 1, "hidden": 8, "heads": 1, "kv_heads": 1,
+            "head_dim": 8, "vocab": 32
+        },
+        "workload": { "prompt_tokens": "8", "output_tokens": "4", "batch": 1 },
+        "warmup_requests": 0,
+        "threads": 1
+    }))
+    .expect("run info");
+    Event::RunStarted(Box::new(info))
+}
+
+fn screen(terminal: &Terminal<TestBackend>) -> String {
+    let buf = terminal.backend().buffer();
+    let mut out = String::new();
+    for y in 0..buf.area.height {
+        for x in 0..buf.area.width {
+            out.push_str(buf[(x, y)].symbol());
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn options(signal: Arc<AtomicUsize>) -> LoopOptions {
+    LoopOptions {
+        fps: 30,
+        signal,
+        stop_wait: Duration::from_millis(500),
+    }
+}
+
+#[test]
+fn space_pauses_and_q_stops_the_worker() {
+    let (ev_tx, ev_rx) = unbounded();
+    let (ctl_tx, ctl_rx) = unbounded();
+    ev_tx.send(run_info()).expect("send");
+    let worker = fake_worker(ev_tx, ctl_rx, true);
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
+    let mut app = App::default();
+    // A key release must do nothing (only presses count); q comes long after PAUSED is drawn.
+    let mut input = Script::new(
+        &[
+            key(KeyCode::Char('q'), KeyEventKind::Release),
+            press(' '),
+            press('q'),
+        ],
+        Duration::from_millis(300),
+    );
+    let mut seen = Vec::new();
+    let signal = Arc::new(AtomicUsize::new(0));
+    let mut on_event = |ev: &Event| seen.push(format!("{ev:?}"));
+    let started = Instant::now();
+    let stop = run_app(
+        &mut terminal,
+        &mut input,
+        &ev_rx,
+        &ctl_tx,
+        &mut app,
+        &options(signal),
+        &mut on_event,
+    )
+    .expect("loop");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(stop, StopReason::UserStop);
+    let text = screen(&terminal);
+    assert!(text.contains(" PAUSED "), "PAUSED not drawn:\n{text}");
+    assert!(text.contains("space resume"), "footer should offer resume:\n{text}");
+    let got = worker.join().expect("worker");
+    assert_eq!(got, vec![Control::Pause, Control::Stop(StopReason::UserStop)]);
+    assert!(seen[0].starts_with("RunStarted"), "{seen:?}");
+    assert!(seen.iter().any(|e| e == "Paused"), "{seen:?}");
+    assert_eq!(seen.last().map(String::as_str), Some("Finished(UserStop)"));
+}
+
+#[test]
+fn a_signal_stops_the_worker_with_its_name() {
+    let (ev_tx, ev_rx) = unbounded();
+    let (ctl_tx, ctl_rx) = unbounded();
+    ev_tx.send(run_info()).expect("send");
+    let worker = fake_worker(ev_tx, ctl_rx, true);
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
+    let mut app = App::default();
+    let signal = Arc::new(AtomicUsize::new(0));
+    let setter = {
+        let signal = signal.clone();
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(200));
+            signal.store(signal_hook::consts::SIGTERM as usize, Ordering::SeqCst);
+        })
+    };
+    let mut input = Script::new(&[], Duration::from_millis(50));
+    let stop = run_app(
+        &mut terminal,
+        &mut input,
+        &ev_rx,
+        &ctl_tx,
+        &mut app,
+        &options(signal),
+        &mut |_| {},
+    )
+    .expect("loop");
+    setter.join().expect("setter");
+    assert_eq!(stop, StopReason::Signal("SIGTERM".into()));
+    assert_eq!(
+        worker.join().expect("worker"),
+        vec![Control::Stop(StopReason::Signal("SIGTERM".into()))]
+    );
+}
+
+#[test]
+fn quitting_waits_for_a_silent_worker_only_so_long() {
+    let (ev_tx, ev_rx) = unbounded();
+    let (ctl_tx, ctl_rx) = unbounded();
+    ev_tx.send(run_info()).expect("send");
+    let worker = fake_worker(ev_tx, ctl_rx, false);
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
+    let mut app = App::default();
+    let mut input = Script::new(&[press('q')], Duration::from_millis(50));
+    let started = Instant::now();
+    let stop = run_app(
+        &mut terminal,
+        &mut input,
+        &ev_rx,
+        &ctl_tx,
+        &mut app,
+        &options(Arc::new(AtomicUsize::new(0))),
+        &mut |_| {},
+    )
+    .expect("loop");
+    let took = started.elapsed();
+    assert_eq!(stop, StopReason::UserStop);
+    assert!(took >= Duration::from_millis(500), "did not wait: {took:?}");
+    assert!(took < Duration::from_secs(3), "waited too long: {took:?}");
+    drop(ctl_tx);
+    worker.join().expect("worker");
+}
+
+#[test]
+fn a_finished_run_stays_on_screen_until_quit() {
+    let (ev_tx, ev_rx) = unbounded();
+    let (ctl_tx, ctl_rx) = unbounded::<Control>();
+    ev_tx.send(run_info()).expect("send");
+    ev_tx
+        .send(Event::Finished(StopReason::RequestLimit))
+        .expect("send");
+    drop(ev_tx);
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
+    let mut app = App::default();
+    // Space after the finish must not send anything; q then quits at once.
+    let mut input = Script::new(&[press(' '), press('q')], Duration::from_millis(200));
+    let stop = run_app(
+        &mut terminal,
+        &mut input,
+        &ev_rx,
+        &ctl_tx,
+        &mut app,
+        &options(Arc::new(AtomicUsize::new(0))),
+        &mut |_| {},
+    )
+    .expect("loop");
+    assert_eq!(stop, StopReason::RequestLimit);
+    assert!(ctl_rx.try_recv().is_err(), "nothing may be sent to a finished worker");
+    let text = screen(&terminal);
+    assert!(text.contains(" STOPPED "), "{text}");
+    assert!(text.contains("stopped: request limit reached"), "{text}");
+}
+
+#[test]
+fn a_worker_that_vanishes_is_an_error_on_screen() {
+    let (ev_tx, ev_rx) = unbounded();
+    let (ctl_tx, _ctl_rx) = unbounded::<Control>();
+    ev_tx.send(run_info()).expect("send");
+    drop(ev_tx);
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
+    let mut app = App::default();
+    let mut input = Script::new(&[press('q')], Duration::from_millis(200));
+    let stop = run_app(
+        &mut terminal,
+        &mut input,
+        &ev_rx,
+        &ctl_tx,
+        &mut app,
+        &options(Arc::new(AtomicUsize::new(0))),
+        &mut |_| {},
+    )
+    .expect("loop");
+    assert_eq!(stop, StopReason::Error);
+    assert!(app.failed.is_some());
+    let text = screen(&terminal);
+    assert!(text.contains(" ERROR "), "{text}");
+    assert!(text.contains("the worker exited without finishing"), "{text}");
+}
