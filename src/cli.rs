@@ -47,13 +47,12 @@ pub enum Command {
         #[arg(long, default_value = "text")]
         format: String,
     },
-    /// Recompute the summary from a record (JSONL) file.
-    Report {
-        record: PathBuf,
-        /// md, json or csv
-        #[arg(long, default_value = "md")]
-        format: String,
-    },
+    /// Recompute the summary from a record (JSONL) file, with warmup/settling, goodput, roofline,
+    /// cost, and an optional plot.
+    Report(ReportArgs),
+    /// Compare records: steady-state percentiles, bootstrap CIs of the median differences, and
+    /// whether the generated outputs differ (exit code 3 if they do).
+    Compare(CompareArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -207,7 +206,8 @@ pub fn main() -> i32 {
         }
         Some(Command::MakeModel(args)) => make_model(&args).map(|_| EXIT_OK),
         Some(Command::Devices { format }) => devices(&format),
-        Some(Command::Report { record, format }) => report(&record, &format),
+        Some(Command::Report(args)) => report(&args),
+        Some(Command::Compare(args)) => compare(&args),
     };
     match result {
         Ok(code) => code,
@@ -236,11 +236,133 @@ fn devices(format: &str) -> Result<i32, Failure> {
     Ok(EXIT_OK)
 }
 
-fn report(path: &Path, format: &str) -> Result<i32, Failure> {
-    let format = SummaryFormat::parse(format).map_err(Failure::usage)?;
-    let summary = crate::record::reader::summary_of(path).map_err(Failure::usage)?;
-    print!("{}", summary.render(format));
+/// `infertop report`.
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// The record (JSONL) written with --record.
+    pub record: PathBuf,
+    /// md, json or csv (csv: the summary table only).
+    #[arg(long, default_value = "md")]
+    pub format: String,
+    /// Also draw TTFT/TPOT per request and the latency CDFs to this SVG (or .png, through
+    /// rsvg-convert when it is installed).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Latency objectives for goodput, e.g. ttft=200ms,tpot=50ms (default: the run's --slo).
+    #[arg(long)]
+    pub slo: Option<String>,
+    /// Hardware cost per hour (any currency) for the cost per million output tokens.
+    #[arg(long)]
+    pub cost_per_hour: Option<f64>,
+    /// Peak memory bandwidth for the roofline, e.g. 3.35TB/s (a bare number is GB/s).
+    #[arg(long)]
+    pub peak_bw: Option<String>,
+    /// Peak FLOP/s for the roofline, e.g. 989T (a bare number is TFLOP/s).
+    #[arg(long)]
+    pub peak_flops: Option<String>,
+    /// Take peak figures from the known-device table, e.g. "H100", "A100 80GB PCIe", "L4".
+    #[arg(long)]
+    pub device_name: Option<String>,
+    /// Do not run the short CPU bandwidth/FLOP probe for CPU records.
+    #[arg(long)]
+    pub no_probe: bool,
+}
+
+/// `infertop compare`.
+#[derive(Args, Debug, Clone)]
+pub struct CompareArgs {
+    /// Two or more records; the first is the baseline.
+    #[arg(required = true, num_args = 2..)]
+    pub records: Vec<PathBuf>,
+    /// md or json.
+    #[arg(long, default_value = "md")]
+    pub format: String,
+    /// Bootstrap resamples.
+    #[arg(long, default_value_t = 2000)]
+    pub resamples: usize,
+    /// Bootstrap seed.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+fn report(args: &ReportArgs) -> Result<i32, Failure> {
+    use crate::record::report::{Report, ReportOptions};
+    use crate::stats::roofline;
+    let format = SummaryFormat::parse(&args.format).map_err(Failure::usage)?;
+    let slo = match &args.slo {
+        Some(s) => Some(Slo::parse(s).map_err(|m| Failure::usage(format!("--slo: {m}")))?),
+        None => None,
+    };
+    if let Some(c) = args.cost_per_hour {
+        if !(c.is_finite() && c >= 0.0) {
+            return Err(Failure::usage(format!(
+                "--cost-per-hour: {c} is not a cost (use a number ≥ 0, e.g. 2.5)"
+            )));
+        }
+    }
+    let peak_bw = match &args.peak_bw {
+        Some(s) => Some(
+            roofline::parse_bandwidth(s).map_err(|m| Failure::usage(format!("--peak-bw: {m}")))?,
+        ),
+        None => None,
+    };
+    let peak_flops = match &args.peak_flops {
+        Some(s) => Some(
+            roofline::parse_flops(s).map_err(|m| Failure::usage(format!("--peak-flops: {m}")))?,
+        ),
+        None => None,
+    };
+    if let Some(d) = &args.device_name {
+        if roofline::lookup(d).is_none() {
+            let known: Vec<&str> = roofline::KNOWN_DEVICES.iter().map(|k| k.name).collect();
+            return Err(Failure::usage(format!(
+                "--device-name: `{d}` is not in the table (known: {}); or pass --peak-bw and --peak-flops",
+                known.join(", ")
+            )));
+        }
+    }
+    let rec = crate::record::reader::read(&args.record).map_err(Failure::usage)?;
+    let opts = ReportOptions {
+        slo,
+        cost_per_hour: args.cost_per_hour,
+        peak_bw,
+        peak_flops,
+        device_name: args.device_name.clone(),
+        probe: !args.no_probe,
+        rule: crate::stats::SettleRule::default(),
+    };
+    let report = Report::of(&rec, &opts);
+    if let Some(out) = &args.plot {
+        let svg = crate::record::plot::plot_svg(&rec, &report.analysis.settling);
+        crate::record::plot::write_plot(out, &svg).map_err(Failure::usage)?;
+        eprintln!("wrote {}", out.display());
+    }
+    print!("{}", report.render(format));
     Ok(EXIT_OK)
+}
+
+/// `infertop compare`: exit 0, or 3 when generated outputs differ (see `record::compare`).
+fn compare(args: &CompareArgs) -> Result<i32, Failure> {
+    use crate::record::compare::{compare_files, CompareFormat, CompareOptions};
+    let format = CompareFormat::parse(&args.format).map_err(Failure::usage)?;
+    if args.resamples == 0 {
+        return Err(Failure::usage(
+            "--resamples: 0 resamples gives no interval (use e.g. 2000)",
+        ));
+    }
+    let opts = CompareOptions {
+        resamples: args.resamples,
+        seed: args.seed,
+        ..CompareOptions::default()
+    };
+    let paths: Vec<&Path> = args.records.iter().map(PathBuf::as_path).collect();
+    let cmp = compare_files(&paths, &opts).map_err(Failure::usage)?;
+    print!("{}", cmp.render(format));
+    let _ = std::io::stdout().flush();
+    for alarm in cmp.alarms() {
+        eprintln!("infertop: {alarm}");
+    }
+    Ok(cmp.exit_code())
 }
 
 /// `infertop presets`.
@@ -304,7 +426,9 @@ pub fn make_model(args: &MakeModelArgs) -> Result<(), Failure> {
     let mut cfg = (preset.config)();
     if let Some(a) = &args.arch {
         let arch = model::Arch::parse(a).ok_or_else(|| {
-            Failure::usage(format!("--arch: unknown architecture `{a}` (use llama, qwen2 or mistral)"))
+            Failure::usage(format!(
+                "--arch: unknown architecture `{a}` (use llama, qwen2 or mistral)"
+            ))
         })?;
         cfg = presets::with_arch(cfg, arch);
     }
@@ -354,8 +478,9 @@ pub fn make_model(args: &MakeModelArgs) -> Result<(), Failure> {
     let mut tensors = std::collections::HashMap::new();
     for spec in cfg.tensor_specs() {
         let values = model::synthetic::tensor_values(&spec, args.seed);
-        let t = candle_core::Tensor::from_vec(values, spec.shape.as_slice(), &candle_core::Device::Cpu)
-            .map_err(|e| Failure::runtime(e.to_string()))?;
+        let t =
+            candle_core::Tensor::from_vec(values, spec.shape.as_slice(), &candle_core::Device::Cpu)
+                .map_err(|e| Failure::runtime(e.to_string()))?;
         tensors.insert(spec.name.clone(), t);
     }
     let st_path = args.out.join("model.safetensors");
@@ -393,8 +518,17 @@ fn plan(args: &RunArgs, signal: &Arc<AtomicUsize>) -> Result<RunPlan, Failure> {
     };
     let batch = match args.batch.trim().parse::<i64>() {
         Ok(b) if b >= 1 => b as usize,
-        Ok(b) => return Err(Failure::usage(format!("--batch: {b} is not a positive batch size (use 1 or more)"))),
-        Err(_) => return Err(Failure::usage(format!("--batch: `{}` is not a number", args.batch))),
+        Ok(b) => {
+            return Err(Failure::usage(format!(
+                "--batch: {b} is not a positive batch size (use 1 or more)"
+            )))
+        }
+        Err(_) => {
+            return Err(Failure::usage(format!(
+                "--batch: `{}` is not a number",
+                args.batch
+            )))
+        }
     };
     let output = LenSpec::parse("--output-tokens", &args.output_tokens).map_err(Failure::usage)?;
     let prompt_len = match &args.prompt_tokens {
@@ -403,7 +537,9 @@ fn plan(args: &RunArgs, signal: &Arc<AtomicUsize>) -> Result<RunPlan, Failure> {
     };
     if let Some(t) = args.threads {
         if t == 0 {
-            return Err(Failure::usage("--threads: 0 is not a thread count (use 1 or more)"));
+            return Err(Failure::usage(
+                "--threads: 0 is not a thread count (use 1 or more)",
+            ));
         }
     }
     let duration = match &args.duration {
@@ -413,7 +549,9 @@ fn plan(args: &RunArgs, signal: &Arc<AtomicUsize>) -> Result<RunPlan, Failure> {
         None => None,
     };
     if args.requests == Some(0) {
-        return Err(Failure::usage("--requests: 0 requests measures nothing (use 1 or more)"));
+        return Err(Failure::usage(
+            "--requests: 0 requests measures nothing (use 1 or more)",
+        ));
     }
     let slo = match &args.slo {
         Some(s) => Slo::parse(s).map_err(|m| Failure::usage(format!("--slo: {m}")))?,
@@ -428,7 +566,10 @@ fn plan(args: &RunArgs, signal: &Arc<AtomicUsize>) -> Result<RunPlan, Failure> {
         Some(Duration::from_secs_f64(s.max(0.001)))
     };
     if args.fps == 0 || args.fps > 120 {
-        return Err(Failure::usage(format!("--fps: {} is out of range (use 1 to 120)", args.fps)));
+        return Err(Failure::usage(format!(
+            "--fps: {} is out of range (use 1 to 120)",
+            args.fps
+        )));
     }
 
     // The model's shape (without loading weights) for up-front checks.
@@ -443,6 +584,13 @@ fn plan(args: &RunArgs, signal: &Arc<AtomicUsize>) -> Result<RunPlan, Failure> {
     }
     if let ModelSpec::Gguf(path) = &spec {
         model::gguf::check_header(path).map_err(|e| Failure::usage(e.to_string()))?;
+        if batch > 1 {
+            // candle's quantized llama/qwen2 take the last position of a (batch, seq) activation as a
+            // strided view that its quantized matmul rejects ("input tensor is not contiguous").
+            return Err(Failure::usage(format!(
+                "--batch {batch}: candle's quantized (GGUF) models run batch 1 only; use --batch 1, or a Hugging Face directory for batched runs"
+            )));
+        }
     }
 
     // Prompts.
@@ -453,11 +601,15 @@ fn plan(args: &RunArgs, signal: &Arc<AtomicUsize>) -> Result<RunPlan, Failure> {
         None
     };
     let source = if let Some(text) = &args.prompt {
-        let tk = tokenizer.as_ref().ok_or_else(|| Failure::usage("--prompt: no tokenizer"))?;
+        let tk = tokenizer
+            .as_ref()
+            .ok_or_else(|| Failure::usage("--prompt: no tokenizer"))?;
         let ids = encode(tk, text, "--prompt")?;
         PromptSource::Text(vec![ids])
     } else if let Some(file) = &args.prompt_file {
-        let tk = tokenizer.as_ref().ok_or_else(|| Failure::usage("--prompt-file: no tokenizer"))?;
+        let tk = tokenizer
+            .as_ref()
+            .ok_or_else(|| Failure::usage("--prompt-file: no tokenizer"))?;
         let lines = read_prompt_file(file)?;
         let mut all = Vec::with_capacity(lines.len());
         for l in &lines {
@@ -507,11 +659,10 @@ fn plan(args: &RunArgs, signal: &Arc<AtomicUsize>) -> Result<RunPlan, Failure> {
         crate::ui::validate_options(&opts).map_err(|e| Failure::usage(e.to_string()))?;
         Some(opts)
     };
-    let threads = args.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
+    // What candle will use: RAYON_NUM_THREADS (set from --threads in `run`) or every core.
+    let threads = args
+        .threads
+        .unwrap_or_else(candle_core::utils::get_num_threads);
     Ok(RunPlan {
         worker: WorkerConfig {
             model: spec,
@@ -543,13 +694,15 @@ fn load_tokenizer(
             let vocab = arch.map(|c| c.vocab_size).unwrap_or(2048).min(4096);
             model::tokenizer::train_bpe(vocab).map_err(|e| Failure::runtime(e.to_string()))
         }
-        ModelSpec::HfDir(dir) => {
-            model::tokenizer::load(&dir.join("tokenizer.json")).map_err(|e| Failure::usage(e.to_string()))
-        }
+        ModelSpec::HfDir(dir) => model::tokenizer::load(&dir.join("tokenizer.json"))
+            .map_err(|e| Failure::usage(e.to_string())),
         ModelSpec::Gguf(path) => {
             let beside = path.with_extension("tokenizer.json");
             let in_dir = path.parent().map(|p| p.join("tokenizer.json"));
-            let found = [Some(beside.clone()), in_dir].into_iter().flatten().find(|p| p.is_file());
+            let found = [Some(beside.clone()), in_dir]
+                .into_iter()
+                .flatten()
+                .find(|p| p.is_file());
             match found {
                 Some(p) => model::tokenizer::load(&p).map_err(|e| Failure::usage(e.to_string())),
                 None => Err(Failure::usage(format!(
@@ -568,7 +721,9 @@ fn encode(tk: &tokenizers::Tokenizer, text: &str, what: &str) -> Result<Vec<u32>
         .map_err(|e| Failure::usage(format!("{what}: cannot tokenize ({e})")))?;
     let ids = enc.get_ids().to_vec();
     if ids.is_empty() {
-        return Err(Failure::usage(format!("{what}: the prompt is empty after tokenization")));
+        return Err(Failure::usage(format!(
+            "{what}: the prompt is empty after tokenization"
+        )));
     }
     Ok(ids)
 }
@@ -577,9 +732,8 @@ fn encode(tk: &tokenizers::Tokenizer, text: &str, what: &str) -> Result<Vec<u32>
 const MAX_PROMPT_LINE: usize = 1 << 20;
 
 fn read_prompt_file(path: &Path) -> Result<Vec<String>, Failure> {
-    let bytes = std::fs::read(path).map_err(|e| {
-        Failure::usage(format!("--prompt-file {}", model::ModelError::io(path, e)))
-    })?;
+    let bytes = std::fs::read(path)
+        .map_err(|e| Failure::usage(format!("--prompt-file {}", model::ModelError::io(path, e))))?;
     if bytes.contains(&0) {
         return Err(Failure::usage(format!(
             "--prompt-file {}: looks binary (contains NUL bytes); use a UTF-8 text file with one prompt per line",
@@ -587,7 +741,10 @@ fn read_prompt_file(path: &Path) -> Result<Vec<String>, Failure> {
         )));
     }
     let text = String::from_utf8(bytes).map_err(|_| {
-        Failure::usage(format!("--prompt-file {}: is not UTF-8 text", path.display()))
+        Failure::usage(format!(
+            "--prompt-file {}: is not UTF-8 text",
+            path.display()
+        ))
     })?;
     let mut lines = Vec::new();
     for (i, l) in text.lines().enumerate() {
@@ -688,7 +845,10 @@ fn run(args: RunArgs) -> Result<i32, Failure> {
         std::env::set_var("RAYON_NUM_THREADS", t.to_string());
     }
     let mut recorder = match &args.record {
-        Some(path) => Some(Recorder::create(path, header_line(&args, &plan), args.jsonl_steps).map_err(Failure::usage)?),
+        Some(path) => Some(
+            Recorder::create(path, header_line(&args, &plan), args.jsonl_steps)
+                .map_err(Failure::usage)?,
+        ),
         None => None,
     };
     let (ev_tx, ev_rx) = crossbeam_channel::unbounded::<Event>();
@@ -708,7 +868,14 @@ fn run(args: RunArgs) -> Result<i32, Failure> {
         .map_err(|e| Failure::runtime(format!("cannot start the worker thread: {e}")))?;
 
     let outcome = if headless {
-        run_headless(&ev_rx, &ctl_tx, &signal, recorder.as_mut(), started, args.jsonl_steps)
+        run_headless(
+            &ev_rx,
+            &ctl_tx,
+            &signal,
+            recorder.as_mut(),
+            started,
+            args.jsonl_steps,
+        )
     } else {
         let opts = dashboard.ok_or_else(|| Failure::runtime("no dashboard options"))?;
         let mut on_event = |ev: &Event| {
@@ -798,10 +965,19 @@ fn run_headless(
         let mut out = stdout.lock();
         match &ev {
             Event::RequestStarted { warmup, .. } => warmup_of_current = *warmup,
-            Event::DecodeStep { index, step, itl_s, gpu_s } => {
+            Event::DecodeStep {
+                index,
+                step,
+                itl_s,
+                gpu_s,
+            } => {
                 stats.record_step(*itl_s, warmup_of_current);
                 if steps {
-                    let _ = writeln!(out, "{}", crate::record::writer::step_line(*index, *step, *itl_s, *gpu_s));
+                    let _ = writeln!(
+                        out,
+                        "{}",
+                        crate::record::writer::step_line(*index, *step, *itl_s, *gpu_s)
+                    );
                 }
             }
             Event::RequestDone(r) => {

@@ -79,7 +79,8 @@ fn qwen2_and_mistral_directories_load_and_generate() {
         let out = dir.path().join(arch);
         make(&[out.to_str().unwrap(), "--preset", "tiny", "--arch", arch]);
         let cfg: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap()).unwrap();
+            serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap())
+                .unwrap();
         assert_eq!(cfg["model_type"], arch);
         let mut m = load(&ModelSpec::HfDir(out));
         assert_eq!(m.info.arch, arch);
@@ -128,7 +129,10 @@ fn config_json_as_older_and_current_transformers_write_it() {
     assert_eq!(a.num_key_value_heads, 4, "defaults to attention heads");
     assert_eq!(b.num_key_value_heads, 2);
     assert_eq!(a.max_position_embeddings, 1024);
-    assert_eq!(b.max_position_embeddings, 2048, "transformers' llama default");
+    assert_eq!(
+        b.max_position_embeddings, 2048,
+        "transformers' llama default"
+    );
     assert!(!a.tie_word_embeddings && b.tie_word_embeddings);
     assert_eq!(b.rope_scaling.as_ref().map(|s| s.factor), Some(8.0));
     assert_eq!(a.rms_norm_eps, 1e-6);

@@ -39,8 +39,13 @@ fn prefill(tokens: usize) -> candle_core::Result<(u64, u64)> {
     let device = Device::Cpu;
     let cfg = config();
     let model = Llama::load(VarBuilder::zeros(DType::F32, &device), &cfg)?;
-    let mut cache = Cache::new(true, DType::F32, &cfg, &device)?;
     let prompt = Tensor::zeros((1, tokens), DType::U32, &device)?;
+    // Warmup, as in a real run: the first forward of a shape also allocates thread pools and
+    // per-thread matmul buffers that stay for the life of the process.
+    let mut warm_cache = Cache::new(true, DType::F32, &cfg, &device)?;
+    drop(model.forward(&prompt, 0, &mut warm_cache)?);
+    drop(warm_cache);
+    let mut cache = Cache::new(true, DType::F32, &cfg, &device)?;
 
     let start = current_bytes();
     reset_peak();
@@ -59,7 +64,7 @@ fn kv_cache_grows_as_expected_and_the_peak_with_prompt_length() -> candle_core::
         let (retained, peak) = prefill(tokens)?;
         let expected = expected_kv_bytes(LAYERS, KV_HEADS, HEAD_DIM, 4, tokens, 1);
         // What stays after the prefill is the KV cache, plus candle's cached causal mask (one
-        // byte per position pair) and a few hundred bytes of tensor metadata per layer.
+        // byte per position pair) and tensor metadata (1.4 KiB here, whatever the length).
         let mask = (tokens * tokens) as u64;
         println!("P={tokens}: expected KV {expected} B, retained {retained} B, peak {peak} B");
         assert!(
@@ -67,7 +72,7 @@ fn kv_cache_grows_as_expected_and_the_peak_with_prompt_length() -> candle_core::
             "P={tokens}: retained {retained} < expected {expected}"
         );
         assert!(
-            retained <= expected + mask + 16 * 1024,
+            retained <= expected + mask + 8 * 1024,
             "P={tokens}: retained {retained} far above expected {expected} + mask {mask}"
         );
         assert!(peak >= retained);

@@ -44,7 +44,11 @@ impl Input for Script {
                 return Ok(Some(k));
             }
         }
-        thread::sleep(timeout.min(self.next_at.saturating_duration_since(now)).min(Duration::from_millis(20)));
+        thread::sleep(
+            timeout
+                .min(self.next_at.saturating_duration_since(now))
+                .min(Duration::from_millis(20)),
+        );
         Ok(None)
     }
 }
@@ -162,9 +166,15 @@ fn space_pauses_and_q_stops_the_worker() {
     assert_eq!(stop, StopReason::UserStop);
     let text = screen(&terminal);
     assert!(text.contains(" PAUSED "), "PAUSED not drawn:\n{text}");
-    assert!(text.contains("space resume"), "footer should offer resume:\n{text}");
+    assert!(
+        text.contains("space resume"),
+        "footer should offer resume:\n{text}"
+    );
     let got = worker.join().expect("worker");
-    assert_eq!(got, vec![Control::Pause, Control::Stop(StopReason::UserStop)]);
+    assert_eq!(
+        got,
+        vec![Control::Pause, Control::Stop(StopReason::UserStop)]
+    );
     assert!(seen[0].starts_with("RunStarted"), "{seen:?}");
     assert!(seen.iter().any(|e| e == "Paused"), "{seen:?}");
     assert_eq!(seen.last().map(String::as_str), Some("Finished(UserStop)"));
@@ -257,7 +267,10 @@ fn a_finished_run_stays_on_screen_until_quit() {
     )
     .expect("loop");
     assert_eq!(stop, StopReason::RequestLimit);
-    assert!(ctl_rx.try_recv().is_err(), "nothing may be sent to a finished worker");
+    assert!(
+        ctl_rx.try_recv().is_err(),
+        "nothing may be sent to a finished worker"
+    );
     let text = screen(&terminal);
     assert!(text.contains(" STOPPED "), "{text}");
     assert!(text.contains("stopped: request limit reached"), "{text}");
@@ -286,5 +299,8 @@ fn a_worker_that_vanishes_is_an_error_on_screen() {
     assert!(app.failed.is_some());
     let text = screen(&terminal);
     assert!(text.contains(" ERROR "), "{text}");
-    assert!(text.contains("the worker exited without finishing"), "{text}");
+    assert!(
+        text.contains("the worker exited without finishing"),
+        "{text}"
+    );
 }

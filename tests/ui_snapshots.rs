@@ -158,7 +158,11 @@ impl Sim {
     fn requests(&mut self, first: u64, n: u64, warmup_until: u64) {
         for i in first..first + n {
             let warmup = i < warmup_until;
-            let settle = if warmup { 1.0 + 3.0 / (1.0 + i as f64) } else { 1.0 };
+            let settle = if warmup {
+                1.0 + 3.0 / (1.0 + i as f64)
+            } else {
+                1.0
+            };
             let ttft = 0.012 * settle * (1.0 + 0.1 * self.noise());
             let itl = 0.0015 * settle;
             self.request(i, warmup, ttft, itl, 16);
@@ -237,7 +241,10 @@ fn warmup() {
         output_tokens: 16,
         batch: 1,
     });
-    s.apply(Event::PrefillDone { index: 3, ttft_s: 0.02 });
+    s.apply(Event::PrefillDone {
+        index: 3,
+        ttft_s: 0.02,
+    });
     for step in 1..8 {
         s.apply(Event::DecodeStep {
             index: 3,
@@ -273,7 +280,12 @@ fn outlier() {
     let mut s = Sim::steady();
     s.request(70, false, 0.085, 0.0015, 16);
     s.requests(71, 4, 5);
-    let log = s.app.events.iter().map(|e| e.text.clone()).collect::<Vec<_>>();
+    let log = s
+        .app
+        .events
+        .iter()
+        .map(|e| e.text.clone())
+        .collect::<Vec<_>>();
     assert!(
         log.iter().any(|l| l.starts_with("#70 TTFT 85.0ms > p99 ")),
         "outlier not logged: {log:?}"
@@ -387,22 +399,39 @@ fn styles_follow_the_theme() {
     };
     // The state badge.
     let (x, y) = cell_at(" RUNNING ");
-    assert_eq!(buf[(x + 1, y)].fg, theme.badge_running.fg.expect("badge colour"));
+    assert_eq!(
+        buf[(x + 1, y)].fg,
+        theme.badge_running.fg.expect("badge colour")
+    );
     // A TTFT cell over the SLO ends in `!` and uses the slo_fail style; cells below it do not.
     let (_, y) = cell_at("│TTFT ");
     let row: String = (0..80).map(|x| buf[(x, y)].symbol()).collect();
-    let bang = row.chars().position(|c| c == '!').expect("a TTFT cell over 13ms");
-    assert_eq!(buf[(bang as u16, y)].fg, theme.slo_fail.fg.expect("slo colour"));
+    let bang = row
+        .chars()
+        .position(|c| c == '!')
+        .expect("a TTFT cell over 13ms");
+    assert_eq!(
+        buf[(bang as u16, y)].fg,
+        theme.slo_fail.fg.expect("slo colour")
+    );
     let (_, y) = cell_at("│TPOT ");
     let row: String = (0..80).map(|x| buf[(x, y)].symbol()).collect();
     assert!(!row.contains('!'), "TPOT is far below its SLO: {row}");
     // The first TTFT bar is a warmup request; a later one is steady.
     let (_, title_row) = cell_at("TTFT per request");
     let bar_row = title_row + 1;
-    let warm = (1..40).find(|&x| buf[(x, bar_row + 3)].symbol() != " ").expect("a bar");
-    assert_eq!(buf[(warm, bar_row + 3)].fg, theme.warmup.fg.expect("warmup colour"));
+    let warm = (1..40)
+        .find(|&x| buf[(x, bar_row + 3)].symbol() != " ")
+        .expect("a bar");
+    assert_eq!(
+        buf[(warm, bar_row + 3)].fg,
+        theme.warmup.fg.expect("warmup colour")
+    );
     let steady_x = warm + 10;
-    assert_eq!(buf[(steady_x, bar_row + 3)].fg, theme.ttft.fg.expect("ttft colour"));
+    assert_eq!(
+        buf[(steady_x, bar_row + 3)].fg,
+        theme.ttft.fg.expect("ttft colour")
+    );
 }
 
 #[test]

@@ -98,6 +98,24 @@ fn run(
     control: &Receiver<Control>,
 ) -> Result<StopReason, String> {
     let device = cfg.device.open().map_err(|e| e.to_string())?;
+    // Say how much memory the weights need before allocating them on the GPU.
+    if let (Some((used, total)), Ok(Some(arch))) =
+        (device_memory(&device), model::arch_config_of(&cfg.model))
+    {
+        let need = arch.params() * cfg.dtype.size_in_bytes() as u64;
+        let free = total.saturating_sub(used);
+        if need > free {
+            return Err(format!(
+                "{} needs {:.1} GB of weights in {} but {} has {:.1} GB free of {:.1} GB; use a smaller model or --dtype bf16",
+                cfg.model.display(),
+                need as f64 / 1e9,
+                model::dtype_name(cfg.dtype),
+                cfg.device.name(),
+                free as f64 / 1e9,
+                total as f64 / 1e9
+            ));
+        }
+    }
     let progress_tx = tx.clone();
     let progress: model::Progress = Arc::new(move |what: &str, done: u64, total: u64| {
         let _ = progress_tx.send(Event::Loading {
@@ -122,7 +140,11 @@ fn run(
         model: info.clone(),
         workload: cfg.workload.describe(),
         warmup_requests: cfg.warmup,
-        threads: if cfg.device == DeviceSpec::Cpu { cfg.threads } else { 0 },
+        threads: if cfg.device == DeviceSpec::Cpu {
+            cfg.threads
+        } else {
+            0
+        },
     })));
 
     let started = Instant::now();
@@ -193,7 +215,18 @@ fn run(
             output_tokens: shape.output_tokens,
             batch: shape.batch,
         });
-        match run_request(&mut lm, &device, &mut gpu, &shape, index, warmup, &cfg, &mut inbox, tx, &loaded.eos_ids) {
+        match run_request(
+            &mut lm,
+            &device,
+            &mut gpu,
+            &shape,
+            index,
+            warmup,
+            &cfg,
+            &mut inbox,
+            tx,
+            &loaded.eos_ids,
+        ) {
             Ok(Some(done)) => {
                 let _ = tx.send(Event::RequestDone(Box::new(done)));
             }
@@ -296,18 +329,20 @@ fn run_request(
     let logits = lm.forward(&input, 0)?;
     let mut next = logits.argmax_keepdim(D::Minus1)?; // (b, 1) u32
     gpu.stop();
-    let first = next.to_vec2::<u32>()?;
+    let first = next.flatten_all()?.to_vec1::<u32>()?;
     device.synchronize()?;
     let ttft = t0.elapsed().as_secs_f64();
     // ---- end of timed region
     let gpu_ttft = gpu.elapsed_s();
     track_peak(&mut device_peak, device);
-    for (i, row) in first.iter().enumerate() {
-        let id = row.first().copied().unwrap_or(0);
+    for (i, &id) in first.iter().enumerate() {
         generated.push(id);
         finished[i] = cfg.stop_at_eos && eos_ids.contains(&id);
     }
-    let _ = tx.send(Event::PrefillDone { index, ttft_s: ttft });
+    let _ = tx.send(Event::PrefillDone {
+        index,
+        ttft_s: ttft,
+    });
 
     let mut decode_total = 0.0f64;
     let mut gpu_decode = gpu.enabled().then_some(0.0f64);
@@ -326,7 +361,7 @@ fn run_request(
         let logits = lm.forward(&next, p + step - 1)?;
         next = logits.argmax_keepdim(D::Minus1)?;
         gpu.stop();
-        let ids = next.to_vec2::<u32>()?;
+        let ids = next.flatten_all()?.to_vec1::<u32>()?;
         device.synchronize()?;
         let itl = ts.elapsed().as_secs_f64();
         // ---- end of timed region
@@ -337,8 +372,7 @@ fn run_request(
         }
         decode_total += itl;
         steps += 1;
-        for (i, row) in ids.iter().enumerate() {
-            let id = row.first().copied().unwrap_or(0);
+        for (i, &id) in ids.iter().enumerate() {
             generated.push(id);
             if cfg.stop_at_eos && eos_ids.contains(&id) {
                 finished[i] = true;

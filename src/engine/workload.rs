@@ -31,7 +31,11 @@ impl LenSpec {
             if lo > hi {
                 return Err(format!("{flag}: range {s} is inverted (write {hi}..{lo})"));
             }
-            return Ok(if lo == hi { LenSpec::Fixed(lo) } else { LenSpec::Range(lo, hi) });
+            return Ok(if lo == hi {
+                LenSpec::Fixed(lo)
+            } else {
+                LenSpec::Range(lo, hi)
+            });
         }
         if s.contains(',') {
             let v = s.split(',').map(num).collect::<Result<Vec<_>, _>>()?;
@@ -141,7 +145,11 @@ impl Workload {
         let output_tokens = self.output.pick(index, &mut rng);
         let (prompt_tokens, row): (usize, Vec<u32>) = match &self.source {
             PromptSource::Synthetic => {
-                let p = self.prompt.as_ref().map(|s| s.pick(index, &mut rng)).unwrap_or(1);
+                let p = self
+                    .prompt
+                    .as_ref()
+                    .map(|s| s.pick(index, &mut rng))
+                    .unwrap_or(1);
                 (p, Vec::new())
             }
             PromptSource::Text(prompts) => {
@@ -160,7 +168,9 @@ impl Workload {
             if row.is_empty() {
                 // Ids 0..3 are special tokens in our tokenizers; avoid them.
                 let lo = 3.min(self.vocab as u64 - 1);
-                ids.extend((0..prompt_tokens).map(|_| rng.next_in(lo, self.vocab as u64 - 1) as u32));
+                ids.extend(
+                    (0..prompt_tokens).map(|_| rng.next_in(lo, self.vocab as u64 - 1) as u32),
+                );
             } else {
                 ids.extend_from_slice(&row);
             }

@@ -2,9 +2,7 @@
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Activation, VarBuilder};
-use candle_transformers::models::{
-    llama, mistral, qwen2, quantized_llama, quantized_qwen2,
-};
+use candle_transformers::models::{llama, mistral, quantized_llama, quantized_qwen2, qwen2};
 
 use super::config::{Arch, ArchConfig};
 

@@ -133,6 +133,11 @@ impl ArchConfig {
             _ => num_attention_heads,
         });
         let head_dim = opt_usize("head_dim")?.unwrap_or(hidden_size / num_attention_heads);
+        if head_dim == 0 {
+            return Err(format!(
+                "hidden_size ({hidden_size}) is smaller than num_attention_heads ({num_attention_heads})"
+            ));
+        }
         if num_attention_heads % num_key_value_heads != 0 {
             return Err(format!(
                 "num_attention_heads ({num_attention_heads}) must be a multiple of num_key_value_heads ({num_key_value_heads})"
@@ -175,16 +180,13 @@ impl ArchConfig {
                             factor: f("factor")? as f32,
                             low_freq_factor: f("low_freq_factor")? as f32,
                             high_freq_factor: f("high_freq_factor")? as f32,
-                            original_max_position_embeddings: f(
-                                "original_max_position_embeddings",
-                            )? as usize,
+                            original_max_position_embeddings: f("original_max_position_embeddings")?
+                                as usize,
                         })
                     }
-                    other => {
-                        return Err(format!(
-                            "rope scaling type `{other}` is not supported (supported: default, llama3)"
-                        ))
-                    }
+                    other => return Err(format!(
+                        "rope scaling type `{other}` is not supported (supported: default, llama3)"
+                    )),
                 }
             }
             None => None,
@@ -343,7 +345,11 @@ impl ArchConfig {
                 vec![i, h],
                 h,
             ));
-            specs.push(TensorSpec::new(format!("{p}.mlp.up_proj.weight"), vec![i, h], h));
+            specs.push(TensorSpec::new(
+                format!("{p}.mlp.up_proj.weight"),
+                vec![i, h],
+                h,
+            ));
             specs.push(TensorSpec::new(
                 format!("{p}.mlp.down_proj.weight"),
                 vec![h, i],
@@ -422,9 +428,8 @@ fn detect_arch(v: &Value) -> Result<Arch, String> {
         }
     }
     if let Some(mt) = v.get("model_type").and_then(Value::as_str) {
-        return Arch::parse(mt).ok_or_else(|| {
-            format!("model_type `{mt}` is not supported (supported: {supported})")
-        });
+        return Arch::parse(mt)
+            .ok_or_else(|| format!("model_type `{mt}` is not supported (supported: {supported})"));
     }
     Err(format!(
         "names no architecture (neither `architectures` nor `model_type`); supported: {supported}"

@@ -17,7 +17,10 @@ use super::{one_line, ModelError, ModelInfo};
 pub const GGUF_MAX_POSITIONS: usize = quantized_llama::MAX_SEQ_LEN;
 
 fn md_u32(ct: &gguf_file::Content, key: &str) -> Option<usize> {
-    ct.metadata.get(key).and_then(|v| v.to_u32().ok()).map(|v| v as usize)
+    ct.metadata
+        .get(key)
+        .and_then(|v| v.to_u32().ok())
+        .map(|v| v as usize)
 }
 
 /// Reads the GGUF header only: a corrupt or truncated file is reported before anything starts.
@@ -32,7 +35,8 @@ pub fn check_header(path: &Path) -> Result<(), ModelError> {
     })?;
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     for (name, info) in &ct.tensor_infos {
-        let size = info.shape.elem_count() / info.ggml_dtype.block_size() * info.ggml_dtype.type_size();
+        let size =
+            info.shape.elem_count() / info.ggml_dtype.block_size() * info.ggml_dtype.type_size();
         if ct.tensor_data_offset + info.offset + size as u64 > len {
             return Err(ModelError::new(format!(
                 "{}: tensor `{name}` extends past the end of the file; the download is truncated",
@@ -44,7 +48,11 @@ pub fn check_header(path: &Path) -> Result<(), ModelError> {
 }
 
 /// Loads a GGUF file; checks the metadata first so errors name what is missing.
-pub fn load(path: &Path, device: &Device, display_device: &str) -> Result<(CausalLm, ModelInfo), ModelError> {
+pub fn load(
+    path: &Path,
+    device: &Device,
+    display_device: &str,
+) -> Result<(CausalLm, ModelInfo), ModelError> {
     let mut file = File::open(path).map_err(|e| ModelError::io(path, e))?;
     let ct = gguf_file::Content::read(&mut file).map_err(|e| {
         ModelError::new(format!(
@@ -62,14 +70,16 @@ pub fn load(path: &Path, device: &Device, display_device: &str) -> Result<(Causa
     let arch = match arch_name.as_str() {
         "llama" | "mistral" => Arch::Llama,
         "qwen2" => Arch::Qwen2,
-        other => {
-            return Err(ModelError::new(format!(
-                "{}: GGUF architecture `{other}` is not supported (supported: llama, mistral, qwen2)",
-                path.display()
-            )))
-        }
+        other => return Err(ModelError::new(format!(
+            "{}: GGUF architecture `{other}` is not supported (supported: llama, mistral, qwen2)",
+            path.display()
+        ))),
     };
-    let p = if arch == Arch::Qwen2 { "qwen2" } else { "llama" };
+    let p = if arch == Arch::Qwen2 {
+        "qwen2"
+    } else {
+        "llama"
+    };
     let need = |k: &str| {
         md_u32(&ct, &format!("{p}.{k}")).ok_or_else(|| {
             ModelError::new(format!(
@@ -83,7 +93,11 @@ pub fn load(path: &Path, device: &Device, display_device: &str) -> Result<(Causa
     let layers = need("block_count")?;
     let hidden = need("embedding_length")?;
     let context = md_u32(&ct, &format!("{p}.context_length")).unwrap_or(GGUF_MAX_POSITIONS);
-    for required in ["token_embd.weight", "output_norm.weight", "blk.0.attn_q.weight"] {
+    for required in [
+        "token_embd.weight",
+        "output_norm.weight",
+        "blk.0.attn_q.weight",
+    ] {
         if !ct.tensor_infos.contains_key(required) {
             return Err(ModelError::new(format!(
                 "{}: tensor `{required}` is missing",
@@ -104,7 +118,9 @@ pub fn load(path: &Path, device: &Device, display_device: &str) -> Result<(Causa
         params += n;
         let b = n * info.ggml_dtype.type_size() as u64 / info.ggml_dtype.block_size() as u64;
         bytes += b;
-        *dtypes.entry(format!("{:?}", info.ggml_dtype).to_lowercase()).or_insert(0) += b;
+        *dtypes
+            .entry(format!("{:?}", info.ggml_dtype).to_lowercase())
+            .or_insert(0) += b;
     }
     let dtype = dtypes
         .iter()
@@ -155,7 +171,11 @@ pub fn write_synthetic(cfg: &ArchConfig, seed: u64, path: &Path) -> Result<(), M
             "--gguf writes llama or qwen2; use --arch llama for a Mistral-shaped GGUF".to_string(),
         ));
     }
-    let prefix = if cfg.arch == Arch::Qwen2 { "qwen2" } else { "llama" };
+    let prefix = if cfg.arch == Arch::Qwen2 {
+        "qwen2"
+    } else {
+        "llama"
+    };
     let cerr = |e: candle_core::Error| ModelError::new(format!("writing {}: {e}", path.display()));
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
     for spec in cfg.tensor_specs() {
@@ -173,16 +193,46 @@ pub fn write_synthetic(cfg: &ArchConfig, seed: u64, path: &Path) -> Result<(), M
     use gguf_file::Value as V;
     let md: Vec<(String, V)> = vec![
         ("general.architecture".into(), V::String(prefix.into())),
-        ("general.name".into(), V::String("infertop synthetic".into())),
-        (format!("{prefix}.attention.head_count"), V::U32(cfg.num_attention_heads as u32)),
-        (format!("{prefix}.attention.head_count_kv"), V::U32(cfg.num_key_value_heads as u32)),
-        (format!("{prefix}.block_count"), V::U32(cfg.num_hidden_layers as u32)),
-        (format!("{prefix}.embedding_length"), V::U32(cfg.hidden_size as u32)),
-        (format!("{prefix}.feed_forward_length"), V::U32(cfg.intermediate_size as u32)),
-        (format!("{prefix}.context_length"), V::U32(cfg.max_position_embeddings.min(GGUF_MAX_POSITIONS) as u32)),
-        (format!("{prefix}.rope.dimension_count"), V::U32(cfg.head_dim as u32)),
-        (format!("{prefix}.attention.layer_norm_rms_epsilon"), V::F32(cfg.rms_norm_eps as f32)),
-        (format!("{prefix}.rope.freq_base"), V::F32(cfg.rope_theta as f32)),
+        (
+            "general.name".into(),
+            V::String("infertop synthetic".into()),
+        ),
+        (
+            format!("{prefix}.attention.head_count"),
+            V::U32(cfg.num_attention_heads as u32),
+        ),
+        (
+            format!("{prefix}.attention.head_count_kv"),
+            V::U32(cfg.num_key_value_heads as u32),
+        ),
+        (
+            format!("{prefix}.block_count"),
+            V::U32(cfg.num_hidden_layers as u32),
+        ),
+        (
+            format!("{prefix}.embedding_length"),
+            V::U32(cfg.hidden_size as u32),
+        ),
+        (
+            format!("{prefix}.feed_forward_length"),
+            V::U32(cfg.intermediate_size as u32),
+        ),
+        (
+            format!("{prefix}.context_length"),
+            V::U32(cfg.max_position_embeddings.min(GGUF_MAX_POSITIONS) as u32),
+        ),
+        (
+            format!("{prefix}.rope.dimension_count"),
+            V::U32(cfg.head_dim as u32),
+        ),
+        (
+            format!("{prefix}.attention.layer_norm_rms_epsilon"),
+            V::F32(cfg.rms_norm_eps as f32),
+        ),
+        (
+            format!("{prefix}.rope.freq_base"),
+            V::F32(cfg.rope_theta as f32),
+        ),
     ];
     let md_refs: Vec<(&str, &V)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();

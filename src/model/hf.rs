@@ -21,9 +21,8 @@ pub fn weight_files(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
     let index = dir.join("model.safetensors.index.json");
     if index.is_file() {
         let text = std::fs::read_to_string(&index).map_err(|e| ModelError::io(&index, e))?;
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-            ModelError::new(format!("{}: not valid JSON ({e})", index.display()))
-        })?;
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| ModelError::new(format!("{}: not valid JSON ({e})", index.display())))?;
         let map = v
             .get("weight_map")
             .and_then(|m| m.as_object())
@@ -65,7 +64,10 @@ pub fn open_checked(
     // SAFETY: the files are mapped read-only; a file changed underneath us while mapped is the
     // user's doing, as with every mmap loader (transformers, candle, llama.cpp).
     let st = unsafe { MmapedSafetensors::multi(files) }.map_err(|e| {
-        let first = files.first().map(|p| p.display().to_string()).unwrap_or_default();
+        let first = files
+            .first()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
         ModelError::new(format!(
             "{first}: not a valid safetensors file ({}); the download may be truncated",
             one_line(&e.to_string())
@@ -79,11 +81,21 @@ pub fn open_checked(
     let file_label = if files.len() == 1 {
         files[0].display().to_string()
     } else {
-        format!("{} shards in {}", files.len(), files[0].parent().map(|p| p.display().to_string()).unwrap_or_default())
+        format!(
+            "{} shards in {}",
+            files.len(),
+            files[0]
+                .parent()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default()
+        )
     };
     let mut bytes = 0u64;
     for spec in cfg.tensor_specs() {
-        let name = if spec.name == "lm_head.weight" && cfg.arch == Arch::Mistral && !found.contains_key("lm_head.weight") {
+        let name = if spec.name == "lm_head.weight"
+            && cfg.arch == Arch::Mistral
+            && !found.contains_key("lm_head.weight")
+        {
             "model.embed_tokens.weight".to_string()
         } else {
             spec.name.clone()

@@ -105,7 +105,9 @@ pub fn parse_dtype(s: &str) -> Result<DType, String> {
         "f32" | "float32" => Ok(DType::F32),
         "f16" | "float16" | "half" => Ok(DType::F16),
         "bf16" | "bfloat16" => Ok(DType::BF16),
-        other => Err(format!("--dtype: unknown dtype `{other}` (use f32, f16 or bf16)")),
+        other => Err(format!(
+            "--dtype: unknown dtype `{other}` (use f32, f16 or bf16)"
+        )),
     }
 }
 
@@ -134,7 +136,8 @@ impl DeviceSpec {
         let ordinal = if l == "cuda" || l == "gpu" {
             Some(0)
         } else {
-            l.strip_prefix("cuda:").and_then(|n| n.parse::<usize>().ok())
+            l.strip_prefix("cuda:")
+                .and_then(|n| n.parse::<usize>().ok())
         };
         match ordinal {
             Some(n) => {
@@ -146,7 +149,9 @@ impl DeviceSpec {
                     ))
                 }
             }
-            None => Err(format!("--device: unknown device `{s}` (use cpu, cuda or cuda:N)")),
+            None => Err(format!(
+                "--device: unknown device `{s}` (use cpu, cuda or cuda:N)"
+            )),
         }
     }
 
@@ -214,7 +219,13 @@ pub fn available_memory_bytes() -> Option<u64> {
         .map(|kb| kb * 1024)
 }
 
-fn info_from(cfg: &ArchConfig, name: String, source: &str, dtype: DType, device: &str) -> ModelInfo {
+fn info_from(
+    cfg: &ArchConfig,
+    name: String,
+    source: &str,
+    dtype: DType,
+    device: &str,
+) -> ModelInfo {
     ModelInfo {
         name,
         arch: cfg.arch.name().to_string(),
@@ -257,7 +268,8 @@ pub fn load(
             let tensors = synthetic::build_tensors(&cfg, *seed, dtype, device, &mut report)
                 .map_err(|e| cerr(&spec.display(), e))?;
             let vb = VarBuilder::from_tensors(tensors, dtype, device);
-            let model = CausalLm::load(&cfg, vb, dtype, device).map_err(|e| cerr(&spec.display(), e))?;
+            let model =
+                CausalLm::load(&cfg, vb, dtype, device).map_err(|e| cerr(&spec.display(), e))?;
             Ok(Loaded {
                 model,
                 info: info_from(&cfg, spec.display(), "synthetic", dtype, &dev_name),
@@ -273,7 +285,8 @@ pub fn load(
             let (st, _) = hf::open_checked(&cfg, &files)?;
             check_fits(&cfg, dtype, device_spec, &spec.display())?;
             let vb = hf::var_builder(&cfg, st, dtype, device, progress);
-            let model = CausalLm::load(&cfg, vb, dtype, device).map_err(|e| cerr(&dir.display().to_string(), e))?;
+            let model = CausalLm::load(&cfg, vb, dtype, device)
+                .map_err(|e| cerr(&dir.display().to_string(), e))?;
             let name = dir
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -298,7 +311,12 @@ pub fn load(
 }
 
 /// Refuses, before allocating, a model that cannot fit in memory on CPU.
-fn check_fits(cfg: &ArchConfig, dtype: DType, device: DeviceSpec, what: &str) -> Result<(), ModelError> {
+fn check_fits(
+    cfg: &ArchConfig,
+    dtype: DType,
+    device: DeviceSpec,
+    what: &str,
+) -> Result<(), ModelError> {
     if device != DeviceSpec::Cpu {
         return Ok(());
     }

@@ -134,7 +134,11 @@ pub fn find(name: &str) -> Option<&'static Preset> {
 }
 
 pub fn names() -> String {
-    PRESETS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+    PRESETS
+        .iter()
+        .map(|p| p.name)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The same preset shape as another architecture (`make-model --arch`).

@@ -4,12 +4,12 @@
 use std::path::Path;
 use std::str::FromStr;
 
+use tokenizers::decoders::DecoderWrapper;
 use tokenizers::models::bpe::{BpeTrainerBuilder, BPE};
 use tokenizers::normalizers::NormalizerWrapper;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
-use tokenizers::processors::PostProcessorWrapper;
-use tokenizers::decoders::DecoderWrapper;
 use tokenizers::pre_tokenizers::PreTokenizerWrapper;
+use tokenizers::processors::PostProcessorWrapper;
 use tokenizers::{AddedToken, Tokenizer, TokenizerBuilder};
 
 use super::ModelError;
@@ -23,12 +23,18 @@ pub const SPECIALS: [&str; 3] = ["<unk>", "<s>", "</s>"];
 /// Trains a byte-level BPE with at most `vocab_size` tokens on the shipped corpus.
 /// Deterministic: the same corpus and size give the same tokenizer.json.
 pub fn train_bpe(vocab_size: usize) -> Result<Tokenizer, ModelError> {
-    let err = |e: tokenizers::Error| ModelError::new(format!("training the synthetic tokenizer: {e}"));
+    let err =
+        |e: tokenizers::Error| ModelError::new(format!("training the synthetic tokenizer: {e}"));
     let mut trainer = BpeTrainerBuilder::new()
         .vocab_size(vocab_size)
         .min_frequency(2)
         .show_progress(false)
-        .special_tokens(SPECIALS.iter().map(|s| AddedToken::from(*s, true)).collect())
+        .special_tokens(
+            SPECIALS
+                .iter()
+                .map(|s| AddedToken::from(*s, true))
+                .collect(),
+        )
         .initial_alphabet(ByteLevel::alphabet().into_iter().collect())
         .build();
     let mut tk = TokenizerBuilder::<

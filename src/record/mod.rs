@@ -1,5 +1,5 @@
-//! Run records: the JSONL writer, the summary every mode prints, and (later) reports and
-//! comparisons.
+//! Run records: the JSONL writer, the summary every mode prints, reports (settling, goodput,
+//! roofline, cost, plots) and comparisons. The format is documented in `docs/record-format.md`.
 //!
 //! A record is JSON lines, each with a `type`:
 //! `header` (version, command line, config, model, machine), `request` (one per finished
@@ -7,7 +7,10 @@
 //! change, error), and `footer` (how the run ended, and the summary). It is flushed after every
 //! request, so a run cut off mid-line still reads up to its last whole line.
 
+pub mod compare;
+pub mod plot;
 pub mod reader;
+pub mod report;
 pub mod summary;
 pub mod writer;
 

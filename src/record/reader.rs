@@ -34,9 +34,8 @@ pub struct Record {
 }
 
 pub fn read(path: &Path) -> Result<Record, String> {
-    let text = std::fs::read(path).map_err(|e| {
-        format!("{}", crate::model::ModelError::io(path, e))
-    })?;
+    let text =
+        std::fs::read(path).map_err(|e| format!("{}", crate::model::ModelError::io(path, e)))?;
     let text = String::from_utf8_lossy(&text);
     let mut rec = Record {
         path: path.to_path_buf(),
@@ -54,14 +53,21 @@ pub fn read(path: &Path) -> Result<Record, String> {
         };
         match v.get("type").and_then(Value::as_str) {
             Some("header") => {
-                if let Some(m) = v.get("model").and_then(|m| serde_json::from_value(m.clone()).ok()) {
+                if let Some(m) = v
+                    .get("model")
+                    .and_then(|m| serde_json::from_value(m.clone()).ok())
+                {
                     rec.model = Some(m);
                 }
                 rec.header = Some(v);
             }
             Some("event") => {
-                if v.get("event").and_then(Value::as_str) == Some("run_started") && rec.model.is_none() {
-                    rec.model = v.get("model").and_then(|m| serde_json::from_value(m.clone()).ok());
+                if v.get("event").and_then(Value::as_str) == Some("run_started")
+                    && rec.model.is_none()
+                {
+                    rec.model = v
+                        .get("model")
+                        .and_then(|m| serde_json::from_value(m.clone()).ok());
                 }
                 if v.get("event").and_then(Value::as_str) == Some("stats_reset") {
                     rec.last_reset = Some((rec.requests.len(), rec.steps.len()));
@@ -92,7 +98,11 @@ pub fn read(path: &Path) -> Result<Record, String> {
         return Err(format!(
             "{}: not an infertop record (no header line{}); make one with --record FILE",
             path.display(),
-            if lines == 0 { ", the file is empty" } else { "" }
+            if lines == 0 {
+                ", the file is empty"
+            } else {
+                ""
+            }
         ));
     }
     Ok(rec)
@@ -156,8 +166,12 @@ impl Record {
 
 fn summary_of_record(rec: &Record) -> RunSummary {
     let mut stats = RunStats::new();
-    let warm: std::collections::HashSet<u64> =
-        rec.requests.iter().filter(|r| r.warmup).map(|r| r.index).collect();
+    let warm: std::collections::HashSet<u64> = rec
+        .requests
+        .iter()
+        .filter(|r| r.warmup)
+        .map(|r| r.index)
+        .collect();
     for &(index, _, itl) in rec.counted_steps() {
         stats.record_step(itl, warm.contains(&index));
     }

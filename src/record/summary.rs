@@ -17,7 +17,9 @@ impl SummaryFormat {
             "md" | "markdown" => Ok(SummaryFormat::Md),
             "json" => Ok(SummaryFormat::Json),
             "csv" => Ok(SummaryFormat::Csv),
-            other => Err(format!("--format: unknown format `{other}` (use md, json or csv)")),
+            other => Err(format!(
+                "--format: unknown format `{other}` (use md, json or csv)"
+            )),
         }
     }
 }

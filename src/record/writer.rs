@@ -42,7 +42,11 @@ impl Recorder {
     /// Creates (truncates) the record and writes the header line.
     pub fn create(path: &Path, header: Value, steps: bool) -> Result<Recorder, String> {
         let file = File::create(path).map_err(|e| {
-            format!("--record {}: cannot create ({})", path.display(), crate::model::one_line(&e.to_string()))
+            format!(
+                "--record {}: cannot create ({})",
+                path.display(),
+                crate::model::one_line(&e.to_string())
+            )
         })?;
         let mut r = Recorder {
             path: path.to_path_buf(),
@@ -68,9 +72,9 @@ impl Recorder {
         if self.failed.is_some() {
             return;
         }
-        let res = serde_json::to_writer(&mut self.out, v).map_err(|e| e.to_string()).and_then(|_| {
-            self.out.write_all(b"\n").map_err(|e| e.to_string())
-        });
+        let res = serde_json::to_writer(&mut self.out, v)
+            .map_err(|e| e.to_string())
+            .and_then(|_| self.out.write_all(b"\n").map_err(|e| e.to_string()));
         if let Err(e) = res {
             self.failed = Some(format!("{}: write failed ({e})", self.path.display()));
         }
@@ -95,7 +99,12 @@ impl Recorder {
                 self.line(&request_line(r));
                 self.flush();
             }
-            Event::DecodeStep { index, step, itl_s, gpu_s } if self.steps => {
+            Event::DecodeStep {
+                index,
+                step,
+                itl_s,
+                gpu_s,
+            } if self.steps => {
                 self.line(&step_line(*index, *step, *itl_s, *gpu_s));
             }
             Event::Telemetry(s) => {

@@ -66,7 +66,11 @@ pub fn goodput<'a>(
 
 /// Cost of a million output tokens: hardware cost per second / output tokens per second.
 /// `None` when nothing was generated or no time passed.
-pub fn cost_per_million_tokens(cost_per_hour: f64, output_tokens: u64, duration_s: f64) -> Option<f64> {
+pub fn cost_per_million_tokens(
+    cost_per_hour: f64,
+    output_tokens: u64,
+    duration_s: f64,
+) -> Option<f64> {
     if output_tokens == 0 || duration_s <= 0.0 || !cost_per_hour.is_finite() {
         return None;
     }
@@ -106,11 +110,11 @@ mod tests {
     fn goodput_by_hand() {
         let slo = Slo::parse("ttft=100ms,tpot=10ms").unwrap();
         let rs = [
-            req(0.050, Some(0.008), 0.5, 2),  // meets both
-            req(0.150, Some(0.008), 0.5, 2),  // TTFT too slow
-            req(0.090, Some(0.012), 0.5, 2),  // TPOT too slow
-            req(0.100, Some(0.010), 0.5, 2),  // exactly at both limits: meets
-            req(0.020, None, 0.5, 2),         // no TPOT (G = 1): only TTFT counts
+            req(0.050, Some(0.008), 0.5, 2), // meets both
+            req(0.150, Some(0.008), 0.5, 2), // TTFT too slow
+            req(0.090, Some(0.012), 0.5, 2), // TPOT too slow
+            req(0.100, Some(0.010), 0.5, 2), // exactly at both limits: meets
+            req(0.020, None, 0.5, 2),        // no TPOT (G = 1): only TTFT counts
         ];
         let busy = busy_time_s(&rs);
         assert!((busy - 2.5).abs() < 1e-12);
@@ -131,7 +135,10 @@ mod tests {
         assert_eq!(g.met, 1);
         assert!((g.goodput_rps - 0.25).abs() < 1e-12);
         let none = goodput(&[], &slo, 0.0);
-        assert_eq!((none.requests, none.met, none.share, none.goodput_rps), (0, 0, 0.0, 0.0));
+        assert_eq!(
+            (none.requests, none.met, none.share, none.goodput_rps),
+            (0, 0, 0.0, 0.0)
+        );
     }
 
     #[test]

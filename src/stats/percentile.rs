@@ -54,7 +54,9 @@ mod tests {
                 0.03,
             ),
             (
-                vec![0.012, 0.015, 0.011, 0.019, 0.013, 0.014, 0.250, 0.016, 0.012, 0.017],
+                vec![
+                    0.012, 0.015, 0.011, 0.019, 0.013, 0.014, 0.250, 0.016, 0.012, 0.017,
+                ],
                 [
                     0.014499999999999999,
                     0.042099999999999915,
@@ -94,7 +96,11 @@ mod tests {
             let s = Summary::of(&data);
             assert_eq!(s.n, data.len());
             assert_eq!([s.p50, s.p90, s.p95, s.p99], want, "{data:?}");
-            assert!((s.mean - mean).abs() <= 1e-15 * mean.abs(), "mean {} vs {mean}", s.mean);
+            assert!(
+                (s.mean - mean).abs() <= 1e-15 * mean.abs(),
+                "mean {} vs {mean}",
+                s.mean
+            );
             assert_eq!(s.max, max);
         }
     }

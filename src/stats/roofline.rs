@@ -36,22 +36,118 @@ const T: f64 = 1e12;
 
 /// Vendor peak figures (dense, no sparsity), most specific names first.
 pub const KNOWN_DEVICES: &[KnownDevice] = &[
-    KnownDevice { matches: "b200", name: "NVIDIA B200", bandwidth: 8.0 * T, flops_16: 2250.0 * T, flops_32: 80.0 * T },
-    KnownDevice { matches: "h200", name: "NVIDIA H200", bandwidth: 4.8 * T, flops_16: 989.0 * T, flops_32: 67.0 * T },
-    KnownDevice { matches: "h100 pcie", name: "NVIDIA H100 PCIe", bandwidth: 2.0 * T, flops_16: 756.0 * T, flops_32: 51.0 * T },
-    KnownDevice { matches: "h100", name: "NVIDIA H100 SXM", bandwidth: 3.35 * T, flops_16: 989.0 * T, flops_32: 67.0 * T },
-    KnownDevice { matches: "a100-sxm4-40gb", name: "NVIDIA A100 40GB", bandwidth: 1.555 * T, flops_16: 312.0 * T, flops_32: 19.5 * T },
-    KnownDevice { matches: "a100-pcie-40gb", name: "NVIDIA A100 40GB PCIe", bandwidth: 1.555 * T, flops_16: 312.0 * T, flops_32: 19.5 * T },
-    KnownDevice { matches: "a100 80gb pcie", name: "NVIDIA A100 80GB PCIe", bandwidth: 1.935 * T, flops_16: 312.0 * T, flops_32: 19.5 * T },
-    KnownDevice { matches: "a100", name: "NVIDIA A100 80GB SXM", bandwidth: 2.039 * T, flops_16: 312.0 * T, flops_32: 19.5 * T },
-    KnownDevice { matches: "l40s", name: "NVIDIA L40S", bandwidth: 0.864 * T, flops_16: 362.0 * T, flops_32: 91.6 * T },
-    KnownDevice { matches: "l4", name: "NVIDIA L4", bandwidth: 0.3 * T, flops_16: 121.0 * T, flops_32: 30.3 * T },
-    KnownDevice { matches: "a10g", name: "NVIDIA A10G", bandwidth: 0.6 * T, flops_16: 70.0 * T, flops_32: 31.2 * T },
-    KnownDevice { matches: "a10", name: "NVIDIA A10", bandwidth: 0.6 * T, flops_16: 125.0 * T, flops_32: 31.2 * T },
-    KnownDevice { matches: "rtx 4090", name: "NVIDIA GeForce RTX 4090", bandwidth: 1.008 * T, flops_16: 165.2 * T, flops_32: 82.6 * T },
-    KnownDevice { matches: "rtx 3090", name: "NVIDIA GeForce RTX 3090", bandwidth: 0.936 * T, flops_16: 71.0 * T, flops_32: 35.6 * T },
-    KnownDevice { matches: "v100", name: "NVIDIA V100", bandwidth: 0.9 * T, flops_16: 125.0 * T, flops_32: 15.7 * T },
-    KnownDevice { matches: "t4", name: "NVIDIA T4", bandwidth: 0.32 * T, flops_16: 65.0 * T, flops_32: 8.1 * T },
+    KnownDevice {
+        matches: "b200",
+        name: "NVIDIA B200",
+        bandwidth: 8.0 * T,
+        flops_16: 2250.0 * T,
+        flops_32: 80.0 * T,
+    },
+    KnownDevice {
+        matches: "h200",
+        name: "NVIDIA H200",
+        bandwidth: 4.8 * T,
+        flops_16: 989.0 * T,
+        flops_32: 67.0 * T,
+    },
+    KnownDevice {
+        matches: "h100 pcie",
+        name: "NVIDIA H100 PCIe",
+        bandwidth: 2.0 * T,
+        flops_16: 756.0 * T,
+        flops_32: 51.0 * T,
+    },
+    KnownDevice {
+        matches: "h100",
+        name: "NVIDIA H100 SXM",
+        bandwidth: 3.35 * T,
+        flops_16: 989.0 * T,
+        flops_32: 67.0 * T,
+    },
+    KnownDevice {
+        matches: "a100-sxm4-40gb",
+        name: "NVIDIA A100 40GB",
+        bandwidth: 1.555 * T,
+        flops_16: 312.0 * T,
+        flops_32: 19.5 * T,
+    },
+    KnownDevice {
+        matches: "a100-pcie-40gb",
+        name: "NVIDIA A100 40GB PCIe",
+        bandwidth: 1.555 * T,
+        flops_16: 312.0 * T,
+        flops_32: 19.5 * T,
+    },
+    KnownDevice {
+        matches: "a100 80gb pcie",
+        name: "NVIDIA A100 80GB PCIe",
+        bandwidth: 1.935 * T,
+        flops_16: 312.0 * T,
+        flops_32: 19.5 * T,
+    },
+    KnownDevice {
+        matches: "a100",
+        name: "NVIDIA A100 80GB SXM",
+        bandwidth: 2.039 * T,
+        flops_16: 312.0 * T,
+        flops_32: 19.5 * T,
+    },
+    KnownDevice {
+        matches: "l40s",
+        name: "NVIDIA L40S",
+        bandwidth: 0.864 * T,
+        flops_16: 362.0 * T,
+        flops_32: 91.6 * T,
+    },
+    KnownDevice {
+        matches: "l4",
+        name: "NVIDIA L4",
+        bandwidth: 0.3 * T,
+        flops_16: 121.0 * T,
+        flops_32: 30.3 * T,
+    },
+    KnownDevice {
+        matches: "a10g",
+        name: "NVIDIA A10G",
+        bandwidth: 0.6 * T,
+        flops_16: 70.0 * T,
+        flops_32: 31.2 * T,
+    },
+    KnownDevice {
+        matches: "a10",
+        name: "NVIDIA A10",
+        bandwidth: 0.6 * T,
+        flops_16: 125.0 * T,
+        flops_32: 31.2 * T,
+    },
+    KnownDevice {
+        matches: "rtx 4090",
+        name: "NVIDIA GeForce RTX 4090",
+        bandwidth: 1.008 * T,
+        flops_16: 165.2 * T,
+        flops_32: 82.6 * T,
+    },
+    KnownDevice {
+        matches: "rtx 3090",
+        name: "NVIDIA GeForce RTX 3090",
+        bandwidth: 0.936 * T,
+        flops_16: 71.0 * T,
+        flops_32: 35.6 * T,
+    },
+    KnownDevice {
+        matches: "v100",
+        name: "NVIDIA V100",
+        bandwidth: 0.9 * T,
+        flops_16: 125.0 * T,
+        flops_32: 15.7 * T,
+    },
+    KnownDevice {
+        matches: "t4",
+        name: "NVIDIA T4",
+        bandwidth: 0.32 * T,
+        flops_16: 65.0 * T,
+        flops_32: 8.1 * T,
+    },
 ];
 
 /// The known device whose name fragment occurs in `name` (case-insensitive), e.g.
@@ -120,13 +216,26 @@ pub fn utilisation(work: f64, seconds: f64, peak_per_s: f64) -> Option<f64> {
 }
 
 /// Decode bandwidth utilisation of one request (TPOT is its mean step time).
-pub fn decode_utilisation(m: &ModelInfo, prompt: usize, output: usize, batch: usize, tpot_s: f64, peak_bw: f64) -> Option<f64> {
+pub fn decode_utilisation(
+    m: &ModelInfo,
+    prompt: usize,
+    output: usize,
+    batch: usize,
+    tpot_s: f64,
+    peak_bw: f64,
+) -> Option<f64> {
     let bytes = decode_bytes_per_step(m.weight_bytes, m.kv_bytes_per_token, prompt, output, batch);
     utilisation(bytes, tpot_s, peak_bw)
 }
 
 /// Prefill compute utilisation of one request.
-pub fn prefill_utilisation(m: &ModelInfo, prompt: usize, batch: usize, ttft_s: f64, peak_flops: f64) -> Option<f64> {
+pub fn prefill_utilisation(
+    m: &ModelInfo,
+    prompt: usize,
+    batch: usize,
+    ttft_s: f64,
+    peak_flops: f64,
+) -> Option<f64> {
     utilisation(prefill_flops(m.params, prompt, batch), ttft_s, peak_flops)
 }
 
@@ -135,15 +244,22 @@ pub fn parse_bandwidth(text: &str) -> Result<f64, String> {
     let t = text.trim().to_ascii_lowercase();
     let t = t.strip_suffix("/s").unwrap_or(&t);
     let t = t.strip_suffix('b').unwrap_or(t);
-    parse_scaled(t, 1e9).map_err(|_| format!("`{text}` is not a bandwidth (e.g. 3.35TB/s, 900GB/s; a bare number is GB/s)"))
+    parse_scaled(t, 1e9).map_err(|_| {
+        format!("`{text}` is not a bandwidth (e.g. 3.35TB/s, 900GB/s; a bare number is GB/s)")
+    })
 }
 
 /// Parses FLOP/s: `989T`, `989TFLOPS`, `1.2P`, or a bare number of TFLOP/s.
 pub fn parse_flops(text: &str) -> Result<f64, String> {
     let t = text.trim().to_ascii_lowercase();
     let t = t.strip_suffix("/s").unwrap_or(&t);
-    let t = t.strip_suffix("flops").or_else(|| t.strip_suffix("flop")).unwrap_or(t);
-    parse_scaled(t, 1e12).map_err(|_| format!("`{text}` is not a FLOP rate (e.g. 989T, 1.2P; a bare number is TFLOP/s)"))
+    let t = t
+        .strip_suffix("flops")
+        .or_else(|| t.strip_suffix("flop"))
+        .unwrap_or(t);
+    parse_scaled(t, 1e12).map_err(|_| {
+        format!("`{text}` is not a FLOP rate (e.g. 989T, 1.2P; a bare number is TFLOP/s)")
+    })
 }
 
 fn parse_scaled(t: &str, bare: f64) -> Result<f64, ()> {
@@ -168,7 +284,10 @@ fn parse_scaled(t: &str, bare: f64) -> Result<f64, ()> {
 /// for about `budget`. Counts bytes read + written. Bytes/s.
 pub fn probe_cpu_bandwidth(budget: Duration) -> f64 {
     const TOTAL: usize = 256 << 20;
-    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).max(1);
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .max(1);
     let chunk = TOTAL / threads;
     let mut src = vec![1u8; chunk * threads];
     let mut dst = vec![0u8; chunk * threads];
@@ -215,12 +334,17 @@ pub fn probe_cpu() -> Peak {
     let bw = probe_cpu_bandwidth(Duration::from_millis(200));
     let mut basis = vec![format!(
         "probe on this machine now: memcpy of 256 MiB on {} threads, {:.1} GB/s read+write",
-        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
         bw / 1e9
     )];
     let flops = match probe_cpu_flops(Duration::from_millis(200)) {
         Ok(f) => {
-            basis.push(format!("probe on this machine now: candle f32 matmul 512×512, {:.1} GFLOP/s", f / 1e9));
+            basis.push(format!(
+                "probe on this machine now: candle f32 matmul 512×512, {:.1} GFLOP/s",
+                f / 1e9
+            ));
             Some(f)
         }
         Err(e) => {
@@ -293,7 +417,10 @@ mod tests {
         assert_eq!(name("NVIDIA A100-SXM4-40GB"), Some("NVIDIA A100 40GB"));
         assert_eq!(name("NVIDIA L4"), Some("NVIDIA L4"));
         assert_eq!(name("NVIDIA L40S"), Some("NVIDIA L40S"));
-        assert_eq!(name("NVIDIA GeForce RTX 4090"), Some("NVIDIA GeForce RTX 4090"));
+        assert_eq!(
+            name("NVIDIA GeForce RTX 4090"),
+            Some("NVIDIA GeForce RTX 4090")
+        );
         assert_eq!(name("Tesla T4"), Some("NVIDIA T4"));
         assert_eq!(name("AMD EPYC"), None);
         let p = Peak::from_table(lookup("h200").unwrap(), "bf16");

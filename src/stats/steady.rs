@@ -141,12 +141,8 @@ pub fn settle_point(series: &[f64], rule: &SettleRule) -> Option<usize> {
         if !(m.is_finite() && m > 0.0) {
             return false;
         }
-        let stable = medians[n..=n + k]
-            .iter()
-            .all(|&mj| (mj - m).abs() <= x * m);
-        stable
-            && series[n] <= (1.0 + x) * m
-            && (suffix[n] - m).abs() <= x * m
+        let stable = medians[n..=n + k].iter().all(|&mj| (mj - m).abs() <= x * m);
+        stable && series[n] <= (1.0 + x) * m && (suffix[n] - m).abs() <= x * m
     })
 }
 
@@ -234,16 +230,42 @@ mod tests {
 
     #[test]
     fn tolerance_and_k_matter() {
-        let s = [1.0, 1.08, 1.0, 1.08, 1.0, 1.08, 1.0, 1.08, 1.0, 1.08, 1.0, 1.08];
-        let tight = SettleRule { k: 2, tolerance: 0.01 };
-        let loose = SettleRule { k: 2, tolerance: 0.10 };
+        let s = [
+            1.0, 1.08, 1.0, 1.08, 1.0, 1.08, 1.0, 1.08, 1.0, 1.08, 1.0, 1.08,
+        ];
+        let tight = SettleRule {
+            k: 2,
+            tolerance: 0.01,
+        };
+        let loose = SettleRule {
+            k: 2,
+            tolerance: 0.10,
+        };
         assert_eq!(settle_point(&s, &tight), Some(0));
         assert_eq!(settle_point(&s, &loose), Some(0));
         let rising = [1.0, 1.02, 1.04, 1.06, 1.08, 1.10, 1.12, 1.14];
-        assert_eq!(settle_point(&rising, &SettleRule { k: 2, tolerance: 0.01 }), None);
-        // 5 %: windows from 2 on agree (m(2) = 1.05, m(4) = 1.09) and the rest of the run's
-        // median (1.09) is within 5 % of 1.05; from 0 or 1 the run's median is too far.
-        assert_eq!(settle_point(&rising, &SettleRule { k: 2, tolerance: 0.05 }), Some(2));
+        assert_eq!(
+            settle_point(
+                &rising,
+                &SettleRule {
+                    k: 2,
+                    tolerance: 0.01
+                }
+            ),
+            None
+        );
+        // 5 %: from 1, m(1) = 1.03 and m(3) = 1.07 agree, and the rest of the run's median (1.08)
+        // is within 5 % of 1.03; from 0 the run's median (1.07) is 0.06 away from m(0) = 1.01.
+        assert_eq!(
+            settle_point(
+                &rising,
+                &SettleRule {
+                    k: 2,
+                    tolerance: 0.05
+                }
+            ),
+            Some(1)
+        );
     }
 
     #[test]

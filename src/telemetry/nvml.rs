@@ -9,6 +9,7 @@ use nvml_wrapper::bitmasks::device::ThrottleReasons;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::{Device, Nvml};
 
 use super::sampler::Source;
@@ -105,26 +106,21 @@ pub struct NvmlSource {
 impl NvmlSource {
     /// Opens NVML and the device with this NVML index. `Err` carries the reason.
     pub fn open(index: u32) -> Result<Self, String> {
-        let nvml = init()?;
-        let index = find_index(&nvml, &NvmlDeviceRef::Index(index))?;
-        Ok(Self {
-            nvml,
-            index,
-            pid: std::process::id(),
-        })
+        Self::open_ref(&NvmlDeviceRef::Index(index))
     }
 
     /// Opens the NVML device that CUDA calls `ordinal` in this process.
     pub fn for_cuda_ordinal(ordinal: usize) -> Result<Self, String> {
         let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
-        let device = resolve_cuda_ordinal(ordinal, visible.as_deref())?;
+        Self::open_ref(&resolve_cuda_ordinal(ordinal, visible.as_deref())?)
+    }
+
+    /// Opens NVML and the device `device` names.
+    pub fn open_ref(device: &NvmlDeviceRef) -> Result<Self, String> {
         let nvml = init()?;
-        let index = find_index(&nvml, &device)?;
-        Ok(Self {
-            nvml,
-            index,
-            pid: std::process::id(),
-        })
+        let index = find_index(&nvml, device)?;
+        let pid = std::process::id();
+        Ok(Self { nvml, index, pid })
     }
 
     /// The NVML index of the device sampled.
@@ -210,10 +206,7 @@ pub fn is_fatal(error: &NvmlError) -> bool {
 
 /// This process's GPU memory: the sum over its entries (one per MIG instance it uses). `None`
 /// when the process is not listed, e.g. in a container whose PID namespace NVML does not see.
-fn process_bytes(
-    procs: &[nvml_wrapper::struct_wrappers::device::ProcessInfo],
-    pid: u32,
-) -> Option<u64> {
+fn process_bytes(procs: &[ProcessInfo], pid: u32) -> Option<u64> {
     let mut found = false;
     let mut total = 0u64;
     for p in procs.iter().filter(|p| p.pid == pid) {
@@ -305,7 +298,6 @@ mod tests {
 
     #[test]
     fn process_memory_sums_this_pid_only() {
-        use nvml_wrapper::struct_wrappers::device::ProcessInfo;
         let entry = |pid, used| ProcessInfo {
             pid,
             used_gpu_memory: used,

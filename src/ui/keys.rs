@@ -39,15 +39,60 @@ pub enum Action {
 impl Action {
     /// Every action with its name in the keys file, its default keys and its help text.
     pub const TABLE: [(Action, &'static str, &'static [&'static str], &'static str); 11] = [
-        (Action::Quit, "quit", &["q", "esc", "ctrl-c"], "quit (stops the run, prints the summary)"),
-        (Action::PauseResume, "pause", &["space"], "pause / resume the run"),
-        (Action::ResetStats, "reset", &["r"], "reset statistics and histories"),
-        (Action::ToggleWarmup, "warmup", &["w"], "include / exclude warmup requests"),
-        (Action::CycleWindow, "window", &["tab"], "cycle window: steady, last 100, all"),
-        (Action::OutputMore, "output_more", &["+", "="], "more output tokens (next request)"),
-        (Action::OutputLess, "output_less", &["-"], "fewer output tokens (next request)"),
-        (Action::PromptMore, "prompt_more", &["]"], "double prompt tokens (next request)"),
-        (Action::PromptLess, "prompt_less", &["["], "halve prompt tokens (next request)"),
+        (
+            Action::Quit,
+            "quit",
+            &["q", "esc", "ctrl-c"],
+            "quit (stops the run, prints the summary)",
+        ),
+        (
+            Action::PauseResume,
+            "pause",
+            &["space"],
+            "pause / resume the run",
+        ),
+        (
+            Action::ResetStats,
+            "reset",
+            &["r"],
+            "reset statistics and histories",
+        ),
+        (
+            Action::ToggleWarmup,
+            "warmup",
+            &["w"],
+            "include / exclude warmup requests",
+        ),
+        (
+            Action::CycleWindow,
+            "window",
+            &["tab"],
+            "cycle window: steady, last 100, all",
+        ),
+        (
+            Action::OutputMore,
+            "output_more",
+            &["+", "="],
+            "more output tokens (next request)",
+        ),
+        (
+            Action::OutputLess,
+            "output_less",
+            &["-"],
+            "fewer output tokens (next request)",
+        ),
+        (
+            Action::PromptMore,
+            "prompt_more",
+            &["]"],
+            "double prompt tokens (next request)",
+        ),
+        (
+            Action::PromptLess,
+            "prompt_less",
+            &["["],
+            "halve prompt tokens (next request)",
+        ),
         (Action::NextTheme, "theme", &["t"], "next colour theme"),
         (Action::Help, "help", &["?"], "this help"),
     ];
@@ -196,7 +241,10 @@ impl Default for KeyMap {
             .iter()
             .map(|(action, _, keys, _)| {
                 // The defaults are constants checked by a test; a bad one would just be dropped.
-                (*action, keys.iter().filter_map(|k| Key::parse(k).ok()).collect())
+                (
+                    *action,
+                    keys.iter().filter_map(|k| Key::parse(k).ok()).collect(),
+                )
             })
             .collect();
         KeyMap { bindings }
@@ -285,7 +333,9 @@ impl KeyMap {
         for (action, keys) in &entries {
             let line = config::line_of(text, keys.span().start);
             for key in &keys.get_ref().0 {
-                if let Some((_, other, other_line)) = seen.iter().find(|(k, a, _)| k == key && a != action) {
+                if let Some((_, other, other_line)) =
+                    seen.iter().find(|(k, a, _)| k == key && a != action)
+                {
                     anyhow::bail!(
                         "{origin}, line {line}: key `{}` is bound to both `{}` (line {other_line}) and `{}`",
                         key.label(),
@@ -383,22 +433,48 @@ mod tests {
         let none = KeyModifiers::NONE;
         let cases = [
             (press('q'), Some(Action::Quit)),
-            (ev(KeyCode::Esc, none, KeyEventKind::Press), Some(Action::Quit)),
-            (ev(KeyCode::Char('c'), KeyModifiers::CONTROL, KeyEventKind::Press), Some(Action::Quit)),
+            (
+                ev(KeyCode::Esc, none, KeyEventKind::Press),
+                Some(Action::Quit),
+            ),
+            (
+                ev(
+                    KeyCode::Char('c'),
+                    KeyModifiers::CONTROL,
+                    KeyEventKind::Press,
+                ),
+                Some(Action::Quit),
+            ),
             (press(' '), Some(Action::PauseResume)),
             (press('r'), Some(Action::ResetStats)),
             (press('w'), Some(Action::ToggleWarmup)),
-            (ev(KeyCode::Tab, none, KeyEventKind::Press), Some(Action::CycleWindow)),
+            (
+                ev(KeyCode::Tab, none, KeyEventKind::Press),
+                Some(Action::CycleWindow),
+            ),
             // `+` arrives with Shift on most keyboards; Shift is part of the character.
-            (ev(KeyCode::Char('+'), KeyModifiers::SHIFT, KeyEventKind::Press), Some(Action::OutputMore)),
+            (
+                ev(KeyCode::Char('+'), KeyModifiers::SHIFT, KeyEventKind::Press),
+                Some(Action::OutputMore),
+            ),
             (press('-'), Some(Action::OutputLess)),
             (press(']'), Some(Action::PromptMore)),
             (press('['), Some(Action::PromptLess)),
             (press('t'), Some(Action::NextTheme)),
-            (ev(KeyCode::Char('?'), KeyModifiers::SHIFT, KeyEventKind::Press), Some(Action::Help)),
+            (
+                ev(KeyCode::Char('?'), KeyModifiers::SHIFT, KeyEventKind::Press),
+                Some(Action::Help),
+            ),
             (press('x'), None),
             // Ctrl-r is not r.
-            (ev(KeyCode::Char('r'), KeyModifiers::CONTROL, KeyEventKind::Press), None),
+            (
+                ev(
+                    KeyCode::Char('r'),
+                    KeyModifiers::CONTROL,
+                    KeyEventKind::Press,
+                ),
+                None,
+            ),
         ];
         for (event, want) in cases {
             assert_eq!(map.action(&event), want, "{event:?}");
@@ -409,20 +485,31 @@ mod tests {
     fn only_presses_count() {
         let map = KeyMap::default();
         for kind in [KeyEventKind::Release, KeyEventKind::Repeat] {
-            assert_eq!(map.action(&ev(KeyCode::Char('q'), KeyModifiers::NONE, kind)), None);
-            assert_eq!(map.action(&ev(KeyCode::Char(' '), KeyModifiers::NONE, kind)), None);
+            assert_eq!(
+                map.action(&ev(KeyCode::Char('q'), KeyModifiers::NONE, kind)),
+                None
+            );
+            assert_eq!(
+                map.action(&ev(KeyCode::Char(' '), KeyModifiers::NONE, kind)),
+                None
+            );
         }
     }
 
     #[test]
     fn overrides_replace_only_listed_actions_and_take_keys_away() {
-        let map = KeyMap::from_toml("pause = [\"p\", \"q\"]\ntheme = \"ctrl-t\"\n", "k").expect("valid");
+        let map =
+            KeyMap::from_toml("pause = [\"p\", \"q\"]\ntheme = \"ctrl-t\"\n", "k").expect("valid");
         assert_eq!(map.action(&press('p')), Some(Action::PauseResume));
         assert_eq!(map.action(&press('q')), Some(Action::PauseResume));
         assert_eq!(map.action(&press(' ')), None);
         assert_eq!(map.action(&press('t')), None);
         assert_eq!(
-            map.action(&ev(KeyCode::Char('t'), KeyModifiers::CONTROL, KeyEventKind::Press)),
+            map.action(&ev(
+                KeyCode::Char('t'),
+                KeyModifiers::CONTROL,
+                KeyEventKind::Press
+            )),
             Some(Action::NextTheme)
         );
         // quit lost `q` but keeps esc and ctrl-c; reset is untouched.
@@ -434,7 +521,11 @@ mod tests {
     fn ctrl_c_always_quits() {
         let map = KeyMap::from_toml("quit = \"x\"\n", "k").expect("valid");
         assert_eq!(
-            map.action(&ev(KeyCode::Char('c'), KeyModifiers::CONTROL, KeyEventKind::Press)),
+            map.action(&ev(
+                KeyCode::Char('c'),
+                KeyModifiers::CONTROL,
+                KeyEventKind::Press
+            )),
             Some(Action::Quit)
         );
         assert_eq!(map.action(&press('q')), None);
@@ -454,18 +545,25 @@ mod tests {
         assert!(err.starts_with("keys file k.toml, line 2:"), "{err}");
         assert!(err.contains("puase"), "{err}");
 
-        let err = KeyMap::from_toml("help = 3\n", "k").unwrap_err().to_string();
+        let err = KeyMap::from_toml("help = 3\n", "k")
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("k, line 1:"), "{err}");
 
         let err = KeyMap::from_toml("quit = \"x\"\nreset = [\"r\", \"x\"]\n", "k")
             .unwrap_err()
             .to_string();
-        assert!(err.starts_with("k, line 2: key `x` is bound to both `quit` (line 1)"), "{err}");
+        assert!(
+            err.starts_with("k, line 2: key `x` is bound to both `quit` (line 1)"),
+            "{err}"
+        );
     }
 
     #[test]
     fn key_names_round_trip_through_labels() {
-        for name in ["q", "space", "tab", "esc", "ctrl-c", "alt-x", "f5", "pageup", "+", "?", "T"] {
+        for name in [
+            "q", "space", "tab", "esc", "ctrl-c", "alt-x", "f5", "pageup", "+", "?", "T",
+        ] {
             let key = Key::parse(name).expect(name);
             assert_eq!(key.label(), name);
         }

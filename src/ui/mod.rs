@@ -88,7 +88,10 @@ pub fn app_config(opts: &DashboardOptions) -> anyhow::Result<AppConfig> {
         anyhow::bail!("--fps must be between 1 and 120 (got {})", opts.fps);
     }
     if opts.output_step <= 0 {
-        anyhow::bail!("the output-token step must be positive (got {})", opts.output_step);
+        anyhow::bail!(
+            "the output-token step must be positive (got {})",
+            opts.output_step
+        );
     }
     let depth = ColorDepth::from_env(opts.color);
     let themes = Theme::cycle(Theme::load(&opts.theme)?)?
@@ -206,9 +209,23 @@ where
     B::Error: Send + Sync + 'static,
 {
     match event_loop(terminal, input, events, app, opts, control, on_event) {
-        Ok(reason) => Ok(stop_worker(app, events, control, reason, opts.stop_wait, on_event)),
+        Ok(reason) => Ok(stop_worker(
+            app,
+            events,
+            control,
+            reason,
+            opts.stop_wait,
+            on_event,
+        )),
         Err(e) => {
-            stop_worker(app, events, control, StopReason::Error, opts.stop_wait, on_event);
+            stop_worker(
+                app,
+                events,
+                control,
+                StopReason::Error,
+                opts.stop_wait,
+                on_event,
+            );
             Err(e)
         }
     }

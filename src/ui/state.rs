@@ -8,7 +8,7 @@ use std::time::Duration;
 use crate::engine::events::{
     Control, Event, RequestDone, RunInfo, RunPhase, StopReason, WorkloadDesc,
 };
-use crate::stats::{Metric, RunStats, Slo, Summary, Table, WindowKind};
+use crate::stats::{Metric, RunStats, Slo, Summary, Table, Window, WindowKind};
 use crate::telemetry::Sample;
 
 use super::format;
@@ -29,6 +29,8 @@ pub const MIN_OUTLIER_N: usize = 20;
 /// An outlier must also be this far above the median: with a tight distribution, a request a
 /// hair above p99 is not news (about one in a hundred is there by definition).
 pub const OUTLIER_MIN_RATIO: f64 = 1.25;
+/// Steady requests of the current workload the outlier reference (p50, p99) is taken over.
+pub const OUTLIER_WINDOW: usize = 1000;
 /// Decode steps averaged for the header's current decode tok/s.
 pub const DECODE_RATE_STEPS: usize = 8;
 
@@ -72,6 +74,22 @@ pub struct CurrentRequest {
     pub ttft_s: Option<f64>,
     /// Decode steps done so far.
     pub steps: u32,
+}
+
+impl CurrentRequest {
+    /// `#12 prefill` or `#12 step 7/15` (a request of G tokens has G − 1 decode steps).
+    pub fn progress(&self) -> String {
+        if self.ttft_s.is_none() && self.steps == 0 {
+            format!("#{} prefill", self.index)
+        } else {
+            format!(
+                "#{} step {}/{}",
+                self.index,
+                self.steps,
+                self.output_tokens.saturating_sub(1)
+            )
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -172,6 +190,10 @@ pub struct App {
 
     // Caches filled by `refresh`.
     pub table: Table,
+    /// Steady TTFT/TPOT of the current workload: a doubled prompt makes every request slower,
+    /// and none of them is an outlier, so the reference restarts at each workload change.
+    outlier_window_ttft: Window,
+    outlier_window_tpot: Window,
     outlier_ttft: Summary,
     outlier_tpot: Summary,
     pub decode_tok_s: Option<f64>,
@@ -225,6 +247,8 @@ impl App {
             include_warmup: false,
             show_help: false,
             table: Table::default(),
+            outlier_window_ttft: Window::new(OUTLIER_WINDOW),
+            outlier_window_tpot: Window::new(OUTLIER_WINDOW),
             outlier_ttft: Summary::default(),
             outlier_tpot: Summary::default(),
             decode_tok_s: None,
@@ -350,6 +374,7 @@ impl App {
                 self.stats.reset();
                 self.requests.clear();
                 self.steps.clear();
+                self.clear_outlier_reference();
                 self.dirty = true;
                 self.log(Level::Info, "statistics reset".into());
             }
@@ -363,6 +388,8 @@ impl App {
                 );
                 self.workload = Some(desc.clone());
                 self.pending_boundary = true;
+                self.clear_outlier_reference();
+                self.dirty = true;
             }
             Event::Error { message, fatal } => {
                 if *fatal {
@@ -403,6 +430,13 @@ impl App {
         self.finished_at = Some(self.now);
         self.current = None;
         self.phase = RunPhase::Error;
+    }
+
+    fn clear_outlier_reference(&mut self) {
+        self.outlier_window_ttft.clear();
+        self.outlier_window_tpot.clear();
+        self.outlier_ttft = Summary::default();
+        self.outlier_tpot = Summary::default();
     }
 
     fn active_phase(&self) -> RunPhase {
@@ -461,6 +495,10 @@ impl App {
                     );
                     self.log(Level::Warn, text);
                 }
+            }
+            self.outlier_window_ttft.push(r.ttft_s);
+            if let Some(tpot) = r.tpot_s {
+                self.outlier_window_tpot.push(tpot);
             }
         }
         self.requests.push(RequestPoint {
@@ -528,13 +566,8 @@ impl App {
         }
         self.dirty = false;
         self.table = self.stats.table(self.window, self.include_warmup);
-        if self.window == WindowKind::Steady && !self.include_warmup {
-            self.outlier_ttft = self.table.get(Metric::Ttft);
-            self.outlier_tpot = self.table.get(Metric::Tpot);
-        } else {
-            self.outlier_ttft = self.stats.summary(Metric::Ttft, WindowKind::Steady, false);
-            self.outlier_tpot = self.stats.summary(Metric::Tpot, WindowKind::Steady, false);
-        }
+        self.outlier_ttft = self.outlier_window_ttft.summary();
+        self.outlier_tpot = self.outlier_window_tpot.summary();
         self.decode_tok_s = self.current_decode_rate();
     }
 
@@ -584,8 +617,12 @@ impl App {
                 _ => Update::Send(Control::Pause),
             },
             Action::ResetStats if live => Update::Send(Control::ResetStats),
-            Action::OutputMore if live => Update::Send(Control::AdjustOutputTokens(self.output_step)),
-            Action::OutputLess if live => Update::Send(Control::AdjustOutputTokens(-self.output_step)),
+            Action::OutputMore if live => {
+                Update::Send(Control::AdjustOutputTokens(self.output_step))
+            }
+            Action::OutputLess if live => {
+                Update::Send(Control::AdjustOutputTokens(-self.output_step))
+            }
             Action::PromptMore if live => Update::Send(Control::AdjustPromptTokens(1)),
             Action::PromptLess if live => Update::Send(Control::AdjustPromptTokens(-1)),
             Action::ToggleWarmup => {
@@ -633,5 +670,125 @@ pub fn stop_text(reason: &StopReason) -> String {
         StopReason::UserStop => "by the user".into(),
         StopReason::Signal(s) => format!("signal {s}"),
         StopReason::Error => "error".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::events::RequestDone;
+
+    fn done(index: u64, warmup: bool, ttft_s: f64) -> Event {
+        Event::RequestDone(Box::new(RequestDone {
+            index,
+            warmup,
+            batch: 1,
+            prompt_tokens: 8,
+            output_tokens: 4,
+            ttft_s,
+            tpot_s: Some(0.001),
+            e2e_s: ttft_s + 0.003,
+            gpu_ttft_s: None,
+            gpu_decode_s: None,
+            peak_alloc_bytes: None,
+            output_hash: String::new(),
+            tokens: None,
+            text: None,
+        }))
+    }
+
+    fn warnings(app: &App) -> Vec<String> {
+        app.events
+            .iter()
+            .filter(|e| e.level == Level::Warn)
+            .map(|e| e.text.clone())
+            .collect()
+    }
+
+    #[test]
+    fn outliers_need_a_reference_and_a_real_excess() {
+        let mut app = App::default();
+        // Fewer than MIN_OUTLIER_N steady requests: nothing is an outlier yet.
+        for i in 0..(MIN_OUTLIER_N as u64 - 1) {
+            app.apply(&done(i, false, 0.010 + 0.0001 * (i % 3) as f64));
+            app.refresh();
+        }
+        app.apply(&done(100, false, 0.020));
+        app.refresh();
+        assert!(warnings(&app).is_empty(), "{:?}", warnings(&app));
+        for i in 0..30 {
+            app.apply(&done(200 + i, false, 0.010 + 0.0001 * (i % 3) as f64));
+            app.refresh();
+        }
+        // A hair above p99 is not news; far above p99 and the median is.
+        app.apply(&done(300, false, 0.0103));
+        app.refresh();
+        assert!(warnings(&app).is_empty(), "{:?}", warnings(&app));
+        app.apply(&done(301, false, 0.040));
+        assert_eq!(warnings(&app).len(), 1);
+        assert!(
+            warnings(&app)[0].starts_with("#301 TTFT 40.0ms > p99 "),
+            "{:?}",
+            warnings(&app)
+        );
+        // Warmup requests are never outliers.
+        app.apply(&done(302, true, 0.9));
+        assert_eq!(warnings(&app).len(), 1);
+    }
+
+    #[test]
+    fn a_workload_change_restarts_the_outlier_reference() {
+        let mut app = App::default();
+        for i in 0..40 {
+            app.apply(&done(i, false, 0.010));
+            app.refresh();
+        }
+        app.apply(&Event::WorkloadChanged(WorkloadDesc {
+            prompt_tokens: "16".into(),
+            output_tokens: "4".into(),
+            batch: 1,
+        }));
+        app.refresh();
+        app.apply(&done(40, false, 0.030));
+        assert!(warnings(&app).is_empty(), "{:?}", warnings(&app));
+        assert!(app
+            .requests
+            .last()
+            .is_some_and(|p| p.boundary && !p.outlier));
+    }
+
+    #[test]
+    fn phases_follow_the_events() {
+        let mut app = App::default();
+        assert_eq!(app.phase, RunPhase::Loading);
+        app.apply(&Event::Paused);
+        app.apply(&Event::Error {
+            message: "disk".into(),
+            fatal: false,
+        });
+        assert_eq!(app.phase, RunPhase::Paused);
+        app.apply(&Event::Finished(StopReason::UserStop));
+        assert_eq!(app.phase, RunPhase::Stopped);
+        assert!(!app.worker_live());
+        assert_eq!(app.update(Action::PauseResume), Update::None);
+        assert_eq!(app.update(Action::Quit), Update::Quit);
+    }
+
+    #[test]
+    fn refresh_is_lazy() {
+        let mut app = App::default();
+        app.apply(&done(0, false, 0.01));
+        app.refresh();
+        assert_eq!(app.table.get(Metric::Ttft).n, 1);
+        // Without a refresh the table does not move: render reads a snapshot.
+        app.apply(&done(1, false, 0.01));
+        assert_eq!(app.table.get(Metric::Ttft).n, 1);
+        app.refresh();
+        assert_eq!(app.table.get(Metric::Ttft).n, 2);
+        // Toggling the window marks the table stale.
+        app.update(Action::ToggleWarmup);
+        app.apply(&done(2, true, 0.5));
+        app.refresh();
+        assert_eq!(app.table.get(Metric::Ttft).n, 3);
     }
 }

@@ -38,7 +38,9 @@ impl ColorMode {
             "auto" => Ok(ColorMode::Auto),
             "always" => Ok(ColorMode::Always),
             "never" => Ok(ColorMode::Never),
-            other => Err(format!("--color must be auto, always or never (got `{other}`)")),
+            other => Err(format!(
+                "--color must be auto, always or never (got `{other}`)"
+            )),
         }
     }
 }
@@ -76,7 +78,10 @@ impl ColorDepth {
 pub const BUILTIN: [(&str, &str); 4] = [
     ("default", include_str!("../../themes/default.toml")),
     ("light", include_str!("../../themes/light.toml")),
-    ("high-contrast", include_str!("../../themes/high-contrast.toml")),
+    (
+        "high-contrast",
+        include_str!("../../themes/high-contrast.toml"),
+    ),
     ("mono", include_str!("../../themes/mono.toml")),
 ];
 
@@ -222,10 +227,14 @@ impl<'de> Deserialize<'de> for StyleSpec {
         impl<'de> Visitor<'de> for V {
             type Value = StyleSpec;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a colour or a table { fg, bg, bold, dim, italic, underlined, reversed }")
+                f.write_str(
+                    "a colour or a table { fg, bg, bold, dim, italic, underlined, reversed }",
+                )
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<StyleSpec, E> {
-                Ok(StyleSpec(Style::new().fg(parse_color(v).map_err(E::custom)?)))
+                Ok(StyleSpec(
+                    Style::new().fg(parse_color(v).map_err(E::custom)?),
+                ))
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<StyleSpec, E> {
                 Ok(StyleSpec(Style::new().fg(indexed(v).map_err(E::custom)?)))
@@ -525,7 +534,10 @@ mod tests {
         assert_eq!(t.border, Style::new().fg(Color::Rgb(255, 136, 0)));
         assert_eq!(
             t.slo_fail,
-            Style::new().fg(Color::Red).bg(Color::Indexed(17)).add_modifier(Modifier::BOLD)
+            Style::new()
+                .fg(Color::Red)
+                .bg(Color::Indexed(17))
+                .add_modifier(Modifier::BOLD)
         );
         assert_eq!(t.ttft, light.ttft);
         assert_eq!(t.text, light.text);
@@ -534,7 +546,9 @@ mod tests {
     #[test]
     fn unknown_key_names_file_and_line() {
         let text = "border = \"red\"\n\nbordr = \"blue\"\n";
-        let err = Theme::from_toml(text, "theme file my.toml", "my").unwrap_err().to_string();
+        let err = Theme::from_toml(text, "theme file my.toml", "my")
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("theme file my.toml, line 3:"), "{err}");
         assert!(err.contains("bordr"), "{err}");
     }
@@ -542,7 +556,9 @@ mod tests {
     #[test]
     fn bad_colour_names_file_and_line() {
         let text = "border = \"red\"\nttft = \"reddish\"\n";
-        let err = Theme::from_toml(text, "theme file my.toml", "my").unwrap_err().to_string();
+        let err = Theme::from_toml(text, "theme file my.toml", "my")
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("theme file my.toml, line 2:"), "{err}");
         assert!(err.contains("`reddish` is not a colour"), "{err}");
 
@@ -550,13 +566,18 @@ mod tests {
         let err = Theme::from_toml(text, "f", "f").unwrap_err().to_string();
         assert!(err.starts_with("f, line 4:"), "{err}");
 
-        let err = Theme::from_toml("dim = 300\n", "f", "f").unwrap_err().to_string();
+        let err = Theme::from_toml("dim = 300\n", "f", "f")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("line 1") && err.contains("0-255"), "{err}");
 
         let err = Theme::from_toml("\ntext = { fg = \"red\", blink = true }\n", "f", "f")
             .unwrap_err()
             .to_string();
-        assert!(err.starts_with("f, line 2:") && err.contains("blink"), "{err}");
+        assert!(
+            err.starts_with("f, line 2:") && err.contains("blink"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -564,7 +585,10 @@ mod tests {
         let err = Theme::from_toml("# x\nbase = \"solarized\"\n", "f", "f")
             .unwrap_err()
             .to_string();
-        assert!(err.starts_with("f, line 2: unknown base theme `solarized`"), "{err}");
+        assert!(
+            err.starts_with("f, line 2: unknown base theme `solarized`"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -576,7 +600,10 @@ mod tests {
         assert_eq!(t.name, "mine");
         assert_eq!(t.ttft, Style::new().fg(Color::Magenta));
         let err = Theme::load("nope").unwrap_err().to_string();
-        assert!(err.contains("unknown theme `nope`") && err.contains("high-contrast"), "{err}");
+        assert!(
+            err.contains("unknown theme `nope`") && err.contains("high-contrast"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -600,7 +627,10 @@ mod tests {
             D::detect(M::Always, env(&[("COLORTERM", "truecolor")])),
             D::TrueColor
         );
-        assert_eq!(D::detect(M::Never, env(&[("COLORTERM", "truecolor")])), D::None);
+        assert_eq!(
+            D::detect(M::Never, env(&[("COLORTERM", "truecolor")])),
+            D::None
+        );
     }
 
     #[test]
@@ -609,7 +639,13 @@ mod tests {
         let plain = t.clone().for_depth(ColorDepth::None);
         assert_eq!(plain.slo_fail.fg, None);
         assert_eq!(plain.slo_fail.add_modifier, t.slo_fail.add_modifier);
-        assert!(plain.badge_running.add_modifier.contains(Modifier::REVERSED) || plain.badge_running.add_modifier.contains(Modifier::BOLD));
+        assert!(
+            plain
+                .badge_running
+                .add_modifier
+                .contains(Modifier::REVERSED)
+                || plain.badge_running.add_modifier.contains(Modifier::BOLD)
+        );
         assert_eq!(to_indexed(Color::Rgb(255, 0, 0)), Color::Indexed(196));
         assert_eq!(to_indexed(Color::Rgb(128, 128, 128)), Color::Indexed(244));
         assert_eq!(to_indexed(Color::Red), Color::Red);

@@ -28,13 +28,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     let mut title = vec![Span::raw("Decode steps (ITL)")];
     if let Some(c) = &app.current {
         title.push(Span::styled(
-            format!(
-                " {} request #{} step {}/{}",
-                app.glyphs.sep,
-                c.index,
-                c.steps,
-                c.output_tokens.saturating_sub(1)
-            ),
+            format!(" {} request {}", app.glyphs.sep, c.progress()),
             theme.dim,
         ));
     }

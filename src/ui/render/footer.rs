@@ -13,12 +13,18 @@ use crate::ui::state::App;
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     let theme = app.theme();
     let live = app.worker_live() && app.run.is_some();
-    let pause = if app.phase == RunPhase::Paused { "resume" } else { "pause" };
-    let warmup = if app.include_warmup { "excl. warmup" } else { "incl. warmup" };
-    let mut items: Vec<(Vec<Action>, &str)> = vec![
-        (vec![Action::Quit], "quit"),
-        (vec![Action::Help], "help"),
-    ];
+    let pause = if app.phase == RunPhase::Paused {
+        "resume"
+    } else {
+        "pause"
+    };
+    let warmup = if app.include_warmup {
+        "excl. warmup"
+    } else {
+        "incl. warmup"
+    };
+    let mut items: Vec<(Vec<Action>, &str)> =
+        vec![(vec![Action::Quit], "quit"), (vec![Action::Help], "help")];
     if live {
         items.push((vec![Action::PauseResume], pause));
         items.push((vec![Action::ResetStats], "reset"));

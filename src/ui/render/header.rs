@@ -30,7 +30,10 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
 /// parameters, then architecture and dtype.
 fn top_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
     let theme = app.theme();
-    let badge = Span::styled(format!(" {} ", phase_label(app.phase)), theme.badge(app.phase));
+    let badge = Span::styled(
+        format!(" {} ", phase_label(app.phase)),
+        theme.badge(app.phase),
+    );
     let workload = app.workload.as_ref().map(|w| {
         format!(
             " {} prompt {}{sep}out {}{sep}batch {}",
@@ -52,12 +55,20 @@ fn top_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
     };
     let params = format::si(m.params as f64);
     let details = [
-        format!(" {}{sep}{params} params{sep}{}{sep}{}{threads}", m.arch, m.dtype, m.device),
-        format!(" {}{sep}{params} params{sep}{}{sep}{}", m.arch, m.dtype, m.device),
+        format!(
+            " {}{sep}{params} params{sep}{}{sep}{}{threads}",
+            m.arch, m.dtype, m.device
+        ),
+        format!(
+            " {}{sep}{params} params{sep}{}{sep}{}",
+            m.arch, m.dtype, m.device
+        ),
         format!(" {} {}{sep}{}", m.arch, m.dtype, m.device),
         format!(" {}", m.device),
     ];
-    let fixed = badge.width() + 1 + m.name.chars().count()
+    let fixed = badge.width()
+        + 1
+        + m.name.chars().count()
         + workload.as_ref().map_or(0, |w| w.chars().count());
     let details = details
         .iter()
@@ -97,14 +108,14 @@ fn status_line<'a>(app: &App, sep: &str) -> Line<'a> {
     }
     if let Some(c) = &app.current {
         spans.push(Span::styled(sep.to_string(), theme.dim));
-        spans.push(Span::styled(
-            format!("#{} step {}/{}", c.index, c.steps, c.output_tokens.saturating_sub(1)),
-            theme.dim,
-        ));
+        spans.push(Span::styled(c.progress(), theme.dim));
     }
     if let Some(reason) = &app.stop {
         spans.push(Span::styled(sep.to_string(), theme.dim));
-        spans.push(Span::styled(format!("stopped: {}", stop_text(reason)), theme.text));
+        spans.push(Span::styled(
+            format!("stopped: {}", stop_text(reason)),
+            theme.text,
+        ));
     }
     Line::from(spans)
 }

@@ -15,7 +15,11 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
         .iter()
         .map(|(action, _, _, _)| {
             let keys = app.keys.label(*action);
-            let keys = if keys.is_empty() { "(unbound)".to_string() } else { keys };
+            let keys = if keys.is_empty() {
+                "(unbound)".to_string()
+            } else {
+                keys
+            };
             Line::from(vec![
                 Span::styled(format!(" {keys:<16}"), theme.key),
                 Span::styled(action.describe(), theme.help),
@@ -35,7 +39,9 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
     frame.render_widget(Clear, rect);
     let block = panel(app, "Keys").style(theme.help);
     frame.render_widget(
-        Paragraph::new(lines).block(block).wrap(Wrap { trim: false }),
+        Paragraph::new(lines)
+            .block(block)
+            .wrap(Wrap { trim: false }),
         rect,
     );
 }

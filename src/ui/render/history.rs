@@ -45,7 +45,9 @@ fn units(v: f64, floor: f64, top: f64) -> u64 {
     if span <= 0.0 {
         return 0;
     }
-    ((v - floor) / span * RESOLUTION).round().clamp(0.0, RESOLUTION) as u64
+    ((v - floor) / span * RESOLUTION)
+        .round()
+        .clamp(0.0, RESOLUTION) as u64
 }
 
 /// Where the scale starts: zero, or below the smallest value when all values are close (the
@@ -68,7 +70,9 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect, h: History) {
     let (low, top) = visible
         .iter()
         .filter_map(|b| b.value)
-        .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| (lo.min(v), hi.max(v)));
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
+            (lo.min(v), hi.max(v))
+        });
     let floor = floor_of(low, top);
     let block = if top > 0.0 {
         let from = if floor > 0.0 {
@@ -76,9 +80,8 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect, h: History) {
         } else {
             "0".to_string()
         };
-        h.block.title(
-            Line::styled(format!("{from}..{}", (h.scale)(top)), theme.dim).right_aligned(),
-        )
+        h.block
+            .title(Line::styled(format!("{from}..{}", (h.scale)(top)), theme.dim).right_aligned())
     } else {
         h.block
     };
@@ -110,10 +113,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect, h: History) {
     frame.render_widget(spark, bars_rect);
     if with_markers {
         let row: String = visible.iter().map(|b| b.marker).collect();
-        frame.render_widget(
-            Paragraph::new(Line::styled(row, theme.marker)),
-            marker_rect,
-        );
+        frame.render_widget(Paragraph::new(Line::styled(row, theme.marker)), marker_rect);
     }
 }
 

@@ -91,7 +91,11 @@ pub fn layout(area: Rect) -> Option<Regions> {
     }
     let tall = area.height >= TALL_HEIGHT;
     let wide = area.width >= WIDE_WIDTH;
-    let decode_h = if tall { 6 + (area.height - TALL_HEIGHT) / 4 } else { 0 };
+    let decode_h = if tall {
+        6 + (area.height - TALL_HEIGHT) / 4
+    } else {
+        0
+    };
     // What is left for the sparklines and the bottom row (memory/events, or events alone).
     let rest = area.height - 2 - 1 - TABLE_HEIGHT - decode_h;
     let bottom_h = if tall { (rest * 45 / 100).max(4) } else { 4 };
@@ -186,10 +190,17 @@ fn gauge_line<'a>(app: &App, label: &str, ratio: f64, text: String, width: u16) 
     let bar_w = (width as usize).saturating_sub(fixed).min(30);
     let mut spans = vec![Span::styled(label, theme.dim)];
     if bar_w >= 4 {
-        let ratio = if ratio.is_finite() { ratio.clamp(0.0, 1.0) } else { 0.0 };
+        let ratio = if ratio.is_finite() {
+            ratio.clamp(0.0, 1.0)
+        } else {
+            0.0
+        };
         let filled = ((ratio * bar_w as f64).round() as usize).min(bar_w);
         spans.push(Span::styled("[", theme.dim));
-        spans.push(Span::styled(app.glyphs.gauge_fill.repeat(filled), theme.gauge_fill));
+        spans.push(Span::styled(
+            app.glyphs.gauge_fill.repeat(filled),
+            theme.gauge_fill,
+        ));
         spans.push(Span::styled(
             app.glyphs.gauge_empty.repeat(bar_w - filled),
             theme.gauge_empty,
@@ -242,7 +253,10 @@ mod tests {
                 let all = r.all();
                 for (i, a) in all.iter().enumerate() {
                     assert!(area.contains(a.as_position()) || a.area() == 0, "{w}x{h}");
-                    assert!(a.right() <= area.right() && a.bottom() <= area.bottom(), "{w}x{h} {a:?}");
+                    assert!(
+                        a.right() <= area.right() && a.bottom() <= area.bottom(),
+                        "{w}x{h} {a:?}"
+                    );
                     for b in &all[i + 1..] {
                         assert!(!a.intersects(*b), "{w}x{h}: {a:?} overlaps {b:?}");
                     }
@@ -250,7 +264,11 @@ mod tests {
                 // The essentials always get room to show something.
                 assert!(r.ttft.height >= 6 && r.tpot.height >= 6, "{w}x{h}");
                 assert_eq!(r.table.height, TABLE_HEIGHT);
-                assert!(r.memory.height >= 4 && r.memory.width >= 38, "{w}x{h} {:?}", r.memory);
+                assert!(
+                    r.memory.height >= 4 && r.memory.width >= 38,
+                    "{w}x{h} {:?}",
+                    r.memory
+                );
             }
         }
     }

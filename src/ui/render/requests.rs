@@ -16,12 +16,16 @@ use crate::ui::state::{App, RequestPoint};
 
 pub fn render_ttft(frame: &mut Frame, app: &App, rect: Rect) {
     let now = app.requests.last().map(|p| p.ttft_s);
-    render_metric(frame, app, rect, Metric::Ttft, app.theme().ttft, now, |p| Some(p.ttft_s));
+    render_metric(frame, app, rect, Metric::Ttft, app.theme().ttft, now, |p| {
+        Some(p.ttft_s)
+    });
 }
 
 pub fn render_tpot(frame: &mut Frame, app: &App, rect: Rect) {
     let now = app.requests.last().and_then(|p| p.tpot_s);
-    render_metric(frame, app, rect, Metric::Tpot, app.theme().tpot, now, |p| p.tpot_s);
+    render_metric(frame, app, rect, Metric::Tpot, app.theme().tpot, now, |p| {
+        p.tpot_s
+    });
 }
 
 #[allow(clippy::too_many_arguments)]

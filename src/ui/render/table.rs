@@ -63,7 +63,9 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
             };
             cells.push(Cell::from(Line::styled(text, style).right_aligned()));
         }
-        cells.push(Cell::from(Line::styled(format!("{} ", s.n), theme.dim).right_aligned()));
+        cells.push(Cell::from(
+            Line::styled(format!("{} ", s.n), theme.dim).right_aligned(),
+        ));
         Row::new(cells)
     });
     let mut widths = vec![Constraint::Length(13)];

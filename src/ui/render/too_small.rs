@@ -20,7 +20,11 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
             theme.text,
         ),
         Line::styled(
-            format!("{} {} requests, q quits", phase_label(app.phase), app.requests_done),
+            format!(
+                "{} {} requests, q quits",
+                phase_label(app.phase),
+                app.requests_done
+            ),
             theme.dim,
         ),
     ];

@@ -1,0 +1,174 @@
+//! The instrument's own cost on the measured loop (issue 8), measured side by side:
+//!
+//! - **harness overhead**: the mean decode step inside infertop's worker (channel, statistics
+//!   consumer, no telemetry) vs a bare candle loop doing exactly the same tensor work (same model,
+//!   shapes and threads; no channel, no telemetry);
+//! - **telemetry cost**: the worker with the telemetry thread sampling every 100 ms vs without.
+//!
+//! Variants run interleaved in rounds (bare, harness, harness+telemetry, rotated) so drift on a
+//! noisy machine hits all of them alike. Run: `cargo bench --bench overhead`
+//! (`OVERHEAD_PRESETS=tiny,small OVERHEAD_ROUNDS=5` to change the set).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use candle_core::{DType, Device, Tensor, D};
+use infertop::engine::events::{Control, Event};
+use infertop::engine::worker::{self, WorkerConfig};
+use infertop::engine::workload::{LenSpec, PromptSource, Workload};
+use infertop::model::{self, DeviceSpec, ModelSpec};
+use infertop::stats::RunStats;
+use infertop::telemetry::{self, TelemetryDevice};
+
+const PROMPT: usize = 64;
+const OUTPUT: usize = 64;
+const REQUESTS: u64 = 6;
+
+fn workload(vocab: usize) -> Workload {
+    Workload {
+        prompt: Some(LenSpec::Fixed(PROMPT)),
+        output: LenSpec::Fixed(OUTPUT),
+        batch: 1,
+        source: PromptSource::Synthetic,
+        vocab,
+        seed: 0,
+    }
+}
+
+/// The same tensor work as the worker's request loop, without the instrument around it.
+fn bare(preset: &str) -> Vec<f64> {
+    let spec = ModelSpec::Synthetic {
+        preset: preset.into(),
+        seed: 0,
+    };
+    let dev = Device::Cpu;
+    let mut loaded = model::load(
+        &spec,
+        &dev,
+        DeviceSpec::Cpu,
+        DType::F32,
+        Arc::new(|_: &str, _: u64, _: u64| {}),
+    )
+    .expect("load");
+    let w = workload(loaded.info.vocab);
+    let mut steps = Vec::new();
+    for index in 0..REQUESTS {
+        let shape = w.request(index);
+        loaded.model.reset();
+        let input = Tensor::from_slice(&shape.ids, (1, PROMPT), &dev).unwrap();
+        let logits = loaded.model.forward(&input, 0).unwrap();
+        let mut next = logits.argmax_keepdim(D::Minus1).unwrap();
+        let _ = next.flatten_all().unwrap().to_vec1::<u32>().unwrap();
+        dev.synchronize().unwrap();
+        for step in 1..OUTPUT {
+            let t = Instant::now();
+            let logits = loaded.model.forward(&next, PROMPT + step - 1).unwrap();
+            next = logits.argmax_keepdim(D::Minus1).unwrap();
+            let ids = next.flatten_all().unwrap().to_vec1::<u32>().unwrap();
+            dev.synchronize().unwrap();
+            let dt = t.elapsed().as_secs_f64();
+            std::hint::black_box(ids);
+            if index >= 2 {
+                steps.push(dt);
+            }
+        }
+    }
+    steps
+}
+
+/// The worker as infertop runs it headless, with a consumer applying every event to statistics.
+fn harness(preset: &str, with_telemetry: bool) -> Vec<f64> {
+    let (tx, rx) = crossbeam_channel::unbounded::<Event>();
+    let (_ctl_tx, ctl_rx) = crossbeam_channel::unbounded::<Control>();
+    let started = Instant::now();
+    let sampler = with_telemetry.then(|| {
+        telemetry::spawn_default(
+            TelemetryDevice::Cpu,
+            Duration::from_millis(100),
+            tx.clone(),
+            started,
+        )
+    });
+    let cfg = WorkerConfig {
+        model: ModelSpec::Synthetic {
+            preset: preset.into(),
+            seed: 0,
+        },
+        device: DeviceSpec::Cpu,
+        dtype: DType::F32,
+        threads: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1),
+        workload: workload(0),
+        warmup: 2,
+        requests: Some(REQUESTS),
+        duration: None,
+        stop_at_eos: false,
+        record_tokens: false,
+        tokenizer: None,
+    };
+    let handle = worker::spawn(cfg, tx, ctl_rx).expect("spawn");
+    let mut stats = RunStats::new();
+    let mut steps = Vec::new();
+    let mut warm = true;
+    for ev in rx.iter() {
+        match ev {
+            Event::RequestStarted { warmup, .. } => warm = warmup,
+            Event::DecodeStep { itl_s, .. } => {
+                stats.record_step(itl_s, warm);
+                if !warm {
+                    steps.push(itl_s);
+                }
+            }
+            Event::RequestDone(r) => stats.record_request(&r),
+            Event::Finished(_) => break,
+            _ => {}
+        }
+    }
+    if let Some(s) = sampler {
+        s.stop();
+    }
+    let _ = handle.join();
+    steps
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+fn main() {
+    let presets = std::env::var("OVERHEAD_PRESETS").unwrap_or_else(|_| "tiny,small".into());
+    let rounds: usize = std::env::var("OVERHEAD_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(5);
+    println!("decode-step overhead, {rounds} interleaved rounds, {REQUESTS} requests of P={PROMPT} G={OUTPUT} each (2 warmup dropped)");
+    for preset in presets.split(',') {
+        let (mut b, mut h, mut t) = (Vec::new(), Vec::new(), Vec::new());
+        for round in 0..rounds {
+            // Rotate the order so no variant always runs first.
+            for k in 0..3 {
+                match (round + k) % 3 {
+                    0 => b.extend(bare(preset)),
+                    1 => h.extend(harness(preset, false)),
+                    _ => t.extend(harness(preset, true)),
+                }
+            }
+        }
+        let (mb, mh, mt) = (mean(&b), mean(&h), mean(&t));
+        println!(
+            "{preset:>6}: bare {:.4} ms (n={}), worker {:.4} ms (n={}), worker+telemetry {:.4} ms (n={})",
+            mb * 1e3,
+            b.len(),
+            mh * 1e3,
+            h.len(),
+            mt * 1e3,
+            t.len()
+        );
+        println!(
+            "{preset:>6}: harness overhead ratio {:.4} (target <= 1.01), telemetry ratio {:.4} (target <= 1.01)",
+            mh / mb,
+            mt / mh
+        );
+    }
+}

@@ -1,0 +1,682 @@
+//! `infertop compare A.jsonl B.jsonl [...]`: each run against the first (the baseline).
+//!
+//! - Side by side: the steady-state summaries and the change of each percentile (absolute, %).
+//! - For TTFT, TPOT and E2E: the difference of medians (B − A) with a seeded bootstrap confidence
+//!   interval (resample each run's steady requests with replacement, 2000 times by default, and
+//!   take the 2.5th and 97.5th percentiles of the differences), and a verdict in plain words:
+//!   *faster* / *slower* when the interval excludes 0, else *no detectable change at this n*.
+//! - The outputs: request `i` of B must produce the same `output_hash` as request `i` of A. If any
+//!   differ, the report says so first and loudest, and `infertop compare` exits with
+//!   [`EXIT_OUTPUTS_DIFFER`] (3) — a speed-up that changed the answers must not pass unseen.
+
+use std::path::Path;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::reader::{self, Record};
+use super::report::settling;
+use super::summary::format_value;
+use crate::stats::{percentile_sorted, Metric, SettleRule, Summary};
+
+/// `infertop compare` exit code when generated outputs differ between runs.
+pub const EXIT_OUTPUTS_DIFFER: i32 = 3;
+
+/// Bootstrap parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct CompareOptions {
+    pub resamples: usize,
+    /// e.g. 0.95.
+    pub confidence: f64,
+    pub seed: u64,
+}
+
+impl Default for CompareOptions {
+    fn default() -> Self {
+        CompareOptions {
+            resamples: 2000,
+            confidence: 0.95,
+            seed: 0,
+        }
+    }
+}
+
+/// The output format of `compare`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompareFormat {
+    Md,
+    Json,
+}
+
+impl CompareFormat {
+    pub fn parse(s: &str) -> Result<CompareFormat, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "md" | "markdown" => Ok(CompareFormat::Md),
+            "json" => Ok(CompareFormat::Json),
+            other => Err(format!(
+                "--format: unknown format `{other}` (use md or json)"
+            )),
+        }
+    }
+}
+
+/// One run as the comparison shows it.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunSide {
+    /// "A", "B", ...
+    pub label: String,
+    pub file: String,
+    pub model: String,
+    pub device: String,
+    pub dtype: String,
+    /// "prompt/output/batch" as configured.
+    pub workload: String,
+    pub requests: u64,
+    pub warmup_requests: u64,
+    pub settled_at: Option<u64>,
+    /// Steady-state summaries, one per metric (`Metric::ALL` order), keyed by metric key.
+    pub steady: Vec<(String, Summary)>,
+}
+
+/// The difference of medians `other − base` with its bootstrap interval, in seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct MedianDiff {
+    pub base_median: f64,
+    pub other_median: f64,
+    pub diff: f64,
+    pub lo: f64,
+    pub hi: f64,
+    pub confidence: f64,
+    pub resamples: usize,
+    pub seed: u64,
+    pub n_base: usize,
+    pub n_other: usize,
+}
+
+/// What the interval says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Faster,
+    Slower,
+    NoDetectableChange,
+    TooFewRequests,
+}
+
+impl Verdict {
+    pub fn words(self) -> &'static str {
+        match self {
+            Verdict::Faster => "faster",
+            Verdict::Slower => "slower",
+            Verdict::NoDetectableChange => "no detectable change at this n",
+            Verdict::TooFewRequests => "too few steady requests to tell",
+        }
+    }
+}
+
+/// One percentile's change.
+#[derive(Clone, Debug, Serialize)]
+pub struct StatChange {
+    pub stat: String,
+    pub base: Option<f64>,
+    pub other: Option<f64>,
+    pub change: Option<f64>,
+    pub change_pct: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MetricChange {
+    pub metric: String,
+    pub label: String,
+    pub changes: Vec<StatChange>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub median_diff: Option<MedianDiff>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+}
+
+/// Whether the runs generated the same tokens, request by request (by `output_hash`).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct OutputCheck {
+    /// Requests with the same index in both runs.
+    pub compared: usize,
+    pub differing: usize,
+    /// The first request index whose output differs.
+    pub first_differing: Option<u64>,
+    /// Requests at the same index with a different prompt length, output length or batch.
+    pub workload_differs: usize,
+    /// Header config keys (model, seed, dtype, ...) that differ between the runs.
+    pub config_differs: Vec<String>,
+}
+
+impl OutputCheck {
+    pub fn outputs_differ(&self) -> bool {
+        self.differing > 0
+    }
+}
+
+/// One run against the baseline.
+#[derive(Clone, Debug, Serialize)]
+pub struct Pair {
+    pub base: String,
+    pub other: String,
+    pub metrics: Vec<MetricChange>,
+    pub outputs: OutputCheck,
+}
+
+/// The whole comparison.
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    pub runs: Vec<RunSide>,
+    pub pairs: Vec<Pair>,
+    pub options: CompareOptions,
+}
+
+/// A deterministic generator for resampling (SplitMix64).
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n > 0), by multiply-shift.
+    fn below(&mut self, n: usize) -> usize {
+        ((self.next_u64() as u128 * n as u128) >> 64) as usize
+    }
+}
+
+/// The median (numpy's: the mean of the two middle values for even n); reorders `v`.
+fn median_in_place(v: &mut [f64]) -> f64 {
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    let (left, mid, _) = v.select_nth_unstable_by(n / 2, f64::total_cmp);
+    let mid = *mid;
+    if n % 2 == 1 {
+        mid
+    } else {
+        let below = left.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        (below + mid) / 2.0
+    }
+}
+
+/// Bootstrap interval of `median(other) − median(base)`. `None` if either side is empty.
+pub fn bootstrap_median_diff(
+    base: &[f64],
+    other: &[f64],
+    opts: &CompareOptions,
+) -> Option<MedianDiff> {
+    if base.is_empty() || other.is_empty() {
+        return None;
+    }
+    let base_median = median_in_place(&mut base.to_vec());
+    let other_median = median_in_place(&mut other.to_vec());
+    let mut rng = SplitMix64(opts.seed);
+    let mut a = vec![0.0; base.len()];
+    let mut b = vec![0.0; other.len()];
+    let resamples = opts.resamples.max(1);
+    let mut diffs = Vec::with_capacity(resamples);
+    for _ in 0..resamples {
+        for x in a.iter_mut() {
+            *x = base[rng.below(base.len())];
+        }
+        for x in b.iter_mut() {
+            *x = other[rng.below(other.len())];
+        }
+        diffs.push(median_in_place(&mut b) - median_in_place(&mut a));
+    }
+    diffs.sort_by(f64::total_cmp);
+    let tail = (1.0 - opts.confidence.clamp(0.0, 1.0)) / 2.0 * 100.0;
+    Some(MedianDiff {
+        base_median,
+        other_median,
+        diff: other_median - base_median,
+        lo: percentile_sorted(&diffs, tail).unwrap_or(f64::NAN),
+        hi: percentile_sorted(&diffs, 100.0 - tail).unwrap_or(f64::NAN),
+        confidence: opts.confidence,
+        resamples,
+        seed: opts.seed,
+        n_base: base.len(),
+        n_other: other.len(),
+    })
+}
+
+/// Fewer steady requests than this on either side: no verdict.
+pub const MIN_N: usize = 3;
+
+/// The verdict for a latency (lower is better).
+pub fn verdict(d: &MedianDiff) -> Verdict {
+    if d.n_base < MIN_N || d.n_other < MIN_N {
+        Verdict::TooFewRequests
+    } else if d.lo > 0.0 {
+        Verdict::Slower
+    } else if d.hi < 0.0 {
+        Verdict::Faster
+    } else {
+        Verdict::NoDetectableChange
+    }
+}
+
+fn side(rec: &Record, label: &str) -> RunSide {
+    let summary = rec.summary();
+    let cfg = |k: &str| rec.config_str(k).unwrap_or_else(|| "?".into());
+    RunSide {
+        label: label.into(),
+        file: rec.path.display().to_string(),
+        model: rec
+            .model
+            .as_ref()
+            .map(|m| m.name.clone())
+            .unwrap_or_else(|| cfg("model")),
+        device: cfg("device"),
+        dtype: rec
+            .model
+            .as_ref()
+            .map(|m| m.dtype.clone())
+            .unwrap_or_else(|| cfg("dtype")),
+        workload: format!(
+            "{}/{}/{}",
+            cfg("prompt_tokens"),
+            cfg("output_tokens"),
+            cfg("batch")
+        ),
+        requests: summary.requests,
+        warmup_requests: summary.warmup_requests,
+        settled_at: settling(rec, &SettleRule::default()).settled_at,
+        steady: Metric::ALL
+            .iter()
+            .map(|&m| (m.key().to_string(), summary.steady.get(m)))
+            .collect(),
+    }
+}
+
+fn stats_of(s: &Summary) -> [(&'static str, Option<f64>); 6] {
+    let v = |x: f64| (s.n > 0).then_some(x);
+    [
+        ("mean", v(s.mean)),
+        ("p50", v(s.p50)),
+        ("p90", v(s.p90)),
+        ("p95", v(s.p95)),
+        ("p99", v(s.p99)),
+        ("max", v(s.max)),
+    ]
+}
+
+fn samples(rec: &Record, m: Metric) -> Vec<f64> {
+    rec.steady()
+        .filter_map(|r| match m {
+            Metric::Ttft => Some(r.ttft_s),
+            Metric::Tpot => r.tpot_s,
+            Metric::E2e => Some(r.e2e_s),
+            _ => None,
+        })
+        .collect()
+}
+
+fn output_check(base: &Record, other: &Record) -> OutputCheck {
+    let by_index: std::collections::HashMap<u64, &crate::engine::events::RequestDone> =
+        base.requests.iter().map(|r| (r.index, r)).collect();
+    let mut check = OutputCheck::default();
+    for r in &other.requests {
+        let Some(b) = by_index.get(&r.index) else {
+            continue;
+        };
+        check.compared += 1;
+        if (b.prompt_tokens, b.output_tokens, b.batch)
+            != (r.prompt_tokens, r.output_tokens, r.batch)
+        {
+            check.workload_differs += 1;
+        }
+        if b.output_hash != r.output_hash {
+            check.differing += 1;
+            if check.first_differing.is_none() {
+                check.first_differing = Some(r.index);
+            }
+        }
+    }
+    for key in [
+        "model",
+        "seed",
+        "dtype",
+        "device",
+        "prompt_tokens",
+        "output_tokens",
+        "batch",
+        "stop_at_eos",
+    ] {
+        let a = base
+            .config()
+            .and_then(|c| c.get(key))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let b = other
+            .config()
+            .and_then(|c| c.get(key))
+            .cloned()
+            .unwrap_or(Value::Null);
+        if a != b {
+            check.config_differs.push(format!("{key}: {a} → {b}"));
+        }
+    }
+    check
+}
+
+/// Compares records already read; the first is the baseline.
+pub fn compare_records(records: &[Record], opts: &CompareOptions) -> Comparison {
+    let label = |i: usize| -> String {
+        if i < 26 {
+            char::from(b'A' + i as u8).to_string()
+        } else {
+            format!("R{i}")
+        }
+    };
+    let runs: Vec<RunSide> = records
+        .iter()
+        .enumerate()
+        .map(|(i, r)| side(r, &label(i)))
+        .collect();
+    let mut pairs = Vec::new();
+    if let Some(base) = records.first() {
+        for (i, other) in records.iter().enumerate().skip(1) {
+            let mut metrics = Vec::new();
+            for (mi, &m) in Metric::ALL.iter().enumerate() {
+                let (a, b) = (runs[0].steady[mi].1, runs[i].steady[mi].1);
+                let changes = stats_of(&a)
+                    .iter()
+                    .zip(stats_of(&b).iter())
+                    .map(|(&(name, x), &(_, y))| {
+                        let change = x.zip(y).map(|(x, y)| y - x);
+                        StatChange {
+                            stat: name.into(),
+                            base: x,
+                            other: y,
+                            change,
+                            change_pct: change
+                                .zip(x)
+                                .and_then(|(c, x)| (x != 0.0).then(|| c / x * 100.0)),
+                        }
+                    })
+                    .collect();
+                let median_diff = matches!(m, Metric::Ttft | Metric::Tpot | Metric::E2e)
+                    .then(|| bootstrap_median_diff(&samples(base, m), &samples(other, m), opts))
+                    .flatten();
+                metrics.push(MetricChange {
+                    metric: m.key().into(),
+                    label: m.label().into(),
+                    changes,
+                    verdict: median_diff.as_ref().map(verdict),
+                    median_diff,
+                });
+            }
+            pairs.push(Pair {
+                base: runs[0].label.clone(),
+                other: runs[i].label.clone(),
+                metrics,
+                outputs: output_check(base, other),
+            });
+        }
+    }
+    Comparison {
+        runs,
+        pairs,
+        options: *opts,
+    }
+}
+
+/// Reads every record (errors name the file) and compares them.
+pub fn compare_files(paths: &[&Path], opts: &CompareOptions) -> Result<Comparison, String> {
+    if paths.len() < 2 {
+        return Err("compare needs at least two records (infertop compare A.jsonl B.jsonl)".into());
+    }
+    let records = paths
+        .iter()
+        .map(|p| reader::read(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(compare_records(&records, opts))
+}
+
+fn signed(m: Metric, v: f64) -> String {
+    let s = format_value(m, v.abs());
+    if v < 0.0 {
+        format!("−{s}")
+    } else {
+        format!("+{s}")
+    }
+}
+
+fn signed_pct(v: f64) -> String {
+    if v < 0.0 {
+        format!("−{:.1} %", -v)
+    } else {
+        format!("+{v:.1} %")
+    }
+}
+
+impl Comparison {
+    /// True if any run generated different outputs than the baseline.
+    pub fn outputs_differ(&self) -> bool {
+        self.pairs.iter().any(|p| p.outputs.outputs_differ())
+    }
+
+    /// The exit code `compare` ends with: 0, or [`EXIT_OUTPUTS_DIFFER`].
+    pub fn exit_code(&self) -> i32 {
+        if self.outputs_differ() {
+            EXIT_OUTPUTS_DIFFER
+        } else {
+            0
+        }
+    }
+
+    /// The loud lines, one per run whose outputs differ (also printed to stderr by the CLI).
+    pub fn alarms(&self) -> Vec<String> {
+        self.pairs
+            .iter()
+            .filter(|p| p.outputs.outputs_differ())
+            .map(|p| {
+                let o = &p.outputs;
+                let mut line = format!(
+                    "!!! OUTPUTS DIFFER: {} of {} requests of {} generated different tokens than {} (first at request #{}): this is not the same computation",
+                    o.differing,
+                    o.compared,
+                    p.other,
+                    p.base,
+                    o.first_differing.unwrap_or_default()
+                );
+                if o.workload_differs > 0 || !o.config_differs.is_empty() {
+                    line.push_str(" (the runs' configurations differ too: expected if intended)");
+                }
+                line
+            })
+            .collect()
+    }
+
+    pub fn render(&self, format: CompareFormat) -> String {
+        match format {
+            CompareFormat::Json => {
+                let mut v = serde_json::to_value(self).unwrap_or(Value::Null);
+                if let Some(obj) = v.as_object_mut() {
+                    obj.insert("type".into(), "comparison".into());
+                    obj.insert("outputs_differ".into(), self.outputs_differ().into());
+                    obj.insert("alarms".into(), self.alarms().into());
+                }
+                v.to_string() + "\n"
+            }
+            CompareFormat::Md => self.to_markdown(),
+        }
+    }
+
+    fn to_markdown(&self) -> String {
+        let mut out = String::new();
+        for a in self.alarms() {
+            out.push_str(&format!("\n**{a}**\n"));
+        }
+        out.push_str("\n## Runs\n\n|  |");
+        for r in &self.runs {
+            out.push_str(&format!(" {} |", r.label));
+        }
+        out.push_str("\n|---|");
+        out.push_str(&"---|".repeat(self.runs.len()));
+        out.push('\n');
+        let row = |name: &str, f: &dyn Fn(&RunSide) -> String| {
+            let mut s = format!("| {name} |");
+            for r in &self.runs {
+                s.push_str(&format!(" {} |", f(r)));
+            }
+            s + "\n"
+        };
+        out.push_str(&row("file", &|r| format!("`{}`", r.file)));
+        out.push_str(&row("model", &|r| r.model.clone()));
+        out.push_str(&row("device / dtype", &|r| {
+            format!("{} / {}", r.device, r.dtype)
+        }));
+        out.push_str(&row("prompt/output/batch", &|r| r.workload.clone()));
+        out.push_str(&row("requests (warmup)", &|r| {
+            format!("{} ({})", r.requests, r.warmup_requests)
+        }));
+        out.push_str(&row("settled at", &|r| {
+            r.settled_at
+                .map_or("not settled".into(), |i| format!("#{i}"))
+        }));
+        for p in &self.pairs {
+            out.push_str(&format!(
+                "\n## {} vs {} (steady state)\n\n",
+                p.other, p.base
+            ));
+            out.push_str(&format!(
+                "| metric | stat | {} | {} | change | change % |\n|---|---|---:|---:|---:|---:|\n",
+                p.base, p.other
+            ));
+            for (mc, &m) in p.metrics.iter().zip(Metric::ALL.iter()) {
+                for c in &mc.changes {
+                    let v = |x: Option<f64>| x.map_or("-".into(), |x| format_value(m, x));
+                    out.push_str(&format!(
+                        "| {} | {} | {} | {} | {} | {} |\n",
+                        mc.label,
+                        c.stat,
+                        v(c.base),
+                        v(c.other),
+                        c.change.map_or("-".into(), |x| signed(m, x)),
+                        c.change_pct.map_or("-".into(), signed_pct)
+                    ));
+                }
+            }
+            let o = &self.options;
+            out.push_str(&format!(
+                "\n### Verdicts (median of {} − median of {}; bootstrap {:.0} % CI, {} resamples, seed {})\n\n",
+                p.other,
+                p.base,
+                o.confidence * 100.0,
+                o.resamples,
+                o.seed
+            ));
+            for mc in &p.metrics {
+                let (Some(d), Some(v)) = (&mc.median_diff, mc.verdict) else {
+                    continue;
+                };
+                let m = Metric::ALL
+                    .iter()
+                    .copied()
+                    .find(|m| m.key() == mc.metric)
+                    .unwrap_or(Metric::E2e);
+                let rel = if d.base_median != 0.0 {
+                    d.diff / d.base_median * 100.0
+                } else {
+                    0.0
+                };
+                let what = match v {
+                    Verdict::Faster | Verdict::Slower => format!("**{}**", v.words()),
+                    _ => v.words().to_string(),
+                };
+                out.push_str(&format!(
+                    "- {}: {what}: {} ({}), {:.0} % CI [{}, {}]; n = {} vs {}.\n",
+                    mc.label,
+                    signed(m, d.diff),
+                    signed_pct(rel),
+                    d.confidence * 100.0,
+                    signed(m, d.lo),
+                    signed(m, d.hi),
+                    d.n_base,
+                    d.n_other
+                ));
+            }
+            out.push_str("\n### Outputs\n\n");
+            let oc = &p.outputs;
+            if oc.compared == 0 {
+                out.push_str("- Not checked: no request index in common.\n");
+            } else if oc.outputs_differ() {
+                out.push_str(&format!(
+                    "- **DIFFERENT**: {} of {} requests generated different tokens (output_hash), first at request #{}.\n",
+                    oc.differing,
+                    oc.compared,
+                    oc.first_differing.unwrap_or_default()
+                ));
+            } else {
+                out.push_str(&format!(
+                    "- Same: all {} requests with the same index generated identical tokens (output_hash).\n",
+                    oc.compared
+                ));
+            }
+            if oc.workload_differs > 0 {
+                out.push_str(&format!(
+                    "- {} requests had a different prompt length, output length or batch.\n",
+                    oc.workload_differs
+                ));
+            }
+            for c in &oc.config_differs {
+                out.push_str(&format!("- Config differs: {c}\n"));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_matches_numpy() {
+        assert_eq!(median_in_place(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median_in_place(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert!(median_in_place(&mut []).is_nan());
+    }
+
+    #[test]
+    fn bootstrap_is_seeded_and_brackets_the_shift() {
+        let a: Vec<f64> = (0..40)
+            .map(|i| 1.0 + 0.01 * ((i * 7) % 10) as f64)
+            .collect();
+        let b: Vec<f64> = a.iter().map(|x| x + 0.5).collect();
+        let o = CompareOptions::default();
+        let d1 = bootstrap_median_diff(&a, &b, &o).unwrap();
+        let d2 = bootstrap_median_diff(&a, &b, &o).unwrap();
+        assert_eq!(d1, d2, "same seed, same interval");
+        assert!((d1.diff - 0.5).abs() < 1e-12);
+        assert!(d1.lo > 0.4 && d1.hi < 0.6, "{d1:?}");
+        assert_eq!(verdict(&d1), Verdict::Slower);
+        let back = bootstrap_median_diff(&b, &a, &o).unwrap();
+        assert_eq!(verdict(&back), Verdict::Faster);
+        let same = bootstrap_median_diff(&a, &a, &o).unwrap();
+        assert_eq!(same.diff, 0.0);
+        assert_eq!(verdict(&same), Verdict::NoDetectableChange);
+        let few = bootstrap_median_diff(&a[..2], &b[..2], &o).unwrap();
+        assert_eq!(verdict(&few), Verdict::TooFewRequests);
+        assert!(bootstrap_median_diff(&[], &b, &o).is_none());
+    }
+
+    #[test]
+    fn rng_below_is_in_range() {
+        let mut r = SplitMix64(42);
+        for n in [1usize, 2, 3, 10, 1000] {
+            for _ in 0..1000 {
+                assert!(r.below(n) < n);
+            }
+        }
+    }
+}

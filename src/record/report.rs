@@ -1,0 +1,513 @@
+//! `infertop report`: the summary a run printed, recomputed from its record, plus what the record
+//! tells beyond it: when latency settled and what warmup cost, goodput against an SLO, roofline
+//! utilisation, and the cost of output tokens.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use super::reader::Record;
+use super::{RunSummary, SummaryFormat};
+use crate::engine::events::RequestDone;
+use crate::stats::goodput::{self, Goodput};
+use crate::stats::roofline::{self, Peak};
+use crate::stats::{percentile_sorted, settle_point, warmup_cost_s, SettleRule, Slo};
+
+/// What the report is asked to add to the summary.
+#[derive(Clone, Debug, Default)]
+pub struct ReportOptions {
+    /// Overrides the record's own `--slo`.
+    pub slo: Option<Slo>,
+    /// Hardware cost per hour, in any currency.
+    pub cost_per_hour: Option<f64>,
+    /// Bytes/s (`--peak-bw`).
+    pub peak_bw: Option<f64>,
+    /// FLOP/s (`--peak-flops`).
+    pub peak_flops: Option<f64>,
+    /// A device name to look up in the known-device table (`--device-name`).
+    pub device_name: Option<String>,
+    /// Measure this CPU when a CPU record has no other peak figures.
+    pub probe: bool,
+    pub rule: SettleRule,
+}
+
+/// When latency settled (see `stats::steady`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Settling {
+    pub rule: String,
+    /// Request `index` at which TTFT / TPOT settled; `None`: not settled.
+    pub ttft_settled_at: Option<u64>,
+    pub tpot_settled_at: Option<u64>,
+    /// The later of the two: the first request of the detected steady state.
+    pub settled_at: Option<u64>,
+    /// Requests before it.
+    pub warmup_requests_detected: Option<usize>,
+    /// Extra E2E seconds of those requests over the steady mean E2E.
+    pub warmup_cost_s: Option<f64>,
+    /// What `--warmup N` marked.
+    pub warmup_requests_flagged: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GoodputReport {
+    pub slo: Slo,
+    /// "record" (the run's `--slo`) or "--slo" (given to report).
+    pub slo_from: String,
+    #[serde(flatten)]
+    pub goodput: Goodput,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RooflineReport {
+    pub peak: Peak,
+    /// Median over steady requests of decode bytes/step / TPOT / peak bandwidth.
+    pub decode_bw_utilisation: Option<f64>,
+    /// Median achieved decode bandwidth, bytes/s.
+    pub decode_bw_achieved: Option<f64>,
+    /// Median bytes read per decode step.
+    pub decode_bytes_per_step: Option<f64>,
+    /// Median over steady requests of prefill FLOPs / TTFT / peak FLOP/s.
+    pub prefill_compute_utilisation: Option<f64>,
+    /// Median achieved prefill FLOP/s.
+    pub prefill_flops_achieved: Option<f64>,
+    /// Why a figure is missing, if one is.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CostReport {
+    pub cost_per_hour: f64,
+    pub output_tokens: u64,
+    pub duration_s: f64,
+    pub output_tok_s: f64,
+    pub cost_per_million_output_tokens: Option<f64>,
+}
+
+/// Everything `report` prints besides the summary.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Analysis {
+    pub settling: Settling,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<GoodputReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub roofline: Option<RooflineReport>,
+    /// Why there is no roofline (no model info, unknown GPU, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub roofline_unavailable: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost: Option<CostReport>,
+}
+
+/// A record's report: the recomputed summary and the analysis.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub summary: RunSummary,
+    pub analysis: Analysis,
+}
+
+impl Report {
+    pub fn of(rec: &Record, opts: &ReportOptions) -> Report {
+        Report {
+            summary: rec.summary(),
+            analysis: analyse(rec, opts),
+        }
+    }
+
+    /// md: the summary table and sections; json: one line, the run's summary object with an
+    /// `analysis` key; csv: the summary table only (its columns do not fit the analysis).
+    pub fn render(&self, format: SummaryFormat) -> String {
+        match format {
+            SummaryFormat::Csv => self.summary.render(format),
+            SummaryFormat::Json => {
+                let mut v = self.summary.to_json();
+                if let Some(obj) = v.as_object_mut() {
+                    obj.insert(
+                        "analysis".into(),
+                        serde_json::to_value(&self.analysis).unwrap_or(Value::Null),
+                    );
+                }
+                v.to_string() + "\n"
+            }
+            SummaryFormat::Md => self.summary.render(format) + &self.analysis.to_markdown(),
+        }
+    }
+}
+
+/// The settling analysis alone (also used by the plot).
+pub fn settling(rec: &Record, rule: &SettleRule) -> Settling {
+    let reqs = rec.counted();
+    let ttft: Vec<f64> = reqs.iter().map(|r| r.ttft_s).collect();
+    let with_tpot: Vec<usize> = (0..reqs.len())
+        .filter(|&i| reqs[i].tpot_s.is_some())
+        .collect();
+    let tpot: Vec<f64> = with_tpot.iter().filter_map(|&i| reqs[i].tpot_s).collect();
+    let ttft_pos = settle_point(&ttft, rule);
+    let tpot_pos = settle_point(&tpot, rule).and_then(|p| with_tpot.get(p).copied());
+    let pos = match (ttft_pos, tpot_pos, tpot.is_empty()) {
+        (Some(a), Some(b), _) => Some(a.max(b)),
+        (Some(a), None, true) => Some(a),
+        _ => None,
+    };
+    let e2e: Vec<f64> = reqs.iter().map(|r| r.e2e_s).collect();
+    Settling {
+        rule: rule.describe(),
+        ttft_settled_at: ttft_pos.map(|p| reqs[p].index),
+        tpot_settled_at: tpot_pos.map(|p| reqs[p].index),
+        settled_at: pos.map(|p| reqs[p].index),
+        warmup_requests_detected: pos,
+        warmup_cost_s: pos.map(|p| warmup_cost_s(&e2e, p)),
+        warmup_requests_flagged: reqs.iter().filter(|r| r.warmup).count() as u64,
+    }
+}
+
+fn analyse(rec: &Record, opts: &ReportOptions) -> Analysis {
+    let steady: Vec<&RequestDone> = rec.steady().collect();
+    let busy = goodput::busy_time_s(steady.iter().copied());
+    let goodput = match (opts.slo, rec.slo()) {
+        (Some(slo), _) => Some((slo, "--slo")),
+        (None, Some(slo)) => Some((slo, "record")),
+        (None, None) => None,
+    }
+    .map(|(slo, from)| GoodputReport {
+        slo,
+        slo_from: from.into(),
+        goodput: goodput::goodput(steady.iter().copied(), &slo, busy),
+    });
+    let cost = opts.cost_per_hour.map(|per_hour| {
+        let tokens: u64 = steady.iter().map(|r| goodput::output_tokens(r)).sum();
+        CostReport {
+            cost_per_hour: per_hour,
+            output_tokens: tokens,
+            duration_s: busy,
+            output_tok_s: if busy > 0.0 {
+                tokens as f64 / busy
+            } else {
+                0.0
+            },
+            cost_per_million_output_tokens: goodput::cost_per_million_tokens(
+                per_hour, tokens, busy,
+            ),
+        }
+    });
+    let (roofline, roofline_unavailable) = match roofline_of(rec, &steady, opts) {
+        Ok(r) => (Some(r), None),
+        Err(why) => (None, Some(why)),
+    };
+    Analysis {
+        settling: settling(rec, &opts.rule),
+        goodput,
+        roofline,
+        roofline_unavailable,
+        cost,
+    }
+}
+
+/// The GPU name the record's header gives, if any (`machine.gpu`, `machine.gpu_name`, or the
+/// first `machine.gpus[].name`).
+fn gpu_name(rec: &Record) -> Option<String> {
+    let m = rec.header.as_ref()?.get("machine")?;
+    for key in ["gpu", "gpu_name"] {
+        if let Some(s) = m.get(key).and_then(Value::as_str) {
+            return Some(s.to_string());
+        }
+    }
+    let gpus = m.get("gpus")?.as_array()?;
+    gpus.first()?.get("name")?.as_str().map(str::to_string)
+}
+
+fn peak_for(rec: &Record, dtype: &str, opts: &ReportOptions) -> Peak {
+    let mut peak = Peak::default();
+    if let Some(bw) = opts.peak_bw {
+        peak.bandwidth = Some(bw);
+        peak.basis.push("bandwidth: --peak-bw".into());
+    }
+    if let Some(f) = opts.peak_flops {
+        peak.flops = Some(f);
+        peak.basis.push("FLOP/s: --peak-flops".into());
+    }
+    if peak.bandwidth.is_some() && peak.flops.is_some() {
+        return peak;
+    }
+    let device = rec.config_str("device").unwrap_or_default();
+    let named = opts.device_name.clone().or_else(|| gpu_name(rec));
+    let fill = match named.as_deref().and_then(roofline::lookup) {
+        Some(dev) => Some(Peak::from_table(dev, dtype)),
+        None if device == "cpu" && opts.probe => {
+            let mut p = roofline::probe_cpu();
+            let here = this_cpu();
+            let there = rec
+                .header
+                .as_ref()
+                .and_then(|h| h.get("machine")?.get("cpu")?.as_str().map(str::to_string))
+                .unwrap_or_default();
+            p.basis.push(if !here.is_empty() && here == there {
+                format!("the record was made on the same CPU model ({here})")
+            } else {
+                format!("the record was made on `{there}`, this machine is `{here}`: the probe may not apply")
+            });
+            Some(p)
+        }
+        None => None,
+    };
+    if let Some(f) = fill {
+        let from_fill = |mine: &mut Option<f64>, theirs: Option<f64>| {
+            if mine.is_none() && theirs.is_some() {
+                *mine = theirs;
+                true
+            } else {
+                false
+            }
+        };
+        let b = from_fill(&mut peak.bandwidth, f.bandwidth);
+        let c = from_fill(&mut peak.flops, f.flops);
+        if b || c {
+            peak.basis.extend(f.basis);
+        }
+    }
+    peak
+}
+
+fn this_cpu() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.retain(|x| x.is_finite());
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    percentile_sorted(&v, 50.0)
+}
+
+fn roofline_of(
+    rec: &Record,
+    steady: &[&RequestDone],
+    opts: &ReportOptions,
+) -> Result<RooflineReport, String> {
+    let model = rec
+        .model
+        .as_ref()
+        .ok_or("the record has no model information (no run_started event)")?;
+    if steady.is_empty() {
+        return Err("no steady-state requests".into());
+    }
+    let peak = peak_for(rec, &model.dtype, opts);
+    if peak.bandwidth.is_none() && peak.flops.is_none() {
+        return Err(format!(
+            "no peak figures for device `{}`{}: pass --peak-bw and --peak-flops, or --device-name NAME (one of the known devices: H100, H200, A100, L4, L40S, RTX 4090, ...)",
+            rec.config_str("device").unwrap_or_else(|| "?".into()),
+            gpu_name(rec).map(|g| format!(" ({g}, not in the table)")).unwrap_or_default()
+        ));
+    }
+    let mut notes = Vec::new();
+    let bytes: Vec<f64> = steady
+        .iter()
+        .filter(|r| r.tpot_s.is_some())
+        .map(|r| {
+            roofline::decode_bytes_per_step(
+                model.weight_bytes,
+                model.kv_bytes_per_token,
+                r.prompt_tokens,
+                r.output_tokens,
+                r.batch,
+            )
+        })
+        .collect();
+    let achieved_bw: Vec<f64> = steady
+        .iter()
+        .filter_map(|r| {
+            let t = r.tpot_s?;
+            Some(
+                roofline::decode_bytes_per_step(
+                    model.weight_bytes,
+                    model.kv_bytes_per_token,
+                    r.prompt_tokens,
+                    r.output_tokens,
+                    r.batch,
+                ) / t,
+            )
+        })
+        .collect();
+    if achieved_bw.is_empty() {
+        notes.push("no decode steps (every request generated one token)".to_string());
+    }
+    let achieved_flops: Vec<f64> = steady
+        .iter()
+        .filter(|r| r.ttft_s > 0.0)
+        .map(|r| roofline::prefill_flops(model.params, r.prompt_tokens, r.batch) / r.ttft_s)
+        .collect();
+    let decode_bw_achieved = median(achieved_bw.clone());
+    let prefill_flops_achieved = median(achieved_flops.clone());
+    let decode_bw_utilisation = peak
+        .bandwidth
+        .and_then(|p| median(achieved_bw.iter().map(|a| a / p).collect()));
+    let prefill_compute_utilisation = peak
+        .flops
+        .and_then(|p| median(achieved_flops.iter().map(|a| a / p).collect()));
+    if peak.bandwidth.is_none() {
+        notes.push("no peak bandwidth: pass --peak-bw".into());
+    }
+    if peak.flops.is_none() {
+        notes.push("no peak FLOP/s: pass --peak-flops".into());
+    }
+    Ok(RooflineReport {
+        peak,
+        decode_bw_utilisation,
+        decode_bw_achieved,
+        decode_bytes_per_step: median(bytes),
+        prefill_compute_utilisation,
+        prefill_flops_achieved,
+        notes,
+    })
+}
+
+fn ms(s: f64) -> String {
+    format!("{:.3} ms", s * 1e3)
+}
+
+fn pct(f: f64) -> String {
+    format!("{:.1} %", f * 100.0)
+}
+
+fn si(v: f64, unit: &str) -> String {
+    let (d, p) = match v.abs() {
+        x if x >= 1e15 => (1e15, "P"),
+        x if x >= 1e12 => (1e12, "T"),
+        x if x >= 1e9 => (1e9, "G"),
+        x if x >= 1e6 => (1e6, "M"),
+        x if x >= 1e3 => (1e3, "k"),
+        _ => (1.0, ""),
+    };
+    format!("{:.2} {p}{unit}", v / d)
+}
+
+/// `ttft ≤ 200.000 ms, tpot ≤ 50.000 ms`.
+pub fn slo_text(slo: &Slo) -> String {
+    let mut parts = Vec::new();
+    for (name, v) in [
+        ("TTFT", slo.ttft_s),
+        ("TPOT", slo.tpot_s),
+        ("E2E", slo.e2e_s),
+    ] {
+        if let Some(v) = v {
+            parts.push(format!("{name} ≤ {}", ms(v)));
+        }
+    }
+    parts.join(", ")
+}
+
+impl Analysis {
+    pub fn to_markdown(&self) -> String {
+        let mut out = String::new();
+        let s = &self.settling;
+        out.push_str("\n## Warmup and steady state\n\n");
+        out.push_str(&format!(
+            "Rule: the {} (TTFT and TPOT separately).\n\n",
+            s.rule
+        ));
+        let at = |v: Option<u64>| {
+            v.map_or("not settled".to_string(), |i| {
+                format!("settled at request #{i}")
+            })
+        };
+        out.push_str(&format!(
+            "- TTFT: {}; TPOT: {}.\n",
+            at(s.ttft_settled_at),
+            at(s.tpot_settled_at)
+        ));
+        match (s.settled_at, s.warmup_requests_detected, s.warmup_cost_s) {
+            (Some(_), Some(0), _) => out.push_str(&format!(
+                "- Settled from the first request: no warmup detected; `--warmup` marked {}.\n",
+                s.warmup_requests_flagged
+            )),
+            (Some(i), Some(n), Some(cost)) => out.push_str(&format!(
+                "- Settled after {n} request{plural} (steady from request #{i}); `--warmup` marked {}.\n- Warmup cost: {:.3} s of E2E over the steady mean in those {n} request{plural}.\n",
+                s.warmup_requests_flagged,
+                cost,
+                plural = if n == 1 { "" } else { "s" },
+            )),
+            _ => out.push_str(&format!(
+                "- Latency did not settle under this rule (too few requests, or still moving); `--warmup` marked {}.\n",
+                s.warmup_requests_flagged
+            )),
+        }
+        if let Some(g) = &self.goodput {
+            out.push_str(&format!(
+                "\n## Goodput ({}; SLO from {})\n\n- {} of {} steady requests ({}) met every SLO.\n- Goodput: {:.3} requests/s ({:.3} sequences/s) over {:.3} s of requests (vLLM's definition: requests meeting the SLO per second of run time; run time = sum of E2E).\n",
+                slo_text(&g.slo),
+                if g.slo_from == "record" { "the run's --slo" } else { "--slo" },
+                g.goodput.met,
+                g.goodput.requests,
+                pct(g.goodput.share),
+                g.goodput.goodput_rps,
+                g.goodput.goodput_seq_s,
+                g.goodput.duration_s
+            ));
+        }
+        out.push_str("\n## Roofline\n\n");
+        match (&self.roofline, &self.roofline_unavailable) {
+            (Some(r), _) => {
+                if let (Some(bytes), Some(ach)) = (r.decode_bytes_per_step, r.decode_bw_achieved) {
+                    out.push_str(&format!(
+                        "- Decode: {} of peak memory bandwidth ({}/s achieved{}; {} read per step: weights + KV cache at the mean context; median over steady requests).\n",
+                        r.decode_bw_utilisation.map_or("?".into(), pct),
+                        si(ach, "B"),
+                        r.peak.bandwidth.map(|p| format!(" of {}/s", si(p, "B"))).unwrap_or_default(),
+                        si(bytes, "B"),
+                    ));
+                }
+                if let Some(ach) = r.prefill_flops_achieved {
+                    out.push_str(&format!(
+                        "- Prefill: {} of peak FLOP/s ({} achieved{}; 2 × params × prompt tokens × batch / TTFT; median over steady requests).\n",
+                        r.prefill_compute_utilisation.map_or("?".into(), pct),
+                        si(ach, "FLOP/s"),
+                        r.peak.flops.map(|p| format!(" of {}", si(p, "FLOP/s"))).unwrap_or_default(),
+                    ));
+                }
+                out.push_str(&format!("- Peak figures: {}.\n", r.peak.basis.join("; ")));
+                for n in &r.notes {
+                    out.push_str(&format!("- Note: {n}.\n"));
+                }
+            }
+            (None, Some(why)) => out.push_str(&format!("- Not available: {why}.\n")),
+            (None, None) => out.push_str("- Not available.\n"),
+        }
+        if let Some(c) = &self.cost {
+            out.push_str(&format!(
+                "\n## Cost (--cost-per-hour {})\n\n",
+                c.cost_per_hour
+            ));
+            match c.cost_per_million_output_tokens {
+                Some(m) => out.push_str(&format!(
+                    "- {m:.4} per million output tokens ({:.1} output tokens/s: {} tokens over {:.3} s of steady requests, one request at a time).\n",
+                    c.output_tok_s, c.output_tokens, c.duration_s
+                )),
+                None => out.push_str("- Not available: no output tokens in steady state.\n"),
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn si_and_pct() {
+        assert_eq!(si(3.35e12, "B"), "3.35 TB");
+        assert_eq!(si(12.0, "B"), "12.00 B");
+        assert_eq!(pct(0.1234), "12.3 %");
+        let slo = Slo::parse("ttft=200ms,e2e=1s").unwrap_or_default();
+        assert_eq!(slo_text(&slo), "TTFT ≤ 200.000 ms, E2E ≤ 1000.000 ms");
+    }
+}
