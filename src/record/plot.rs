@@ -29,7 +29,7 @@ text { font-family: 'DejaVu Sans', Helvetica, Arial, sans-serif; fill: #111827; 
 .ptitle { font-size: 13px; font-weight: bold; }
 .tick { font-size: 10px; fill: #4b5563; }
 .label { font-size: 11px; fill: #374151; }
-.note { font-size: 10px; }
+.note { font-size: 10px; paint-order: stroke; stroke: #ffffff; stroke-width: 3px; stroke-linejoin: round; }
 .frame { fill: #ffffff; stroke: #9ca3af; stroke-width: 1; }
 .grid { stroke: #e5e7eb; stroke-width: 1; }
 .warm { fill: #e5e7eb; }
@@ -445,7 +445,11 @@ fn cdf_panel(svg: &mut Svg, f: &Frame, title: &str, color: &str, samples_s: &[f6
         );
         return;
     }
-    let (min, max) = (v[0], v[v.len() - 1]);
+    let (min, true_max) = (v[0], v[v.len() - 1]);
+    let s = Summary::of(samples_s);
+    // A long tail (one 1 s stall among 3 ms steps) would squash the body: the axis ends at
+    // 2 × p99 and the maximum is written out instead.
+    let max = true_max.min(2.0 * s.p99 * 1e3).max(min);
     let pad = ((max - min) * 0.05).max(max * 0.01).max(1e-6);
     let xs = Scale {
         lo: (min - pad).max(0.0),
@@ -481,8 +485,18 @@ fn cdf_panel(svg: &mut Svg, f: &Frame, title: &str, color: &str, samples_s: &[f6
         pts.push((xs.map(x), ys.map((i + 1) as f64 / n)));
     }
     pts.push((xs.map(xs.hi), ys.map(1.0)));
+    let pts: Vec<(f64, f64)> = pts.into_iter().map(|(x, y)| (x.min(f.x + f.w), y)).collect();
     svg.polyline(&pts, color);
-    let s = Summary::of(samples_s);
+    if true_max > max {
+        svg.colored_text(
+            f.x + f.w - 4.0,
+            f.y + f.h - 8.0,
+            "end",
+            "note",
+            color,
+            &format!("max {true_max:.3} ms (off scale)"),
+        );
+    }
     for (q, val, class, c) in [
         (0.5, s.p50, "p50", "#16a34a"),
         (0.99, s.p99, "p99", "#dc2626"),
