@@ -138,6 +138,12 @@ pub struct RunArgs {
     /// Key bindings TOML file.
     #[arg(long)]
     pub keys: Option<PathBuf>,
+    /// Test-only fault injection, hidden from --help: `panic@N` or `error@N` makes the worker
+    /// panic or fail in request N (0-based, after its prefill), `ui-panic@N` makes the dashboard
+    /// thread panic when request N finishes. The fault tests use it to check that a failure
+    /// is reported, the record keeps what was measured, and the terminal is restored.
+    #[arg(long, hide = true)]
+    pub fault: Option<String>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -320,6 +326,12 @@ fn report(args: &ReportArgs) -> Result<i32, Failure> {
                 known.join(", ")
             )));
         }
+    }
+    if args.record.is_dir() {
+        return Err(Failure::usage(format!(
+            "{}: is a directory; pass a record file written with --record FILE",
+            args.record.display()
+        )));
     }
     let rec = crate::record::reader::read(&args.record).map_err(Failure::usage)?;
     let opts = ReportOptions {
@@ -642,9 +654,9 @@ fn plan(args: &RunArgs, signal: &Arc<AtomicUsize>) -> Result<RunPlan, Failure> {
     }
 
     let headless = args.headless || !std::io::stdout().is_terminal();
-    let dashboard = if headless {
-        None
-    } else {
+    // The dashboard's flags and files are checked in headless runs too: a mistake in a script
+    // should not pass unnoticed until the same command is run in a terminal.
+    let dashboard = {
         let color = crate::ui::ColorMode::parse(&args.color).map_err(Failure::usage)?;
         let opts = crate::ui::DashboardOptions {
             fps: args.fps,
@@ -657,7 +669,7 @@ fn plan(args: &RunArgs, signal: &Arc<AtomicUsize>) -> Result<RunPlan, Failure> {
             signal: signal.clone(),
         };
         crate::ui::validate_options(&opts).map_err(|e| Failure::usage(e.to_string()))?;
-        Some(opts)
+        (!headless).then_some(opts)
     };
     // What candle will use: RAYON_NUM_THREADS (set from --threads in `run`) or every core.
     let threads = args
@@ -750,7 +762,7 @@ fn read_prompt_file(path: &Path) -> Result<Vec<String>, Failure> {
     for (i, l) in text.lines().enumerate() {
         if l.len() > MAX_PROMPT_LINE {
             return Err(Failure::usage(format!(
-                "--prompt-file {}: line {} is {} bytes, over the 1 MiB limit for one prompt",
+                "--prompt-file {}: line {} is {} bytes, over the 1 MiB limit for one prompt; split it, or use --prompt-tokens N for long synthetic prompts",
                 path.display(),
                 i + 1,
                 l.len()
@@ -767,6 +779,31 @@ fn read_prompt_file(path: &Path) -> Result<Vec<String>, Failure> {
         )));
     }
     Ok(lines)
+}
+
+/// The faults `--fault` injects (test-only).
+#[derive(Clone, Copy, Debug, Default)]
+struct Faults {
+    worker: Option<worker::Fault>,
+    /// Panic on the dashboard thread when this request finishes.
+    ui_panic: Option<u64>,
+}
+
+fn parse_fault(spec: Option<&str>) -> Result<Faults, Failure> {
+    let Some(spec) = spec else {
+        return Ok(Faults::default());
+    };
+    let bad = || Failure::usage(format!("--fault: `{spec}` is not panic@N, error@N or ui-panic@N"));
+    let (kind, n) = spec.split_once('@').ok_or_else(bad)?;
+    let n: u64 = n.trim().parse().map_err(|_| bad())?;
+    let mut f = Faults::default();
+    match kind {
+        "panic" => f.worker = Some(worker::Fault::Panic(n)),
+        "error" => f.worker = Some(worker::Fault::Error(n)),
+        "ui-panic" => f.ui_panic = Some(n),
+        _ => return Err(bad()),
+    }
+    Ok(f)
 }
 
 /// The signal that asked us to stop, as a stop reason and conventional exit code.
@@ -840,6 +877,7 @@ fn machine_info() -> serde_json::Value {
 fn run(args: RunArgs) -> Result<i32, Failure> {
     let signal = register_signals()?;
     let plan = plan(&args, &signal)?;
+    let fault = parse_fault(args.fault.as_deref())?;
     if let Some(t) = args.threads {
         // candle's CPU kernels size their thread pools from this; set before any pool exists.
         std::env::set_var("RAYON_NUM_THREADS", t.to_string());
@@ -864,7 +902,7 @@ fn run(args: RunArgs) -> Result<i32, Failure> {
     let headless = plan.headless;
     let format = plan.format;
     let dashboard = plan.dashboard;
-    let handle = worker::spawn(plan.worker, ev_tx, ctl_rx)
+    let handle = worker::spawn_with_fault(plan.worker, fault.worker, ev_tx, ctl_rx)
         .map_err(|e| Failure::runtime(format!("cannot start the worker thread: {e}")))?;
 
     let outcome = if headless {
@@ -882,19 +920,40 @@ fn run(args: RunArgs) -> Result<i32, Failure> {
             if let Some(r) = recorder.as_mut() {
                 r.on_event(started.elapsed().as_secs_f64(), ev);
             }
+            if let (Some(n), Event::RequestDone(r)) = (fault.ui_panic, ev) {
+                if r.index == n {
+                    panic!("injected fault (--fault ui-panic@{n})");
+                }
+            }
         };
-        match crate::ui::run_dashboard(ev_rx.clone(), ctl_tx.clone(), opts, &mut on_event) {
-            Ok(o) => Outcome {
+        // A panic in the dashboard has restored the terminal (ratatui's hook) and printed
+        // itself; catching it here stops the worker and writes the record's footer.
+        let dashboard = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            crate::ui::run_dashboard(ev_rx.clone(), ctl_tx.clone(), opts, &mut on_event)
+        }));
+        match dashboard {
+            Ok(Ok(o)) => Outcome {
                 stats: o.stats,
                 stop: o.stop,
                 failed: o.failed,
             },
-            Err(e) => {
+            Ok(Err(e)) => {
                 let _ = ctl_tx.send(Control::Stop(StopReason::Error));
                 Outcome {
                     stats: RunStats::new(),
                     stop: StopReason::Error,
                     failed: Some(format!("dashboard: {e}")),
+                }
+            }
+            Err(_) => {
+                let _ = ctl_tx.send(Control::Stop(StopReason::Error));
+                Outcome {
+                    stats: RunStats::new(),
+                    stop: StopReason::Error,
+                    failed: Some(
+                        "the dashboard panicked (see above); the record keeps every finished request"
+                            .into(),
+                    ),
                 }
             }
         }

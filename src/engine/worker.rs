@@ -33,6 +33,42 @@ pub struct WorkerConfig {
     pub tokenizer: Option<tokenizers::Tokenizer>,
 }
 
+/// The worker thread's name; the panic hook recognises the worker by it.
+pub const WORKER_THREAD: &str = "infertop-worker";
+
+/// A fault injected for tests (the hidden `--fault` flag): in request N, after its prefill,
+/// the worker panics or fails as a candle error would.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    Panic(u64),
+    Error(u64),
+}
+
+thread_local! {
+    /// Where the worker panicked, noted by the panic hook for the report.
+    static PANIC_AT: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Makes panics on the worker thread silent: `spawn` catches them and reports them as one
+/// fatal error (with the location noted here), so they neither print a multi-line message
+/// into a running dashboard nor run ratatui's hook, which restores the terminal on any
+/// thread's panic and would leave a still-running dashboard drawing on the normal screen.
+/// Panics on other threads go to the hook installed before. Call it after any other hook
+/// (the dashboard calls it again after `ratatui::init`); `spawn` calls it once.
+pub fn install_panic_hook() {
+    let previous = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if std::thread::current().name() == Some(WORKER_THREAD) {
+            let at = info
+                .location()
+                .map(|l| format!(" at {}:{}", l.file(), l.line()));
+            PANIC_AT.with(|p| *p.borrow_mut() = at);
+        } else {
+            previous(info);
+        }
+    }));
+}
+
 /// Starts the worker on a named thread. It reports through `events` and ends with
 /// `Event::Finished`; a panic inside it is caught and reported as a fatal error.
 pub fn spawn(
@@ -40,12 +76,24 @@ pub fn spawn(
     events: Sender<Event>,
     control: Receiver<Control>,
 ) -> std::io::Result<JoinHandle<()>> {
+    spawn_with_fault(cfg, None, events, control)
+}
+
+/// `spawn`, with a fault injected for tests (`--fault`).
+pub fn spawn_with_fault(
+    cfg: WorkerConfig,
+    fault: Option<Fault>,
+    events: Sender<Event>,
+    control: Receiver<Control>,
+) -> std::io::Result<JoinHandle<()>> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(install_panic_hook);
     std::thread::Builder::new()
-        .name("infertop-worker".into())
+        .name(WORKER_THREAD.into())
         .spawn(move || {
             let tx = events.clone();
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run(cfg, &events, &control)
+                run(cfg, fault, &events, &control)
             }));
             let reason = match result {
                 Ok(Ok(reason)) => reason,
@@ -62,8 +110,9 @@ pub fn spawn(
                         .cloned()
                         .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
                         .unwrap_or_else(|| "unknown panic".into());
+                    let at = PANIC_AT.with(|p| p.borrow_mut().take()).unwrap_or_default();
                     let _ = tx.send(Event::Error {
-                        message: format!("worker panicked: {what}"),
+                        message: format!("worker panicked: {}{at}", one_line(&what)),
                         fatal: true,
                     });
                     StopReason::Error
@@ -94,6 +143,7 @@ impl Inbox<'_> {
 
 fn run(
     mut cfg: WorkerConfig,
+    fault: Option<Fault>,
     tx: &Sender<Event>,
     control: &Receiver<Control>,
 ) -> Result<StopReason, String> {
@@ -226,6 +276,7 @@ fn run(
             &mut inbox,
             tx,
             &loaded.eos_ids,
+            fault,
         ) {
             Ok(Some(done)) => {
                 let _ = tx.send(Event::RequestDone(Box::new(done)));
@@ -310,6 +361,7 @@ fn run_request(
     inbox: &mut Inbox,
     tx: &Sender<Event>,
     eos_ids: &[u32],
+    fault: Option<Fault>,
 ) -> candle_core::Result<Option<RequestDone>> {
     let (b, p, g) = (shape.batch, shape.prompt_tokens, shape.output_tokens);
     // Everything allocated up front, outside the timed regions.
@@ -343,6 +395,15 @@ fn run_request(
         index,
         ttft_s: ttft,
     });
+    match fault {
+        Some(Fault::Panic(n)) if n == index => panic!("injected fault (--fault panic@{n})"),
+        Some(Fault::Error(n)) if n == index => {
+            return Err(candle_core::Error::Msg(format!(
+                "injected fault (--fault error@{n})"
+            )))
+        }
+        _ => {}
+    }
 
     let mut decode_total = 0.0f64;
     let mut gpu_decode = gpu.enabled().then_some(0.0f64);

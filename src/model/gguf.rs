@@ -33,6 +33,7 @@ pub fn check_header(path: &Path) -> Result<(), ModelError> {
             one_line(&e.to_string())
         ))
     })?;
+    arch_of(&ct, path)?;
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     for (name, info) in &ct.tensor_infos {
         let size =
@@ -45,6 +46,24 @@ pub fn check_header(path: &Path) -> Result<(), ModelError> {
         }
     }
     Ok(())
+}
+
+/// The architecture a GGUF file declares, if we can run it.
+fn arch_of(ct: &gguf_file::Content, path: &Path) -> Result<Arch, ModelError> {
+    let arch_name = ct
+        .metadata
+        .get("general.architecture")
+        .and_then(|v| v.to_string().ok())
+        .cloned()
+        .unwrap_or_default();
+    match arch_name.as_str() {
+        "llama" | "mistral" => Ok(Arch::Llama),
+        "qwen2" => Ok(Arch::Qwen2),
+        other => Err(ModelError::new(format!(
+            "{}: GGUF architecture `{other}` is not supported (supported: llama, mistral, qwen2)",
+            path.display()
+        ))),
+    }
 }
 
 /// Loads a GGUF file; checks the metadata first so errors name what is missing.
@@ -61,20 +80,7 @@ pub fn load(
             one_line(&e.to_string())
         ))
     })?;
-    let arch_name = ct
-        .metadata
-        .get("general.architecture")
-        .and_then(|v| v.to_string().ok())
-        .cloned()
-        .unwrap_or_default();
-    let arch = match arch_name.as_str() {
-        "llama" | "mistral" => Arch::Llama,
-        "qwen2" => Arch::Qwen2,
-        other => return Err(ModelError::new(format!(
-            "{}: GGUF architecture `{other}` is not supported (supported: llama, mistral, qwen2)",
-            path.display()
-        ))),
-    };
+    let arch = arch_of(&ct, path)?;
     let p = if arch == Arch::Qwen2 {
         "qwen2"
     } else {

@@ -34,6 +34,7 @@ impl ModelError {
         let what = match e.kind() {
             std::io::ErrorKind::NotFound => "not found".to_string(),
             std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+            std::io::ErrorKind::IsADirectory => "is a directory; pass a file".to_string(),
             _ => one_line(&e.to_string()),
         };
         Self(format!("{}: {what}", path.display()))

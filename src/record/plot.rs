@@ -485,7 +485,10 @@ fn cdf_panel(svg: &mut Svg, f: &Frame, title: &str, color: &str, samples_s: &[f6
         pts.push((xs.map(x), ys.map((i + 1) as f64 / n)));
     }
     pts.push((xs.map(xs.hi), ys.map(1.0)));
-    let pts: Vec<(f64, f64)> = pts.into_iter().map(|(x, y)| (x.min(f.x + f.w), y)).collect();
+    let pts: Vec<(f64, f64)> = pts
+        .into_iter()
+        .map(|(x, y)| (x.min(f.x + f.w), y))
+        .collect();
     svg.polyline(&pts, color);
     if true_max > max {
         svg.colored_text(

@@ -353,6 +353,14 @@ fn roofline_of(
     let prefill_compute_utilisation = peak
         .flops
         .and_then(|p| median(achieved_flops.iter().map(|a| a / p).collect()));
+    if decode_bw_utilisation.is_some_and(|u| u > 1.0)
+        || prefill_compute_utilisation.is_some_and(|u| u > 1.0)
+    {
+        notes.push(
+            "above 100 %: the peak figure is below what this run reached (a probe taken on a busy machine, or weights small enough to stay in cache); give --peak-bw/--peak-flops"
+                .into(),
+        );
+    }
     if peak.bandwidth.is_none() {
         notes.push("no peak bandwidth: pass --peak-bw".into());
     }

@@ -41,6 +41,21 @@ pub struct Recorder {
 impl Recorder {
     /// Creates (truncates) the record and writes the header line.
     pub fn create(path: &Path, header: Value, steps: bool) -> Result<Recorder, String> {
+        if path.is_dir() {
+            return Err(format!(
+                "--record {}: is a directory; pass a file path such as run.jsonl",
+                path.display()
+            ));
+        }
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            if !parent.is_dir() {
+                return Err(format!(
+                    "--record {}: the directory {} does not exist; create it first",
+                    path.display(),
+                    parent.display()
+                ));
+            }
+        }
         let file = File::create(path).map_err(|e| {
             format!(
                 "--record {}: cannot create ({})",

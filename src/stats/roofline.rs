@@ -153,7 +153,13 @@ pub const KNOWN_DEVICES: &[KnownDevice] = &[
 /// The known device whose name fragment occurs in `name` (case-insensitive), e.g.
 /// "NVIDIA H100 80GB HBM3" → H100 SXM.
 pub fn lookup(name: &str) -> Option<&'static KnownDevice> {
-    let n = name.to_ascii_lowercase();
+    let n = name.trim().to_ascii_lowercase();
+    if let Some(d) = KNOWN_DEVICES
+        .iter()
+        .find(|d| d.name.eq_ignore_ascii_case(&n))
+    {
+        return Some(d);
+    }
     KNOWN_DEVICES.iter().find(|d| {
         let m = d.matches;
         // "l4" must not match "l40s", "t4" not "rtx 4090": the fragment ends at a non-alnum.
@@ -310,10 +316,10 @@ pub fn probe_cpu_bandwidth(budget: Duration) -> f64 {
 }
 
 /// Measures this machine's f32 matmul FLOP/s with candle's CPU kernels (the ones a CPU run
-/// uses), on 512×512 matrices for about `budget`.
+/// uses), on 1024×1024 matrices for about `budget`.
 pub fn probe_cpu_flops(budget: Duration) -> Result<f64, String> {
     use candle_core::{Device, Tensor};
-    const N: usize = 512;
+    const N: usize = 1024;
     let dev = Device::Cpu;
     let a = Tensor::ones((N, N), candle_core::DType::F32, &dev).map_err(|e| e.to_string())?;
     let b = Tensor::ones((N, N), candle_core::DType::F32, &dev).map_err(|e| e.to_string())?;
@@ -342,7 +348,7 @@ pub fn probe_cpu() -> Peak {
     let flops = match probe_cpu_flops(Duration::from_millis(200)) {
         Ok(f) => {
             basis.push(format!(
-                "probe on this machine now: candle f32 matmul 512×512, {:.1} GFLOP/s",
+                "probe on this machine now: candle f32 matmul 1024×1024, {:.1} GFLOP/s",
                 f / 1e9
             ));
             Some(f)
@@ -352,6 +358,17 @@ pub fn probe_cpu() -> Peak {
             None
         }
     };
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<f64>().ok());
+    if let Some(l) = load.filter(|&l| l > 0.5 * cores as f64) {
+        basis.push(format!(
+            "the machine was busy during the probe (load average {l:.1} on {cores} cores): the probe reads low"
+        ));
+    }
     Peak {
         bandwidth: Some(bw),
         flops,
@@ -423,6 +440,10 @@ mod tests {
         );
         assert_eq!(name("Tesla T4"), Some("NVIDIA T4"));
         assert_eq!(name("AMD EPYC"), None);
+        // Every table name finds itself.
+        for d in KNOWN_DEVICES {
+            assert_eq!(name(d.name), Some(d.name));
+        }
         let p = Peak::from_table(lookup("h200").unwrap(), "bf16");
         assert_eq!((p.bandwidth, p.flops), (Some(4.8e12), Some(989e12)));
         let p = Peak::from_table(lookup("h200").unwrap(), "f32");

@@ -25,7 +25,7 @@ pub fn toml_error(origin: &str, text: &str, err: &toml::de::Error) -> anyhow::Er
 /// Reads a config file, naming it in the error.
 pub fn read(kind: &str, path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("cannot read {kind} file {}: {e}", path.display()))
+        .map_err(|e| anyhow::anyhow!("{kind} file {}", crate::model::ModelError::io(path, e)))
 }
 
 #[cfg(test)]

@@ -129,6 +129,9 @@ pub fn run_dashboard(
             return Err(anyhow::anyhow!("cannot set up the terminal: {e}"));
         }
     };
+    // ratatui's hook restores the terminal on a panic on any thread; a worker panic is the
+    // worker's to report (as ERROR in the dashboard), so it must not reach that hook.
+    crate::engine::worker::install_panic_hook();
     let loop_opts = LoopOptions {
         fps: opts.fps,
         signal: opts.signal.clone(),

@@ -319,7 +319,7 @@ impl Theme {
         let path = Path::new(spec);
         if !path.exists() {
             anyhow::bail!(
-                "unknown theme `{spec}`: not a built-in theme ({}) nor an existing file",
+                "--theme: unknown theme `{spec}`: not a built-in theme ({}) nor an existing file",
                 Theme::builtin_names().join(", ")
             );
         }

@@ -1,0 +1,439 @@
+//! The dashboard's effect on what it measures, in a real pseudo-terminal (issue 8):
+//!
+//! 1. **start-up**: time from spawning `infertop` in a pty to the first frame on screen (the
+//!    header's phase badge), and to the model being loaded (`WARMUP`/`RUNNING`); target
+//!    ≤ 150 ms to the first frame, which must come before the model has loaded (`LOADING`);
+//! 2. **observer effect**: TPOT p50 (steady requests, from the `--record` file) of the same
+//!    run with the dashboard drawing at the default 10 fps in a pty vs `--headless`,
+//!    interleaved (H D, D H, ...) over several rounds; target ratio ≤ 1.02;
+//! 3. **UI CPU time**: the dashboard thread's CPU time (the main thread: `/proc/<pid>/task/<pid>/
+//!    schedstat`) at 10 fps over a minute of a live run, as % of one core; target ≤ 2%. Every
+//!    thread of the process is listed, with the bytes per second written to the terminal.
+//!
+//! The pty output is read and discarded (parsed with `vt100` only during start-up), so the
+//! reader costs as little as possible of the two cores it shares with the run.
+//!
+//! Run: `cargo bench --bench observer`. Environment (defaults in brackets):
+//! `OBSERVER_MODEL` [synthetic:tiny], `OBSERVER_REQUESTS` [60], `OBSERVER_OUTPUT` [64],
+//! `OBSERVER_ROUNDS` [5], `OBSERVER_SIZE` [200x60], `OBSERVER_ARGS` [none; extra arguments
+//! for both modes, e.g. `--threads 1`], `OBSERVER_UI_SECS` [60], `OBSERVER_STARTS` [5],
+//! `OBSERVER_PARTS` [startup,observer,cpu].
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use infertop::stats::Summary;
+use portable_pty::{native_pty_system, Child, CommandBuilder, PtySize};
+
+const BIN: &str = env!("CARGO_BIN_EXE_infertop");
+
+fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+fn env_str(name: &str, default: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| default.to_string())
+}
+
+struct Settings {
+    model: String,
+    requests: u64,
+    output: u64,
+    rounds: usize,
+    cols: u16,
+    rows: u16,
+    extra: Vec<String>,
+    ui_secs: u64,
+    starts: usize,
+    parts: String,
+}
+
+impl Settings {
+    fn from_env() -> Settings {
+        let size = env_str("OBSERVER_SIZE", "200x60");
+        let (cols, rows) = size
+            .split_once('x')
+            .and_then(|(c, r)| Some((c.parse().ok()?, r.parse().ok()?)))
+            .unwrap_or((200, 60));
+        Settings {
+            model: env_str("OBSERVER_MODEL", "synthetic:tiny"),
+            requests: env_or("OBSERVER_REQUESTS", 60),
+            output: env_or("OBSERVER_OUTPUT", 64),
+            rounds: env_or("OBSERVER_ROUNDS", 5),
+            cols,
+            rows,
+            extra: env_str("OBSERVER_ARGS", "")
+                .split_whitespace()
+                .map(str::to_string)
+                .collect(),
+            ui_secs: env_or("OBSERVER_UI_SECS", 60),
+            starts: env_or("OBSERVER_STARTS", 5),
+            parts: env_str("OBSERVER_PARTS", "startup,observer,cpu"),
+        }
+    }
+
+    /// The run's arguments, the same for both modes.
+    fn run_args(&self, requests: Option<u64>, record: Option<&Path>) -> Vec<String> {
+        let mut args = vec![
+            "--model".to_string(),
+            self.model.clone(),
+            "--output-tokens".into(),
+            self.output.to_string(),
+            "--warmup".into(),
+            "3".into(),
+        ];
+        if let Some(n) = requests {
+            args.extend(["--requests".into(), n.to_string()]);
+        }
+        if let Some(path) = record {
+            args.extend(["--record".into(), path.display().to_string()]);
+        }
+        args.extend(self.extra.iter().cloned());
+        args
+    }
+}
+
+/// The dashboard in a pseudo-terminal.
+struct PtyRun {
+    child: Box<dyn Child + Send + Sync>,
+    writer: Box<dyn Write + Send>,
+    spawned: Instant,
+    bytes: Arc<AtomicU64>,
+    /// When each watched text first appeared on screen.
+    seen: Arc<Mutex<BTreeMap<&'static str, Instant>>>,
+}
+
+impl PtyRun {
+    /// Spawns the dashboard; while `watch` texts are still unseen, the output is parsed with
+    /// `vt100` to notice them, after that it is only counted.
+    fn start(args: &[String], cols: u16, rows: u16, watch: &'static [&'static str]) -> PtyRun {
+        let pty = native_pty_system()
+            .openpty(PtySize {
+                rows,
+                cols,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("openpty");
+        let mut cmd = CommandBuilder::new(BIN);
+        cmd.args(args);
+        cmd.env("TERM", "xterm-256color");
+        cmd.env_remove("NO_COLOR");
+        let mut reader = pty.master.try_clone_reader().expect("pty reader");
+        let writer = pty.master.take_writer().expect("pty writer");
+        let bytes = Arc::new(AtomicU64::new(0));
+        let seen = Arc::new(Mutex::new(BTreeMap::new()));
+        let spawned = Instant::now();
+        let child = pty.slave.spawn_command(cmd).expect("spawn infertop");
+        drop(pty.slave);
+        {
+            let (bytes, seen) = (bytes.clone(), seen.clone());
+            let master = pty.master;
+            thread::spawn(move || {
+                let _keep = master;
+                let mut parser = (!watch.is_empty()).then(|| vt100::Parser::new(rows, cols, 0));
+                let mut buf = vec![0u8; 1 << 16];
+                while let Ok(n) = reader.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    let now = Instant::now();
+                    bytes.fetch_add(n as u64, Ordering::Relaxed);
+                    if let Some(p) = parser.as_mut() {
+                        p.process(&buf[..n]);
+                        let text = p.screen().contents();
+                        let mut seen = seen.lock().expect("seen");
+                        for w in watch {
+                            if text.contains(w) {
+                                seen.entry(*w).or_insert(now);
+                            }
+                        }
+                        if seen.len() == watch.len() {
+                            parser = None;
+                        }
+                    }
+                }
+            });
+        }
+        PtyRun {
+            child,
+            writer,
+            spawned,
+            bytes,
+            seen,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.process_id().expect("pid")
+    }
+
+    fn seen_after(&self, text: &str) -> Option<Duration> {
+        let seen = self.seen.lock().expect("seen");
+        seen.get(text).map(|t| t.duration_since(self.spawned))
+    }
+
+    fn quit(mut self) {
+        let _ = self.writer.write_all(b"q");
+        let _ = self.writer.flush();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Steady requests in a record: their TPOTs.
+fn record_tpots(path: &Path) -> Vec<f64> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["type"] == "request" && v["warmup"] == false)
+        .filter_map(|v| v["tpot_s"].as_f64())
+        .collect()
+}
+
+fn record_requests(path: &Path) -> u64 {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("\"type\":\"request\""))
+        .count() as u64
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+fn median(v: &[f64]) -> f64 {
+    Summary::of(v).p50
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn startup(s: &Settings) {
+    println!("## start-up (first frame in a {}x{} pty)", s.cols, s.rows);
+    println!("load average: {}", load());
+    println!("| model | run | first frame | first frame shows | model loaded (WARMUP/RUNNING) |");
+    println!("|---|---:|---:|---|---:|");
+    const WATCH: &[&str] = &["LOADING", "WARMUP", "RUNNING"];
+    let models = [s.model.clone(), "synthetic:small".to_string()];
+    for model in models.iter() {
+        let mut firsts = Vec::new();
+        for i in 0..s.starts {
+            let mut args = vec!["--model".to_string(), model.clone()];
+            args.extend(s.extra.iter().cloned());
+            let run = PtyRun::start(&args, s.cols, s.rows, WATCH);
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let loaded = loop {
+                let loaded = run
+                    .seen_after("WARMUP")
+                    .into_iter()
+                    .chain(run.seen_after("RUNNING"))
+                    .min();
+                if loaded.is_some() || Instant::now() > deadline {
+                    break loaded;
+                }
+                thread::sleep(Duration::from_millis(5));
+            };
+            let first = WATCH
+                .iter()
+                .filter_map(|w| run.seen_after(w).map(|t| (t, *w)))
+                .min();
+            if let Some((t, _)) = first {
+                firsts.push(t.as_secs_f64());
+            }
+            println!(
+                "| {model} | {i} | {} | {} | {} |",
+                first.map_or("-".into(), |(t, _)| ms(t)),
+                first.map_or("nothing", |(_, w)| w),
+                loaded.map_or("-".into(), ms)
+            );
+            run.quit();
+        }
+        if !firsts.is_empty() {
+            println!(
+                "| {model} | median | {:.1} ms | | |",
+                median(&firsts) * 1e3
+            );
+        }
+    }
+    println!();
+}
+
+fn observer(s: &Settings) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    println!(
+        "## observer effect: TPOT p50, dashboard ({}x{}, 10 fps) vs headless",
+        s.cols, s.rows
+    );
+    println!(
+        "model {}, {} requests x {} output tokens (3 warmup), args {:?}",
+        s.model, s.requests, s.output, s.extra
+    );
+    println!("load average at start: {}", load());
+    println!("| round | headless TPOT p50 | dashboard TPOT p50 | ratio |");
+    println!("|---:|---:|---:|---:|");
+    let mut headless = Vec::new();
+    let mut dashboard = Vec::new();
+    let mut ratios = Vec::new();
+    for round in 0..s.rounds {
+        let mut pair = [0.0f64; 2];
+        let order: [bool; 2] = if round % 2 == 0 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for with_ui in order {
+            let record = dir
+                .path()
+                .join(format!("r{round}-{}.jsonl", if with_ui { "ui" } else { "h" }));
+            let args = s.run_args(Some(s.requests), Some(&record));
+            if with_ui {
+                let run = PtyRun::start(&args, s.cols, s.rows, &[]);
+                let deadline = Instant::now() + Duration::from_secs(600);
+                while record_requests(&record) < s.requests && Instant::now() < deadline {
+                    thread::sleep(Duration::from_millis(100));
+                }
+                run.quit();
+            } else {
+                let status = Command::new(BIN)
+                    .args(&args)
+                    .arg("--headless")
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status()
+                    .expect("run headless");
+                assert!(status.success(), "headless run failed: {status}");
+            }
+            let tpots = record_tpots(&record);
+            pair[usize::from(with_ui)] = median(&tpots);
+        }
+        let ratio = pair[1] / pair[0];
+        println!(
+            "| {round} | {:.1} us | {:.1} us | {ratio:.4} |",
+            pair[0] * 1e6,
+            pair[1] * 1e6
+        );
+        headless.push(pair[0]);
+        dashboard.push(pair[1]);
+        ratios.push(ratio);
+    }
+    let spread = |v: &[f64]| {
+        let max = v.iter().cloned().fold(f64::MIN, f64::max);
+        let min = v.iter().cloned().fold(f64::MAX, f64::min);
+        max / min
+    };
+    println!(
+        "median of round ratios {:.4}; ratio of medians {:.4}; headless spread (max/min over rounds) {:.3}; load at end: {}",
+        median(&ratios),
+        median(&dashboard) / median(&headless),
+        spread(&headless),
+        load()
+    );
+    println!();
+}
+
+/// CPU time of every thread of `pid`, by tid: (name, seconds on CPU).
+fn thread_cpu(pid: u32) -> BTreeMap<u32, (String, f64)> {
+    let mut out = BTreeMap::new();
+    let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let Some(tid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let path: PathBuf = entry.path();
+        let name = std::fs::read_to_string(path.join("comm"))
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        // schedstat: nanoseconds on CPU first (no clock-tick rounding).
+        let secs = std::fs::read_to_string(path.join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+            .map(|ns| ns / 1e9);
+        if let Some(secs) = secs {
+            out.insert(tid, (name, secs));
+        }
+    }
+    out
+}
+
+fn ui_cpu(s: &Settings) {
+    println!(
+        "## UI CPU time at 10 fps, {}x{}, over {} s of a live run",
+        s.cols, s.rows, s.ui_secs
+    );
+    println!("load average at start: {}", load());
+    let args = s.run_args(None, None);
+    let run = PtyRun::start(&args, s.cols, s.rows, &[]);
+    let pid = run.pid();
+    // Past start-up and warmup.
+    thread::sleep(Duration::from_secs(5));
+    let before = thread_cpu(pid);
+    let bytes_before = run.bytes.load(Ordering::Relaxed);
+    let t0 = Instant::now();
+    thread::sleep(Duration::from_secs(s.ui_secs));
+    let after = thread_cpu(pid);
+    let wall = t0.elapsed().as_secs_f64();
+    let bytes = run.bytes.load(Ordering::Relaxed) - bytes_before;
+    run.quit();
+    println!("| thread | tid | CPU s | % of one core |");
+    println!("|---|---:|---:|---:|");
+    let mut total = 0.0;
+    for (tid, (name, secs)) in &after {
+        let used = secs - before.get(tid).map_or(0.0, |(_, s)| *s);
+        total += used;
+        let label = if *tid == pid {
+            format!("{name} (main = UI)")
+        } else {
+            name.clone()
+        };
+        println!(
+            "| {label} | {tid} | {used:.3} | {:.2}% |",
+            100.0 * used / wall
+        );
+    }
+    println!(
+        "process total {:.1}% of one core; terminal output {:.1} KiB/s; load at end: {}",
+        100.0 * total / wall,
+        bytes as f64 / wall / 1024.0,
+        load()
+    );
+    println!();
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter argument would select nothing here.
+    let s = Settings::from_env();
+    println!("infertop observer bench: {BIN}");
+    if s.parts.contains("startup") {
+        startup(&s);
+    }
+    if s.parts.contains("observer") {
+        observer(&s);
+    }
+    if s.parts.contains("cpu") {
+        ui_cpu(&s);
+    }
+}

@@ -1,0 +1,653 @@
+//! Every kind of bad input, as one table: what the user did, the exact one-line message, and the
+//! exit code (2). Each row runs the real binary in a directory of fixtures (made here, or copied
+//! from `tests/fixtures/bad`), so the paths in the messages are the relative ones a user typed.
+//!
+//! The same table is `docs/errors.md`; `errors_doc_matches_the_table` keeps the two equal
+//! (`INFERTOP_BLESS=1 cargo test --test bad_input` rewrites the doc from the table).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use assert_cmd::prelude::*;
+use candle_core::{DType, Device, Tensor};
+
+/// One bad input.
+struct Case {
+    /// What the user did, in words (the doc's first column).
+    input: &'static str,
+    /// The command line after `infertop`, run in the fixtures directory.
+    args: &'static [&'static str],
+    /// The whole of stderr, without `infertop: error: ` and the newline. `…` at the end means
+    /// "starts with" (for messages that list every field of a file).
+    message: &'static str,
+    code: i32,
+}
+
+const H: &str = "--headless";
+
+/// The table. Flags first, then files, then run-time checks made before anything starts.
+const CASES: &[Case] = &[
+    // ---- flags
+    Case {
+        input: "unknown theme name",
+        args: &[H, "--theme", "no-such-theme"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "unknown colour mode",
+        args: &[H, "--color", "sometimes"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "contradictory options",
+        args: &[H, "--prompt", "hi", "--prompt-file", "prompts.txt"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "`--fps` out of range",
+        args: &[H, "--fps", "0"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "zero output tokens",
+        args: &[H, "-n", "0"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "negative prompt length",
+        args: &[H, "--prompt-tokens=-5"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "inverted range",
+        args: &[H, "-p", "512..64"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "malformed length",
+        args: &[H, "-p", "12x"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "batch 0",
+        args: &[H, "--batch", "0"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "zero requests",
+        args: &[H, "--requests", "0"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "malformed duration",
+        args: &[H, "--duration", "soon"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "unknown dtype",
+        args: &[H, "--dtype", "f8"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "unknown device",
+        args: &[H, "--device", "tpu"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "unknown summary format",
+        args: &[H, "--format", "xml"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "malformed SLO",
+        args: &[H, "--slo", "ttft=fast"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "unknown synthetic preset",
+        args: &[H, "--model", "synthetic:huge"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "prompt + output beyond the model's positions",
+        args: &[H, "-p", "4000", "-n", "200"],
+        message: "",
+        code: 2,
+    },
+    // ---- theme and key-binding files
+    Case {
+        input: "theme file with an unknown key",
+        args: &[H, "--theme", "theme-unknown-key.toml"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "theme file with a bad colour",
+        args: &[H, "--theme", "theme-bad-color.toml"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "theme file with an unknown base theme",
+        args: &[H, "--theme", "theme-bad-base.toml"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "theme file that is not TOML",
+        args: &[H, "--theme", "theme-not-toml.toml"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "keys file with an unknown action",
+        args: &[H, "--keys", "keys-unknown-action.toml"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "keys file with a key that is not one",
+        args: &[H, "--keys", "keys-bad-key.toml"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "keys file binding one key twice",
+        args: &[H, "--keys", "keys-duplicate.toml"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "keys file missing",
+        args: &[H, "--keys", "no-such-keys.toml"],
+        message: "",
+        code: 2,
+    },
+    // ---- prompt files
+    Case {
+        input: "prompt file missing",
+        args: &[H, "--prompt-file", "no-such-prompts.txt"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "prompt file is a directory",
+        args: &[H, "--prompt-file", "a-directory"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "prompt file that is binary",
+        args: &[H, "--prompt-file", "binary.txt"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "prompt file with a 10 MB line",
+        args: &[H, "--prompt-file", "long-line.txt"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "prompt file that is empty",
+        args: &[H, "--prompt-file", "blank.txt"],
+        message: "",
+        code: 2,
+    },
+    // ---- record files
+    Case {
+        input: "`--record` is a directory",
+        args: &[H, "--record", "a-directory"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "`--record` in a missing directory",
+        args: &[H, "--record", "no/such/dir/run.jsonl"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "`report` on JSON lines that are not a record",
+        args: &["report", "not-a-record.jsonl"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "`report` on a file that is not JSON lines",
+        args: &["report", "notes.csv"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "`report` on an empty file",
+        args: &["report", "empty.jsonl"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "`report` on a directory",
+        args: &["report", "a-directory"],
+        message: "",
+        code: 2,
+    },
+    // ---- Hugging Face directories
+    Case {
+        input: "model path missing",
+        args: &[H, "--model", "no-such-model"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "a file where the model directory is expected",
+        args: &[H, "--model", "tiny/config.json"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "config.json that is not JSON",
+        args: &[H, "--model", "bad-json"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "config.json without an architecture",
+        args: &[H, "--model", "no-arch"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "config.json of an unsupported architecture",
+        args: &[H, "--model", "gpt2"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "config.json missing a required field",
+        args: &[H, "--model", "no-hidden-size"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "truncated safetensors",
+        args: &[H, "--model", "truncated"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "a tensor missing",
+        args: &[H, "--model", "missing-tensor"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "a tensor of the wrong shape",
+        args: &[H, "--model", "wrong-shape"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "a tensor of an unsupported dtype (I64)",
+        args: &[H, "--model", "dtype-i64"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "a tensor of an unsupported dtype (U8)",
+        args: &[H, "--model", "dtype-u8"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "a shard named in model.safetensors.index.json missing",
+        args: &[H, "--model", "missing-shard"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "tokenizer.json missing (text prompt)",
+        args: &[H, "--model", "no-tokenizer", "--prompt", "hello"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "tokenizer.json corrupt (text prompt)",
+        args: &[H, "--model", "bad-tokenizer", "--prompt", "hello"],
+        message: "",
+        code: 2,
+    },
+    // ---- GGUF
+    Case {
+        input: "GGUF truncated (header intact)",
+        args: &[H, "--model", "truncated.gguf"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "GGUF cut inside its header",
+        args: &[H, "--model", "header-only.gguf"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "a .gguf that is not GGUF",
+        args: &[H, "--model", "text.gguf"],
+        message: "",
+        code: 2,
+    },
+    Case {
+        input: "GGUF of an unsupported architecture",
+        args: &[H, "--model", "bloom.gguf"],
+        message: "",
+        code: 2,
+    },
+];
+
+fn infertop() -> Command {
+    Command::cargo_bin("infertop").expect("the infertop binary")
+}
+
+/// The fixtures directory, made once per test process.
+fn fixtures() -> &'static Path {
+    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        make_fixtures(dir.path());
+        dir
+    })
+    .path()
+}
+
+fn write(path: PathBuf, bytes: impl AsRef<[u8]>) {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).expect("mkdir");
+    }
+    std::fs::write(&path, bytes).expect("write fixture");
+}
+
+/// A copy of the tiny model with one change to its tensors.
+fn tiny_with(d: &Path, name: &str, change: impl FnOnce(&mut std::collections::HashMap<String, Tensor>)) {
+    let tiny = d.join("tiny");
+    let out = d.join(name);
+    std::fs::create_dir_all(&out).expect("mkdir");
+    for f in ["config.json", "tokenizer.json"] {
+        std::fs::copy(tiny.join(f), out.join(f)).expect("copy");
+    }
+    let mut tensors =
+        candle_core::safetensors::load(tiny.join("model.safetensors"), &Device::Cpu).expect("load");
+    change(&mut tensors);
+    candle_core::safetensors::save(&tensors, out.join("model.safetensors")).expect("save");
+}
+
+fn make_fixtures(d: &Path) {
+    // Static fixtures.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad");
+    for entry in std::fs::read_dir(&src).expect("tests/fixtures/bad") {
+        let entry = entry.expect("entry");
+        std::fs::copy(entry.path(), d.join(entry.file_name())).expect("copy fixture");
+    }
+    std::fs::create_dir_all(d.join("a-directory")).expect("mkdir");
+    write(d.join("prompts.txt"), "hello\n");
+    write(d.join("binary.txt"), b"\x7fELF\x02\x01\x01\x00\x00\x00prompt\n".as_slice());
+    let mut long = vec![b'a'; 10_000_000];
+    long.push(b'\n');
+    write(d.join("long-line.txt"), long);
+    write(d.join("blank.txt"), "\n  \n\n");
+
+    // A tiny HF directory and GGUF, through the binary as users make them.
+    let st = infertop().arg("make-model").arg(d.join("tiny")).output().expect("make-model");
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    let st = infertop()
+        .args(["make-model", "--gguf"])
+        .arg(d.join("tiny.gguf"))
+        .output()
+        .expect("make-model --gguf");
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    let tiny = d.join("tiny");
+    let config = std::fs::read_to_string(tiny.join("config.json")).expect("config");
+
+    write(d.join("bad-json/config.json"), "{not json");
+    write(d.join("no-arch/config.json"), r#"{"hidden_size": 8}"#);
+    write(
+        d.join("gpt2/config.json"),
+        r#"{"architectures": ["GPT2LMHeadModel"]}"#,
+    );
+    let mut no_hidden: serde_json::Value = serde_json::from_str(&config).expect("json");
+    no_hidden
+        .as_object_mut()
+        .expect("object")
+        .remove("hidden_size");
+    write(d.join("no-hidden-size/config.json"), no_hidden.to_string());
+
+    let weights = std::fs::read(tiny.join("model.safetensors")).expect("weights");
+    write(d.join("truncated/config.json"), &config);
+    write(
+        d.join("truncated/model.safetensors"),
+        &weights[..weights.len() / 2],
+    );
+
+    tiny_with(d, "missing-tensor", |t| {
+        t.remove("model.layers.2.mlp.up_proj.weight");
+    });
+    tiny_with(d, "wrong-shape", |t| {
+        let w = &t["model.layers.0.mlp.up_proj.weight"];
+        let transposed = w.t().and_then(|x| x.contiguous()).expect("transpose");
+        t.insert("model.layers.0.mlp.up_proj.weight".into(), transposed);
+    });
+    tiny_with(d, "dtype-i64", |t| {
+        let w = &t["model.layers.1.self_attn.q_proj.weight"];
+        let ints = w.to_dtype(DType::I64).expect("i64");
+        t.insert("model.layers.1.self_attn.q_proj.weight".into(), ints);
+    });
+    tiny_with(d, "dtype-u8", |t| {
+        let w = &t["model.norm.weight"];
+        let bytes = w.to_dtype(DType::U8).expect("u8");
+        t.insert("model.norm.weight".into(), bytes);
+    });
+
+    // Two shards named in the index; the second was never downloaded.
+    {
+        let mut tensors =
+            candle_core::safetensors::load(tiny.join("model.safetensors"), &Device::Cpu)
+                .expect("load");
+        let names: Vec<String> = tensors.keys().cloned().collect();
+        let (first, second): (Vec<_>, Vec<_>) = names.iter().partition(|n| n.contains("layers.0."));
+        let shard1: std::collections::HashMap<String, Tensor> = first
+            .iter()
+            .map(|n| ((*n).clone(), tensors.remove(*n).expect("tensor")))
+            .collect();
+        let out = d.join("missing-shard");
+        std::fs::create_dir_all(&out).expect("mkdir");
+        write(out.join("config.json"), &config);
+        candle_core::safetensors::save(&shard1, out.join("model-00001-of-00002.safetensors"))
+            .expect("save");
+        let mut map = serde_json::Map::new();
+        for n in &first {
+            map.insert((*n).clone(), "model-00001-of-00002.safetensors".into());
+        }
+        for n in &second {
+            map.insert((*n).clone(), "model-00002-of-00002.safetensors".into());
+        }
+        write(
+            out.join("model.safetensors.index.json"),
+            serde_json::json!({"metadata": {}, "weight_map": map}).to_string(),
+        );
+    }
+
+    write(d.join("no-tokenizer/config.json"), &config);
+    std::fs::copy(
+        tiny.join("model.safetensors"),
+        d.join("no-tokenizer/model.safetensors"),
+    )
+    .expect("copy");
+    write(d.join("bad-tokenizer/config.json"), &config);
+    std::fs::copy(
+        tiny.join("model.safetensors"),
+        d.join("bad-tokenizer/model.safetensors"),
+    )
+    .expect("copy");
+    write(
+        d.join("bad-tokenizer/tokenizer.json"),
+        r#"{"version": "1.0", "model": {"type": "BPE", "vocab": 7"#,
+    );
+
+    let gguf = std::fs::read(d.join("tiny.gguf")).expect("gguf");
+    write(d.join("truncated.gguf"), &gguf[..gguf.len() / 2]);
+    write(d.join("header-only.gguf"), &gguf[..100]);
+    write(d.join("text.gguf"), "<html>404 Not Found</html>\n");
+    // The same file declaring another architecture: every `llama` (the architecture and the
+    // `llama.*` metadata keys) becomes `bloom`, lengths unchanged.
+    let mut bloom = gguf.clone();
+    let mut i = 0;
+    while i + 5 <= bloom.len() {
+        if &bloom[i..i + 5] == b"llama" {
+            bloom[i..i + 5].copy_from_slice(b"bloom");
+            i += 5;
+        } else {
+            i += 1;
+        }
+    }
+    write(d.join("bloom.gguf"), bloom);
+}
+
+/// Runs one case; returns its stderr (without the prefix) and exit code.
+fn run_case(case: &Case) -> (String, Option<i32>) {
+    let out = infertop()
+        .args(case.args)
+        .current_dir(fixtures())
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("run infertop");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (err, out.status.code())
+}
+
+#[test]
+fn every_bad_input_is_one_clear_line_with_exit_code_2() {
+    let mut failures = Vec::new();
+    for case in CASES {
+        let (err, code) = run_case(case);
+        let line = err.strip_suffix('\n').unwrap_or(&err);
+        let body = line.strip_prefix("infertop: error: ");
+        let ok_message = match (body, case.message.strip_suffix('…')) {
+            (Some(b), Some(prefix)) => b.starts_with(prefix),
+            (Some(b), None) => b == case.message,
+            (None, _) => false,
+        };
+        if code != Some(case.code) || line.contains('\n') || !ok_message || err.contains("panicked")
+        {
+            failures.push(format!(
+                "{} ({:?}): exit {code:?}, stderr:\n{err}",
+                case.input, case.args
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases differ from the table:\n\n{}",
+        failures.len(),
+        CASES.len(),
+        failures.join("\n")
+    );
+}
+
+/// Permissions cannot be tested as root (root reads everything), so this one is checked only
+/// where it means something.
+#[test]
+fn an_unreadable_prompt_file_is_named() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("secret.txt");
+    std::fs::write(&path, "hello\n").expect("write");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+    if std::fs::read(&path).is_ok() {
+        eprintln!("running as root: permissions are not enforced, skipped");
+        return;
+    }
+    let out = infertop()
+        .args([H, "--prompt-file", "secret.txt"])
+        .current_dir(dir.path())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "infertop: error: --prompt-file secret.txt: permission denied\n"
+    );
+}
+
+fn escape_cell(s: &str) -> String {
+    s.replace('|', "\\|")
+}
+
+/// `docs/errors.md`, rendered from the table.
+fn errors_doc() -> String {
+    let mut out = String::from(
+        "# Errors\n\n\
+         Every bad input infertop checks, the exact message it prints (on stderr, after \
+         `infertop: error: `) and its exit code. Bad input is found before anything starts \
+         (the terminal is not touched, nothing is measured) and is always one line naming the \
+         flag or file, with what to do where that is not obvious. Paths are relative because \
+         the commands were run in the directory holding the files. A message ending in `…` is \
+         cut here; the real one goes on (e.g. listing every accepted field).\n\n\
+         This file is generated from the table in `tests/bad_input.rs`, which runs every row \
+         (`INFERTOP_BLESS=1 cargo test --test bad_input` rewrites it).\n\n\
+         | input | command | message | exit |\n|---|---|---|---:|\n",
+    );
+    for c in CASES {
+        out.push_str(&format!(
+            "| {} | `infertop {}` | {} | {} |\n",
+            escape_cell(c.input),
+            escape_cell(&c.args.join(" ")),
+            escape_cell(c.message),
+            c.code
+        ));
+    }
+    out.push_str(
+        "\n## When a run fails or is stopped\n\n\
+         | what happens | exit | record | summary |\n|---|---:|---|---|\n\
+         | the run ends as asked (`--requests`, `--duration`, `q`) | 0 | footer `\"stop\": \"request_limit\"` etc. | printed |\n\
+         | an error in the worker (a candle error, out of memory) | 1 | every finished request, an `error` event, footer `\"stop\": \"error\"` | printed (the requests before it); the dashboard shows ERROR until `q` |\n\
+         | a panic in the worker | 1 | as for an error; the message says where it panicked | printed |\n\
+         | a panic in the dashboard | 1 | every finished request, footer `\"stop\": \"error\"` | printed after the terminal is restored (empty statistics; `infertop report` recomputes them from the record) |\n\
+         | SIGINT (Ctrl-C) | 130 | footer `\"stop\": \"user_stop\"` | printed |\n\
+         | SIGTERM | 143 | footer `\"stop\": {\"signal\": \"SIGTERM\"}` | printed |\n\
+         | SIGHUP (the SSH connection dropped) | 129 | footer `\"stop\": {\"signal\": \"SIGHUP\"}` | printed (if stdout is still there) |\n\
+         | kill -9 | 137 | every line whole JSON except perhaps the last; no footer; `infertop report` reads it | none |\n\n\
+         A request stopped half-way by a signal is not a measurement and is not recorded; the \
+         request lines are flushed one by one, so nothing finished is lost.\n",
+    );
+    out
+}
+
+#[test]
+fn errors_doc_matches_the_table() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/errors.md");
+    let want = errors_doc();
+    if std::env::var_os("INFERTOP_BLESS").is_some() {
+        std::fs::write(&path, &want).expect("write docs/errors.md");
+        return;
+    }
+    let got = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        got == want,
+        "docs/errors.md differs from the table in tests/bad_input.rs; rerun with INFERTOP_BLESS=1"
+    );
+}
