@@ -66,7 +66,9 @@ fn main() {
     let request_point = std::mem::size_of::<RequestPoint>();
     let step_point = std::mem::size_of::<StepPoint>();
     let memory_point = std::mem::size_of::<MemoryPoint>();
-    println!("ui RequestPoint {request_point} B, StepPoint {step_point} B, MemoryPoint {memory_point} B");
+    println!(
+        "ui RequestPoint {request_point} B, StepPoint {step_point} B, MemoryPoint {memory_point} B"
+    );
 
     println!("\n## 2. ceiling from the capacities");
     // Per request, five metrics (TTFT, TPOT, E2E, prefill and decode tok/s) go into the `all`
@@ -74,7 +76,8 @@ fn main() {
     // "recent" windows. Per step, ITL goes into `all` and `steady` of STEP_WINDOW each.
     let req_windows = 5.0 * 2.0 * REQUEST_WINDOW as f64 * per_sample;
     let warmup_windows = 5.0 * REQUEST_WINDOW as f64 * per_sample; // only if that many warmups
-    let step_windows = 2.0 * STEP_WINDOW as f64 * per_sample + 2.0 * RECENT_STEPS as f64 * per_sample;
+    let step_windows =
+        2.0 * STEP_WINDOW as f64 * per_sample + 2.0 * RECENT_STEPS as f64 * per_sample;
     let ui_rings = (REQUEST_HISTORY * request_point
         + STEP_HISTORY * step_point
         + MEMORY_HISTORY * memory_point) as f64
@@ -102,7 +105,10 @@ fn main() {
         mib(req_windows + step_windows + ui_rings)
     );
 
-    println!("\n## 3. an App fed {requests} requests ({} decode steps)", requests * 10);
+    println!(
+        "\n## 3. an App fed {requests} requests ({} decode steps)",
+        requests * 10
+    );
     let rss0 = rss_bytes();
     let heap0 = current_bytes();
     let mut app = App::new(AppConfig::default());

@@ -270,10 +270,7 @@ fn startup(s: &Settings) {
             run.quit();
         }
         if !firsts.is_empty() {
-            println!(
-                "| {model} | median | {:.1} ms | | |",
-                median(&firsts) * 1e3
-            );
+            println!("| {model} | median | {:.1} ms | | |", median(&firsts) * 1e3);
         }
     }
     println!();
@@ -303,9 +300,10 @@ fn observer(s: &Settings) {
             [true, false]
         };
         for with_ui in order {
-            let record = dir
-                .path()
-                .join(format!("r{round}-{}.jsonl", if with_ui { "ui" } else { "h" }));
+            let record = dir.path().join(format!(
+                "r{round}-{}.jsonl",
+                if with_ui { "ui" } else { "h" }
+            ));
             let args = s.run_args(Some(s.requests), Some(&record));
             if with_ui {
                 let run = PtyRun::start(&args, s.cols, s.rows, &[]);
@@ -359,7 +357,11 @@ fn thread_cpu(pid: u32) -> BTreeMap<u32, (String, f64)> {
         return out;
     };
     for entry in dir.flatten() {
-        let Some(tid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(tid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         let path: PathBuf = entry.path();

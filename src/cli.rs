@@ -138,6 +138,9 @@ pub struct RunArgs {
     /// Key bindings TOML file.
     #[arg(long)]
     pub keys: Option<PathBuf>,
+    /// A previous run's record: the dashboard shows its p50/p99 beside the live ones.
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
     /// Test-only fault injection, hidden from --help: `panic@N` or `error@N` makes the worker
     /// panic or fail in request N (0-based, after its prefill), `ui-panic@N` makes the dashboard
     /// thread panic when request N finishes. The fault tests use it to check that a failure
@@ -658,7 +661,23 @@ fn plan(args: &RunArgs, signal: &Arc<AtomicUsize>) -> Result<RunPlan, Failure> {
     // should not pass unnoticed until the same command is run in a terminal.
     let dashboard = {
         let color = crate::ui::ColorMode::parse(&args.color).map_err(Failure::usage)?;
+        let baseline = match &args.baseline {
+            Some(path) => {
+                let summary = crate::record::reader::summary_of(path)
+                    .map_err(|m| Failure::usage(format!("--baseline: {m}")))?;
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| path.display().to_string());
+                Some(crate::ui::state::Baseline {
+                    name,
+                    table: summary.steady,
+                })
+            }
+            None => None,
+        };
         let opts = crate::ui::DashboardOptions {
+            baseline,
             fps: args.fps,
             theme: args.theme.clone(),
             color,
@@ -793,7 +812,11 @@ fn parse_fault(spec: Option<&str>) -> Result<Faults, Failure> {
     let Some(spec) = spec else {
         return Ok(Faults::default());
     };
-    let bad = || Failure::usage(format!("--fault: `{spec}` is not panic@N, error@N or ui-panic@N"));
+    let bad = || {
+        Failure::usage(format!(
+            "--fault: `{spec}` is not panic@N, error@N or ui-panic@N"
+        ))
+    };
     let (kind, n) = spec.split_once('@').ok_or_else(bad)?;
     let n: u64 = n.trim().parse().map_err(|_| bad())?;
     let mut f = Faults::default();
@@ -849,11 +872,11 @@ fn header_line(args: &RunArgs, plan: &RunPlan) -> serde_json::Value {
             "stop_at_eos": args.stop_at_eos,
             "slo": plan.slo,
         },
-        "machine": machine_info(),
+        "machine": machine_info(plan.worker.device),
     })
 }
 
-fn machine_info() -> serde_json::Value {
+fn machine_info(device: DeviceSpec) -> serde_json::Value {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {
@@ -863,8 +886,21 @@ fn machine_info() -> serde_json::Value {
                 .map(|s| s.trim().to_string())
         })
         .unwrap_or_default();
+    // On CUDA, the GPU (through NVML) names the peak figures `report` uses for the roofline.
+    let (gpu, driver) = match device {
+        DeviceSpec::Cpu => (None, None),
+        DeviceSpec::Cuda(n) => {
+            let devices = telemetry::devices::collect();
+            (
+                devices.gpus.get(n).and_then(|g| g.name.clone()),
+                devices.driver_version,
+            )
+        }
+    };
     serde_json::json!({
         "cpu": cpu,
+        "gpu": gpu,
+        "driver": driver,
         "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
         "os": std::env::consts::OS,
         "arch": std::env::consts::ARCH,

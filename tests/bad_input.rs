@@ -32,330 +32,330 @@ const CASES: &[Case] = &[
     Case {
         input: "unknown theme name",
         args: &[H, "--theme", "no-such-theme"],
-        message: "",
+        message: "--theme: unknown theme `no-such-theme`: not a built-in theme (default, light, high-contrast, mono) nor an existing file",
         code: 2,
     },
     Case {
         input: "unknown colour mode",
         args: &[H, "--color", "sometimes"],
-        message: "",
+        message: "--color must be auto, always or never (got `sometimes`)",
         code: 2,
     },
     Case {
         input: "contradictory options",
         args: &[H, "--prompt", "hi", "--prompt-file", "prompts.txt"],
-        message: "",
+        message: "the argument '--prompt <PROMPT>' cannot be used with '--prompt-file <PROMPT_FILE>' (see infertop --help)",
         code: 2,
     },
     Case {
         input: "`--fps` out of range",
         args: &[H, "--fps", "0"],
-        message: "",
+        message: "--fps: 0 is out of range (use 1 to 120)",
         code: 2,
     },
     Case {
         input: "zero output tokens",
         args: &[H, "-n", "0"],
-        message: "",
+        message: "--output-tokens: 0 is not a positive length (use 1 or more)",
         code: 2,
     },
     Case {
         input: "negative prompt length",
         args: &[H, "--prompt-tokens=-5"],
-        message: "",
+        message: "--prompt-tokens: -5 is not a positive length (use 1 or more)",
         code: 2,
     },
     Case {
         input: "inverted range",
         args: &[H, "-p", "512..64"],
-        message: "",
+        message: "--prompt-tokens: range 512..64 is inverted (write 64..512)",
         code: 2,
     },
     Case {
         input: "malformed length",
         args: &[H, "-p", "12x"],
-        message: "",
+        message: "--prompt-tokens: `12x` is not a length (use N, a list like 128,512, or a range like 64..512)",
         code: 2,
     },
     Case {
         input: "batch 0",
         args: &[H, "--batch", "0"],
-        message: "",
+        message: "--batch: 0 is not a positive batch size (use 1 or more)",
         code: 2,
     },
     Case {
         input: "zero requests",
         args: &[H, "--requests", "0"],
-        message: "",
+        message: "--requests: 0 requests measures nothing (use 1 or more)",
         code: 2,
     },
     Case {
         input: "malformed duration",
         args: &[H, "--duration", "soon"],
-        message: "",
+        message: "--duration: `soon` is not a duration (e.g. 200ms, 1.5s)",
         code: 2,
     },
     Case {
         input: "unknown dtype",
         args: &[H, "--dtype", "f8"],
-        message: "",
+        message: "--dtype: unknown dtype `f8` (use f32, f16 or bf16)",
         code: 2,
     },
     Case {
         input: "unknown device",
         args: &[H, "--device", "tpu"],
-        message: "",
+        message: "--device: unknown device `tpu` (use cpu, cuda or cuda:N)",
         code: 2,
     },
     Case {
         input: "unknown summary format",
         args: &[H, "--format", "xml"],
-        message: "",
+        message: "--format: unknown format `xml` (use md, json or csv)",
         code: 2,
     },
     Case {
         input: "malformed SLO",
         args: &[H, "--slo", "ttft=fast"],
-        message: "",
+        message: "--slo: `fast` is not a duration (e.g. 200ms, 1.5s)",
         code: 2,
     },
     Case {
         input: "unknown synthetic preset",
         args: &[H, "--model", "synthetic:huge"],
-        message: "",
+        message: "--model: unknown synthetic preset `huge` (known: tiny, small, qwen2.5-0.5b, llama-3.2-1b, llama-2-7b, llama-3-8b, mistral-7b, qwen2.5-7b; see `infertop presets`)",
         code: 2,
     },
     Case {
         input: "prompt + output beyond the model's positions",
         args: &[H, "-p", "4000", "-n", "200"],
-        message: "",
+        message: "prompt + output tokens (4200) exceed the model's 4096 positions; lower --prompt-tokens or --output-tokens",
         code: 2,
     },
     // ---- theme and key-binding files
     Case {
         input: "theme file with an unknown key",
         args: &[H, "--theme", "theme-unknown-key.toml"],
-        message: "",
+        message: "theme file theme-unknown-key.toml, line 4: unknown field `tpot_colour`, expected one of…",
         code: 2,
     },
     Case {
         input: "theme file with a bad colour",
         args: &[H, "--theme", "theme-bad-color.toml"],
-        message: "",
+        message: "theme file theme-bad-color.toml, line 3: `purplish` is not a colour (use a name such as red, light-blue, dark-gray, reset; \"#rrggbb\"; or an xterm index 0-255)",
         code: 2,
     },
     Case {
         input: "theme file with an unknown base theme",
         args: &[H, "--theme", "theme-bad-base.toml"],
-        message: "",
+        message: "theme file theme-bad-base.toml, line 1: unknown base theme `solarized` (built-in: default, light, high-contrast, mono)",
         code: 2,
     },
     Case {
         input: "theme file that is not TOML",
         args: &[H, "--theme", "theme-not-toml.toml"],
-        message: "",
+        message: "theme file theme-not-toml.toml, line 1: invalid basic string, expected `\"`",
         code: 2,
     },
     Case {
         input: "keys file with an unknown action",
         args: &[H, "--keys", "keys-unknown-action.toml"],
-        message: "",
+        message: "keys file keys-unknown-action.toml, line 2: unknown field `explode`, expected one of…",
         code: 2,
     },
     Case {
         input: "keys file with a key that is not one",
         args: &[H, "--keys", "keys-bad-key.toml"],
-        message: "",
+        message: "keys file keys-bad-key.toml, line 2: unknown key `ctrl+shift+space+banana` (use a single character, space, tab, backtab, esc, enter, backspace, up, down, left, right, home, end, pageup, pagedown, f1-f12, with optional ctrl- / alt-)",
         code: 2,
     },
     Case {
         input: "keys file binding one key twice",
         args: &[H, "--keys", "keys-duplicate.toml"],
-        message: "",
+        message: "keys file keys-duplicate.toml, line 2: key `x` is bound to both `quit` (line 1) and `pause`",
         code: 2,
     },
     Case {
         input: "keys file missing",
         args: &[H, "--keys", "no-such-keys.toml"],
-        message: "",
+        message: "keys file no-such-keys.toml: not found",
         code: 2,
     },
     // ---- prompt files
     Case {
         input: "prompt file missing",
         args: &[H, "--prompt-file", "no-such-prompts.txt"],
-        message: "",
+        message: "--prompt-file no-such-prompts.txt: not found",
         code: 2,
     },
     Case {
         input: "prompt file is a directory",
         args: &[H, "--prompt-file", "a-directory"],
-        message: "",
+        message: "--prompt-file a-directory: is a directory; pass a file",
         code: 2,
     },
     Case {
         input: "prompt file that is binary",
         args: &[H, "--prompt-file", "binary.txt"],
-        message: "",
+        message: "--prompt-file binary.txt: looks binary (contains NUL bytes); use a UTF-8 text file with one prompt per line",
         code: 2,
     },
     Case {
         input: "prompt file with a 10 MB line",
         args: &[H, "--prompt-file", "long-line.txt"],
-        message: "",
+        message: "--prompt-file long-line.txt: line 1 is 10000000 bytes, over the 1 MiB limit for one prompt; split it, or use --prompt-tokens N for long synthetic prompts",
         code: 2,
     },
     Case {
         input: "prompt file that is empty",
         args: &[H, "--prompt-file", "blank.txt"],
-        message: "",
+        message: "--prompt-file blank.txt: has no prompts (one prompt per line)",
         code: 2,
     },
     // ---- record files
     Case {
         input: "`--record` is a directory",
         args: &[H, "--record", "a-directory"],
-        message: "",
+        message: "--record a-directory: is a directory; pass a file path such as run.jsonl",
         code: 2,
     },
     Case {
         input: "`--record` in a missing directory",
         args: &[H, "--record", "no/such/dir/run.jsonl"],
-        message: "",
+        message: "--record no/such/dir/run.jsonl: the directory no/such/dir does not exist; create it first",
         code: 2,
     },
     Case {
         input: "`report` on JSON lines that are not a record",
         args: &["report", "not-a-record.jsonl"],
-        message: "",
+        message: "not-a-record.jsonl: not an infertop record (no header line); make one with --record FILE",
         code: 2,
     },
     Case {
         input: "`report` on a file that is not JSON lines",
         args: &["report", "notes.csv"],
-        message: "",
+        message: "notes.csv: not an infertop record (no header line); make one with --record FILE",
         code: 2,
     },
     Case {
         input: "`report` on an empty file",
         args: &["report", "empty.jsonl"],
-        message: "",
+        message: "empty.jsonl: not an infertop record (no header line, the file is empty); make one with --record FILE",
         code: 2,
     },
     Case {
         input: "`report` on a directory",
         args: &["report", "a-directory"],
-        message: "",
+        message: "a-directory: is a directory; pass a record file written with --record FILE",
         code: 2,
     },
     // ---- Hugging Face directories
     Case {
         input: "model path missing",
         args: &[H, "--model", "no-such-model"],
-        message: "",
+        message: "--model no-such-model: no such file or directory (use a Hugging Face directory, a .gguf file, or synthetic:NAME)",
         code: 2,
     },
     Case {
         input: "a file where the model directory is expected",
         args: &[H, "--model", "tiny/config.json"],
-        message: "",
+        message: "--model tiny/config.json: is a file; pass the directory that holds config.json",
         code: 2,
     },
     Case {
         input: "config.json that is not JSON",
         args: &[H, "--model", "bad-json"],
-        message: "",
+        message: "bad-json/config.json: not valid JSON (key must be a string at line 1 column 2); re-download the model's config.json",
         code: 2,
     },
     Case {
         input: "config.json without an architecture",
         args: &[H, "--model", "no-arch"],
-        message: "",
+        message: "no-arch/config.json: names no architecture (neither `architectures` nor `model_type`); supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM",
         code: 2,
     },
     Case {
         input: "config.json of an unsupported architecture",
         args: &[H, "--model", "gpt2"],
-        message: "",
+        message: "gpt2/config.json: architecture `GPT2LMHeadModel` is not supported (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)",
         code: 2,
     },
     Case {
         input: "config.json missing a required field",
         args: &[H, "--model", "no-hidden-size"],
-        message: "",
+        message: "no-hidden-size/config.json: missing required field `hidden_size`",
         code: 2,
     },
     Case {
         input: "truncated safetensors",
         args: &[H, "--model", "truncated"],
-        message: "",
+        message: "truncated/model.safetensors: not a valid safetensors file (path: \"truncated/model.safetensors\" incomplete metadata, file not fully covered); the download may be truncated",
         code: 2,
     },
     Case {
         input: "a tensor missing",
         args: &[H, "--model", "missing-tensor"],
-        message: "",
+        message: "missing-tensor/model.safetensors: tensor `model.layers.2.mlp.up_proj.weight` is missing (incomplete download, or weights of another architecture than llama)",
         code: 2,
     },
     Case {
         input: "a tensor of the wrong shape",
         args: &[H, "--model", "wrong-shape"],
-        message: "",
+        message: "wrong-shape/model.safetensors: tensor `model.layers.0.mlp.up_proj.weight` has shape [256, 768], config.json implies [768, 256]",
         code: 2,
     },
     Case {
         input: "a tensor of an unsupported dtype (I64)",
         args: &[H, "--model", "dtype-i64"],
-        message: "",
+        message: "dtype-i64/model.safetensors: tensor `model.layers.1.self_attn.q_proj.weight` has dtype I64; only F32, F16 and BF16 are supported (use a GGUF file for quantized weights)",
         code: 2,
     },
     Case {
         input: "a tensor of an unsupported dtype (U8)",
         args: &[H, "--model", "dtype-u8"],
-        message: "",
+        message: "dtype-u8/model.safetensors: tensor `model.norm.weight` has dtype U8; only F32, F16 and BF16 are supported (use a GGUF file for quantized weights)",
         code: 2,
     },
     Case {
         input: "a shard named in model.safetensors.index.json missing",
         args: &[H, "--model", "missing-shard"],
-        message: "",
+        message: "missing-shard: shard `model-00002-of-00002.safetensors` named in model.safetensors.index.json is missing; finish the download",
         code: 2,
     },
     Case {
         input: "tokenizer.json missing (text prompt)",
         args: &[H, "--model", "no-tokenizer", "--prompt", "hello"],
-        message: "",
+        message: "no-tokenizer/tokenizer.json: tokenizer.json not found; copy the model's tokenizer.json next to config.json",
         code: 2,
     },
     Case {
         input: "tokenizer.json corrupt (text prompt)",
         args: &[H, "--model", "bad-tokenizer", "--prompt", "hello"],
-        message: "",
+        message: "bad-tokenizer/tokenizer.json: not a valid tokenizer.json (EOF while parsing an object at line 1 column 54); re-download it",
         code: 2,
     },
     // ---- GGUF
     Case {
         input: "GGUF truncated (header intact)",
         args: &[H, "--model", "truncated.gguf"],
-        message: "",
+        message: "truncated.gguf: tensor `blk.1.ffn_norm.weight` extends past the end of the file; the download is truncated",
         code: 2,
     },
     Case {
         input: "GGUF cut inside its header",
         args: &[H, "--model", "header-only.gguf"],
-        message: "",
+        message: "header-only.gguf: not a valid GGUF file (gguf: header declares 39 tensors and 11 metadata entries, needs at least 1079 bytes, only 76 remaining); the download may be truncated",
         code: 2,
     },
     Case {
         input: "a .gguf that is not GGUF",
         args: &[H, "--model", "text.gguf"],
-        message: "",
+        message: "text.gguf: not a valid GGUF file (unknown magic 0x6d74683c); the download may be truncated",
         code: 2,
     },
     Case {
         input: "GGUF of an unsupported architecture",
         args: &[H, "--model", "bloom.gguf"],
-        message: "",
+        message: "bloom.gguf: GGUF architecture `bloom` is not supported (supported: llama, mistral, qwen2)",
         code: 2,
     },
 ];
@@ -383,7 +383,11 @@ fn write(path: PathBuf, bytes: impl AsRef<[u8]>) {
 }
 
 /// A copy of the tiny model with one change to its tensors.
-fn tiny_with(d: &Path, name: &str, change: impl FnOnce(&mut std::collections::HashMap<String, Tensor>)) {
+fn tiny_with(
+    d: &Path,
+    name: &str,
+    change: impl FnOnce(&mut std::collections::HashMap<String, Tensor>),
+) {
     let tiny = d.join("tiny");
     let out = d.join(name);
     std::fs::create_dir_all(&out).expect("mkdir");
@@ -405,21 +409,36 @@ fn make_fixtures(d: &Path) {
     }
     std::fs::create_dir_all(d.join("a-directory")).expect("mkdir");
     write(d.join("prompts.txt"), "hello\n");
-    write(d.join("binary.txt"), b"\x7fELF\x02\x01\x01\x00\x00\x00prompt\n".as_slice());
+    write(
+        d.join("binary.txt"),
+        b"\x7fELF\x02\x01\x01\x00\x00\x00prompt\n".as_slice(),
+    );
     let mut long = vec![b'a'; 10_000_000];
     long.push(b'\n');
     write(d.join("long-line.txt"), long);
     write(d.join("blank.txt"), "\n  \n\n");
 
     // A tiny HF directory and GGUF, through the binary as users make them.
-    let st = infertop().arg("make-model").arg(d.join("tiny")).output().expect("make-model");
-    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    let st = infertop()
+        .arg("make-model")
+        .arg(d.join("tiny"))
+        .output()
+        .expect("make-model");
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
     let st = infertop()
         .args(["make-model", "--gguf"])
         .arg(d.join("tiny.gguf"))
         .output()
         .expect("make-model --gguf");
-    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
     let tiny = d.join("tiny");
     let config = std::fs::read_to_string(tiny.join("config.json")).expect("config");
 

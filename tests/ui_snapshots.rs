@@ -448,3 +448,48 @@ fn next_theme_changes_colours_not_text() {
     );
     assert_ne!(before.backend().buffer(), after.backend().buffer());
 }
+
+#[test]
+fn baseline_beside_live() {
+    use infertop::stats::{Metric, Summary, Table};
+    let row = |p50: f64, p99: f64| Summary {
+        mean: p50,
+        p50,
+        p90: p99,
+        p95: p99,
+        p99,
+        max: p99,
+        n: 30,
+    };
+    let baseline = infertop::ui::state::Baseline {
+        name: "before.jsonl".into(),
+        table: Table {
+            rows: vec![
+                (Metric::Ttft, row(0.010, 0.020)),
+                (Metric::Tpot, row(0.002, 0.004)),
+                (Metric::Itl, row(0.002, 0.005)),
+                (Metric::E2e, row(0.050, 0.080)),
+                (Metric::PrefillTokS, row(12_000.0, 14_000.0)),
+                (
+                    Metric::DecodeTokS,
+                    Summary {
+                        n: 0,
+                        ..row(0.0, 0.0)
+                    },
+                ),
+            ],
+        },
+    };
+    let mut s = Sim::new(AppConfig {
+        baseline: Some(baseline),
+        ..AppConfig::default()
+    });
+    s.start(5, 128, 16);
+    s.requests(0, 40, 5);
+    s.app.refresh();
+    let terminal = draw(&s.app, 80, 24);
+    let text = text_of(terminal.backend().buffer());
+    assert!(text.contains("base p50") && text.contains("dp99"), "{text}");
+    assert!(text.contains("baseline: before.jsonl"), "{text}");
+    insta::assert_snapshot!("baseline_80x24", terminal.backend());
+}

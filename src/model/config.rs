@@ -184,9 +184,11 @@ impl ArchConfig {
                                 as usize,
                         })
                     }
-                    other => return Err(format!(
+                    other => {
+                        return Err(format!(
                         "rope scaling type `{other}` is not supported (supported: default, llama3)"
-                    )),
+                    ))
+                    }
                 }
             }
             None => None,

@@ -35,7 +35,10 @@ pub fn check_header(path: &Path) -> Result<(), ModelError> {
     })?;
     arch_of(&ct, path)?;
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-    for (name, info) in &ct.tensor_infos {
+    // In file order, so the message names the first tensor cut off (the map's order is random).
+    let mut infos: Vec<_> = ct.tensor_infos.iter().collect();
+    infos.sort_by_key(|(_, info)| info.offset);
+    for (name, info) in infos {
         let size =
             info.shape.elem_count() / info.ggml_dtype.block_size() * info.ggml_dtype.type_size();
         if ct.tensor_data_offset + info.offset + size as u64 > len {

@@ -46,6 +46,8 @@ pub struct DashboardOptions {
     pub keys_file: Option<PathBuf>,
     /// Tokens per +/- press, e.g. 16.
     pub output_step: i64,
+    /// A previous run's steady-state table to show beside the live one (`--baseline`).
+    pub baseline: Option<state::Baseline>,
     /// Set by the CLI's signal handler to the signal number (SIGINT/SIGTERM/SIGHUP); 0 = none.
     pub signal: Arc<AtomicUsize>,
 }
@@ -60,6 +62,7 @@ impl Default for DashboardOptions {
             slo: Slo::default(),
             keys_file: None,
             output_step: 16,
+            baseline: None,
             signal: Arc::new(AtomicUsize::new(0)),
         }
     }
@@ -108,6 +111,7 @@ pub fn app_config(opts: &DashboardOptions) -> anyhow::Result<AppConfig> {
         ascii: opts.ascii,
         slo: opts.slo,
         output_step: opts.output_step,
+        baseline: opts.baseline.clone(),
     })
 }
 

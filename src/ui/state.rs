@@ -132,6 +132,15 @@ pub struct AppConfig {
     pub ascii: bool,
     pub slo: Slo,
     pub output_step: i64,
+    /// A previous run's steady-state table (`--baseline RUN.jsonl`), shown beside the live one.
+    pub baseline: Option<Baseline>,
+}
+
+/// A previous run to compare against live: its name and steady-state table.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Baseline {
+    pub name: String,
+    pub table: crate::stats::Table,
 }
 
 impl Default for AppConfig {
@@ -144,6 +153,7 @@ impl Default for AppConfig {
             ascii: false,
             slo: Slo::default(),
             output_step: 16,
+            baseline: None,
         }
     }
 }
@@ -158,6 +168,7 @@ pub struct App {
     pub glyphs: Glyphs,
     pub slo: Slo,
     pub output_step: i64,
+    pub baseline: Option<Baseline>,
 
     // The run, as the events tell it.
     pub phase: RunPhase,
@@ -226,6 +237,7 @@ impl App {
             theme_index: 0,
             glyphs: Glyphs::new(config.ascii),
             slo: config.slo,
+            baseline: config.baseline,
             output_step: config.output_step,
             phase: RunPhase::Loading,
             loading: None,

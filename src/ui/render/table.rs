@@ -1,6 +1,7 @@
 //! The percentile table: mean, p50, p90, p95, p99, max and n for every metric over the chosen
 //! window. Cells above an SLO limit are drawn in the `slo_fail` style and end in `!`, which
-//! still shows without colour.
+//! still shows without colour. With a baseline (`--baseline`), the columns become the live p50
+//! and p99 beside the baseline's and their relative change.
 
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
@@ -14,6 +15,9 @@ use crate::ui::keys::Action;
 use crate::ui::state::App;
 
 const HEADINGS: [&str; 8] = ["", "mean", "p50", "p90", "p95", "p99", "max", "n"];
+const BASELINE_HEADINGS: [&str; 8] = [
+    "", "p50", "base p50", "dp50", "p99", "base p99", "dp99", "n",
+];
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     let theme = app.theme();
@@ -38,8 +42,16 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
             ));
         }
     }
+    if let Some(base) = &app.baseline {
+        block = block.title_bottom(Line::styled(format!("baseline: {}", base.name), theme.dim));
+    }
+    let headings = if app.baseline.is_some() {
+        &BASELINE_HEADINGS
+    } else {
+        &HEADINGS
+    };
     let header = Row::new(
-        HEADINGS
+        headings
             .iter()
             .map(|h| Cell::from(Line::from(*h).right_aligned())),
     )
@@ -47,6 +59,10 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     let rows = app.table.rows.iter().map(|(metric, s)| {
         let limit = app.slo_limit(*metric);
         let mut cells = vec![Cell::from(Span::styled(metric.label(), theme.text))];
+        if let Some(base) = &app.baseline {
+            baseline_cells(&mut cells, app, *metric, s, &base.table.get(*metric));
+            return Row::new(cells);
+        }
         for v in values(s) {
             let text = if s.n == 0 {
                 "-".to_string()
@@ -76,6 +92,43 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         .column_spacing(1)
         .block(block);
     frame.render_widget(table, rect);
+}
+
+/// Live p50, baseline p50, change, live p99, baseline p99, change, n.
+fn baseline_cells(
+    cells: &mut Vec<Cell>,
+    app: &App,
+    metric: Metric,
+    live: &Summary,
+    base: &Summary,
+) {
+    let theme = app.theme();
+    let fmt = |v: f64, n: usize| {
+        if n == 0 {
+            "-".to_string()
+        } else if metric.is_latency() {
+            format::duration(v, app.glyphs.ascii)
+        } else {
+            format::si(v)
+        }
+    };
+    for (now, old) in [(live.p50, base.p50), (live.p99, base.p99)] {
+        cells.push(Cell::from(
+            Line::styled(format!("{} ", fmt(now, live.n)), theme.text).right_aligned(),
+        ));
+        cells.push(Cell::from(
+            Line::styled(format!("{} ", fmt(old, base.n)), theme.dim).right_aligned(),
+        ));
+        let delta = if live.n > 0 && base.n > 0 && old > 0.0 {
+            format!("{:+.1}% ", (now / old - 1.0) * 100.0)
+        } else {
+            "- ".to_string()
+        };
+        cells.push(Cell::from(Line::styled(delta, theme.text).right_aligned()));
+    }
+    cells.push(Cell::from(
+        Line::styled(format!("{} ", live.n), theme.dim).right_aligned(),
+    ));
 }
 
 fn values(s: &Summary) -> [f64; 6] {
