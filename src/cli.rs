@@ -941,18 +941,21 @@ fn run(args: RunArgs) -> Result<i32, Failure> {
     let handle = worker::spawn_with_fault(plan.worker, fault.worker, ev_tx, ctl_rx)
         .map_err(|e| Failure::runtime(format!("cannot start the worker thread: {e}")))?;
 
+    let mut resources = crate::record::resources::Resources::default();
     let outcome = if headless {
         run_headless(
             &ev_rx,
             &ctl_tx,
             &signal,
             recorder.as_mut(),
+            &mut resources,
             started,
             args.jsonl_steps,
         )
     } else {
         let opts = dashboard.ok_or_else(|| Failure::runtime("no dashboard options"))?;
         let mut on_event = |ev: &Event| {
+            resources.observe(ev);
             if let Some(r) = recorder.as_mut() {
                 r.on_event(started.elapsed().as_secs_f64(), ev);
             }
@@ -1001,7 +1004,7 @@ fn run(args: RunArgs) -> Result<i32, Failure> {
     let _ = ctl_tx.send(Control::Stop(outcome.stop.clone()));
     let _ = handle.join();
 
-    let summary = RunSummary::from_stats(&outcome.stats);
+    let summary = RunSummary::from_stats(&outcome.stats).with_resources(resources);
     if let Some(r) = recorder.as_mut() {
         r.finish(&outcome.stop, started.elapsed().as_secs_f64(), &summary);
         if let Some(e) = r.error() {
@@ -1034,6 +1037,7 @@ fn run_headless(
     control: &Sender<Control>,
     signal: &Arc<AtomicUsize>,
     mut recorder: Option<&mut Recorder>,
+    resources: &mut crate::record::resources::Resources,
     started: Instant,
     steps: bool,
 ) -> Outcome {
@@ -1057,6 +1061,7 @@ fn run_headless(
         if let Some(r) = recorder.as_deref_mut() {
             r.on_event(started.elapsed().as_secs_f64(), &ev);
         }
+        resources.observe(&ev);
         let mut out = stdout.lock();
         match &ev {
             Event::RequestStarted { warmup, .. } => warmup_of_current = *warmup,

@@ -65,7 +65,13 @@ fn report_json(path: &Path, extra: &[&str]) -> Value {
 }
 
 fn same_summary(printed: &Value, reported: &Value) {
-    for key in ["requests", "warmup_requests", "metrics", "warmup"] {
+    for key in [
+        "requests",
+        "warmup_requests",
+        "metrics",
+        "warmup",
+        "resources",
+    ] {
         assert_eq!(
             printed[key], reported[key],
             "`{key}` differs between the run and the report"

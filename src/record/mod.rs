@@ -11,6 +11,7 @@ pub mod compare;
 pub mod plot;
 pub mod reader;
 pub mod report;
+pub mod resources;
 pub mod summary;
 pub mod writer;
 

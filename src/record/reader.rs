@@ -29,6 +29,8 @@ pub struct Record {
     pub last_reset: Option<(usize, usize)>,
     /// Number of `telemetry` lines.
     pub telemetry_lines: usize,
+    /// Memory and energy, folded over request and telemetry lines in order (as the run did).
+    pub resources: super::resources::Resources,
     /// Lines that were not whole JSON (at most the last one after a crash).
     pub bad_lines: usize,
 }
@@ -74,9 +76,15 @@ pub fn read(path: &Path) -> Result<Record, String> {
                 }
                 rec.events.push(v);
             }
-            Some("telemetry") => rec.telemetry_lines += 1,
+            Some("telemetry") => {
+                rec.telemetry_lines += 1;
+                if let Ok(s) = serde_json::from_value::<crate::telemetry::Sample>(v) {
+                    rec.resources.observe_sample(&s);
+                }
+            }
             Some("request") => {
                 if let Ok(r) = serde_json::from_value::<RequestDone>(v) {
+                    rec.resources.observe_request(&r);
                     rec.requests.push(r);
                 } else {
                     rec.bad_lines += 1;
@@ -178,7 +186,7 @@ fn summary_of_record(rec: &Record) -> RunSummary {
     for r in rec.counted() {
         stats.record_request(r);
     }
-    let mut summary = RunSummary::from_stats(&stats);
+    let mut summary = RunSummary::from_stats(&stats).with_resources(rec.resources.clone());
     if rec.steps.is_empty() {
         if let Some(itl) = footer_metric(rec.footer.as_ref(), "metrics", Metric::Itl) {
             set(&mut summary.steady, Metric::Itl, itl);

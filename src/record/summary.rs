@@ -34,6 +34,9 @@ pub struct RunSummary {
     pub steady: Table,
     /// The warmup requests alone.
     pub warmup: Table,
+    /// Peak memory and energy over the whole run.
+    #[serde(default)]
+    pub resources: super::resources::Resources,
 }
 
 impl RunSummary {
@@ -43,7 +46,14 @@ impl RunSummary {
             warmup_requests: stats.warmup_requests(),
             steady: stats.table(WindowKind::Steady, false),
             warmup: stats.warmup_table(),
+            resources: Default::default(),
         }
+    }
+
+    /// The summary with the run's memory and energy figures.
+    pub fn with_resources(mut self, resources: super::resources::Resources) -> RunSummary {
+        self.resources = resources;
+        self
     }
 
     /// `{"type":"summary","requests":…,"warmup_requests":…,"metrics":{…},"warmup":{…}}`.
@@ -63,6 +73,7 @@ impl RunSummary {
             "window": "steady",
             "metrics": metrics(&self.steady),
             "warmup": metrics(&self.warmup),
+            "resources": self.resources,
         })
     }
 
@@ -92,6 +103,7 @@ impl RunSummary {
                 out.push_str(&md_row(&format!("{} (warmup)", m.label()), m, &s));
             }
         }
+        out.push_str(&self.resources.markdown());
         out
     }
 

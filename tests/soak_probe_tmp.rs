@@ -1,0 +1,281 @@
+//! A long run in seconds: one million decode-step events (plus their requests and telemetry)
+//! from a fast synthetic source go through the dashboard's state (`App::apply`), the cached
+//! statistics (`refresh`, once per frame as the dashboard does it), rendering into a
+//! `TestBackend`, and the recorder (step lines off, to a temporary file). Memory must be flat
+//! once the bounded windows are full: everything that grows with run length has a fixed size.
+//!
+//! Warm-up here is filling the windows: the statistics keep the last 100,000 requests
+//! (`REQUEST_WINDOW`) and 100,000 decode steps (`STEP_WINDOW`) per window; at 3 decode steps per
+//! request both are full after 300,000 steps. The test compares memory at 400,000 steps with
+//! memory at 1,000,000, both as live heap bytes (the crate's counting allocator, exact) and as
+//! resident memory (VmRSS).
+
+use std::time::{Duration, Instant};
+
+use infertop::engine::events::{Event, RequestDone, RunInfo, WorkloadDesc};
+use infertop::model::ModelInfo;
+use infertop::record::{Recorder, RunSummary};
+use infertop::stats::{REQUEST_WINDOW, STEP_WINDOW};
+use infertop::telemetry::{alloc, Sample};
+use infertop::ui::App;
+use ratatui::backend::TestBackend;
+use ratatui::Terminal;
+
+/// Decode steps in the whole soak.
+const STEPS: u64 = 1_000_000;
+fn steps_total() -> u64 {
+    std::env::var("SOAK_STEPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(STEPS)
+}
+fn frame_ms() -> u64 {
+    std::env::var("SOAK_FRAME_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100)
+}
+/// Decode steps per request (output tokens 4).
+const STEPS_PER_REQUEST: u64 = 3;
+/// Where memory is compared: after the windows are full, and at the end.
+const MEASURE_AT: u64 = 400_000;
+/// A frame (refresh + draw) at least this often in events, whatever the wall clock says.
+const DRAW_EVERY_EVENTS: u64 = 50_000;
+/// Wall-clock frame time: the dashboard's default 10 fps.
+const FRAME: Duration = Duration::from_millis(100);
+/// Allowed growth between `MEASURE_AT` and the end.
+const MAX_GROWTH_BYTES: i64 = 4 << 20;
+
+/// Resident memory of this process (VmRSS), in bytes.
+fn rss_bytes() -> i64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kb: i64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS");
+    kb * 1024
+}
+
+/// xorshift64*: latencies that differ from one another, as real ones do (the ordered windows
+/// store one node per distinct value, so equal values would understate their memory).
+struct Rng(u64);
+
+impl Rng {
+    fn next_f64(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+fn model_info() -> ModelInfo {
+    ModelInfo {
+        name: "synthetic:soak".into(),
+        arch: "llama".into(),
+        source: "synthetic".into(),
+        params: 8_030_000_000,
+        weight_bytes: 16_060_000_000,
+        kv_bytes_per_token: 131_072,
+        dtype: "bf16".into(),
+        device: "cuda:0".into(),
+        max_positions: 8192,
+        layers: 32,
+        hidden: 4096,
+        heads: 32,
+        kv_heads: 8,
+        head_dim: 128,
+        vocab: 128_256,
+    }
+}
+
+struct Soak {
+    app: App,
+    terminal: Terminal<TestBackend>,
+    recorder: Recorder,
+    events: u64,
+    frames: u64,
+    last_frame: Instant,
+    events_at_last_frame: u64,
+}
+
+impl Soak {
+    fn feed(&mut self, ev: Event) {
+        let t_s = self.events as f64 * 1e-3;
+        self.recorder.on_event(t_s, &ev);
+        self.app.apply(&ev);
+        self.events += 1;
+        if self.last_frame.elapsed() >= Duration::from_millis(frame_ms())
+            || self.events - self.events_at_last_frame >= DRAW_EVERY_EVENTS
+        {
+            self.frame();
+        }
+    }
+
+    fn frame(&mut self) {
+        self.app.tick(Duration::from_millis(self.events));
+        self.app.refresh();
+        self.terminal
+            .draw(|f| infertop::ui::render::render(f, &self.app))
+            .expect("draw");
+        self.frames += 1;
+        self.last_frame = Instant::now();
+        self.events_at_last_frame = self.events;
+    }
+}
+
+#[test]
+fn a_million_decode_steps_keep_memory_flat() {
+    let started = Instant::now();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("soak.jsonl");
+    let recorder =
+        Recorder::create(&path, serde_json::json!({"type": "header"}), false).expect("recorder");
+    let mut soak = Soak {
+        app: App::default(),
+        terminal: Terminal::new(TestBackend::new(160, 48)).expect("terminal"),
+        recorder,
+        events: 0,
+        frames: 0,
+        last_frame: Instant::now(),
+        events_at_last_frame: 0,
+    };
+    let workload = WorkloadDesc {
+        prompt_tokens: "512".into(),
+        output_tokens: "4".into(),
+        batch: 1,
+    };
+    soak.feed(Event::RunStarted(Box::new(RunInfo {
+        model: model_info(),
+        workload: workload.clone(),
+        warmup_requests: 2,
+        threads: 0,
+    })));
+
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut steps = 0u64;
+    let mut index = 0u64;
+    let mut at_measure: Option<(i64, i64)> = None;
+    let mut marks = Vec::new();
+    while steps < steps_total() {
+        let warmup = index < 2;
+        soak.feed(Event::RequestStarted {
+            index,
+            warmup,
+            prompt_tokens: 512,
+            output_tokens: 4,
+            batch: 1,
+        });
+        let ttft = 0.020 + 0.005 * rng.next_f64();
+        soak.feed(Event::PrefillDone {
+            index,
+            ttft_s: ttft,
+        });
+        let mut decode = 0.0;
+        for step in 1..=STEPS_PER_REQUEST {
+            let itl = 0.008 + 0.002 * rng.next_f64();
+            decode += itl;
+            soak.feed(Event::DecodeStep {
+                index,
+                step: step as u32,
+                itl_s: itl,
+                gpu_s: Some(itl * 0.97),
+            });
+            steps += 1;
+            if steps.is_multiple_of(100_000) {
+                marks.push((steps, alloc::current_bytes() as i64, rss_bytes()));
+            }
+            if steps == MEASURE_AT {
+                at_measure = Some((alloc::current_bytes() as i64, rss_bytes()));
+            }
+        }
+        let done = RequestDone {
+            index,
+            warmup,
+            batch: 1,
+            prompt_tokens: 512,
+            output_tokens: 4,
+            ttft_s: ttft,
+            tpot_s: Some(decode / STEPS_PER_REQUEST as f64),
+            e2e_s: ttft + decode,
+            gpu_ttft_s: Some(ttft * 0.95),
+            gpu_decode_s: Some(decode * 0.97),
+            peak_alloc_bytes: Some(17_000_000_000 + (index % 1000) * 4096),
+            output_hash: format!("{:016x}", index % 7),
+            tokens: None,
+            text: None,
+        };
+        soak.feed(Event::RequestDone(Box::new(done)));
+        if index.is_multiple_of(50) {
+            soak.feed(Event::Telemetry(Box::new(Sample {
+                t_s: soak.events as f64 * 1e-3,
+                rss_bytes: Some(2_000_000_000),
+                device_used_bytes: Some(17_000_000_000 + (index % 100) * 1_000_000),
+                device_total_bytes: Some(80_000_000_000),
+                power_w: Some(300.0 + 100.0 * rng.next_f64()),
+                ..Sample::default()
+            })));
+        }
+        index += 1;
+    }
+    soak.frame();
+    let summary = RunSummary::from_stats(&soak.app.stats);
+    soak.recorder.finish(
+        &infertop::engine::events::StopReason::RequestLimit,
+        0.0,
+        &summary,
+    );
+    assert!(
+        soak.recorder.error().is_none(),
+        "{:?}",
+        soak.recorder.error()
+    );
+
+    let (heap_mid, rss_mid) = at_measure.expect("measured");
+    let (heap_end, rss_end) = (alloc::current_bytes() as i64, rss_bytes());
+    let elapsed = started.elapsed();
+    let lines = std::fs::read_to_string(&path)
+        .expect("record")
+        .lines()
+        .count();
+    eprintln!(
+        "soak: {steps} decode steps, {index} requests, {} events, {} frames, {lines} record lines in {:.1} s",
+        soak.events,
+        soak.frames,
+        elapsed.as_secs_f64()
+    );
+    for (s, heap, rss) in &marks {
+        eprintln!(
+            "  at {s:>9} steps: heap {:>7.2} MB, RSS {:>7.2} MB",
+            *heap as f64 / 1e6,
+            *rss as f64 / 1e6
+        );
+    }
+    eprintln!(
+        "  growth {MEASURE_AT} -> {STEPS} steps: heap {:+.3} MB, RSS {:+.3} MB",
+        (heap_end - heap_mid) as f64 / 1e6,
+        (rss_end - rss_mid) as f64 / 1e6
+    );
+
+    // The windows are full and no fuller.
+    assert_eq!(soak.app.stats.steps(), steps);
+    let n = |m| {
+        soak.app
+            .stats
+            .summary(m, infertop::stats::WindowKind::All, true)
+            .n
+    };
+    assert_eq!(n(infertop::stats::Metric::Ttft), REQUEST_WINDOW);
+    assert_eq!(n(infertop::stats::Metric::Itl), STEP_WINDOW);
+    assert!(
+        heap_end - heap_mid < MAX_GROWTH_BYTES,
+        "heap grew {} bytes after warm-up",
+        heap_end - heap_mid
+    );
+    assert!(
+        rss_end - rss_mid < MAX_GROWTH_BYTES,
+        "RSS grew {} bytes after warm-up",
+        rss_end - rss_mid
+    );
+}
