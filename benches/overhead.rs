@@ -137,6 +137,12 @@ fn mean(v: &[f64]) -> f64 {
 }
 
 fn main() {
+    // As `infertop run` does: pin candle's thread count once (unset, candle re-reads
+    // /proc/cpuinfo on every matmul), so both variants run the same kernels.
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        let n = candle_core::utils::get_num_threads();
+        std::env::set_var("RAYON_NUM_THREADS", n.to_string());
+    }
     let presets = std::env::var("OVERHEAD_PRESETS").unwrap_or_else(|_| "tiny,small".into());
     let rounds: usize = std::env::var("OVERHEAD_ROUNDS")
         .ok()

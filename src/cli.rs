@@ -18,6 +18,15 @@ use crate::record::{Recorder, RunSummary, SummaryFormat};
 use crate::stats::{parse_duration_s, RunStats, Slo};
 use crate::telemetry;
 
+/// Prints a line to stderr, ignoring failure: stderr may be a terminal that has hung up, and
+/// `eprintln!` would panic there before the record is closed.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 /// Exit codes.
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILURE: i32 = 1;
@@ -202,7 +211,7 @@ pub fn main() -> i32 {
             let text = e.to_string();
             let first = text.lines().next().unwrap_or("invalid arguments");
             let first = first.strip_prefix("error: ").unwrap_or(first);
-            eprintln!("infertop: error: {first} (see infertop --help)");
+            say!("infertop: error: {first} (see infertop --help)");
             return EXIT_USAGE;
         }
     };
@@ -221,7 +230,7 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(f) => {
-            eprintln!("infertop: error: {}", f.message);
+            say!("infertop: error: {}", f.message);
             f.code
         }
     }
@@ -350,7 +359,7 @@ fn report(args: &ReportArgs) -> Result<i32, Failure> {
     if let Some(out) = &args.plot {
         let svg = crate::record::plot::plot_svg(&rec, &report.analysis.settling);
         crate::record::plot::write_plot(out, &svg).map_err(Failure::usage)?;
-        eprintln!("wrote {}", out.display());
+        say!("wrote {}", out.display());
     }
     print!("{}", report.render(format));
     Ok(EXIT_OK)
@@ -375,7 +384,7 @@ fn compare(args: &CompareArgs) -> Result<i32, Failure> {
     print!("{}", cmp.render(format));
     let _ = std::io::stdout().flush();
     for alarm in cmp.alarms() {
-        eprintln!("infertop: {alarm}");
+        say!("infertop: {alarm}");
     }
     Ok(cmp.exit_code())
 }
@@ -469,7 +478,7 @@ pub fn make_model(args: &MakeModelArgs) -> Result<(), Failure> {
         tokenizer
             .save(&tk_path, false)
             .map_err(|e| Failure::runtime(format!("{}: {e}", tk_path.display())))?;
-        eprintln!(
+        say!(
             "wrote {} ({} {} parameters, q8_0) and {}",
             args.out.display(),
             human_count(cfg.params()),
@@ -505,7 +514,7 @@ pub fn make_model(args: &MakeModelArgs) -> Result<(), Failure> {
     tokenizer
         .save(&tk_path, false)
         .map_err(|e| Failure::runtime(format!("{}: {e}", tk_path.display())))?;
-    eprintln!(
+    say!(
         "wrote {} ({} {} parameters, f32): config.json, model.safetensors, tokenizer.json",
         args.out.display(),
         human_count(cfg.params()),
@@ -914,10 +923,10 @@ fn run(args: RunArgs) -> Result<i32, Failure> {
     let signal = register_signals()?;
     let plan = plan(&args, &signal)?;
     let fault = parse_fault(args.fault.as_deref())?;
-    if let Some(t) = args.threads {
-        // candle's CPU kernels size their thread pools from this; set before any pool exists.
-        std::env::set_var("RAYON_NUM_THREADS", t.to_string());
-    }
+    // candle's CPU kernels size their thread pools from RAYON_NUM_THREADS (set before any pool
+    // exists). Unset, candle recounts the cores on every matmul by reading /proc/cpuinfo, a file
+    // read inside every timed step; pinning it once keeps that out of the measurement.
+    std::env::set_var("RAYON_NUM_THREADS", plan.worker.threads.to_string());
     let mut recorder = match &args.record {
         Some(path) => Some(
             Recorder::create(path, header_line(&args, &plan), args.jsonl_steps)
@@ -1008,14 +1017,14 @@ fn run(args: RunArgs) -> Result<i32, Failure> {
     if let Some(r) = recorder.as_mut() {
         r.finish(&outcome.stop, started.elapsed().as_secs_f64(), &summary);
         if let Some(e) = r.error() {
-            eprintln!("infertop: warning: {e}");
+            say!("infertop: warning: {e}");
         }
     }
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(summary.render(format).as_bytes());
     let _ = out.flush();
     if let Some(msg) = outcome.failed {
-        eprintln!("infertop: error: {msg}");
+        say!("infertop: error: {msg}");
         return Ok(EXIT_FAILURE);
     }
     let sig = signal.load(Ordering::Relaxed);
@@ -1090,7 +1099,7 @@ fn run_headless(
                 if *fatal {
                     failed = Some(message.clone());
                 } else {
-                    eprintln!("infertop: warning: {message}");
+                    say!("infertop: warning: {message}");
                 }
             }
             Event::Finished(reason) => {

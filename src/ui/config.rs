@@ -13,9 +13,23 @@ pub fn line_of(text: &str, offset: usize) -> usize {
         + 1
 }
 
+/// `text` with control characters (a newline in a quoted value, say) written as escapes, so
+/// an error quoting what the user wrote stays one line.
+pub fn escape_controls(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// `origin:LINE: message`, from a toml error and the text it came from.
 pub fn toml_error(origin: &str, text: &str, err: &toml::de::Error) -> anyhow::Error {
-    let message = err.message().trim();
+    let message = escape_controls(err.message().trim());
     match err.span() {
         Some(span) => anyhow::anyhow!("{origin}, line {}: {message}", line_of(text, span.start)),
         None => anyhow::anyhow!("{origin}: {message}"),

@@ -338,7 +338,7 @@ impl KeyMap {
                 {
                     anyhow::bail!(
                         "{origin}, line {line}: key `{}` is bound to both `{}` (line {other_line}) and `{}`",
-                        key.label(),
+                        config::escape_controls(&key.label()),
                         other.name(),
                         action.name()
                     );

@@ -150,7 +150,11 @@ pub fn run_dashboard(
         &loop_opts,
         on_event,
     );
-    drop(terminal);
+    // Terminal's Drop reports a failure to show the cursor with eprintln!, which panics when
+    // stderr is a hung-up terminal (an SSH connection dropped); show it here, ignoring errors,
+    // and skip the Drop so the run can still write its record footer and exit cleanly.
+    let _ = terminal.show_cursor();
+    std::mem::forget(terminal);
     restore_terminal();
     let stop = result?;
     Ok(Outcome {
@@ -163,7 +167,8 @@ pub fn run_dashboard(
 /// Leaves raw mode and the alternate screen and shows the cursor; errors are reported, not
 /// returned, since there is nothing better to do with them on the way out.
 fn restore_terminal() {
-    ratatui::restore();
+    // Not `ratatui::restore()`: it eprintln!s its error, which panics on a hung-up terminal.
+    let _ = ratatui::try_restore();
     let mut out = std::io::stdout();
     let _ = ratatui::crossterm::execute!(out, ratatui::crossterm::cursor::Show);
     let _ = out.flush();
@@ -180,12 +185,52 @@ pub struct TerminalInput;
 
 impl Input for TerminalInput {
     fn next(&mut self, timeout: Duration) -> std::io::Result<Option<TermEvent>> {
-        if term::poll(timeout)? {
+        use std::io::IsTerminal;
+        if !std::io::stdin().is_terminal() {
+            // crossterm reads /dev/tty then; let it wait.
+            return if term::poll(timeout)? {
+                term::read().map(Some)
+            } else {
+                Ok(None)
+            };
+        }
+        // crossterm spins forever on a hung-up terminal (read returns 0 bytes and its read loop
+        // never breaks), so wait on stdin ourselves and report a hang-up as an error; the loop
+        // then stops the worker and the run ends like on SIGHUP.
+        if stdin_hung_up(timeout)? {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "the terminal hung up",
+            ));
+        }
+        if term::poll(Duration::ZERO)? {
             term::read().map(Some)
         } else {
             Ok(None)
         }
     }
+}
+
+/// Waits up to `timeout` for input on stdin; true if the terminal has hung up. A signal
+/// (SIGWINCH, SIGHUP, ...) ends the wait early without error.
+fn stdin_hung_up(timeout: Duration) -> std::io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: 0,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd for the duration of the call.
+    let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+    if r < 0 {
+        let e = std::io::Error::last_os_error();
+        return if e.kind() == std::io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(pfd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0)
 }
 
 /// Loop settings that are not part of the app state.

@@ -336,7 +336,7 @@ impl Theme {
                 anyhow::anyhow!(
                     "{origin}, line {}: unknown base theme `{}` (built-in: {})",
                     config::line_of(text, b.span().start),
-                    b.get_ref(),
+                    config::escape_controls(b.get_ref()),
                     Theme::builtin_names().join(", ")
                 )
             })?,
