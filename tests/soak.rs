@@ -12,7 +12,7 @@
 //!
 //! The million-step test is `#[ignore]`d: in the debug test profile the crate itself is not
 //! optimised, a refresh over full 100,000-sample windows takes ~0.4 s and an event ~25 µs, so
-//! it takes about two minutes. Run it with `cargo test --test soak -- --ignored --nocapture`
+//! it takes two to three minutes. Run it with `cargo test --test soak -- --ignored --nocapture`
 //! (it prints the memory every 100,000 steps). `soak_smoke` runs the same path briefly.
 
 use std::time::{Duration, Instant};
@@ -186,7 +186,7 @@ fn soak(total_steps: u64, mark_every: u64) -> Soaked {
                 gpu_s: Some(itl * 0.97),
             });
             steps += 1;
-            if steps.is_multiple_of(mark_every) {
+            if steps % mark_every == 0 {
                 marks.push(Mark {
                     steps,
                     heap: alloc::current_bytes() as i64,
@@ -211,7 +211,7 @@ fn soak(total_steps: u64, mark_every: u64) -> Soaked {
             text: None,
         };
         soak.feed(Event::RequestDone(Box::new(done)));
-        if index.is_multiple_of(50) {
+        if index % 50 == 0 {
             soak.feed(Event::Telemetry(Box::new(Sample {
                 t_s: soak.events as f64 * 1e-3,
                 rss_bytes: Some(2_000_000_000),
@@ -275,7 +275,7 @@ fn soak_smoke() {
 }
 
 #[test]
-#[ignore = "about two minutes in the debug profile; run with --ignored"]
+#[ignore = "two to three minutes in the debug profile; run with --ignored"]
 fn a_million_decode_steps_keep_memory_flat() {
     let s = soak(STEPS, 100_000);
     let at = |steps| {
