@@ -7,6 +7,8 @@ use candle_transformers::models::{llama, mistral, quantized_llama, quantized_qwe
 use super::config::{Arch, ArchConfig};
 
 /// A loaded causal LM. `forward` returns last-position logits as `(batch, vocab)`.
+// One per process, owned by the worker: the variants' size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum CausalLm {
     Llama {
         model: llama::Llama,
