@@ -5,7 +5,8 @@
 //!    ≤ 150 ms to the first frame, which must come before the model has loaded (`LOADING`);
 //! 2. **observer effect**: TPOT p50 (steady requests, from the `--record` file) of the same
 //!    run with the dashboard drawing at the default 10 fps in a pty vs `--headless`,
-//!    interleaved (H D, D H, ...) over several rounds; target ratio ≤ 1.02;
+//!    interleaved (the order rotates every round) over several rounds, once per UI nice value
+//!    (`INFERTOP_UI_NICE=0`, the default, and 10, a lowered UI); target ratio ≤ 1.02;
 //! 3. **UI CPU time**: the dashboard thread's CPU time (the main thread: `/proc/<pid>/task/<pid>/
 //!    schedstat`) at 10 fps over a minute of a live run, as % of one core; target ≤ 2%. Every
 //!    thread of the process is listed, with the bytes per second written to the terminal.
@@ -17,7 +18,10 @@
 //! `OBSERVER_MODEL` [synthetic:tiny], `OBSERVER_REQUESTS` [60], `OBSERVER_OUTPUT` [64],
 //! `OBSERVER_ROUNDS` [5], `OBSERVER_SIZE` [200x60], `OBSERVER_ARGS` [none; extra arguments
 //! for both modes, e.g. `--threads 1`], `OBSERVER_UI_SECS` [60], `OBSERVER_STARTS` [5],
-//! `OBSERVER_PARTS` [startup,observer,cpu].
+//! `OBSERVER_PARTS` [startup,observer,inproc,cpu], `OBSERVER_INPROC_SECS` [120],
+//! `OBSERVER_SEGMENT_SECS` [3], `OBSERVER_NICES` [0,10: the dashboard runs with
+//! `INFERTOP_UI_NICE` at each value, `default` leaving it unset], `OBSERVER_UI_NICE` [10: the
+//! lowered UI of the in-process part].
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -55,6 +59,8 @@ struct Settings {
     ui_secs: u64,
     starts: usize,
     parts: String,
+    /// `INFERTOP_UI_NICE` values to run the dashboard with (None: the built-in default).
+    nices: Vec<Option<i32>>,
 }
 
 impl Settings {
@@ -77,7 +83,11 @@ impl Settings {
                 .collect(),
             ui_secs: env_or("OBSERVER_UI_SECS", 60),
             starts: env_or("OBSERVER_STARTS", 5),
-            parts: env_str("OBSERVER_PARTS", "startup,observer,cpu"),
+            parts: env_str("OBSERVER_PARTS", "startup,observer,inproc,cpu"),
+            nices: env_str("OBSERVER_NICES", "0,10")
+                .split(',')
+                .map(|v| v.trim().parse().ok())
+                .collect(),
         }
     }
 
@@ -115,7 +125,13 @@ struct PtyRun {
 impl PtyRun {
     /// Spawns the dashboard; while `watch` texts are still unseen, the output is parsed with
     /// `vt100` to notice them, after that it is only counted.
-    fn start(args: &[String], cols: u16, rows: u16, watch: &'static [&'static str]) -> PtyRun {
+    fn start(
+        args: &[String],
+        env: &[(&str, String)],
+        cols: u16,
+        rows: u16,
+        watch: &'static [&'static str],
+    ) -> PtyRun {
         let pty = native_pty_system()
             .openpty(PtySize {
                 rows,
@@ -128,6 +144,9 @@ impl PtyRun {
         cmd.args(args);
         cmd.env("TERM", "xterm-256color");
         cmd.env_remove("NO_COLOR");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
         let mut reader = pty.master.try_clone_reader().expect("pty reader");
         let writer = pty.master.take_writer().expect("pty writer");
         let bytes = Arc::new(AtomicU64::new(0));
@@ -241,7 +260,7 @@ fn startup(s: &Settings) {
         for i in 0..s.starts {
             let mut args = vec!["--model".to_string(), model.clone()];
             args.extend(s.extra.iter().cloned());
-            let run = PtyRun::start(&args, s.cols, s.rows, WATCH);
+            let run = PtyRun::start(&args, &[], s.cols, s.rows, WATCH);
             let deadline = Instant::now() + Duration::from_secs(60);
             let loaded = loop {
                 let loaded = run
@@ -287,64 +306,88 @@ fn observer(s: &Settings) {
         s.model, s.requests, s.output, s.extra
     );
     println!("load average at start: {}", load());
-    println!("| round | headless TPOT p50 | dashboard TPOT p50 | ratio |");
-    println!("|---:|---:|---:|---:|");
-    let mut headless = Vec::new();
-    let mut dashboard = Vec::new();
-    let mut ratios = Vec::new();
+    // Variant 0 is headless; the others are the dashboard with INFERTOP_UI_NICE set to each
+    // value (None: unset, the built-in default). The order rotates every round.
+    let mut variants: Vec<Option<Option<i32>>> = vec![None];
+    variants.extend(s.nices.iter().map(|n| Some(*n)));
+    let label = |v: &Option<Option<i32>>| match v {
+        None => "headless".to_string(),
+        Some(None) => "dashboard (default nice)".to_string(),
+        Some(Some(n)) => format!("dashboard INFERTOP_UI_NICE={n}"),
+    };
+    let mut header = "| round |".to_string();
+    for v in &variants {
+        header.push_str(&format!(" {} TPOT p50 |", label(v)));
+    }
+    for v in &variants[1..] {
+        header.push_str(&format!(" ratio {} |", label(v)));
+    }
+    println!("{header}");
+    println!("|{}", "---:|".repeat(2 * variants.len()));
+    let mut p50s: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
+    let mut ratios: Vec<Vec<f64>> = vec![Vec::new(); variants.len()];
     for round in 0..s.rounds {
-        let mut pair = [0.0f64; 2];
-        let order: [bool; 2] = if round % 2 == 0 {
-            [false, true]
-        } else {
-            [true, false]
-        };
-        for with_ui in order {
-            let record = dir.path().join(format!(
-                "r{round}-{}.jsonl",
-                if with_ui { "ui" } else { "h" }
-            ));
+        let mut row = vec![0.0f64; variants.len()];
+        for k in 0..variants.len() {
+            let i = (k + round) % variants.len();
+            let record = dir.path().join(format!("r{round}-v{i}.jsonl"));
             let args = s.run_args(Some(s.requests), Some(&record));
-            if with_ui {
-                let run = PtyRun::start(&args, s.cols, s.rows, &[]);
-                let deadline = Instant::now() + Duration::from_secs(600);
-                while record_requests(&record) < s.requests && Instant::now() < deadline {
-                    thread::sleep(Duration::from_millis(100));
+            match variants[i] {
+                Some(nice) => {
+                    let env: Vec<(&str, String)> = nice
+                        .map(|n| ("INFERTOP_UI_NICE", n.to_string()))
+                        .into_iter()
+                        .collect();
+                    let run = PtyRun::start(&args, &env, s.cols, s.rows, &[]);
+                    let deadline = Instant::now() + Duration::from_secs(600);
+                    while record_requests(&record) < s.requests && Instant::now() < deadline {
+                        thread::sleep(Duration::from_millis(100));
+                    }
+                    run.quit();
                 }
-                run.quit();
-            } else {
-                let status = Command::new(BIN)
-                    .args(&args)
-                    .arg("--headless")
-                    .stdout(Stdio::null())
-                    .stderr(Stdio::null())
-                    .status()
-                    .expect("run headless");
-                assert!(status.success(), "headless run failed: {status}");
+                None => {
+                    let status = Command::new(BIN)
+                        .args(&args)
+                        .arg("--headless")
+                        .stdout(Stdio::null())
+                        .stderr(Stdio::null())
+                        .status()
+                        .expect("run headless");
+                    assert!(status.success(), "headless run failed: {status}");
+                }
             }
-            let tpots = record_tpots(&record);
-            pair[usize::from(with_ui)] = median(&tpots);
+            row[i] = median(&record_tpots(&record));
         }
-        let ratio = pair[1] / pair[0];
-        println!(
-            "| {round} | {:.1} us | {:.1} us | {ratio:.4} |",
-            pair[0] * 1e6,
-            pair[1] * 1e6
-        );
-        headless.push(pair[0]);
-        dashboard.push(pair[1]);
-        ratios.push(ratio);
+        let mut line = format!("| {round} |");
+        for v in &row {
+            line.push_str(&format!(" {:.1} us |", v * 1e6));
+        }
+        for i in 1..variants.len() {
+            let r = row[i] / row[0];
+            line.push_str(&format!(" {r:.4} |"));
+            ratios[i].push(r);
+        }
+        println!("{line}");
+        for (i, v) in row.iter().enumerate() {
+            p50s[i].push(*v);
+        }
     }
     let spread = |v: &[f64]| {
         let max = v.iter().cloned().fold(f64::MIN, f64::max);
         let min = v.iter().cloned().fold(f64::MAX, f64::min);
         max / min
     };
+    for i in 1..variants.len() {
+        println!(
+            "{}: median of round ratios {:.4}, ratio of medians {:.4}",
+            label(&variants[i]),
+            median(&ratios[i]),
+            median(&p50s[i]) / median(&p50s[0])
+        );
+    }
     println!(
-        "median of round ratios {:.4}; ratio of medians {:.4}; headless spread (max/min over rounds) {:.3}; load at end: {}",
-        median(&ratios),
-        median(&dashboard) / median(&headless),
-        spread(&headless),
+        "headless spread (max/min over rounds) {:.3}; load at end: {}",
+        spread(&p50s[0]),
         load()
     );
     println!();
@@ -388,7 +431,7 @@ fn ui_cpu(s: &Settings) {
     );
     println!("load average at start: {}", load());
     let args = s.run_args(None, None);
-    let run = PtyRun::start(&args, s.cols, s.rows, &[]);
+    let run = PtyRun::start(&args, &[], s.cols, s.rows, &[]);
     let pid = run.pid();
     // Past start-up and warmup.
     thread::sleep(Duration::from_secs(5));
@@ -425,6 +468,194 @@ fn ui_cpu(s: &Settings) {
     println!();
 }
 
+/// A pseudo-terminal whose slave end this process writes to (as the dashboard does to its
+/// terminal); a thread reads and discards the master side.
+fn open_pty_writer() -> std::fs::File {
+    use std::os::fd::FromRawFd;
+    // SAFETY: libc pty calls on a descriptor we own; ptsname_r writes into our buffer.
+    unsafe {
+        let master = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+        assert!(master >= 0, "posix_openpt failed");
+        assert!(libc::grantpt(master) == 0 && libc::unlockpt(master) == 0);
+        let mut name = [0 as libc::c_char; 128];
+        assert!(libc::ptsname_r(master, name.as_mut_ptr(), name.len()) == 0);
+        let path = std::ffi::CStr::from_ptr(name.as_ptr())
+            .to_string_lossy()
+            .into_owned();
+        let mut master = std::fs::File::from_raw_fd(master);
+        thread::spawn(move || {
+            let mut buf = vec![0u8; 1 << 16];
+            while let Ok(n) = master.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+            }
+        });
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .expect("open pty slave")
+    }
+}
+
+fn set_nice(nice: i32) {
+    // SAFETY: plain syscalls on this thread's id.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, nice) };
+    if r != 0 {
+        eprintln!("setpriority({nice}) failed (raising priority needs CAP_SYS_NICE)");
+    }
+}
+
+/// The paired, in-process version of the observer effect: one worker (the real one, on
+/// synthetic weights) runs without stopping, and this thread alternates every few seconds
+/// between consuming its events as `--headless` does and being the dashboard (drain, apply
+/// to `App`, refresh, draw the real render through `CrosstermBackend` into a pty at 10 fps),
+/// at nice 0 and at `OBSERVER_UI_NICE` (10), and at nice 0 without `App::refresh`. Requests that start
+/// and end in one mode count for it.
+/// Differences between processes (which dominate run-to-run noise on this machine) cancel.
+fn inproc(s: &Settings) {
+    use infertop::engine::events::{Control, Event, StopReason};
+    use infertop::engine::worker::{self, WorkerConfig};
+    use infertop::engine::workload::{LenSpec, PromptSource, Workload};
+    use infertop::model::{DeviceSpec, ModelSpec};
+    use infertop::stats::RunStats;
+    use infertop::ui::render::render;
+    use infertop::ui::{App, AppConfig};
+    use ratatui::backend::CrosstermBackend;
+    use ratatui::layout::Rect;
+    use ratatui::{Terminal, TerminalOptions, Viewport};
+
+    let secs: u64 = env_or("OBSERVER_INPROC_SECS", 120);
+    let ui_nice: i32 = env_or("OBSERVER_UI_NICE", 10);
+    let segment = Duration::from_secs(env_or("OBSERVER_SEGMENT_SECS", 3));
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        let n = candle_core::utils::get_num_threads();
+        std::env::set_var("RAYON_NUM_THREADS", n.to_string());
+    }
+    let preset = s.model.trim_start_matches("synthetic:").to_string();
+    println!(
+        "## observer effect, paired in one process: {preset}, {} output tokens, {}x{}, {} s in {} s segments",
+        s.output, s.cols, s.rows, secs, segment.as_secs()
+    );
+    println!("load average at start: {}", load());
+    let (tx, rx) = crossbeam_channel::unbounded::<Event>();
+    let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded::<Control>();
+    let cfg = WorkerConfig {
+        model: ModelSpec::Synthetic { preset, seed: 0 },
+        device: DeviceSpec::Cpu,
+        dtype: candle_core::DType::F32,
+        threads: candle_core::utils::get_num_threads(),
+        workload: Workload {
+            prompt: Some(LenSpec::Fixed(128)),
+            output: LenSpec::Fixed(s.output as usize),
+            batch: 1,
+            source: PromptSource::Synthetic,
+            vocab: 2048,
+            seed: 0,
+        },
+        warmup: 3,
+        requests: None,
+        duration: None,
+        stop_at_eos: false,
+        record_tokens: false,
+        tokenizer: None,
+    };
+    let handle = worker::spawn(cfg, tx, ctl_rx).expect("spawn worker");
+    let mut terminal = Terminal::with_options(
+        CrosstermBackend::new(std::io::BufWriter::with_capacity(
+            1 << 16,
+            open_pty_writer(),
+        )),
+        TerminalOptions {
+            viewport: Viewport::Fixed(Rect::new(0, 0, s.cols, s.rows)),
+        },
+    )
+    .expect("terminal");
+    let mut app = App::new(AppConfig::default());
+    let mut stats = RunStats::new();
+    // mode 0: headless; 1: dashboard at nice 0; 2: dashboard at `ui_nice`; 3: the dashboard at
+    // nice 0 without `App::refresh` (stale table): what the statistics walk costs the run.
+    let names = [
+        "headless".to_string(),
+        "dashboard, nice 0".to_string(),
+        format!("dashboard, nice {ui_nice}"),
+        "dashboard, nice 0, no refresh".to_string(),
+    ];
+    const MODES: usize = 4;
+    let mut tpots: [Vec<f64>; MODES] = Default::default();
+    let mut ttfts: [Vec<f64>; MODES] = Default::default();
+    let mut started_in: std::collections::HashMap<u64, usize> = Default::default();
+    let frame = Duration::from_millis(100);
+    let t0 = Instant::now();
+    // Past loading and warmup before counting.
+    thread::sleep(Duration::from_secs(3));
+    let mut seg = 0usize;
+    while t0.elapsed() < Duration::from_secs(secs + 3) {
+        let mode = seg % MODES;
+        set_nice(if mode == 2 { ui_nice } else { 0 });
+        let end = Instant::now() + segment;
+        let mut next_draw = Instant::now();
+        let mut handle_event = |ev: &Event, app: Option<&mut App>| {
+            match ev {
+                Event::RequestStarted { index, warmup, .. } if !warmup => {
+                    started_in.insert(*index, mode);
+                }
+                Event::DecodeStep { itl_s, .. } => stats.record_step(*itl_s, false),
+                Event::RequestDone(r) => {
+                    stats.record_request(r);
+                    if started_in.remove(&r.index) == Some(mode) {
+                        ttfts[mode].push(r.ttft_s);
+                        if let Some(t) = r.tpot_s {
+                            tpots[mode].push(t);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            if let Some(app) = app {
+                app.apply(ev);
+            }
+        };
+        while Instant::now() < end {
+            if mode == 0 {
+                if let Ok(ev) = rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
+                    handle_event(&ev, None);
+                }
+            } else {
+                app.tick(t0.elapsed());
+                for ev in rx.try_iter() {
+                    handle_event(&ev, Some(&mut app));
+                }
+                if mode != 3 {
+                    app.refresh();
+                }
+                terminal.draw(|f| render(f, &app)).expect("draw");
+                next_draw += frame;
+                thread::sleep(next_draw.saturating_duration_since(Instant::now()));
+            }
+        }
+        seg += 1;
+    }
+    set_nice(0);
+    let _ = ctl_tx.send(Control::Stop(StopReason::UserStop));
+    let _ = handle.join();
+    let p50: Vec<f64> = tpots.iter().map(|v| median(v)).collect();
+    println!("| mode | requests | TPOT p50 | TPOT ratio | TTFT p50 | TTFT ratio |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    for (i, name) in names.iter().enumerate() {
+        println!(
+            "| {name} | {} | {:.1} us | {:.4} | {:.2} ms | {:.4} |",
+            tpots[i].len(),
+            p50[i] * 1e6,
+            p50[i] / p50[0],
+            median(&ttfts[i]) * 1e3,
+            median(&ttfts[i]) / median(&ttfts[0]),
+        );
+    }
+    println!("load average at end: {}", load());
+    println!();
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument would select nothing here.
     let s = Settings::from_env();
@@ -434,6 +665,9 @@ fn main() {
     }
     if s.parts.contains("observer") {
         observer(&s);
+    }
+    if s.parts.contains("inproc") {
+        inproc(&s);
     }
     if s.parts.contains("cpu") {
         ui_cpu(&s);

@@ -6,9 +6,17 @@
 //!   request, and `RunStats::record_step` (the ITL windows' ordered multisets, O(log n));
 //! - `run_stats/record_step` and `run_stats/record_request`: the statistics alone;
 //! - `apply/request`: one whole request of 10 steps (start, prefill, steps, done), per request;
-//! - `refresh/dirty`: `App::refresh()` after one step made it dirty: the percentile table
-//!   (one in-order walk per window, six metrics) and the outlier reference; it runs at most
-//!   once per frame. `refresh/clean` is the no-change path.
+//! - `refresh/dirty/table`: `App::refresh()` after one step made it dirty, recomputing the
+//!   percentile table (one in-order walk per window, six metrics) and the outlier reference;
+//!   it runs at most once per frame. `refresh/dirty/throttled`: a frame between two tables
+//!   (the standard feed is above `ui::state::TABLE_THROTTLE_SAMPLES`). `refresh/clean` is the
+//!   no-change path. `refresh/dirty_100k_requests`
+//!   is the same after 100,000 requests (1,000,000 steps), when every window is full: the
+//!   ceiling of a long run: `/table` recomputes the whole table (the clock moves a
+//!   `TABLE_PERIOD` per call), `/throttled` is a frame between two tables (above
+//!   `ui::state::TABLE_THROTTLE_SAMPLES` the table is recomputed at most once a second);
+//! - `window_push/current`: one `stats::Window::push` at 100,000 samples (evict + insert);
+//!   a decode step does four (all, steady, and the two 10,000-step "recent" windows).
 //!
 //! Run: `cargo bench --bench state`.
 
@@ -18,7 +26,9 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use infertop::engine::events::Event;
-use infertop::stats::RunStats;
+use infertop::stats::{RunStats, Window};
+use infertop::ui::state::TABLE_PERIOD;
+use infertop::ui::{App, AppConfig};
 
 /// Pre-generated latencies, so the generator is not timed.
 fn itls(n: usize) -> Vec<f64> {
@@ -113,7 +123,22 @@ fn state(c: &mut Criterion) {
     {
         let mut app = app.clone();
         let mut i = 0usize;
-        group.bench_function("dirty", |b| {
+        // The clock moves a table period per frame: the whole table every time.
+        group.bench_function("dirty/table", |b| {
+            b.iter(|| {
+                i += 1;
+                app.apply(&Event::DecodeStep {
+                    index: common::REQUESTS,
+                    step: 1,
+                    itl_s: values[i % values.len()],
+                    gpu_s: None,
+                });
+                let now = app.now + TABLE_PERIOD;
+                app.tick(now);
+                app.refresh();
+            })
+        });
+        group.bench_function("dirty/throttled", |b| {
             b.iter(|| {
                 i += 1;
                 app.apply(&Event::DecodeStep {
@@ -125,7 +150,57 @@ fn state(c: &mut Criterion) {
                 app.refresh();
             })
         });
+        let now = app.now + TABLE_PERIOD;
+        app.tick(now);
+        app.refresh();
         group.bench_function("clean", |b| b.iter(|| black_box(&mut app).refresh()));
+    }
+    {
+        let mut long = App::new(AppConfig::default());
+        let mut feed = common::Feed::default();
+        common::feed_app(&mut long, &mut feed, 0, 100_000, 1_000);
+        let mut i = 0usize;
+        let mut step = |app: &mut App| {
+            i += 1;
+            app.apply(&Event::DecodeStep {
+                index: 100_000,
+                step: 1,
+                itl_s: values[i % values.len()],
+                gpu_s: None,
+            });
+        };
+        // The clock moves a table period per frame: the whole table every time.
+        group.bench_function("dirty_100k_requests/table", |b| {
+            b.iter(|| {
+                step(&mut long);
+                let now = long.now + TABLE_PERIOD;
+                long.tick(now);
+                long.refresh();
+            })
+        });
+        // The clock stands still: frames between two table recomputations.
+        group.bench_function("dirty_100k_requests/throttled", |b| {
+            b.iter(|| {
+                step(&mut long);
+                long.refresh();
+            })
+        });
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("window_push");
+    {
+        let mut w = Window::new(100_000);
+        for v in values.iter().cycle().take(200_000) {
+            w.push(*v);
+        }
+        let mut i = 0usize;
+        group.bench_function("current", |b| {
+            b.iter(|| {
+                i += 1;
+                w.push(black_box(values[i % values.len()]))
+            })
+        });
     }
     group.finish();
 }
