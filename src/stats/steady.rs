@@ -296,3 +296,106 @@ mod tests {
         );
     }
 }
+
+/// Settling detected live, request by request (the dashboard): the same rule over the TPOTs of
+/// the current workload, reported once. Bounded: it looks at the first `LIVE_LIMIT` requests
+/// of a workload and gives up after that.
+#[derive(Clone, Debug, Default)]
+pub struct LiveSettle {
+    tpot: Vec<f64>,
+    e2e: Vec<f64>,
+    first_index: Option<u64>,
+    settled: Option<u64>,
+    rule: SettleRule,
+}
+
+/// Requests of one workload the live detector keeps.
+pub const LIVE_LIMIT: usize = 1024;
+
+/// The moment latency settled.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Settled {
+    /// Run index of the first request of the steady state.
+    pub at_index: u64,
+    /// Extra E2E seconds the requests before it took over the steady mean.
+    pub warmup_cost_s: f64,
+}
+
+impl LiveSettle {
+    /// Starts over (statistics reset, workload change).
+    pub fn restart(&mut self) {
+        *self = LiveSettle::default();
+    }
+
+    /// The settling point, once found.
+    pub fn settled_at(&self) -> Option<u64> {
+        self.settled
+    }
+
+    /// Adds a finished request; returns `Some` the first time latency is found settled.
+    pub fn observe(&mut self, index: u64, tpot_s: Option<f64>, e2e_s: f64) -> Option<Settled> {
+        let tpot = tpot_s?;
+        if self.settled.is_some() || self.tpot.len() >= LIVE_LIMIT {
+            return None;
+        }
+        let first = *self.first_index.get_or_insert(index);
+        self.tpot.push(tpot);
+        self.e2e.push(e2e_s);
+        // Judge only once the requests after the candidate point outnumber the rule's windows
+        // twice over, so a settling point found now is unlikely to move later.
+        if self.tpot.len() < 4 * self.rule.k {
+            return None;
+        }
+        let n = settle_point(&self.tpot, &self.rule)?;
+        if n + 2 * self.rule.k > self.tpot.len() {
+            return None;
+        }
+        let at_index = first + n as u64;
+        self.settled = Some(at_index);
+        Some(Settled {
+            at_index,
+            warmup_cost_s: warmup_cost_s(&self.e2e, n),
+        })
+    }
+}
+
+#[cfg(test)]
+mod live_tests {
+    use super::*;
+
+    #[test]
+    fn live_detector_reports_once_at_the_known_point() {
+        let mut live = LiveSettle::default();
+        // Six slow requests, then a flat 10 ms.
+        let series: Vec<f64> = (0..60)
+            .map(|i| {
+                if i < 6 {
+                    0.05 - i as f64 * 0.005
+                } else {
+                    0.010
+                }
+            })
+            .collect();
+        let mut reports = Vec::new();
+        for (i, &t) in series.iter().enumerate() {
+            if let Some(s) = live.observe(100 + i as u64, Some(t), t * 10.0) {
+                reports.push(s);
+            }
+        }
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        assert_eq!(reports[0].at_index, 106);
+        assert!(reports[0].warmup_cost_s > 0.0);
+        assert_eq!(live.settled_at(), Some(106));
+        live.restart();
+        assert_eq!(live.settled_at(), None);
+    }
+
+    #[test]
+    fn live_detector_stays_silent_on_noise() {
+        let mut live = LiveSettle::default();
+        for i in 0..200u64 {
+            let t = if i % 2 == 0 { 0.010 } else { 0.020 };
+            assert!(live.observe(i, Some(t), t).is_none());
+        }
+    }
+}

@@ -213,6 +213,8 @@ pub struct App {
     /// and none of them is an outlier, so the reference restarts at each workload change.
     outlier_window_ttft: Window,
     outlier_window_tpot: Window,
+    /// Detects when latency has settled (the same rule as `report`), per workload.
+    settle: crate::stats::steady::LiveSettle,
     outlier_ttft: Summary,
     outlier_tpot: Summary,
     pub decode_tok_s: Option<f64>,
@@ -273,6 +275,7 @@ impl App {
             table: Table::default(),
             outlier_window_ttft: Window::new(OUTLIER_WINDOW),
             outlier_window_tpot: Window::new(OUTLIER_WINDOW),
+            settle: Default::default(),
             outlier_ttft: Summary::default(),
             outlier_tpot: Summary::default(),
             decode_tok_s: None,
@@ -463,6 +466,7 @@ impl App {
     }
 
     fn clear_outlier_reference(&mut self) {
+        self.settle.restart();
         self.outlier_window_ttft.clear();
         self.outlier_window_tpot.clear();
         self.outlier_ttft = Summary::default();
@@ -530,6 +534,14 @@ impl App {
             if let Some(tpot) = r.tpot_s {
                 self.outlier_window_tpot.push(tpot);
             }
+        }
+        if let Some(s) = self.settle.observe(r.index, r.tpot_s, r.e2e_s) {
+            let text = format!(
+                "settled at #{} (warmup cost {})",
+                s.at_index,
+                format::duration(s.warmup_cost_s.max(0.0), self.glyphs.ascii)
+            );
+            self.log(Level::Info, text);
         }
         self.requests.push(RequestPoint {
             index: r.index,
