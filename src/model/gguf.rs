@@ -23,8 +23,8 @@ fn md_u32(ct: &gguf_file::Content, key: &str) -> Option<usize> {
         .map(|v| v as usize)
 }
 
-/// Reads the GGUF header only: a corrupt or truncated file is reported before anything starts.
-pub fn check_header(path: &Path) -> Result<(), ModelError> {
+/// Opens a GGUF file and reads its header (metadata and tensor table).
+fn open(path: &Path) -> Result<(File, gguf_file::Content), ModelError> {
     let mut file = File::open(path).map_err(|e| ModelError::io(path, e))?;
     let ct = gguf_file::Content::read(&mut file).map_err(|e| {
         ModelError::new(format!(
@@ -33,6 +33,12 @@ pub fn check_header(path: &Path) -> Result<(), ModelError> {
             one_line(&e.to_string())
         ))
     })?;
+    Ok((file, ct))
+}
+
+/// Reads the GGUF header only: a corrupt or truncated file is reported before anything starts.
+pub fn check_header(path: &Path) -> Result<(), ModelError> {
+    let (file, ct) = open(path)?;
     arch_of(&ct, path)?;
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     // In file order, so the message names the first tensor cut off (the map's order is random).
@@ -75,14 +81,7 @@ pub fn load(
     device: &Device,
     display_device: &str,
 ) -> Result<(CausalLm, ModelInfo), ModelError> {
-    let mut file = File::open(path).map_err(|e| ModelError::io(path, e))?;
-    let ct = gguf_file::Content::read(&mut file).map_err(|e| {
-        ModelError::new(format!(
-            "{}: not a valid GGUF file ({}); the download may be truncated",
-            path.display(),
-            one_line(&e.to_string())
-        ))
-    })?;
+    let (mut file, ct) = open(path)?;
     let arch = arch_of(&ct, path)?;
     let p = if arch == Arch::Qwen2 {
         "qwen2"
