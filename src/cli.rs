@@ -27,6 +27,10 @@ macro_rules! say {
     }};
 }
 
+/// Events the channel from the worker and the sampler holds before producers wait
+/// (about 40 s of decode steps of the tiny model; a few MB preallocated).
+pub const EVENT_QUEUE: usize = 1 << 16;
+
 /// Exit codes.
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILURE: i32 = 1;
@@ -934,7 +938,10 @@ fn run(args: RunArgs) -> Result<i32, Failure> {
         ),
         None => None,
     };
-    let (ev_tx, ev_rx) = crossbeam_channel::unbounded::<Event>();
+    // Bounded, so a consumer that stalls (a frozen SSH connection blocks the dashboard in its
+    // terminal write) cannot make memory grow for hours: once full, the worker waits between
+    // steps, outside every timed region, and goes on when the consumer does.
+    let (ev_tx, ev_rx) = crossbeam_channel::bounded::<Event>(EVENT_QUEUE);
     let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded::<Control>();
     let started = Instant::now();
     let telemetry_device = match plan.worker.device {
@@ -1006,6 +1013,9 @@ fn run(args: RunArgs) -> Result<i32, Failure> {
             }
         }
     };
+    // Nobody reads events any more: dropping the receiver turns a producer blocked on a full
+    // queue into a failed send, so neither the sampler nor the worker can hang the exit.
+    drop(ev_rx);
     if let Some(s) = sampler {
         s.stop();
     }
