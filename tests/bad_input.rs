@@ -4,6 +4,7 @@
 //!
 //! The same table is `docs/errors.md`; `errors_doc_matches_the_table` keeps the two equal
 //! (`INFERTOP_BLESS=1 cargo test --test bad_input` rewrites the doc from the table).
+#![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
