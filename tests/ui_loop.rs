@@ -300,7 +300,7 @@ fn a_worker_that_vanishes_is_an_error_on_screen() {
     let text = screen(&terminal);
     assert!(text.contains(" ERROR "), "{text}");
     assert!(
-        text.contains("the worker exited without finishing"),
+        text.contains("the engine exited without finishing"),
         "{text}"
     );
 }

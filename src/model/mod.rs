@@ -127,7 +127,7 @@ impl DeviceSpec {
                     Ok(DeviceSpec::Cuda(n))
                 } else {
                     Err(format!(
-                        "`{s}` needs CUDA, and this infertop was built without it; rebuild with `cargo build --release --features cuda`"
+                        "this infertop was built without CUDA (asked for `{s}`); rebuild with `cargo build --release --features cuda`"
                     ))
                 }
             }
