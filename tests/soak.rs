@@ -137,8 +137,8 @@ fn soak(total_steps: u64, mark_every: u64) -> Soaked {
     let started = Instant::now();
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("soak.jsonl");
-    let recorder =
-        Recorder::create(&path, serde_json::json!({"type": "header"}), false).expect("recorder");
+    let recorder = Recorder::create(&path, infertop::record::line::Header::default(), false)
+        .expect("recorder");
     let mut soak = Soak {
         app: App::default(),
         terminal: Terminal::new(TestBackend::new(160, 48)).expect("terminal"),

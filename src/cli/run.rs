@@ -17,6 +17,7 @@ use crate::engine::worker::{self, WorkerConfig};
 use crate::engine::workload::{LenSpec, PromptSource, Workload};
 use crate::event::{Control, Event, StopReason};
 use crate::model::{self, DeviceSpec, ModelSpec};
+use crate::record::line::{Header, Machine, RunConfig, RECORD_FORMAT};
 use crate::record::{Recorder, SummaryFormat};
 use crate::run::{Outcome, Run, Signals, EXIT_FAILURE};
 use crate::stats::Slo;
@@ -291,33 +292,32 @@ fn parse_fault(spec: &str) -> Result<Faults, String> {
     Ok(f)
 }
 
-fn header_line(args: &RunArgs, plan: &RunPlan) -> serde_json::Value {
-    let cmd: Vec<String> = std::env::args().collect();
-    serde_json::json!({
-        "type": "header",
-        "infertop_version": env!("CARGO_PKG_VERSION"),
-        "record_format": 1,
-        "command": cmd,
-        "config": {
-            "model": args.model,
-            "device": plan.worker.device.name(),
-            "dtype": model::dtype_name(plan.worker.dtype),
-            "threads": plan.worker.threads,
-            "seed": args.seed,
-            "prompt_tokens": plan.worker.workload.describe().prompt_tokens,
-            "output_tokens": args.output_tokens.to_string(),
-            "batch": plan.worker.workload.batch,
-            "warmup": args.warmup,
-            "requests": args.requests,
-            "duration": args.duration.map(|d| format!("{}s", d.as_secs_f64())),
-            "stop_at_eos": args.stop_at_eos,
-            "slo": plan.slo,
+fn header(args: &RunArgs, plan: &RunPlan) -> Header {
+    Header {
+        infertop_version: env!("CARGO_PKG_VERSION").to_string(),
+        record_format: RECORD_FORMAT,
+        command: std::env::args().collect(),
+        config: RunConfig {
+            model: args.model.clone(),
+            device: plan.worker.device.name(),
+            dtype: model::dtype_name(plan.worker.dtype).to_string(),
+            threads: plan.worker.threads,
+            seed: args.seed,
+            prompt_tokens: plan.worker.workload.describe().prompt_tokens,
+            output_tokens: args.output_tokens.to_string(),
+            batch: plan.worker.workload.batch,
+            warmup: args.warmup,
+            requests: args.requests,
+            duration: args.duration.map(|d| format!("{}s", d.as_secs_f64())),
+            stop_at_eos: args.stop_at_eos,
+            slo: plan.slo,
         },
-        "machine": machine_info(plan.worker.device),
-    })
+        machine: machine(plan.worker.device),
+        model: None,
+    }
 }
 
-fn machine_info(device: DeviceSpec) -> serde_json::Value {
+fn machine(device: DeviceSpec) -> Machine {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|t| {
@@ -338,16 +338,18 @@ fn machine_info(device: DeviceSpec) -> serde_json::Value {
             )
         }
     };
-    serde_json::json!({
-        "cpu": cpu,
-        "gpu": gpu,
-        "driver": driver,
-        "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "os": std::env::consts::OS,
-        "arch": std::env::consts::ARCH,
-        "candle_version": env!("INFERTOP_CANDLE_VERSION"),
-        "cuda_feature": cfg!(feature = "cuda"),
-    })
+    Machine {
+        cpu,
+        gpu,
+        driver,
+        cores: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0),
+        os: std::env::consts::OS.to_string(),
+        arch: std::env::consts::ARCH.to_string(),
+        candle_version: env!("INFERTOP_CANDLE_VERSION").to_string(),
+        cuda_feature: cfg!(feature = "cuda"),
+    }
 }
 
 /// A benchmark run: dashboard or headless.
@@ -363,7 +365,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
     let fault = args.fault.unwrap_or_default();
     let mut recorder = match &args.record {
         Some(path) => Some(
-            Recorder::create(path, header_line(&args, &plan), args.jsonl_steps)
+            Recorder::create(path, header(&args, &plan), args.jsonl_steps)
                 .map_err(Failure::usage)?,
         ),
         None => None,

@@ -325,16 +325,8 @@ fn output_check(base: &Record, other: &Record) -> OutputCheck {
         "batch",
         "stop_at_eos",
     ] {
-        let a = base
-            .config()
-            .and_then(|c| c.get(key))
-            .cloned()
-            .unwrap_or(Value::Null);
-        let b = other
-            .config()
-            .and_then(|c| c.get(key))
-            .cloned()
-            .unwrap_or(Value::Null);
+        let a = base.config_value(key).unwrap_or(Value::Null);
+        let b = other.config_value(key).unwrap_or(Value::Null);
         if a != b {
             check.config_differs.push(format!("{key}: {a} → {b}"));
         }

@@ -8,6 +8,7 @@
 //! request, so a run cut off mid-line still reads up to its last whole line.
 
 pub mod compare;
+pub mod line;
 pub mod plot;
 pub mod reader;
 pub mod report;

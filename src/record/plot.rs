@@ -639,8 +639,8 @@ pub fn plot_svg(rec: &Record, settling: &Settling) -> String {
     let itl_s: Vec<f64> = rec
         .counted_steps()
         .iter()
-        .filter(|(i, _, _)| !warm.contains(i))
-        .map(|s| s.2)
+        .filter(|s| !warm.contains(&s.index))
+        .map(|s| s.itl_s)
         .collect();
     let (third_name, third) = if itl_s.is_empty() {
         ("E2E", steady.iter().map(|r| r.e2e_s).collect::<Vec<f64>>())

@@ -4,10 +4,10 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::event::ModelInfo;
-use crate::event::RequestDone;
+use crate::event::{ModelInfo, RequestDone};
 use crate::stats::{Metric, RunStats, Slo, Summary, Table};
 
+use super::line::{EventLine, Footer, Header, Line, RunEvent, StepLine};
 use super::RunSummary;
 
 /// A record read back: its header, requests, steps and footer.
@@ -15,15 +15,14 @@ use super::RunSummary;
 pub struct Record {
     /// The file it was read from.
     pub path: std::path::PathBuf,
-    pub header: Option<Value>,
+    pub header: Option<Header>,
     /// The model, from the `run_started` event (or a `model` key in the header).
     pub model: Option<ModelInfo>,
     pub requests: Vec<RequestDone>,
-    /// (request index, step, itl_s)
-    pub steps: Vec<(u64, u32, f64)>,
-    pub footer: Option<Value>,
+    pub steps: Vec<StepLine>,
+    pub footer: Option<Footer>,
     /// `event` lines (pause, resume, stats_reset, workload_changed, error, run_started).
-    pub events: Vec<Value>,
+    pub events: Vec<EventLine>,
     /// Where the last `stats_reset` event fell: (requests, steps) read before it. The run's
     /// printed summary covers only what came after.
     pub last_reset: Option<(usize, usize)>,
@@ -48,57 +47,40 @@ pub fn read(path: &Path) -> Result<Record, String> {
             continue;
         }
         lines += 1;
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
+        let Ok(parsed) = serde_json::from_str::<Line>(line) else {
             rec.bad_lines += 1;
             continue;
         };
-        match v.get("type").and_then(Value::as_str) {
-            Some("header") => {
-                if let Some(m) = v
-                    .get("model")
-                    .and_then(|m| serde_json::from_value(m.clone()).ok())
-                {
-                    rec.model = Some(m);
+        match parsed {
+            Line::Header(h) => {
+                if let Some(m) = &h.model {
+                    rec.model = Some(m.clone());
                 }
-                rec.header = Some(v);
+                rec.header = Some(h);
             }
-            Some("event") => {
-                if v.get("event").and_then(Value::as_str) == Some("run_started")
-                    && rec.model.is_none()
-                {
-                    rec.model = v
-                        .get("model")
-                        .and_then(|m| serde_json::from_value(m.clone()).ok());
+            Line::Event(e) => {
+                match &e.event {
+                    RunEvent::RunStarted { model, .. } if rec.model.is_none() => {
+                        rec.model = Some(model.clone());
+                    }
+                    RunEvent::StatsReset => {
+                        rec.last_reset = Some((rec.requests.len(), rec.steps.len()));
+                    }
+                    _ => {}
                 }
-                if v.get("event").and_then(Value::as_str) == Some("stats_reset") {
-                    rec.last_reset = Some((rec.requests.len(), rec.steps.len()));
-                }
-                rec.events.push(v);
+                rec.events.push(e);
             }
-            Some("telemetry") => {
+            Line::Telemetry(s) => {
                 rec.telemetry_lines += 1;
-                if let Ok(s) = serde_json::from_value::<crate::event::Sample>(v) {
-                    rec.resources.observe_sample(&s);
-                }
+                rec.resources.observe_sample(&s);
             }
-            Some("request") => {
-                if let Ok(r) = serde_json::from_value::<RequestDone>(v) {
-                    rec.resources.observe_request(&r);
-                    rec.requests.push(r);
-                } else {
-                    rec.bad_lines += 1;
-                }
+            Line::Request(r) => {
+                rec.resources.observe_request(&r.request);
+                rec.requests.push(r.request);
             }
-            Some("step") => {
-                let idx = v.get("index").and_then(Value::as_u64);
-                let step = v.get("step").and_then(Value::as_u64);
-                let itl = v.get("itl_s").and_then(Value::as_f64);
-                if let (Some(i), Some(s), Some(t)) = (idx, step, itl) {
-                    rec.steps.push((i, s as u32, t));
-                }
-            }
-            Some("footer") => rec.footer = Some(v),
-            _ => {}
+            Line::Step(s) => rec.steps.push(s),
+            Line::Footer(f) => rec.footer = Some(f),
+            Line::Unknown => {}
         }
     }
     if rec.header.is_none() {
@@ -127,20 +109,20 @@ impl Record {
         summary_of_record(self)
     }
 
-    /// The header's `config` object, if any.
-    pub fn config(&self) -> Option<&Value> {
-        self.header.as_ref()?.get("config")
+    /// The header's `config`, if the record has a header.
+    pub fn config(&self) -> Option<&super::line::RunConfig> {
+        self.header.as_ref().map(|h| &h.config)
     }
 
     /// The SLO the run was started with (`--slo`), if it had one.
     pub fn slo(&self) -> Option<Slo> {
-        let slo: Slo = serde_json::from_value(self.config()?.get("slo")?.clone()).ok()?;
+        let slo = self.config()?.slo;
         (!slo.is_empty()).then_some(slo)
     }
 
     /// `elapsed_s` from the footer (absent when the run was cut off).
     pub fn elapsed_s(&self) -> Option<f64> {
-        self.footer.as_ref()?.get("elapsed_s")?.as_f64()
+        self.footer.as_ref().map(|f| f.elapsed_s)
     }
 
     /// The requests the run's statistics covered at the end: those after the last
@@ -151,7 +133,7 @@ impl Record {
     }
 
     /// The counted steps (see `counted`).
-    pub fn counted_steps(&self) -> &[(u64, u32, f64)] {
+    pub fn counted_steps(&self) -> &[StepLine] {
         let from = self.last_reset.map_or(0, |r| r.1).min(self.steps.len());
         &self.steps[from..]
     }
@@ -161,13 +143,20 @@ impl Record {
         self.counted().iter().filter(|r| !r.warmup)
     }
 
-    /// A string field of the header's `config`, e.g. `device`, `dtype`, `model`.
+    /// A field of the header's `config` as text, e.g. `device`, `dtype`, `batch`; `None` when
+    /// absent or null.
     pub fn config_str(&self, key: &str) -> Option<String> {
-        match self.config()?.get(key)? {
-            Value::String(s) => Some(s.clone()),
+        match self.config_value(key)? {
+            Value::String(s) if s.is_empty() => None,
+            Value::String(s) => Some(s),
             Value::Null => None,
             other => Some(other.to_string()),
         }
+    }
+
+    /// A field of the header's `config` as JSON (for comparing two records' configurations).
+    pub fn config_value(&self, key: &str) -> Option<Value> {
+        serde_json::to_value(self.config()?).ok()?.get(key).cloned()
     }
 }
 
@@ -179,8 +168,8 @@ fn summary_of_record(rec: &Record) -> RunSummary {
         .filter(|r| r.warmup)
         .map(|r| r.index)
         .collect();
-    for &(index, _, itl) in rec.counted_steps() {
-        stats.record_step(itl, warm.contains(&index));
+    for s in rec.counted_steps() {
+        stats.record_step(s.itl_s, warm.contains(&s.index));
     }
     for r in rec.counted() {
         stats.record_request(r);
@@ -197,8 +186,8 @@ fn summary_of_record(rec: &Record) -> RunSummary {
     summary
 }
 
-fn footer_metric(footer: Option<&Value>, table: &str, m: Metric) -> Option<Summary> {
-    let s = footer?.get("summary")?.get(table)?.get(m.key())?;
+fn footer_metric(footer: Option<&Footer>, table: &str, m: Metric) -> Option<Summary> {
+    let s = footer?.summary.get(table)?.get(m.key())?;
     serde_json::from_value::<Summary>(s.clone()).ok()
 }
 

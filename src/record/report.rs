@@ -205,14 +205,7 @@ fn analyse(rec: &Record, opts: &ReportOptions) -> Analysis {
 /// The GPU name the record's header gives, if any (`machine.gpu`, `machine.gpu_name`, or the
 /// first `machine.gpus[].name`).
 fn gpu_name(rec: &Record) -> Option<String> {
-    let m = rec.header.as_ref()?.get("machine")?;
-    for key in ["gpu", "gpu_name"] {
-        if let Some(s) = m.get(key).and_then(Value::as_str) {
-            return Some(s.to_string());
-        }
-    }
-    let gpus = m.get("gpus")?.as_array()?;
-    gpus.first()?.get("name")?.as_str().map(str::to_string)
+    rec.header.as_ref()?.machine.gpu.clone()
 }
 
 fn peak_for(rec: &Record, dtype: &str, opts: &ReportOptions) -> Peak {
@@ -238,7 +231,7 @@ fn peak_for(rec: &Record, dtype: &str, opts: &ReportOptions) -> Peak {
             let there = rec
                 .header
                 .as_ref()
-                .and_then(|h| h.get("machine")?.get("cpu")?.as_str().map(str::to_string))
+                .map(|h| h.machine.cpu.clone())
                 .unwrap_or_default();
             p.basis.push(if !here.is_empty() && here == there {
                 format!("the record was made on the same CPU model ({here})")

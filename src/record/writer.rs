@@ -4,30 +4,25 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Value};
-
 use crate::event::{Event, RequestDone, StopReason};
 
+use super::line::{ErrorDetail, EventLine, Footer, Header, Line, RequestLine, RunEvent, StepLine};
 use super::RunSummary;
 
 /// The request line both stdout and the record carry.
-pub fn request_line(r: &RequestDone) -> Value {
-    let mut v = serde_json::to_value(r).unwrap_or_else(|_| json!({}));
-    if let Some(obj) = v.as_object_mut() {
-        obj.insert("type".into(), "request".into());
-        obj.insert("prefill_tok_s".into(), json!(r.prefill_tok_s()));
-        obj.insert("decode_tok_s".into(), json!(r.decode_tok_s()));
-    }
-    v
+pub fn request_line(r: &RequestDone) -> String {
+    Line::Request(RequestLine::of(r)).to_json()
 }
 
 /// A step line (`--jsonl-steps`).
-pub fn step_line(index: u64, step: u32, itl_s: f64, gpu_s: Option<f64>) -> Value {
-    let mut v = json!({"type": "step", "index": index, "step": step, "itl_s": itl_s});
-    if let (Some(g), Some(obj)) = (gpu_s, v.as_object_mut()) {
-        obj.insert("gpu_s".into(), json!(g));
-    }
-    v
+pub fn step_line(index: u64, step: u32, itl_s: f64, gpu_s: Option<f64>) -> String {
+    Line::Step(StepLine {
+        index,
+        step,
+        itl_s,
+        gpu_s,
+    })
+    .to_json()
 }
 
 /// The JSONL record file.
@@ -40,7 +35,7 @@ pub struct Recorder {
 
 impl Recorder {
     /// Creates (truncates) the record and writes the header line.
-    pub fn create(path: &Path, header: Value, steps: bool) -> Result<Recorder, String> {
+    pub fn create(path: &Path, header: Header, steps: bool) -> Result<Recorder, String> {
         if path.is_dir() {
             return Err(format!(
                 "--record {}: is a directory; pass a file path such as run.jsonl",
@@ -69,7 +64,7 @@ impl Recorder {
             steps,
             failed: None,
         };
-        r.line(&header);
+        r.line(&Line::Header(header));
         r.flush();
         Ok(r)
     }
@@ -83,11 +78,11 @@ impl Recorder {
         self.failed.as_deref()
     }
 
-    fn line(&mut self, v: &Value) {
+    fn line(&mut self, line: &Line) {
         if self.failed.is_some() {
             return;
         }
-        let res = serde_json::to_writer(&mut self.out, v)
+        let res = serde_json::to_writer(&mut self.out, line)
             .map_err(|e| e.to_string())
             .and_then(|_| self.out.write_all(b"\n").map_err(|e| e.to_string()));
         if let Err(e) = res {
@@ -105,13 +100,14 @@ impl Recorder {
 
     /// Records one event; request lines are flushed at once.
     pub fn on_event(&mut self, t_s: f64, ev: &Event) {
+        let event = |event| Line::Event(EventLine { t_s, event });
         match ev {
-            Event::RunStarted(info) => {
-                let v = json!({"type": "event", "t_s": t_s, "event": "run_started", "model": info.model, "workload": info.workload});
-                self.line(&v);
-            }
+            Event::RunStarted(info) => self.line(&event(RunEvent::RunStarted {
+                model: info.model.clone(),
+                workload: info.workload.clone(),
+            })),
             Event::RequestDone(r) => {
-                self.line(&request_line(r));
+                self.line(&Line::Request(RequestLine::of(r)));
                 self.flush();
             }
             Event::DecodeStep {
@@ -119,45 +115,39 @@ impl Recorder {
                 step,
                 itl_s,
                 gpu_s,
-            } if self.steps => {
-                self.line(&step_line(*index, *step, *itl_s, *gpu_s));
+            } if self.steps => self.line(&Line::Step(StepLine {
+                index: *index,
+                step: *step,
+                itl_s: *itl_s,
+                gpu_s: *gpu_s,
+            })),
+            Event::Telemetry(s) => self.line(&Line::Telemetry(s.as_ref().clone())),
+            Event::Paused => self.line(&event(RunEvent::Paused)),
+            Event::Resumed => self.line(&event(RunEvent::Resumed)),
+            Event::StatsReset => self.line(&event(RunEvent::StatsReset)),
+            Event::WorkloadChanged(w) => {
+                self.line(&event(RunEvent::WorkloadChanged { detail: w.clone() }))
             }
-            Event::Telemetry(s) => {
-                let mut v = serde_json::to_value(s.as_ref()).unwrap_or_else(|_| json!({}));
-                if let Some(obj) = v.as_object_mut() {
-                    obj.insert("type".into(), "telemetry".into());
-                }
-                self.line(&v);
-            }
-            Event::Paused => self.event(t_s, "paused", Value::Null),
-            Event::Resumed => self.event(t_s, "resumed", Value::Null),
-            Event::StatsReset => self.event(t_s, "stats_reset", Value::Null),
-            Event::WorkloadChanged(w) => self.event(t_s, "workload_changed", json!(w)),
             Event::Error { message, fatal } => {
-                self.event(t_s, "error", json!({"message": message, "fatal": fatal}));
+                self.line(&event(RunEvent::Error {
+                    detail: ErrorDetail {
+                        message: message.clone(),
+                        fatal: *fatal,
+                    },
+                }));
                 self.flush();
             }
             _ => {}
         }
     }
 
-    fn event(&mut self, t_s: f64, name: &str, detail: Value) {
-        let mut v = json!({"type": "event", "t_s": t_s, "event": name});
-        if let (false, Some(obj)) = (detail.is_null(), v.as_object_mut()) {
-            obj.insert("detail".into(), detail);
-        }
-        self.line(&v);
-    }
-
     /// Writes the footer (how the run ended, the summary) and flushes.
     pub fn finish(&mut self, stop: &StopReason, elapsed_s: f64, summary: &RunSummary) {
-        let v = json!({
-            "type": "footer",
-            "stop": stop,
-            "elapsed_s": elapsed_s,
-            "summary": summary.to_json(),
-        });
-        self.line(&v);
+        self.line(&Line::Footer(Footer {
+            stop: stop.clone(),
+            elapsed_s,
+            summary: summary.to_json(),
+        }));
         self.flush();
     }
 }

@@ -1,0 +1,243 @@
+//! One line of a record, typed: the writer serializes these and the reader deserializes them, so
+//! the format (docs/record-format.md) is written down once. Every line is a JSON object whose
+//! `type` names the variant; readers skip types they do not know.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::event::{ModelInfo, RequestDone, Sample, StopReason, WorkloadDesc};
+use crate::stats::Slo;
+
+/// The record format version (`header.record_format`), bumped when a field changes meaning.
+pub const RECORD_FORMAT: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Line {
+    Header(Header),
+    Event(EventLine),
+    Request(RequestLine),
+    Step(StepLine),
+    Telemetry(Sample),
+    Footer(Footer),
+    /// A `type` this version does not know (written by a newer one): skipped.
+    #[serde(other)]
+    Unknown,
+}
+
+/// Line 1: who wrote the record, how the run was configured, on what machine.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Header {
+    #[serde(default)]
+    pub infertop_version: String,
+    #[serde(default)]
+    pub record_format: u32,
+    /// The command line, as an array of arguments.
+    #[serde(default)]
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub config: RunConfig,
+    #[serde(default)]
+    pub machine: Machine,
+    /// The model, when the writer knew it before the run started (older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<ModelInfo>,
+}
+
+/// The run's configuration as given (lengths as written: `128`, `128,512`, `64..512`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunConfig {
+    pub model: String,
+    pub device: String,
+    pub dtype: String,
+    pub threads: usize,
+    pub seed: u64,
+    pub prompt_tokens: String,
+    pub output_tokens: String,
+    pub batch: usize,
+    pub warmup: u64,
+    pub requests: Option<u64>,
+    pub duration: Option<String>,
+    pub stop_at_eos: bool,
+    pub slo: Slo,
+}
+
+/// Where the run ran.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Machine {
+    /// CPU model name.
+    pub cpu: String,
+    /// GPU name (NVML) on CUDA runs; the roofline's known-device table is keyed by it.
+    pub gpu: Option<String>,
+    pub driver: Option<String>,
+    pub cores: usize,
+    pub os: String,
+    pub arch: String,
+    pub candle_version: String,
+    pub cuda_feature: bool,
+}
+
+/// A run event: `{type:"event", t_s, event, ...}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EventLine {
+    /// Seconds since the run started.
+    pub t_s: f64,
+    #[serde(flatten)]
+    pub event: RunEvent,
+}
+
+/// What happened, named by the line's `event` field.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum RunEvent {
+    RunStarted {
+        model: ModelInfo,
+        workload: WorkloadDesc,
+    },
+    Paused,
+    Resumed,
+    /// The run's statistics (and its printed summary) start again from here.
+    StatsReset,
+    WorkloadChanged {
+        detail: WorkloadDesc,
+    },
+    Error {
+        detail: ErrorDetail,
+    },
+    /// An event this version does not know: kept in the count, otherwise skipped.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ErrorDetail {
+    pub message: String,
+    pub fatal: bool,
+}
+
+/// A finished request, with its derived throughputs (stdout and the record carry the same).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequestLine {
+    #[serde(flatten)]
+    pub request: RequestDone,
+    /// B·P / TTFT.
+    #[serde(default)]
+    pub prefill_tok_s: Option<f64>,
+    /// B / TPOT; `null` when G < 2.
+    #[serde(default)]
+    pub decode_tok_s: Option<f64>,
+}
+
+impl RequestLine {
+    pub fn of(r: &RequestDone) -> RequestLine {
+        RequestLine {
+            request: r.clone(),
+            prefill_tok_s: Some(r.prefill_tok_s()),
+            decode_tok_s: r.decode_tok_s(),
+        }
+    }
+}
+
+/// One decode step (`--jsonl-steps`).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepLine {
+    pub index: u64,
+    pub step: u32,
+    pub itl_s: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_s: Option<f64>,
+}
+
+/// The last line: how the run ended and the summary it printed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Footer {
+    pub stop: StopReason,
+    pub elapsed_s: f64,
+    /// The summary object exactly as `--format json` prints it.
+    pub summary: Value,
+}
+
+impl Line {
+    /// The line as one JSON object (no newline).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|e| {
+            // Only a map with non-string keys fails here, and no line has one.
+            format!("{{\"type\":\"unwritable\",\"error\":{:?}}}", e.to_string())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_read_back_as_written() {
+        let lines = [
+            Line::Header(Header {
+                infertop_version: "0.1.0".into(),
+                record_format: RECORD_FORMAT,
+                ..Header::default()
+            }),
+            Line::Event(EventLine {
+                t_s: 1.5,
+                event: RunEvent::Paused,
+            }),
+            Line::Event(EventLine {
+                t_s: 2.0,
+                event: RunEvent::Error {
+                    detail: ErrorDetail {
+                        message: "disk".into(),
+                        fatal: false,
+                    },
+                },
+            }),
+            Line::Step(StepLine {
+                index: 3,
+                step: 1,
+                itl_s: 0.1 + 0.2,
+                gpu_s: None,
+            }),
+        ];
+        for line in lines {
+            let text = line.to_json();
+            let back: Line = serde_json::from_str(&text).unwrap();
+            assert_eq!(back, line, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_wire_format_is_the_documented_one() {
+        let text = Line::Event(EventLine {
+            t_s: 0.5,
+            event: RunEvent::StatsReset,
+        })
+        .to_json();
+        assert_eq!(text, r#"{"type":"event","t_s":0.5,"event":"stats_reset"}"#);
+        let text = Line::Step(StepLine {
+            index: 1,
+            step: 2,
+            itl_s: 0.25,
+            gpu_s: None,
+        })
+        .to_json();
+        assert_eq!(text, r#"{"type":"step","index":1,"step":2,"itl_s":0.25}"#);
+    }
+
+    #[test]
+    fn unknown_types_and_events_are_skipped_not_errors() {
+        let l: Line = serde_json::from_str(r#"{"type":"hologram","x":1}"#).unwrap();
+        assert_eq!(l, Line::Unknown);
+        let l: Line =
+            serde_json::from_str(r#"{"type":"event","t_s":1,"event":"teleported"}"#).unwrap();
+        assert!(matches!(
+            l,
+            Line::Event(EventLine {
+                event: RunEvent::Other,
+                ..
+            })
+        ));
+    }
+}
