@@ -104,11 +104,6 @@ pub struct NvmlSource {
 }
 
 impl NvmlSource {
-    /// Opens NVML and the device with this NVML index. `Err` carries the reason.
-    pub fn open(index: u32) -> Result<Self, String> {
-        Self::open_ref(&NvmlDeviceRef::Index(index))
-    }
-
     /// Opens the NVML device that CUDA calls `ordinal` in this process.
     pub fn for_cuda_ordinal(ordinal: usize) -> Result<Self, String> {
         let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
@@ -121,11 +116,6 @@ impl NvmlSource {
         let index = find_index(&nvml, device)?;
         let pid = std::process::id();
         Ok(Self { nvml, index, pid })
-    }
-
-    /// The NVML index of the device sampled.
-    pub fn index(&self) -> u32 {
-        self.index
     }
 }
 

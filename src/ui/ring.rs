@@ -46,10 +46,6 @@ impl<T> Ring<T> {
         self.items.back()
     }
 
-    pub fn last_mut(&mut self) -> Option<&mut T> {
-        self.items.back_mut()
-    }
-
     /// The newest `n` items, oldest first: exactly what a sparkline `n` cells wide shows.
     pub fn last_n(&self, n: usize) -> impl DoubleEndedIterator<Item = &T> + ExactSizeIterator {
         self.items.range(self.items.len().saturating_sub(n)..)
