@@ -100,6 +100,56 @@ struct Inbox<'a> {
 }
 
 impl Inbox<'_> {
+    /// Applies what arrived since the last boundary, in order; a pause blocks here until
+    /// resumed. `Some(reason)` when the run must stop.
+    fn apply(
+        &mut self,
+        workload: &mut Workload,
+        max_positions: usize,
+        tx: &Sender<Event>,
+    ) -> Option<StopReason> {
+        if let Some(r) = self.poll_stop() {
+            return Some(r);
+        }
+        while let Some(c) = self.pending.pop_front() {
+            match c {
+                Control::Pause => {
+                    let _ = tx.send(Event::Paused);
+                    // Nothing is measured meanwhile.
+                    loop {
+                        match self.rx.recv() {
+                            Ok(Control::Resume) => break,
+                            Ok(Control::Stop(r)) => return Some(r),
+                            Ok(other) => self.pending.push_back(other),
+                            Err(_) => return Some(StopReason::UserStop),
+                        }
+                    }
+                    let _ = tx.send(Event::Resumed);
+                }
+                Control::Resume => {}
+                Control::ResetStats => {
+                    let _ = tx.send(Event::StatsReset);
+                }
+                Control::AdjustOutputTokens(delta) => adjust(workload, max_positions, tx, |w| {
+                    w.output = w.output.map(|n| (n as i64 + delta).max(1) as usize);
+                }),
+                Control::AdjustPromptTokens(steps) => adjust(workload, max_positions, tx, |w| {
+                    if let Some(p) = &w.prompt {
+                        w.prompt = Some(p.map(|n| {
+                            if steps >= 0 {
+                                n << steps.min(8)
+                            } else {
+                                n >> (-steps).min(8)
+                            }
+                        }));
+                    }
+                }),
+                Control::Stop(r) => return Some(r),
+            }
+        }
+        None
+    }
+
     /// Takes everything waiting; returns a stop if one arrived (it is not queued).
     fn poll_stop(&mut self) -> Option<StopReason> {
         while let Ok(c) = self.rx.try_recv() {
@@ -185,48 +235,8 @@ fn run(
     let mut index: u64 = 0;
     loop {
         // Request boundary: apply control messages, honour limits.
-        if let Some(r) = inbox.poll_stop() {
-            return Ok(r);
-        }
-        while let Some(c) = inbox.pending.pop_front() {
-            match c {
-                Control::Pause => {
-                    let _ = tx.send(Event::Paused);
-                    // Block until resumed or stopped; nothing is measured meanwhile.
-                    loop {
-                        match control.recv() {
-                            Ok(Control::Resume) => break,
-                            Ok(Control::Stop(r)) => return Ok(r),
-                            Ok(other) => inbox.pending.push_back(other),
-                            Err(_) => return Ok(StopReason::UserStop),
-                        }
-                    }
-                    let _ = tx.send(Event::Resumed);
-                }
-                Control::Resume => {}
-                Control::ResetStats => {
-                    let _ = tx.send(Event::StatsReset);
-                }
-                Control::AdjustOutputTokens(delta) => {
-                    adjust(&mut cfg.workload, info.max_positions, tx, |w| {
-                        w.output = w.output.map(|n| (n as i64 + delta).max(1) as usize);
-                    });
-                }
-                Control::AdjustPromptTokens(steps) => {
-                    adjust(&mut cfg.workload, info.max_positions, tx, |w| {
-                        if let Some(p) = &w.prompt {
-                            w.prompt = Some(p.map(|n| {
-                                if steps >= 0 {
-                                    n << steps.min(8)
-                                } else {
-                                    n >> (-steps).min(8)
-                                }
-                            }));
-                        }
-                    });
-                }
-                Control::Stop(r) => return Ok(r),
-            }
+        if let Some(reason) = inbox.apply(&mut cfg.workload, info.max_positions, tx) {
+            return Ok(reason);
         }
         if cfg.requests.is_some_and(|n| index >= n) {
             return Ok(StopReason::RequestLimit);

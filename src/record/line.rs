@@ -14,7 +14,7 @@ pub const RECORD_FORMAT: u32 = 1;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Line {
-    Header(Header),
+    Header(Box<Header>),
     Event(EventLine),
     Request(RequestLine),
     Step(StepLine),
@@ -176,11 +176,11 @@ mod tests {
     #[test]
     fn lines_read_back_as_written() {
         let lines = [
-            Line::Header(Header {
+            Line::Header(Box::new(Header {
                 infertop_version: "0.1.0".into(),
                 record_format: RECORD_FORMAT,
                 ..Header::default()
-            }),
+            })),
             Line::Event(EventLine {
                 t_s: 1.5,
                 event: RunEvent::Paused,

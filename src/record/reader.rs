@@ -56,7 +56,7 @@ pub fn read(path: &Path) -> Result<Record, String> {
                 if let Some(m) = &h.model {
                     rec.model = Some(m.clone());
                 }
-                rec.header = Some(h);
+                rec.header = Some(*h);
             }
             Line::Event(e) => {
                 match &e.event {

@@ -64,7 +64,7 @@ impl Recorder {
             steps,
             failed: None,
         };
-        r.line(&Line::Header(header));
+        r.line(&Line::Header(Box::new(header)));
         r.flush();
         Ok(r)
     }
