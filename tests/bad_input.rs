@@ -283,7 +283,13 @@ const CASES: &[Case] = &[
     Case {
         input: "config.json missing a required field",
         args: &[H, "--model", "no-hidden-size"],
-        message: "no-hidden-size/config.json: missing required field `hidden_size`",
+        message: "no-hidden-size/config.json: missing field `hidden_size`",
+        code: 2,
+    },
+    Case {
+        input: "config.json with a field of the wrong type",
+        args: &[H, "--model", "string-heads"],
+        message: "string-heads/config.json: `num_attention_heads`: invalid type: string \"32\", expected a positive integer",
         code: 2,
     },
     Case {
@@ -455,6 +461,9 @@ fn make_fixtures(d: &Path) {
         .expect("object")
         .remove("hidden_size");
     write(d.join("no-hidden-size/config.json"), no_hidden.to_string());
+    let mut string_heads: serde_json::Value = serde_json::from_str(&config).expect("json");
+    string_heads["num_attention_heads"] = "32".into();
+    write(d.join("string-heads/config.json"), string_heads.to_string());
 
     let weights = std::fs::read(tiny.join("model.safetensors")).expect("weights");
     write(d.join("truncated/config.json"), &config);

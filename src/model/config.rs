@@ -1,10 +1,14 @@
 //! `config.json` as current and older transformers write it, adapted to one `ArchConfig`.
 
+use std::fmt;
 use std::path::Path;
 
+use serde::de::{self, Deserializer, SeqAccess, Unexpected, Visitor};
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::ModelError;
+use crate::util::one_line;
 
 /// Architectures infertop runs, with the names `config.json` uses for them.
 pub const SUPPORTED_ARCHITECTURES: &[&str] =
@@ -90,161 +94,15 @@ impl ArchConfig {
         Self::from_json(&value).map_err(|m| ModelError::new(format!("{}: {m}", path.display())))
     }
 
-    /// Adapts a parsed config.json. Optional fields take the defaults transformers uses.
+    /// Adapts a parsed config.json: serde reads it into [`RawConfig`], whose `adapt` applies
+    /// transformers' defaults and the checks. The architecture is read first, so an unsupported
+    /// model is named before its fields are checked.
     pub fn from_json(v: &Value) -> Result<ArchConfig, String> {
-        let obj = v
-            .as_object()
-            .ok_or_else(|| "config.json must be a JSON object".to_string())?;
-        let arch = detect_arch(v)?;
-        let req = |k: &str| -> Result<usize, String> {
-            match obj.get(k) {
-                Some(x) => x
-                    .as_u64()
-                    .filter(|n| *n > 0)
-                    .map(|n| n as usize)
-                    .ok_or_else(|| format!("`{k}` must be a positive integer, found {x}")),
-                None => Err(format!("missing required field `{k}`")),
-            }
-        };
-        let opt_usize = |k: &str| -> Result<Option<usize>, String> {
-            match obj.get(k) {
-                None | Some(Value::Null) => Ok(None),
-                Some(x) => x
-                    .as_u64()
-                    .filter(|n| *n > 0)
-                    .map(|n| Some(n as usize))
-                    .ok_or_else(|| format!("`{k}` must be a positive integer, found {x}")),
-            }
-        };
-        let opt_f64 = |k: &str| -> Result<Option<f64>, String> {
-            match obj.get(k) {
-                None | Some(Value::Null) => Ok(None),
-                Some(x) => x
-                    .as_f64()
-                    .map(Some)
-                    .ok_or_else(|| format!("`{k}` must be a number, found {x}")),
-            }
-        };
-        let hidden_size = req("hidden_size")?;
-        let num_attention_heads = req("num_attention_heads")?;
-        let num_hidden_layers = req("num_hidden_layers")?;
-        let vocab_size = req("vocab_size")?;
-        let intermediate_size = req("intermediate_size")?;
-        let num_key_value_heads = opt_usize("num_key_value_heads")?.unwrap_or(match arch {
-            Arch::Mistral => 8,
-            _ => num_attention_heads,
-        });
-        let head_dim = opt_usize("head_dim")?.unwrap_or(hidden_size / num_attention_heads);
-        if head_dim == 0 {
-            return Err(format!(
-                "hidden_size ({hidden_size}) is smaller than num_attention_heads ({num_attention_heads})"
-            ));
+        if !v.is_object() {
+            return Err("config.json must be a JSON object".to_string());
         }
-        if num_attention_heads % num_key_value_heads != 0 {
-            return Err(format!(
-                "num_attention_heads ({num_attention_heads}) must be a multiple of num_key_value_heads ({num_key_value_heads})"
-            ));
-        }
-        let default_max_pos = match arch {
-            Arch::Llama => 2048,
-            Arch::Mistral | Arch::Qwen2 => 32768,
-        };
-        let default_rms = 1e-6;
-        // transformers >= 4.5x may move rope settings into `rope_parameters`.
-        let rope_params = obj.get("rope_parameters").and_then(Value::as_object);
-        let rope_theta = match opt_f64("rope_theta")? {
-            Some(t) => t,
-            None => rope_params
-                .and_then(|p| p.get("rope_theta"))
-                .and_then(Value::as_f64)
-                .unwrap_or(10_000.0),
-        };
-        let scaling_obj = obj
-            .get("rope_scaling")
-            .and_then(Value::as_object)
-            .or(rope_params);
-        let rope_scaling = match scaling_obj {
-            Some(s) => {
-                let kind = s
-                    .get("rope_type")
-                    .or_else(|| s.get("type"))
-                    .and_then(Value::as_str)
-                    .unwrap_or("default");
-                match kind {
-                    "default" => None,
-                    "llama3" => {
-                        let f = |k: &str| {
-                            s.get(k)
-                                .and_then(Value::as_f64)
-                                .ok_or_else(|| format!("rope scaling `llama3` lacks `{k}`"))
-                        };
-                        Some(RopeScaling {
-                            factor: f("factor")? as f32,
-                            low_freq_factor: f("low_freq_factor")? as f32,
-                            high_freq_factor: f("high_freq_factor")? as f32,
-                            original_max_position_embeddings: f("original_max_position_embeddings")?
-                                as usize,
-                        })
-                    }
-                    other => {
-                        return Err(format!(
-                        "rope scaling type `{other}` is not supported (supported: default, llama3)"
-                    ))
-                    }
-                }
-            }
-            None => None,
-        };
-        let tie_word_embeddings = obj
-            .get("tie_word_embeddings")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        let sliding_window = match arch {
-            Arch::Llama => None,
-            Arch::Mistral => opt_usize("sliding_window")?,
-            Arch::Qwen2 => {
-                let use_sw = obj
-                    .get("use_sliding_window")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                if use_sw {
-                    opt_usize("sliding_window")?
-                } else {
-                    None
-                }
-            }
-        };
-        let eos_token_ids = match obj.get("eos_token_id") {
-            Some(Value::Number(n)) => n.as_u64().map(|x| vec![x as u32]).unwrap_or_default(),
-            Some(Value::Array(a)) => a
-                .iter()
-                .filter_map(Value::as_u64)
-                .map(|x| x as u32)
-                .collect(),
-            _ => Vec::new(),
-        };
-        Ok(ArchConfig {
-            arch,
-            vocab_size,
-            hidden_size,
-            intermediate_size,
-            num_hidden_layers,
-            num_attention_heads,
-            num_key_value_heads,
-            head_dim,
-            max_position_embeddings: opt_usize("max_position_embeddings")?
-                .unwrap_or(default_max_pos),
-            rms_norm_eps: opt_f64("rms_norm_eps")?.unwrap_or(default_rms),
-            rope_theta,
-            rope_scaling,
-            tie_word_embeddings,
-            sliding_window,
-            bos_token_id: obj
-                .get("bos_token_id")
-                .and_then(Value::as_u64)
-                .map(|x| x as u32),
-            eos_token_ids,
-        })
+        let arch = deserialize::<RawArchNames>(v)?.arch()?;
+        deserialize::<RawConfig>(v)?.adapt(arch)
     }
 
     /// The config.json `make-model` writes (the current transformers layout).
@@ -422,20 +280,454 @@ impl TensorSpec {
     }
 }
 
-fn detect_arch(v: &Value) -> Result<Arch, String> {
-    let supported = SUPPORTED_ARCHITECTURES.join(", ");
-    if let Some(list) = v.get("architectures").and_then(Value::as_array) {
-        if let Some(first) = list.first().and_then(Value::as_str) {
-            return Arch::parse(first).ok_or_else(|| {
-                format!("architecture `{first}` is not supported (supported: {supported})")
-            });
+/// Deserializes `T` from config.json; an error names the field (`rope_parameters.factor`) in
+/// one line.
+fn deserialize<'de, T: Deserialize<'de>>(v: &'de Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(v).map_err(|e| {
+        let path = e.path().to_string();
+        let message = one_line(&e.into_inner().to_string());
+        if path == "." {
+            message
+        } else {
+            format!("`{path}`: {message}")
+        }
+    })
+}
+
+/// What transformers assumes when a field is absent, and how it reads `sliding_window`, per
+/// architecture. A new architecture is a new arm here and in [`Arch`].
+struct ArchDefaults {
+    /// `None`: one key/value head per attention head (multi-head attention).
+    num_key_value_heads: Option<usize>,
+    max_position_embeddings: usize,
+    rms_norm_eps: f64,
+    rope_theta: f64,
+    sliding_window: WindowRule,
+}
+
+/// How an architecture reads `sliding_window`.
+#[derive(Clone, Copy)]
+enum WindowRule {
+    /// Full attention; `sliding_window` is not read.
+    Never,
+    /// The window is used whenever `sliding_window` is set (mistral).
+    WhenSet,
+    /// Only with `use_sliding_window: true` (qwen2 writes a window it does not use).
+    WhenEnabled,
+}
+
+impl Arch {
+    fn defaults(self) -> ArchDefaults {
+        match self {
+            Arch::Llama => ArchDefaults {
+                num_key_value_heads: None,
+                max_position_embeddings: 2048,
+                rms_norm_eps: 1e-6,
+                rope_theta: 10_000.0,
+                sliding_window: WindowRule::Never,
+            },
+            Arch::Mistral => ArchDefaults {
+                num_key_value_heads: Some(8),
+                max_position_embeddings: 32768,
+                rms_norm_eps: 1e-6,
+                rope_theta: 10_000.0,
+                sliding_window: WindowRule::WhenSet,
+            },
+            Arch::Qwen2 => ArchDefaults {
+                num_key_value_heads: None,
+                max_position_embeddings: 32768,
+                rms_norm_eps: 1e-6,
+                rope_theta: 10_000.0,
+                sliding_window: WindowRule::WhenEnabled,
+            },
         }
     }
-    if let Some(mt) = v.get("model_type").and_then(Value::as_str) {
-        return Arch::parse(mt)
-            .ok_or_else(|| format!("model_type `{mt}` is not supported (supported: {supported})"));
+}
+
+/// `architectures` and `model_type`: which model this is.
+#[derive(Deserialize)]
+struct RawArchNames {
+    architectures: Option<Vec<String>>,
+    model_type: Option<String>,
+}
+
+impl RawArchNames {
+    /// The first of `architectures`, else `model_type`.
+    fn arch(&self) -> Result<Arch, String> {
+        let supported = SUPPORTED_ARCHITECTURES.join(", ");
+        if let Some(first) = self.architectures.as_ref().and_then(|list| list.first()) {
+            return Arch::parse(first).ok_or_else(|| {
+                format!(
+                    "architecture `{}` is not supported (supported: {supported})",
+                    first.escape_debug()
+                )
+            });
+        }
+        if let Some(mt) = &self.model_type {
+            return Arch::parse(mt).ok_or_else(|| {
+                format!(
+                    "model_type `{}` is not supported (supported: {supported})",
+                    mt.escape_debug()
+                )
+            });
+        }
+        Err(format!(
+            "names no architecture (neither `architectures` nor `model_type`); supported: {supported}"
+        ))
     }
-    Err(format!(
-        "names no architecture (neither `architectures` nor `model_type`); supported: {supported}"
-    ))
+}
+
+/// The fields of config.json infertop reads, as current and older transformers write them.
+/// Nothing is decided here; [`RawConfig::adapt`] holds the rules.
+#[derive(Deserialize)]
+struct RawConfig {
+    // Required, in the order a missing one is reported.
+    hidden_size: Positive,
+    num_attention_heads: Positive,
+    num_hidden_layers: Positive,
+    vocab_size: Positive,
+    intermediate_size: Positive,
+    /// Absent in multi-head configs.
+    num_key_value_heads: Option<Positive>,
+    /// Absent in older configs: hidden_size / num_attention_heads.
+    head_dim: Option<Positive>,
+    max_position_embeddings: Option<Positive>,
+    rms_norm_eps: Option<f64>,
+    /// Older transformers write it here; current ones inside `rope_parameters`.
+    rope_theta: Option<f64>,
+    rope_parameters: Option<RawRope>,
+    rope_scaling: Option<RawRope>,
+    tie_word_embeddings: Option<bool>,
+    use_sliding_window: Option<bool>,
+    sliding_window: Option<usize>,
+    bos_token_id: Option<u32>,
+    eos_token_id: Option<TokenIds>,
+}
+
+/// `rope_scaling` (older) or `rope_parameters` (current, which also holds `rope_theta`).
+#[derive(Deserialize)]
+struct RawRope {
+    rope_type: Option<String>,
+    /// The older spelling of `rope_type`.
+    #[serde(rename = "type")]
+    legacy_type: Option<String>,
+    rope_theta: Option<f64>,
+    factor: Option<f64>,
+    low_freq_factor: Option<f64>,
+    high_freq_factor: Option<f64>,
+    original_max_position_embeddings: Option<Positive>,
+}
+
+impl RawConfig {
+    /// The rules: per-architecture defaults, where RoPE settings live, and the shape checks.
+    fn adapt(self, arch: Arch) -> Result<ArchConfig, String> {
+        let defaults = arch.defaults();
+        let hidden_size = self.hidden_size.0;
+        let num_attention_heads = self.num_attention_heads.0;
+        let num_key_value_heads = match self.num_key_value_heads {
+            Some(kv) => kv.0,
+            None => defaults.num_key_value_heads.unwrap_or(num_attention_heads),
+        };
+        let head_dim = match self.head_dim {
+            Some(d) => d.0,
+            None => hidden_size / num_attention_heads,
+        };
+        if head_dim == 0 {
+            return Err(format!(
+                "hidden_size ({hidden_size}) is smaller than num_attention_heads ({num_attention_heads})"
+            ));
+        }
+        if num_attention_heads % num_key_value_heads != 0 {
+            return Err(format!(
+                "num_attention_heads ({num_attention_heads}) must be a multiple of num_key_value_heads ({num_key_value_heads})"
+            ));
+        }
+        let rope_params = self.rope_parameters.as_ref();
+        let rope_theta = self
+            .rope_theta
+            .or_else(|| rope_params.and_then(|p| p.rope_theta))
+            .unwrap_or(defaults.rope_theta);
+        let rope_scaling = match self.rope_scaling.as_ref().or(rope_params) {
+            Some(r) => r.scaling()?,
+            None => None,
+        };
+        Ok(ArchConfig {
+            arch,
+            vocab_size: self.vocab_size.0,
+            hidden_size,
+            intermediate_size: self.intermediate_size.0,
+            num_hidden_layers: self.num_hidden_layers.0,
+            num_attention_heads,
+            num_key_value_heads,
+            head_dim,
+            max_position_embeddings: self
+                .max_position_embeddings
+                .map_or(defaults.max_position_embeddings, |m| m.0),
+            rms_norm_eps: self.rms_norm_eps.unwrap_or(defaults.rms_norm_eps),
+            rope_theta,
+            rope_scaling,
+            tie_word_embeddings: self.tie_word_embeddings.unwrap_or(false),
+            sliding_window: self.sliding_window(defaults.sliding_window)?,
+            bos_token_id: self.bos_token_id,
+            eos_token_ids: self.eos_token_id.map(|ids| ids.0).unwrap_or_default(),
+        })
+    }
+
+    fn sliding_window(&self, rule: WindowRule) -> Result<Option<usize>, String> {
+        let used = match rule {
+            WindowRule::Never => false,
+            WindowRule::WhenSet => true,
+            WindowRule::WhenEnabled => self.use_sliding_window.unwrap_or(false),
+        };
+        match self.sliding_window {
+            Some(0) if used => Err(
+                "`sliding_window`: must be a positive integer when the window is used, found 0"
+                    .to_string(),
+            ),
+            window if used => Ok(window),
+            _ => Ok(None),
+        }
+    }
+}
+
+impl RawRope {
+    /// `None` for plain RoPE; Llama 3 scaling needs all four of its fields.
+    fn scaling(&self) -> Result<Option<RopeScaling>, String> {
+        let kind = self
+            .rope_type
+            .as_deref()
+            .or(self.legacy_type.as_deref())
+            .unwrap_or("default");
+        match kind {
+            "default" => Ok(None),
+            "llama3" => {
+                let lacks = |k: &str| format!("rope scaling `llama3` lacks `{k}`");
+                Ok(Some(RopeScaling {
+                    factor: self.factor.ok_or_else(|| lacks("factor"))? as f32,
+                    low_freq_factor: self
+                        .low_freq_factor
+                        .ok_or_else(|| lacks("low_freq_factor"))?
+                        as f32,
+                    high_freq_factor: self
+                        .high_freq_factor
+                        .ok_or_else(|| lacks("high_freq_factor"))?
+                        as f32,
+                    original_max_position_embeddings: self
+                        .original_max_position_embeddings
+                        .ok_or_else(|| lacks("original_max_position_embeddings"))?
+                        .0,
+                }))
+            }
+            other => Err(format!(
+                "rope scaling type `{}` is not supported (supported: default, llama3)",
+                other.escape_debug()
+            )),
+        }
+    }
+}
+
+/// A count that must be at least 1: sizes, heads, layers.
+#[derive(Clone, Copy, Debug)]
+struct Positive(usize);
+
+impl<'de> Deserialize<'de> for Positive {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct PositiveVisitor;
+        impl Visitor<'_> for PositiveVisitor {
+            type Value = Positive;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a positive integer")
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<Positive, E> {
+                usize::try_from(n)
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .map(Positive)
+                    .ok_or_else(|| E::invalid_value(Unexpected::Unsigned(n), &self))
+            }
+        }
+        d.deserialize_u64(PositiveVisitor)
+    }
+}
+
+/// `eos_token_id`: one id, or a list of them (Llama 3 instruct models stop on several).
+#[derive(Debug)]
+struct TokenIds(Vec<u32>);
+
+impl<'de> Deserialize<'de> for TokenIds {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct TokenIdsVisitor;
+        impl<'de> Visitor<'de> for TokenIdsVisitor {
+            type Value = TokenIds;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a token id or a list of token ids")
+            }
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<TokenIds, E> {
+                u32::try_from(n)
+                    .map(|id| TokenIds(vec![id]))
+                    .map_err(|_| E::invalid_value(Unexpected::Unsigned(n), &self))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<TokenIds, A::Error> {
+                let mut ids = Vec::new();
+                while let Some(id) = seq.next_element::<u32>()? {
+                    ids.push(id);
+                }
+                Ok(TokenIds(ids))
+            }
+        }
+        d.deserialize_any(TokenIdsVisitor)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A llama config.json with `extra` merged over its required fields.
+    fn llama(extra: Value) -> Value {
+        let mut v = json!({
+            "architectures": ["LlamaForCausalLM"], "hidden_size": 256, "intermediate_size": 768,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1000
+        });
+        if let (Some(obj), Value::Object(extra)) = (v.as_object_mut(), extra) {
+            obj.extend(extra);
+        }
+        v
+    }
+
+    #[test]
+    fn older_layout_rope_theta_at_top_level_without_head_dim() {
+        let c = ArchConfig::from_json(&llama(json!({
+            "rope_theta": 500000.0,
+            "rope_scaling": {"type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+        })))
+        .unwrap();
+        assert_eq!(c.rope_theta, 500000.0);
+        assert_eq!(c.head_dim, 64, "hidden_size / num_attention_heads");
+        assert_eq!(c.num_key_value_heads, 4, "one kv head per attention head");
+        assert_eq!(
+            c.max_position_embeddings, 2048,
+            "transformers' llama default"
+        );
+        assert_eq!(c.rms_norm_eps, 1e-6);
+        let s = c.rope_scaling.unwrap();
+        assert_eq!((s.factor, s.original_max_position_embeddings), (8.0, 8192));
+    }
+
+    #[test]
+    fn current_layout_rope_parameters() {
+        let c = ArchConfig::from_json(&llama(json!({
+            "num_key_value_heads": 2, "head_dim": 64, "tie_word_embeddings": true,
+            "rope_parameters": {"rope_theta": 1e6, "rope_type": "default"}
+        })))
+        .unwrap();
+        assert_eq!(c.rope_theta, 1e6);
+        assert_eq!(c.rope_scaling, None);
+        assert_eq!((c.num_key_value_heads, c.head_dim), (2, 64));
+        assert!(c.tie_word_embeddings);
+        // Both spellings of the type, as transformers re-saves older configs.
+        let both = llama(json!({"rope_scaling": {"type": "yarn", "rope_type": "default"}}));
+        assert_eq!(ArchConfig::from_json(&both).unwrap().rope_scaling, None);
+    }
+
+    #[test]
+    fn a_wrong_typed_field_is_named_in_one_line() {
+        let cases = [
+            (
+                json!({"hidden_size": "abc"}),
+                "`hidden_size`: invalid type: string \"abc\", expected a positive integer",
+            ),
+            (
+                json!({"num_key_value_heads": 0}),
+                "`num_key_value_heads`: invalid value: integer `0`, expected a positive integer",
+            ),
+            (
+                json!({"rope_parameters": {"rope_type": "llama3", "factor": "8"}}),
+                "`rope_parameters.factor`: invalid type: string \"8\", expected f64",
+            ),
+            (
+                json!({"eos_token_id": [1, "x"]}),
+                "`eos_token_id[1]`: invalid type: string \"x\", expected u32",
+            ),
+            (
+                json!({"tie_word_embeddings": "yes"}),
+                "`tie_word_embeddings`: invalid type: string \"yes\", expected a boolean",
+            ),
+        ];
+        for (extra, want) in cases {
+            assert_eq!(ArchConfig::from_json(&llama(extra)).unwrap_err(), want);
+        }
+        let mut v = llama(json!({}));
+        v.as_object_mut().unwrap().remove("vocab_size");
+        assert_eq!(
+            ArchConfig::from_json(&v).unwrap_err(),
+            "missing field `vocab_size`"
+        );
+    }
+
+    #[test]
+    fn eos_token_id_as_a_number_or_a_list() {
+        let one = ArchConfig::from_json(&llama(json!({"eos_token_id": 2}))).unwrap();
+        assert_eq!(one.eos_token_ids, vec![2]);
+        let many = llama(json!({"eos_token_id": [128001, 128008, 128009]}));
+        let many = ArchConfig::from_json(&many).unwrap();
+        assert_eq!(many.eos_token_ids, vec![128001, 128008, 128009]);
+        let none = ArchConfig::from_json(&llama(json!({"eos_token_id": null}))).unwrap();
+        assert!(none.eos_token_ids.is_empty());
+    }
+
+    #[test]
+    fn qwen2_uses_its_sliding_window_only_when_enabled() {
+        let qwen2 = |extra: Value| {
+            let mut v = llama(extra);
+            v["architectures"] = json!(["Qwen2ForCausalLM"]);
+            ArchConfig::from_json(&v)
+        };
+        let off = qwen2(json!({"sliding_window": 4096, "use_sliding_window": false})).unwrap();
+        assert_eq!(off.sliding_window, None);
+        let unset = qwen2(json!({"sliding_window": 4096})).unwrap();
+        assert_eq!(unset.sliding_window, None);
+        let on = qwen2(json!({"sliding_window": 4096, "use_sliding_window": true})).unwrap();
+        assert_eq!(on.sliding_window, Some(4096));
+        assert_eq!(
+            on.max_position_embeddings, 32768,
+            "transformers' qwen2 default"
+        );
+        let zero = qwen2(json!({"sliding_window": 0, "use_sliding_window": true}));
+        assert!(zero.unwrap_err().starts_with("`sliding_window`"));
+    }
+
+    #[test]
+    fn the_adapter_checks_heads_and_rope_scaling() {
+        let kv = ArchConfig::from_json(&llama(json!({"num_key_value_heads": 3}))).unwrap_err();
+        assert_eq!(
+            kv,
+            "num_attention_heads (4) must be a multiple of num_key_value_heads (3)"
+        );
+        let yarn = llama(json!({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}));
+        assert_eq!(
+            ArchConfig::from_json(&yarn).unwrap_err(),
+            "rope scaling type `yarn` is not supported (supported: default, llama3)"
+        );
+        let partial = llama(json!({"rope_parameters": {"rope_type": "llama3", "factor": 8.0}}));
+        assert_eq!(
+            ArchConfig::from_json(&partial).unwrap_err(),
+            "rope scaling `llama3` lacks `low_freq_factor`"
+        );
+        let mistral = json!({"model_type": "mistral", "hidden_size": 256, "intermediate_size": 768,
+            "num_hidden_layers": 2, "num_attention_heads": 32, "vocab_size": 1000,
+            "sliding_window": 4096});
+        let m = ArchConfig::from_json(&mistral).unwrap();
+        assert_eq!((m.num_key_value_heads, m.sliding_window), (8, Some(4096)));
+    }
+
+    #[test]
+    fn to_json_reads_back_the_same() {
+        let c =
+            ArchConfig::from_json(&llama(json!({"eos_token_id": 7, "bos_token_id": 1}))).unwrap();
+        assert_eq!(ArchConfig::from_json(&c.to_json()).unwrap(), c);
+    }
 }
