@@ -353,3 +353,66 @@ impl RunStats {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The mixed windows, derived from steady + warmup, against windows fed directly with the
+    /// same samples (bit-for-bit, mean included: the exact mean does not depend on order).
+    /// Warmup comes first, interleaves (concurrent requests finishing out of order), and
+    /// returns late; capacities are small so everything evicts many times.
+    #[test]
+    fn mixed_windows_match_windows_built_directly() {
+        let (long, recent) = (50, 7);
+        let mut m = MetricWindows::new(long, recent);
+        let mut all = Window::new(long);
+        let mut recent_all = Window::new(recent);
+        let mut x = 7u64;
+        for i in 0..3_000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let r = x >> 33;
+            let warmup = match i {
+                0..=29 => true,
+                30..=199 => r % 3 == 0,
+                1000..=1060 => r % 2 == 0,
+                _ => r % 500 == 0,
+            };
+            let v = if r % 5 == 0 {
+                0.5
+            } else {
+                (r % 1000) as f64 * 0.00123
+            };
+            m.push(v, warmup);
+            all.push(v);
+            recent_all.push(v);
+            if i % 7 == 0 || (20..80).contains(&i) {
+                assert_eq!(m.summary(WindowKind::All, false), all.summary(), "i={i}");
+                assert_eq!(m.summary(WindowKind::Steady, true), all.summary());
+                assert_eq!(
+                    m.summary(WindowKind::Recent, true),
+                    recent_all.summary(),
+                    "i={i}"
+                );
+            }
+        }
+        m.push(f64::NAN, true);
+        m.push(-1.0, false);
+        assert_eq!(m.summary(WindowKind::All, false), all.summary());
+        assert_eq!(m.summary(WindowKind::All, false).n, long);
+    }
+
+    #[test]
+    fn reset_forgets_everything() {
+        let mut s = RunStats::with_capacity(10, 10);
+        for i in 0..30 {
+            s.record_step(i as f64, i < 3);
+        }
+        s.reset();
+        s.record_step(2.0, false);
+        let t = s.summary(Metric::Itl, WindowKind::All, true);
+        assert_eq!((t.n, t.mean, t.max), (1, 2.0, 2.0));
+    }
+}

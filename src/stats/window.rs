@@ -501,6 +501,145 @@ impl ExactSum {
 mod tests {
     use super::*;
 
+    /// The generator `numpy_cases` feeds, the same in Python (two IEEE roundings, no FMA).
+    fn gen(i: u64) -> f64 {
+        let k = ((i * 2654435761) % (1 << 32)) >> 16;
+        k as f64 * 1.5e-7 + 0.004
+    }
+
+    /// The distance in ulps between two positive doubles.
+    fn ulps(a: f64, b: f64) -> u64 {
+        a.to_bits().abs_diff(b.to_bits())
+    }
+
+    /// (capacity, samples fed, [p50, p90, p95, p99, numpy mean, exact mean, max]) from
+    /// numpy 2.4.6 over the last `capacity` samples, made once with this script:
+    ///
+    /// ```python
+    /// import numpy as np
+    /// from fractions import Fraction
+    /// def gen(i):
+    ///     k = ((i * 2654435761) % 2**32) >> 16
+    ///     return float(k) * 1.5e-7 + 0.004
+    /// def describe(cap, feed):
+    ///     a = np.array(feed[-cap:], dtype=np.float64)
+    ///     ps = [float(np.percentile(a, q)) for q in (50, 90, 95, 99)]
+    ///     exact = float(sum(Fraction(x) for x in a.tolist()) / len(a))  # correctly rounded
+    ///     print(ps, float(a.mean()), exact, float(a.max()))
+    /// describe(100001, [gen(i) for i in range(100001)])  # and so on, one call per case
+    /// ```
+    #[allow(clippy::type_complexity)]
+    fn numpy_cases() -> Vec<(usize, Vec<f64>, [f64; 7])> {
+        let dup10 = vec![
+            0.012, 0.015, 0.012, 0.019, 0.013, 0.014, 0.250, 0.016, 0.012, 0.017,
+        ];
+        let dup25 = vec![
+            0.5, 0.25, 0.1, 0.1, 0.3, 0.3, 0.3, 0.7, 0.1, 0.2, 0.9, 0.1, 0.1, 0.3, 0.3, 0.2, 0.4,
+            0.4, 0.4, 0.4, 0.1, 0.6, 0.05, 0.3, 0.3,
+        ];
+        let gen_n = |n: u64| (0..n).map(gen).collect::<Vec<_>>();
+        vec![
+            (1, vec![0.0123], [0.0123; 7]),
+            (
+                2,
+                vec![0.010, 0.030],
+                [0.02, 0.028, 0.028999999999999998, 0.0298, 0.02, 0.02, 0.03],
+            ),
+            // numpy's mean is 1 ulp above the exact one here.
+            (
+                10,
+                dup10,
+                [
+                    0.014499999999999999,
+                    0.042099999999999915,
+                    0.14604999999999974,
+                    0.22921000000000002,
+                    0.038000000000000006,
+                    0.038,
+                    0.25,
+                ],
+            ),
+            // Evicted: the last 10 of 25, duplicates; numpy's mean 1 ulp below the exact one.
+            (
+                10,
+                dup25,
+                [
+                    0.35,
+                    0.41999999999999993,
+                    0.5099999999999998,
+                    0.582,
+                    0.31499999999999995,
+                    0.315,
+                    0.6,
+                ],
+            ),
+            (
+                100_001,
+                gen_n(100_001),
+                [
+                    0.0089152,
+                    0.012847299999999999,
+                    0.0133387,
+                    0.013732,
+                    0.008915130577694223,
+                    0.008915130577694223,
+                    0.013830249999999999,
+                ],
+            ),
+            (
+                1000,
+                gen_n(5000),
+                [
+                    0.00891385,
+                    0.01284277,
+                    0.01333321,
+                    0.0137281435,
+                    0.0089143726,
+                    0.0089143726,
+                    0.0138196,
+                ],
+            ),
+            // The last 100,001 of 250,000; numpy's mean 1 ulp above the exact one.
+            (
+                100_001,
+                gen_n(250_000),
+                [
+                    0.0089152,
+                    0.012847299999999999,
+                    0.01333885,
+                    0.013732,
+                    0.008915194817551826,
+                    0.008915194817551824,
+                    0.013830249999999999,
+                ],
+            ),
+        ]
+    }
+
+    #[test]
+    fn summaries_match_numpy() {
+        for (capacity, feed, [p50, p90, p95, p99, np_mean, exact_mean, max]) in numpy_cases() {
+            let mut w = Window::new(capacity);
+            for &v in &feed {
+                w.push(v);
+            }
+            let s = w.summary();
+            let case = format!("capacity {capacity}, {} fed", feed.len());
+            assert_eq!(s.n, capacity.min(feed.len()), "{case}");
+            assert_eq!(
+                [s.p50, s.p90, s.p95, s.p99, s.max],
+                [p50, p90, p95, p99, max],
+                "{case}"
+            );
+            assert_eq!(s.mean, exact_mean, "{case}: the correctly rounded mean");
+            assert!(
+                ulps(s.mean, np_mean) <= 1,
+                "{case}: {} vs numpy {np_mean}",
+                s.mean
+            );
+        }
+    }
+
     #[test]
     fn sorted_blocks_stay_sorted_under_churn() {
         let mut w = Window::new(3000);
