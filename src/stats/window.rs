@@ -642,6 +642,28 @@ mod tests {
         }
     }
 
+    /// Heap bytes a window holds (ring, blocks, block index).
+    fn heap_bytes(w: &Window) -> usize {
+        let blocks: usize = w.sorted.blocks.iter().map(|b| b.capacity() * 8).sum();
+        w.order.capacity() * 8
+            + blocks
+            + w.sorted.blocks.capacity() * std::mem::size_of::<Vec<u64>>()
+            + w.sorted.maxes.capacity() * 8
+    }
+
+    #[test]
+    fn bytes_per_sample_stay_bounded() {
+        let mut w = Window::new(100_000);
+        for i in 0..300_000 {
+            w.push(gen(i));
+            if i == 100_000 || i == 299_999 {
+                let per_sample = heap_bytes(&w) as f64 / w.len() as f64;
+                eprintln!("{per_sample:.1} B per sample after {} pushes", i + 1);
+                assert!(per_sample < 24.0, "{per_sample} B per sample");
+            }
+        }
+    }
+
     #[test]
     fn sorted_blocks_stay_sorted_under_churn() {
         let mut w = Window::new(3000);
