@@ -3,11 +3,15 @@
 //! `common`: 100,000 decode steps, so every push also evicts the oldest sample):
 //!
 //! - `apply/decode_step`: `App::apply(&Event::DecodeStep)`: the step ring, the current
-//!   request, and `RunStats::record_step` (the ITL windows' ordered multisets, O(log n));
+//!   request, and `RunStats::record_step` (the ITL windows' sorted blocks, O(log n));
 //! - `run_stats/record_step` and `run_stats/record_request`: the statistics alone;
+//! - `run_stats/table_100k/*`: `RunStats::table` (6 metrics: mean, p50, p90, p95, p99, max,
+//!   n) with every window full (100,000 requests, 100,000 steps), for the steady, "all" and
+//!   "recent, warmup included" views; `table_90k_1k_warmup/all` is the "all" view while
+//!   1,000 warmup requests (10,000 warmup steps) are still inside it;
 //! - `apply/request`: one whole request of 10 steps (start, prefill, steps, done), per request;
 //! - `refresh/dirty/table`: `App::refresh()` after one step made it dirty, recomputing the
-//!   percentile table (one in-order walk per window, six metrics) and the outlier reference;
+//!   percentile table (six metrics) and the outlier reference;
 //!   it runs at most once per frame. `refresh/dirty/throttled`: a frame between two tables
 //!   (the standard feed is above `ui::state::TABLE_THROTTLE_SAMPLES`). `refresh/clean` is the
 //!   no-change path. `refresh/dirty_100k_requests`
@@ -16,7 +20,8 @@
 //!   `TABLE_PERIOD` per call), `/throttled` is a frame between two tables (above
 //!   `ui::state::TABLE_THROTTLE_SAMPLES` the table is recomputed at most once a second);
 //! - `window_push/current`: one `stats::Window::push` at 100,000 samples (evict + insert);
-//!   a decode step does four (all, steady, and the two 10,000-step "recent" windows).
+//!   a steady decode step does two (steady and the 10,000-step "recent steady" window; the
+//!   windows that include warmup are derived from those and the warmup window).
 //!
 //! Run: `cargo bench --bench state`.
 #![allow(clippy::unwrap_used)]
@@ -27,7 +32,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use infertop::event::Event;
-use infertop::stats::{RunStats, Window};
+use infertop::stats::{RunStats, Window, WindowKind};
 use infertop::ui::state::TABLE_PERIOD;
 use infertop::ui::{App, AppConfig};
 
@@ -116,6 +121,29 @@ fn state(c: &mut Criterion) {
                 j += 1;
                 stats.record_request(black_box(&requests[j % requests.len()]))
             })
+        });
+        // Every window full (100,000 requests, 100,000 steps, 20 warmup steps long gone).
+        group.bench_function("table_100k/steady", |b| {
+            b.iter(|| black_box(&stats).table(WindowKind::Steady, false))
+        });
+        group.bench_function("table_100k/all", |b| {
+            b.iter(|| black_box(&stats).table(WindowKind::All, true))
+        });
+        group.bench_function("table_100k/recent_all", |b| {
+            b.iter(|| black_box(&stats).table(WindowKind::Recent, true))
+        });
+        // Warmup requests still inside the "all" window: they are merged in per summary.
+        let mut early = RunStats::new();
+        for (k, r) in requests.iter().cycle().take(90_000).enumerate() {
+            let mut r = r.clone();
+            r.warmup = k < 1_000;
+            early.record_request(&r);
+        }
+        for (k, v) in values.iter().cycle().take(90_000).enumerate() {
+            early.record_step(*v, k < 10_000);
+        }
+        group.bench_function("table_90k_1k_warmup/all", |b| {
+            b.iter(|| black_box(&early).table(WindowKind::All, true))
         });
     }
     group.finish();

@@ -3,6 +3,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::collections::VecDeque;
+
+use super::window::{combined_summary, is_sample};
 use super::{Summary, Window};
 use crate::event::RequestDone;
 
@@ -103,29 +106,91 @@ impl WindowKind {
     }
 }
 
+/// Which of the last `capacity` samples of one metric were warmup, run-length encoded (a run
+/// has a few long runs: warmup first, then steady), so the "all" windows need no samples of
+/// their own.
+#[derive(Clone, Debug)]
+struct Membership {
+    capacity: usize,
+    runs: VecDeque<(bool, u32)>,
+    len: usize,
+    warmup: usize,
+}
+
+impl Membership {
+    fn new(capacity: usize) -> Self {
+        Self {
+            capacity: capacity.max(1),
+            runs: VecDeque::new(),
+            len: 0,
+            warmup: 0,
+        }
+    }
+
+    fn push(&mut self, warmup: bool) {
+        match self.runs.back_mut() {
+            Some((w, count)) if *w == warmup && *count < u32::MAX => *count += 1,
+            _ => self.runs.push_back((warmup, 1)),
+        }
+        self.len += 1;
+        self.warmup += usize::from(warmup);
+        if self.len > self.capacity {
+            if let Some((w, count)) = self.runs.front_mut() {
+                let w = *w;
+                *count -= 1;
+                if *count == 0 {
+                    self.runs.pop_front();
+                }
+                self.len -= 1;
+                self.warmup -= usize::from(w);
+            }
+        }
+    }
+
+    fn steady(&self) -> usize {
+        self.len - self.warmup
+    }
+
+    fn clear(&mut self) {
+        self.runs.clear();
+        self.len = 0;
+        self.warmup = 0;
+    }
+}
+
+/// One metric's samples. Only steady and warmup samples are stored (plus the last `recent`
+/// steady ones); the windows that mix them ("all": the last `long` samples, warmup
+/// included; "recent, warmup included": the last `recent`) are the newest samples of each,
+/// in the proportions `Membership` counts, summarised without being built. A steady sample
+/// is two window pushes, a warmup sample one.
 #[derive(Clone, Debug)]
 struct MetricWindows {
     steady: Window,
-    all: Window,
-    recent_steady: Window,
-    recent_all: Window,
     warmup: Window,
+    recent_steady: Window,
+    all: Membership,
+    recent_all: Membership,
 }
 
 impl MetricWindows {
     fn new(long: usize, recent: usize) -> Self {
+        // The recent mixed window takes its warmup samples from the long warmup window.
+        let recent = recent.min(long);
         Self {
             steady: Window::new(long),
-            all: Window::new(long),
-            recent_steady: Window::new(recent),
-            recent_all: Window::new(recent),
             warmup: Window::new(long),
+            recent_steady: Window::new(recent),
+            all: Membership::new(long),
+            recent_all: Membership::new(recent),
         }
     }
 
     fn push(&mut self, v: f64, warmup: bool) {
-        self.all.push(v);
-        self.recent_all.push(v);
+        if !is_sample(v) {
+            return;
+        }
+        self.all.push(warmup);
+        self.recent_all.push(warmup);
         if warmup {
             self.warmup.push(v);
         } else {
@@ -136,18 +201,21 @@ impl MetricWindows {
 
     fn clear(&mut self) {
         self.steady.clear();
-        self.all.clear();
-        self.recent_steady.clear();
-        self.recent_all.clear();
         self.warmup.clear();
+        self.recent_steady.clear();
+        self.all.clear();
+        self.recent_all.clear();
     }
 
-    fn pick(&self, kind: WindowKind, include_warmup: bool) -> &Window {
+    fn summary(&self, kind: WindowKind, include_warmup: bool) -> Summary {
+        let mixed = |steady: &Window, m: &Membership| {
+            combined_summary(steady, m.steady(), &self.warmup, m.warmup)
+        };
         match (kind, include_warmup) {
-            (WindowKind::Steady, false) => &self.steady,
-            (WindowKind::Recent, false) => &self.recent_steady,
-            (WindowKind::Recent, true) => &self.recent_all,
-            (WindowKind::Steady, true) | (WindowKind::All, _) => &self.all,
+            (WindowKind::Steady, false) => self.steady.summary(),
+            (WindowKind::Recent, false) => self.recent_steady.summary(),
+            (WindowKind::Recent, true) => mixed(&self.recent_steady, &self.recent_all),
+            (WindowKind::Steady, true) | (WindowKind::All, _) => mixed(&self.steady, &self.all),
         }
     }
 }
@@ -168,8 +236,9 @@ impl Table {
     }
 }
 
-/// The statistics of one run. Pushes are O(log n); summaries are one O(n) walk per metric, meant
-/// to be taken at most once per frame and only when something changed.
+/// The statistics of one run. A push is O(log n) plus a `memmove` of at most one block; a
+/// summary is one walk over the block lengths (O(n / 512)), cheap enough to recompute the
+/// whole table every frame.
 #[derive(Clone, Debug)]
 pub struct RunStats {
     metrics: Vec<MetricWindows>,
@@ -256,9 +325,7 @@ impl RunStats {
     }
 
     pub fn summary(&self, metric: Metric, kind: WindowKind, include_warmup: bool) -> Summary {
-        self.metrics[metric.index()]
-            .pick(kind, include_warmup)
-            .summary()
+        self.metrics[metric.index()].summary(kind, include_warmup)
     }
 
     /// The summary of the warmup requests alone.
@@ -284,5 +351,68 @@ impl RunStats {
                 .map(|&m| (m, self.warmup_summary(m)))
                 .collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The mixed windows, derived from steady + warmup, against windows fed directly with the
+    /// same samples (bit-for-bit, mean included: the exact mean does not depend on order).
+    /// Warmup comes first, interleaves (concurrent requests finishing out of order), and
+    /// returns late; capacities are small so everything evicts many times.
+    #[test]
+    fn mixed_windows_match_windows_built_directly() {
+        let (long, recent) = (50, 7);
+        let mut m = MetricWindows::new(long, recent);
+        let mut all = Window::new(long);
+        let mut recent_all = Window::new(recent);
+        let mut x = 7u64;
+        for i in 0..3_000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let r = x >> 33;
+            let warmup = match i {
+                0..=29 => true,
+                30..=199 => r % 3 == 0,
+                1000..=1060 => r % 2 == 0,
+                _ => r % 500 == 0,
+            };
+            let v = if r % 5 == 0 {
+                0.5
+            } else {
+                (r % 1000) as f64 * 0.00123
+            };
+            m.push(v, warmup);
+            all.push(v);
+            recent_all.push(v);
+            if i % 7 == 0 || (20..80).contains(&i) {
+                assert_eq!(m.summary(WindowKind::All, false), all.summary(), "i={i}");
+                assert_eq!(m.summary(WindowKind::Steady, true), all.summary());
+                assert_eq!(
+                    m.summary(WindowKind::Recent, true),
+                    recent_all.summary(),
+                    "i={i}"
+                );
+            }
+        }
+        m.push(f64::NAN, true);
+        m.push(-1.0, false);
+        assert_eq!(m.summary(WindowKind::All, false), all.summary());
+        assert_eq!(m.summary(WindowKind::All, false).n, long);
+    }
+
+    #[test]
+    fn reset_forgets_everything() {
+        let mut s = RunStats::with_capacity(10, 10);
+        for i in 0..30 {
+            s.record_step(i as f64, i < 3);
+        }
+        s.reset();
+        s.record_step(2.0, false);
+        let t = s.summary(Metric::Itl, WindowKind::All, true);
+        assert_eq!((t.n, t.mean, t.max), (1, 2.0, 2.0));
     }
 }
