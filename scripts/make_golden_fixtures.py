@@ -17,6 +17,7 @@ Usage (needs torch, transformers, safetensors, tokenizers, numpy; no network):
 
 import argparse
 import json
+import re
 import shutil
 import sys
 import tempfile
@@ -225,6 +226,14 @@ def check_with_generate(model, ids, expected):
     assert got == expected, f"generate {got} != argmax loop {expected}"
 
 
+def dumps_compact(value) -> str:
+    """JSON with one key per line but every list of numbers on one line."""
+    text = json.dumps(value, indent=1)
+    return re.sub(r"\[[^\[\]{}\"]*\]",
+                  lambda m: "[" + ", ".join(x.strip() for x in m.group(0)[1:-1].split(",")) + "]",
+                  text)
+
+
 def build(name: str, vocab: int, seed: int):
     model_type, cls_name, overrides = ARCHS[name]
     kwargs = dict(COMMON)
@@ -283,12 +292,12 @@ def make(name: str, out: Path, tok_path: Path) -> dict:
                 "greedy": g,
                 "min_margin": round(m, 6),
                 # The prefill's last-position logits, for a tolerance check finer than argmax.
-                "prefill_logits": [round(float(x), 5) for x in first],
+                "prefill_logits": [float(f"{float(x):.9g}") for x in first],
             }
             for text, ids, (g, m, first) in zip(PROMPTS, prompt_ids, results)
         ],
     }
-    (out / "golden.json").write_text(json.dumps(golden, indent=1) + "\n")
+    (out / "golden.json").write_text(dumps_compact(golden) + "\n")
     size = sum(f.stat().st_size for f in out.iterdir())
     print(f"{name}: seed {seed}, margin {margin:.3f}, {size / 1024:.0f} KiB, "
           f"greedy[0] {results[0][0]}")
