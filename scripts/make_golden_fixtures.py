@@ -11,7 +11,7 @@ Deterministic: fixed seeds. A seed is only skipped (the next one tried) when the
 outputs are not diverse or some argmax is too close to call (top-1 minus top-2 logit below
 MIN_MARGIN), so that float differences between candle and torch cannot flip a token.
 
-Usage (needs torch, transformers, safetensors, tokenizers, numpy; no network):
+Usage (needs torch, transformers, safetensors, tokenizers; no network):
     python scripts/make_golden_fixtures.py [--out tests/fixtures/golden] [--only llama,qwen2]
 """
 
@@ -23,12 +23,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import tokenizers
 import torch
 import transformers
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
+from transformers import AutoConfig, PreTrainedTokenizerFast
 
 REPO = Path(__file__).resolve().parent.parent
 VOCAB_SIZE = 512
@@ -82,8 +81,9 @@ ARCHS = {
     "mistral": (
         "mistral",
         "MistralForCausalLM",
-        # The window is far longer than any fixture sequence (as in Mistral 7B v0.1): candle's
-        # mistral applies it only at prefill, so a short one would test candle, not the loader.
+        # The window is far longer than any fixture sequence (as in Mistral 7B v0.1). A short one
+        # fails today: candle's mistral masks sliding_window + 1 positions at prefill and none
+        # in decode, transformers masks sliding_window positions in both.
         dict(num_hidden_layers=2, rms_norm_eps=1e-5, rope_theta=1000000.0, sliding_window=4096,
              tie_word_embeddings=False),
     ),
