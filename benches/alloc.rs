@@ -11,6 +11,9 @@
 //!
 //! `INFERTOP_BENCH_DECODE_STEPS=N` runs N decode steps and exits instead of benchmarking, so
 //! `valgrind --tool=dhat` can count the allocations one step makes.
+#![allow(clippy::unwrap_used)]
+// Calls allocators directly: what the bench measures.
+#![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;

@@ -13,6 +13,7 @@
 //!    the growth stops once the windows are full.
 //!
 //! Run: `cargo bench --bench memory` (`MEMORY_REQUESTS=1000000` for a longer feed).
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

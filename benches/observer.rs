@@ -22,6 +22,9 @@
 //! `OBSERVER_SEGMENT_SECS` [3], `OBSERVER_NICES` [0,10: the dashboard runs with
 //! `INFERTOP_UI_NICE` at each value, `default` leaving it unset], `OBSERVER_UI_NICE` [10: the
 //! lowered UI of the in-process part].
+#![allow(clippy::unwrap_used)]
+// A pseudo-terminal of its own and a reniced thread: libc calls the bench makes directly.
+#![allow(unsafe_code)]
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -514,9 +517,9 @@ fn set_nice(nice: i32) {
 /// and end in one mode count for it.
 /// Differences between processes (which dominate run-to-run noise on this machine) cancel.
 fn inproc(s: &Settings) {
-    use infertop::engine::events::{Control, Event, StopReason};
     use infertop::engine::worker::{self, WorkerConfig};
     use infertop::engine::workload::{LenSpec, PromptSource, Workload};
+    use infertop::event::{Control, Event, StopReason};
     use infertop::model::{DeviceSpec, ModelSpec};
     use infertop::stats::RunStats;
     use infertop::ui::render::render;

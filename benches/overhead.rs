@@ -8,14 +8,15 @@
 //! Variants run interleaved in rounds (bare, harness, harness+telemetry, rotated) so drift on a
 //! noisy machine hits all of them alike. Run: `cargo bench --bench overhead`
 //! (`OVERHEAD_PRESETS=tiny,small OVERHEAD_ROUNDS=5` to change the set).
+#![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use candle_core::{DType, Device, Tensor, D};
-use infertop::engine::events::{Control, Event};
 use infertop::engine::worker::{self, WorkerConfig};
 use infertop::engine::workload::{LenSpec, PromptSource, Workload};
+use infertop::event::{Control, Event};
 use infertop::model::{self, DeviceSpec, ModelSpec};
 use infertop::stats::RunStats;
 use infertop::telemetry::{self, TelemetryDevice};

@@ -11,6 +11,7 @@
 //!   escape sequences into `io::sink()` (what the UI thread pays per frame, less the write(2)).
 //!
 //! Run: `cargo bench --bench render`.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 

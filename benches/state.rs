@@ -19,13 +19,14 @@
 //!   a decode step does four (all, steady, and the two 10,000-step "recent" windows).
 //!
 //! Run: `cargo bench --bench state`.
+#![allow(clippy::unwrap_used)]
 
 mod common;
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use infertop::engine::events::Event;
+use infertop::event::Event;
 use infertop::stats::{RunStats, Window};
 use infertop::ui::state::TABLE_PERIOD;
 use infertop::ui::{App, AppConfig};

@@ -6,11 +6,14 @@
 
 pub mod cli;
 pub mod engine;
+pub mod event;
 pub mod model;
 pub mod record;
+pub mod run;
 pub mod stats;
 pub mod telemetry;
 pub mod ui;
+pub mod util;
 
 /// Counts every heap allocation of the process (current and peak bytes), so the allocator gauge
 /// and per-request peaks are exact on CPU. Atomics only; see `telemetry::alloc`.

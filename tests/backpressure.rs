@@ -1,12 +1,13 @@
 //! The event channel is bounded: a slow consumer slows the worker between steps but loses
 //! nothing, and a consumer that goes away cannot leave the worker blocked.
+#![allow(clippy::unwrap_used)]
 
 use std::time::{Duration, Instant};
 
 use candle_core::DType;
-use infertop::engine::events::{Control, Event, StopReason};
 use infertop::engine::worker::{self, WorkerConfig};
 use infertop::engine::workload::{LenSpec, PromptSource, Workload};
+use infertop::event::{Control, Event, StopReason};
 use infertop::model::{DeviceSpec, ModelSpec};
 
 fn config(requests: Option<u64>) -> WorkerConfig {

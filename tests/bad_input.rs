@@ -4,6 +4,7 @@
 //!
 //! The same table is `docs/errors.md`; `errors_doc_matches_the_table` keeps the two equal
 //! (`INFERTOP_BLESS=1 cargo test --test bad_input` rewrites the doc from the table).
+#![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -38,7 +39,7 @@ const CASES: &[Case] = &[
     Case {
         input: "unknown colour mode",
         args: &[H, "--color", "sometimes"],
-        message: "--color must be auto, always or never (got `sometimes`)",
+        message: "--color: unknown value `sometimes` (use auto, always or never)",
         code: 2,
     },
     Case {
@@ -80,13 +81,13 @@ const CASES: &[Case] = &[
     Case {
         input: "batch 0",
         args: &[H, "--batch", "0"],
-        message: "--batch: 0 is not a positive batch size (use 1 or more)",
+        message: "--batch: 0 is not a positive number (use 1 or more)",
         code: 2,
     },
     Case {
         input: "zero requests",
         args: &[H, "--requests", "0"],
-        message: "--requests: 0 requests measures nothing (use 1 or more)",
+        message: "--requests: 0 is not a positive number (use 1 or more)",
         code: 2,
     },
     Case {
@@ -98,7 +99,7 @@ const CASES: &[Case] = &[
     Case {
         input: "unknown dtype",
         args: &[H, "--dtype", "f8"],
-        message: "--dtype: unknown dtype `f8` (use f32, f16 or bf16)",
+        message: "--dtype: unknown value `f8` (use f32, f16 or bf16)",
         code: 2,
     },
     Case {
@@ -110,7 +111,7 @@ const CASES: &[Case] = &[
     Case {
         input: "unknown summary format",
         args: &[H, "--format", "xml"],
-        message: "--format: unknown format `xml` (use md, json or csv)",
+        message: "--format: unknown value `xml` (use md, json or csv)",
         code: 2,
     },
     Case {

@@ -1,4 +1,5 @@
 //! The binary as users and scripts run it: headless runs, summaries, signals, bad input.
+#![allow(clippy::unwrap_used)]
 
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -5,6 +5,7 @@
 //! Decided behaviour for a worker failure: the dashboard stays up in the ERROR state with the
 //! message (a user watching should see what happened, not a vanished screen); `q` quits with
 //! exit code 1, after the summary and the error line are printed on the normal screen.
+#![allow(clippy::unwrap_used)]
 
 use std::path::Path;
 use std::thread;

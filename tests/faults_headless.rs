@@ -2,6 +2,7 @@
 //! request, kill -9, and a worker that fails or panics (the hidden `--fault` flag). What was
 //! measured is kept: the record holds every finished request (and nothing of the one cut
 //! short), then a footer saying how the run ended; the summary is printed.
+#![allow(clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

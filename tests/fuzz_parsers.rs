@@ -1,5 +1,6 @@
 //! Property tests for our own parsers: whatever a user types or a file holds, they return a value
 //! or a one-line error, never panic, and what they accept round-trips.
+#![allow(clippy::unwrap_used)]
 
 use infertop::engine::workload::LenSpec;
 use infertop::model::ArchConfig;
@@ -18,18 +19,18 @@ proptest! {
 
     #[test]
     fn length_specs_never_panic_and_round_trip(s in "[0-9 ,.=\\-a-z]{0,24}") {
-        match LenSpec::parse("--prompt-tokens", &s) {
+        match LenSpec::parse(&s) {
             Ok(spec) => {
                 match &spec {
                     LenSpec::Fixed(n) => prop_assert!(*n >= 1),
                     LenSpec::List(v) => prop_assert!(!v.is_empty() && v.iter().all(|n| *n >= 1)),
                     LenSpec::Range(lo, hi) => prop_assert!(1 <= *lo && lo < hi),
                 }
-                let again = LenSpec::parse("--prompt-tokens", &spec.to_string());
+                let again = LenSpec::parse(&spec.to_string());
                 prop_assert_eq!(again, Ok(spec));
             }
             Err(msg) => {
-                prop_assert!(msg.starts_with("--prompt-tokens"));
+                prop_assert!(!msg.is_empty());
                 prop_assert!(!msg.contains('\n'));
             }
         }
@@ -38,10 +39,10 @@ proptest! {
     #[test]
     fn structured_length_specs_parse(lo in 1usize..100_000, span in 0usize..100_000, list in proptest::collection::vec(1usize..100_000, 1..6)) {
         let hi = lo + span;
-        let r = LenSpec::parse("-p", &format!("{lo}..{hi}")).unwrap();
+        let r = LenSpec::parse(&format!("{lo}..{hi}")).unwrap();
         prop_assert_eq!(r.max(), hi);
         let joined: Vec<String> = list.iter().map(|n| n.to_string()).collect();
-        let l = LenSpec::parse("-p", &joined.join(",")).unwrap();
+        let l = LenSpec::parse(&joined.join(",")).unwrap();
         prop_assert_eq!(l.max(), *list.iter().max().unwrap());
     }
 

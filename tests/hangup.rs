@@ -2,6 +2,7 @@
 //! killed): the pty master closes, the kernel hangs up the terminal and sends SIGHUP. infertop
 //! must stop the worker, close the record with a footer saying so, and exit — not spin on the
 //! dead terminal (crossterm's reader loops forever on a hung-up tty) or panic printing to it.
+#![allow(clippy::unwrap_used)]
 
 use std::time::{Duration, Instant};
 

@@ -1,4 +1,5 @@
 //! Model sources end to end: what make-model writes loads through the same path as a download.
+#![allow(clippy::unwrap_used)]
 
 use std::path::Path;
 use std::sync::Arc;

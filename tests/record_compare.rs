@@ -1,4 +1,5 @@
 //! `infertop compare` on synthetic records with known differences.
+#![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 

@@ -1,4 +1,5 @@
 //! `infertop report` against records written by real headless runs.
+#![allow(clippy::unwrap_used)]
 
 use std::path::Path;
 use std::process::Output;

@@ -14,14 +14,16 @@
 //! optimised, a refresh over full 100,000-sample windows takes ~0.4 s and an event ~25 µs, so
 //! it takes two to three minutes. Run it with `cargo test --test soak -- --ignored --nocapture`
 //! (it prints the memory every 100,000 steps). `soak_smoke` runs the same path briefly.
+#![allow(clippy::unwrap_used)]
 
 use std::time::{Duration, Instant};
 
-use infertop::engine::events::{Event, RequestDone, RunInfo, WorkloadDesc};
-use infertop::model::ModelInfo;
+use infertop::event::ModelInfo;
+use infertop::event::Sample;
+use infertop::event::{Event, RequestDone, RunInfo, WorkloadDesc};
 use infertop::record::{Recorder, RunSummary};
 use infertop::stats::{REQUEST_WINDOW, STEP_WINDOW};
-use infertop::telemetry::{alloc, Sample};
+use infertop::telemetry::alloc;
 use infertop::ui::App;
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
@@ -224,12 +226,9 @@ fn soak(total_steps: u64, mark_every: u64) -> Soaked {
         index += 1;
     }
     soak.frame();
-    let summary = RunSummary::from_stats(&soak.app.stats);
-    soak.recorder.finish(
-        &infertop::engine::events::StopReason::RequestLimit,
-        0.0,
-        &summary,
-    );
+    let summary = RunSummary::from_stats(&soak.app.run.stats);
+    soak.recorder
+        .finish(&infertop::event::StopReason::RequestLimit, 0.0, &summary);
     assert!(
         soak.recorder.error().is_none(),
         "{:?}",
@@ -268,8 +267,8 @@ fn soak(total_steps: u64, mark_every: u64) -> Soaked {
 #[test]
 fn soak_smoke() {
     let s = soak(30_000, 10_000);
-    assert_eq!(s.app.stats.steps(), s.steps);
-    assert_eq!(s.app.stats.requests(), s.requests);
+    assert_eq!(s.app.run.stats.steps(), s.steps);
+    assert_eq!(s.app.run.stats.requests(), s.requests);
     let telemetry = s.requests.div_ceil(50) as usize;
     assert_eq!(s.record_lines, 1 + 1 + s.requests as usize + telemetry + 1);
 }
@@ -293,6 +292,7 @@ fn a_million_decode_steps_keep_memory_flat() {
     // The windows are full and no fuller.
     let n = |m| {
         s.app
+            .run
             .stats
             .summary(m, infertop::stats::WindowKind::All, true)
             .n

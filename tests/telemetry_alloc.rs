@@ -3,6 +3,7 @@
 //! One test in its own binary: no other test thread allocates while it measures, so the deltas
 //! are exact. Sizes are large (MiBs) so a stray allocation by the harness would show as a small
 //! mismatch rather than pass silently.
+#![allow(clippy::unwrap_used)]
 
 use std::hint::black_box;
 

@@ -1,4 +1,5 @@
 //! `infertop devices` on this machine: the CPU is listed, and NVML is there or says why not.
+#![allow(clippy::unwrap_used)]
 
 use infertop::telemetry::{devices_report, nvml};
 

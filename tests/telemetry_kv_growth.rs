@@ -1,13 +1,15 @@
 //! The measured side of the expected-KV comparison: a real candle KV cache grows by what
-//! `expected_kv_bytes` says, and the allocator's per-request peak grows with prompt length.
+//! `ModelInfo::expected_kv_bytes` says (the KV bytes per token of the config), and the allocator's per-request peak grows with prompt length.
 //!
 //! One test in its own binary, so no other test allocates while the counters are read.
+#![allow(clippy::unwrap_used)]
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::llama::{Cache, Config, Llama};
+use infertop::model::arch::llama_config;
+use infertop::model::{Arch, ArchConfig};
 use infertop::telemetry::alloc::{current_bytes, peak_bytes, reset_peak};
-use infertop::telemetry::expected_kv_bytes;
 
 const LAYERS: usize = 2;
 const HEADS: usize = 4;
@@ -15,23 +17,30 @@ const KV_HEADS: usize = 2;
 const HIDDEN: usize = 128;
 const HEAD_DIM: usize = HIDDEN / HEADS;
 
-fn config() -> Config {
-    Config {
+/// The shape as infertop describes it; candle's config is derived from it as the worker does.
+fn arch() -> ArchConfig {
+    ArchConfig {
+        arch: Arch::Llama,
+        vocab_size: 512,
         hidden_size: HIDDEN,
         intermediate_size: 256,
-        vocab_size: 512,
         num_hidden_layers: LAYERS,
         num_attention_heads: HEADS,
         num_key_value_heads: KV_HEADS,
-        use_flash_attn: false,
+        head_dim: HEAD_DIM,
+        max_position_embeddings: 1024,
         rms_norm_eps: 1e-5,
         rope_theta: 10_000.0,
-        bos_token_id: None,
-        eos_token_id: None,
         rope_scaling: None,
-        max_position_embeddings: 1024,
         tie_word_embeddings: false,
+        sliding_window: None,
+        bos_token_id: None,
+        eos_token_ids: Vec::new(),
     }
+}
+
+fn config() -> Config {
+    llama_config(&arch())
 }
 
 /// (bytes the prefill left allocated, allocator peak above the start) for a prompt of `tokens`.
@@ -62,7 +71,7 @@ fn kv_cache_grows_as_expected_and_the_peak_with_prompt_length() -> candle_core::
     let mut peaks = Vec::new();
     for tokens in [32usize, 128, 512] {
         let (retained, peak) = prefill(tokens)?;
-        let expected = expected_kv_bytes(LAYERS, KV_HEADS, HEAD_DIM, 4, tokens, 1);
+        let expected = arch().kv_bytes_per_token(4) * tokens as u64;
         // What stays after the prefill is the KV cache, plus candle's cached causal mask (one
         // byte per position pair) and tensor metadata (1.4 KiB here, whatever the length).
         let mask = (tokens * tokens) as u64;

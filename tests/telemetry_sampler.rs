@@ -1,14 +1,17 @@
 //! The sampler: cadence with a fake source, prompt stop, failing sources, the NVML-unavailable
 //! path and the default sources on this machine.
+#![allow(clippy::unwrap_used)]
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError};
-use infertop::engine::events::Event;
-use infertop::telemetry::sampler::{spawn, spawn_default, Source, TelemetryDevice};
-use infertop::telemetry::{nvml, Sample};
+use infertop::event::Event;
+use infertop::event::Sample;
+use infertop::telemetry::nvml;
+use infertop::telemetry::sampler::{spawn, spawn_default, TelemetryDevice};
+use infertop::telemetry::Source;
 
 /// Counts its calls and writes the count into `gpu_util_pct`; fails on call `fail_on`, if set.
 struct FakeSource {

@@ -2,15 +2,15 @@
 //! thread: keys become control messages, the worker's echoes change what is drawn, quitting
 //! and signals stop the worker and wait (bounded) for `Finished`, every drained event reaches
 //! `on_event`.
+#![allow(clippy::unwrap_used)]
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
-use infertop::engine::events::{Control, Event, StopReason};
+use infertop::event::{Control, Event, StopReason};
+use infertop::run::Signals;
 use infertop::ui::{run_app, App, Input, LoopOptions};
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{
@@ -96,7 +96,7 @@ fn fake_worker(
 }
 
 fn run_info() -> Event {
-    let info: infertop::engine::events::RunInfo = serde_json::from_value(serde_json::json!({
+    let info: infertop::event::RunInfo = serde_json::from_value(serde_json::json!({
         "model": {
             "name": "synthetic:tiny", "arch": "llama", "source": "synthetic", "params": 1000,
             "weight_bytes": 4000, "kv_bytes_per_token": 64, "dtype": "f32", "device": "cpu",
@@ -123,10 +123,10 @@ fn screen(terminal: &Terminal<TestBackend>) -> String {
     out
 }
 
-fn options(signal: Arc<AtomicUsize>) -> LoopOptions {
+fn options(signals: Signals) -> LoopOptions {
     LoopOptions {
         fps: 30,
-        signal,
+        signals,
         stop_wait: Duration::from_millis(500),
     }
 }
@@ -149,7 +149,7 @@ fn space_pauses_and_q_stops_the_worker() {
         Duration::from_millis(300),
     );
     let mut seen = Vec::new();
-    let signal = Arc::new(AtomicUsize::new(0));
+    let signals = Signals::none();
     let mut on_event = |ev: &Event| seen.push(format!("{ev:?}"));
     let started = Instant::now();
     let stop = run_app(
@@ -158,7 +158,7 @@ fn space_pauses_and_q_stops_the_worker() {
         &ev_rx,
         &ctl_tx,
         &mut app,
-        &options(signal),
+        &options(signals),
         &mut on_event,
     )
     .expect("loop");
@@ -188,12 +188,12 @@ fn a_signal_stops_the_worker_with_its_name() {
     let worker = fake_worker(ev_tx, ctl_rx, true);
     let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
     let mut app = App::default();
-    let signal = Arc::new(AtomicUsize::new(0));
+    let signals = Signals::none();
     let setter = {
-        let signal = signal.clone();
+        let signals = signals.clone();
         thread::spawn(move || {
             thread::sleep(Duration::from_millis(200));
-            signal.store(signal_hook::consts::SIGTERM as usize, Ordering::SeqCst);
+            signals.raise(signal_hook::consts::SIGTERM);
         })
     };
     let mut input = Script::new(&[], Duration::from_millis(50));
@@ -203,7 +203,7 @@ fn a_signal_stops_the_worker_with_its_name() {
         &ev_rx,
         &ctl_tx,
         &mut app,
-        &options(signal),
+        &options(signals),
         &mut |_| {},
     )
     .expect("loop");
@@ -231,7 +231,7 @@ fn quitting_waits_for_a_silent_worker_only_so_long() {
         &ev_rx,
         &ctl_tx,
         &mut app,
-        &options(Arc::new(AtomicUsize::new(0))),
+        &options(Signals::none()),
         &mut |_| {},
     )
     .expect("loop");
@@ -262,7 +262,7 @@ fn a_finished_run_stays_on_screen_until_quit() {
         &ev_rx,
         &ctl_tx,
         &mut app,
-        &options(Arc::new(AtomicUsize::new(0))),
+        &options(Signals::none()),
         &mut |_| {},
     )
     .expect("loop");
@@ -291,16 +291,16 @@ fn a_worker_that_vanishes_is_an_error_on_screen() {
         &ev_rx,
         &ctl_tx,
         &mut app,
-        &options(Arc::new(AtomicUsize::new(0))),
+        &options(Signals::none()),
         &mut |_| {},
     )
     .expect("loop");
     assert_eq!(stop, StopReason::Error);
-    assert!(app.failed.is_some());
+    assert!(app.run.failed.is_some());
     let text = screen(&terminal);
     assert!(text.contains(" ERROR "), "{text}");
     assert!(
-        text.contains("the worker exited without finishing"),
+        text.contains("the engine exited without finishing"),
         "{text}"
     );
 }

@@ -4,6 +4,7 @@
 //! A second test hangs up on it (SIGHUP, as when an SSH connection drops).
 //!
 //! The screen is read with the `vt100` crate, the terminal emulator in these tests.
+#![allow(clippy::unwrap_used)]
 
 use std::thread;
 use std::time::Duration;

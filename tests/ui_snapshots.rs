@@ -3,13 +3,14 @@
 //! in the snapshots; `styles_*` tests check the theme mapping on the same frames.
 //!
 //! Update with `INSTA_UPDATE=always cargo test --test ui_snapshots`, then read the `.snap` files.
+#![allow(clippy::unwrap_used)]
 
 use std::time::Duration;
 
-use infertop::engine::events::{Event, RequestDone, RunInfo, StopReason, WorkloadDesc};
-use infertop::model::ModelInfo;
+use infertop::event::ModelInfo;
+use infertop::event::Sample;
+use infertop::event::{Event, RequestDone, RunInfo, StopReason, WorkloadDesc};
 use infertop::stats::Slo;
-use infertop::telemetry::Sample;
 use infertop::ui::render::render;
 use infertop::ui::{App, AppConfig};
 use ratatui::backend::TestBackend;

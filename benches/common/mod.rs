@@ -7,9 +7,9 @@
 
 use std::time::Duration;
 
-use infertop::engine::events::{Event, RequestDone, RunInfo, WorkloadDesc};
-use infertop::model::ModelInfo;
-use infertop::telemetry::Sample;
+use infertop::event::ModelInfo;
+use infertop::event::Sample;
+use infertop::event::{Event, RequestDone, RunInfo, WorkloadDesc};
 use infertop::ui::{App, AppConfig};
 
 /// Requests in the standard feed.

@@ -1,6 +1,5 @@
 //! The measuring core: workload, worker loop, timers, events.
 
-pub mod events;
 pub mod timer;
 pub mod worker;
 pub mod workload;

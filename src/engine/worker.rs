@@ -9,12 +9,12 @@ use std::time::{Duration, Instant};
 use candle_core::{DType, Device, Tensor, D};
 use crossbeam_channel::{Receiver, Sender};
 
-use super::events::{Control, Event, RequestDone, RunInfo, StopReason};
 use super::timer::{device_memory, GpuTimer};
-use super::workload::Workload;
-use crate::model::synthetic::fnv1a;
-use crate::model::{self, one_line, CausalLm, DeviceSpec, ModelSpec};
+use super::workload::{RequestShape, Workload};
+use crate::event::{Control, Event, RequestDone, RunInfo, StopReason};
+use crate::model::{self, CausalLm, DeviceSpec, ModelSpec};
 use crate::telemetry::alloc;
+use crate::util::{fnv1a, one_line};
 
 /// Everything the worker needs; built and validated by the CLI.
 pub struct WorkerConfig {
@@ -33,8 +33,8 @@ pub struct WorkerConfig {
     pub tokenizer: Option<tokenizers::Tokenizer>,
 }
 
-/// The worker thread's name; the panic hook recognises the worker by it.
-pub const WORKER_THREAD: &str = "infertop-worker";
+/// The worker thread's name (an engine thread: see `util::quiet_engine_panics`).
+pub const WORKER_THREAD: &str = "infertop-engine-candle";
 
 /// A fault injected for tests (the hidden `--fault` flag): in request N, after its prefill,
 /// the worker panics or fails as a candle error would.
@@ -42,31 +42,6 @@ pub const WORKER_THREAD: &str = "infertop-worker";
 pub enum Fault {
     Panic(u64),
     Error(u64),
-}
-
-thread_local! {
-    /// Where the worker panicked, noted by the panic hook for the report.
-    static PANIC_AT: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
-}
-
-/// Makes panics on the worker thread silent: `spawn` catches them and reports them as one
-/// fatal error (with the location noted here), so they neither print a multi-line message
-/// into a running dashboard nor run ratatui's hook, which restores the terminal on any
-/// thread's panic and would leave a still-running dashboard drawing on the normal screen.
-/// Panics on other threads go to the hook installed before. Call it after any other hook
-/// (the dashboard calls it again after `ratatui::init`); `spawn` calls it once.
-pub fn install_panic_hook() {
-    let previous = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        if std::thread::current().name() == Some(WORKER_THREAD) {
-            let at = info
-                .location()
-                .map(|l| format!(" at {}:{}", l.file(), l.line()));
-            PANIC_AT.with(|p| *p.borrow_mut() = at);
-        } else {
-            previous(info);
-        }
-    }));
 }
 
 /// Starts the worker on a named thread. It reports through `events` and ends with
@@ -87,7 +62,7 @@ pub fn spawn_with_fault(
     control: Receiver<Control>,
 ) -> std::io::Result<JoinHandle<()>> {
     static HOOK: std::sync::Once = std::sync::Once::new();
-    HOOK.call_once(install_panic_hook);
+    HOOK.call_once(crate::util::quiet_engine_panics);
     std::thread::Builder::new()
         .name(WORKER_THREAD.into())
         .spawn(move || {
@@ -105,12 +80,8 @@ pub fn spawn_with_fault(
                     StopReason::Error
                 }
                 Err(panic) => {
-                    let what = panic
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_else(|| "unknown panic".into());
-                    let at = PANIC_AT.with(|p| p.borrow_mut().take()).unwrap_or_default();
+                    let what = crate::util::panic_message(panic.as_ref());
+                    let at = crate::util::take_panic_location().unwrap_or_default();
                     let _ = tx.send(Event::Error {
                         message: format!("worker panicked: {}{at}", one_line(&what)),
                         fatal: true,
@@ -202,7 +173,15 @@ fn run(
         rx: control,
         pending: VecDeque::new(),
     };
-    let mut gpu = GpuTimer::new(&device);
+    let mut measure = Measure {
+        gpu: GpuTimer::new(&device),
+        lm: &mut lm,
+        device: &device,
+        eos_ids: &loaded.eos_ids,
+        stop_at_eos: cfg.stop_at_eos,
+        tx,
+        fault,
+    };
     let mut index: u64 = 0;
     loop {
         // Request boundary: apply control messages, honour limits.
@@ -265,59 +244,48 @@ fn run(
             output_tokens: shape.output_tokens,
             batch: shape.batch,
         });
-        match run_request(
-            &mut lm,
-            &device,
-            &mut gpu,
-            &shape,
-            index,
-            warmup,
-            &cfg,
-            &mut inbox,
-            tx,
-            &loaded.eos_ids,
-            fault,
-        ) {
-            Ok(Some(done)) => {
+        match measure.request(&shape, index, warmup, &mut inbox) {
+            Ok(Request::Done(ids)) => {
+                let done = ids.finish(&cfg);
                 let _ = tx.send(Event::RequestDone(Box::new(done)));
             }
-            Ok(None) => {
-                // Stopped mid-request: the partial request is not a measurement.
-                return Ok(inbox_stop_reason(&mut inbox));
-            }
-            Err(e) => {
-                let msg = one_line(&e.to_string());
-                let memory = match device_memory(&device) {
-                    Some((used, total)) => format!(
-                        "; device memory {:.2}/{:.2} GB used, weights {:.2} GB, KV cache for this request {:.2} GB",
-                        used as f64 / 1e9,
-                        total as f64 / 1e9,
-                        info.weight_bytes as f64 / 1e9,
-                        info.expected_kv_bytes(shape.prompt_tokens + shape.output_tokens, shape.batch) as f64 / 1e9
-                    ),
-                    None => String::new(),
-                };
-                let hint = if msg.to_ascii_lowercase().contains("out of memory") {
-                    " (out of memory: lower --batch, --prompt-tokens or --output-tokens)"
-                } else {
-                    ""
-                };
-                return Err(format!(
-                    "request {index} (batch {} × prompt {} + output {}) failed: {msg}{memory}{hint}",
-                    shape.batch, shape.prompt_tokens, shape.output_tokens,
-                ));
-            }
+            // Stopped mid-request: the partial request is not a measurement.
+            Ok(Request::Stopped(reason)) => return Ok(reason),
+            Err(e) => return Err(request_failed(&e, &shape, index, &device, &info)),
         }
         index += 1;
     }
 }
 
-/// The stop reason recorded by `run_request` when it returned early.
-fn inbox_stop_reason(inbox: &mut Inbox) -> StopReason {
-    match inbox.pending.pop_back() {
-        Some(Control::Stop(r)) => r,
-        _ => StopReason::UserStop,
-    }
+/// One line saying which request failed, with its shape and, on a GPU, the memory figures.
+fn request_failed(
+    e: &candle_core::Error,
+    shape: &RequestShape,
+    index: u64,
+    device: &Device,
+    info: &crate::event::ModelInfo,
+) -> String {
+    let msg = one_line(&e.to_string());
+    let memory = match device_memory(device) {
+        Some((used, total)) => format!(
+            "; device memory {:.2}/{:.2} GB used, weights {:.2} GB, KV cache for this request {:.2} GB",
+            used as f64 / 1e9,
+            total as f64 / 1e9,
+            info.weight_bytes as f64 / 1e9,
+            info.expected_kv_bytes(shape.prompt_tokens + shape.output_tokens, shape.batch) as f64
+                / 1e9
+        ),
+        None => String::new(),
+    };
+    let hint = if msg.to_ascii_lowercase().contains("out of memory") {
+        " (out of memory: lower --batch, --prompt-tokens or --output-tokens)"
+    } else {
+        ""
+    };
+    format!(
+        "request {index} (batch {} × prompt {} + output {}) failed: {msg}{memory}{hint}",
+        shape.batch, shape.prompt_tokens, shape.output_tokens,
+    )
 }
 
 fn adjust(
@@ -342,138 +310,209 @@ fn adjust(
     let _ = tx.send(Event::WorkloadChanged(w.describe()));
 }
 
+/// What the worker measures with: the model on its device, the GPU timer, and where results go.
+struct Measure<'a> {
+    lm: &'a mut CausalLm,
+    device: &'a Device,
+    gpu: GpuTimer,
+    eos_ids: &'a [u32],
+    stop_at_eos: bool,
+    tx: &'a Sender<Event>,
+    fault: Option<Fault>,
+}
+
+/// One timed forward: the next tokens (on the device and on the host) and how long it took.
+struct Timed {
+    next: Tensor,
+    ids: Vec<u32>,
+    wall_s: f64,
+    gpu_s: Option<f64>,
+}
+
+/// How a request ended.
+enum Request {
+    Done(Generated),
+    /// A stop arrived between two decode steps.
+    Stopped(StopReason),
+}
+
+/// A finished request's timings and ids, before they become a `RequestDone`.
+struct Generated {
+    index: u64,
+    warmup: bool,
+    batch: usize,
+    prompt_tokens: usize,
+    ttft_s: f64,
+    gpu_ttft_s: Option<f64>,
+    /// Sum of the decode steps' wall times, and how many there were.
+    decode_s: f64,
+    gpu_decode_s: Option<f64>,
+    steps: usize,
+    peak_bytes: u64,
+    /// Step-major: every sequence's first token, then every sequence's second, ...
+    ids: Vec<u32>,
+}
+
+impl Measure<'_> {
+    /// The one timed region, for prefill and decode alike: build the input (the prefill
+    /// uploads the prompt ids), forward at `pos`, argmax, copy the ids to the host, and
+    /// synchronize. Nothing else is inside: buffers are allocated before, events sent after.
+    fn timed(
+        &mut self,
+        input: impl FnOnce(&Device) -> candle_core::Result<Tensor>,
+        pos: usize,
+    ) -> candle_core::Result<Timed> {
+        let t0 = Instant::now();
+        self.gpu.start();
+        let input = input(self.device)?;
+        let logits = self.lm.forward(&input, pos)?;
+        let next = logits.argmax_keepdim(D::Minus1)?; // (b, 1) u32
+        self.gpu.stop();
+        let ids = next.flatten_all()?.to_vec1::<u32>()?;
+        self.device.synchronize()?;
+        let wall_s = t0.elapsed().as_secs_f64();
+        Ok(Timed {
+            next,
+            ids,
+            wall_s,
+            gpu_s: self.gpu.elapsed_s(),
+        })
+    }
+
+    /// Runs one request: prefill, then decode steps until G tokens (or every sequence's EOS
+    /// with `--stop-at-eos`), checking for a stop between steps.
+    fn request(
+        &mut self,
+        shape: &RequestShape,
+        index: u64,
+        warmup: bool,
+        inbox: &mut Inbox,
+    ) -> candle_core::Result<Request> {
+        let (b, p, g) = (shape.batch, shape.prompt_tokens, shape.output_tokens);
+        // Everything allocated up front, outside the timed regions.
+        self.lm.reset();
+        let mut ids: Vec<u32> = Vec::with_capacity(b * g);
+        let mut finished = vec![false; b];
+        self.device.synchronize()?;
+        alloc::reset_peak();
+        // On CUDA the per-request peak is the context's used memory, read after each
+        // synchronize (outside the timed regions).
+        let mut device_peak = device_memory(self.device).map(|(used, _)| used);
+
+        let prefill = self.timed(|d| Tensor::from_slice(&shape.ids, (b, p), d), 0)?;
+        track_peak(&mut device_peak, self.device);
+        self.keep(&prefill.ids, &mut ids, &mut finished);
+        let _ = self.tx.send(Event::PrefillDone {
+            index,
+            ttft_s: prefill.wall_s,
+        });
+        match self.fault {
+            Some(Fault::Panic(n)) if n == index => panic!("injected fault (--fault panic@{n})"),
+            Some(Fault::Error(n)) if n == index => {
+                return Err(candle_core::Error::Msg(format!(
+                    "injected fault (--fault error@{n})"
+                )))
+            }
+            _ => {}
+        }
+
+        let mut next = prefill.next;
+        let mut decode_s = 0.0f64;
+        let mut gpu_decode_s = self.gpu.enabled().then_some(0.0f64);
+        let mut steps = 0usize;
+        for step in 1..g {
+            if self.stop_at_eos && finished.iter().all(|f| *f) {
+                break;
+            }
+            if let Some(r) = inbox.poll_stop() {
+                return Ok(Request::Stopped(r));
+            }
+            let token = next;
+            let decoded = self.timed(move |_| Ok(token), p + step - 1)?;
+            track_peak(&mut device_peak, self.device);
+            if let (Some(total), Some(s)) = (gpu_decode_s.as_mut(), decoded.gpu_s) {
+                *total += s;
+            }
+            decode_s += decoded.wall_s;
+            steps += 1;
+            self.keep(&decoded.ids, &mut ids, &mut finished);
+            let _ = self.tx.send(Event::DecodeStep {
+                index,
+                step: step as u32,
+                itl_s: decoded.wall_s,
+                gpu_s: decoded.gpu_s,
+            });
+            next = decoded.next;
+        }
+        Ok(Request::Done(Generated {
+            index,
+            warmup,
+            batch: b,
+            prompt_tokens: p,
+            ttft_s: prefill.wall_s,
+            gpu_ttft_s: prefill.gpu_s,
+            decode_s,
+            gpu_decode_s,
+            steps,
+            peak_bytes: device_peak.unwrap_or_else(alloc::peak_bytes),
+            ids,
+        }))
+    }
+
+    /// Keeps a step's ids (one per sequence) and notes which sequences reached EOS.
+    fn keep(&self, step_ids: &[u32], ids: &mut Vec<u32>, finished: &mut [bool]) {
+        for (i, &id) in step_ids.iter().enumerate() {
+            ids.push(id);
+            if self.stop_at_eos && self.eos_ids.contains(&id) {
+                if let Some(f) = finished.get_mut(i) {
+                    *f = true;
+                }
+            }
+        }
+    }
+}
+
+impl Generated {
+    /// The request as every consumer sees it: E2E = TTFT + the decode steps (the timed regions
+    /// only), TPOT = (E2E − TTFT) / (G − 1), and a hash of every generated id.
+    fn finish(self, cfg: &WorkerConfig) -> RequestDone {
+        let output_tokens = self.steps + 1;
+        let bytes: Vec<u8> = self.ids.iter().flat_map(|id| id.to_le_bytes()).collect();
+        // The first sequence is every b-th id.
+        let first_seq: Vec<u32> = self
+            .ids
+            .iter()
+            .step_by(self.batch.max(1))
+            .copied()
+            .collect();
+        let text = if cfg.record_tokens {
+            cfg.tokenizer
+                .as_ref()
+                .and_then(|t| t.decode(&first_seq, false).ok())
+        } else {
+            None
+        };
+        RequestDone {
+            index: self.index,
+            warmup: self.warmup,
+            batch: self.batch,
+            prompt_tokens: self.prompt_tokens,
+            output_tokens,
+            ttft_s: self.ttft_s,
+            tpot_s: (output_tokens > 1).then(|| self.decode_s / (output_tokens - 1) as f64),
+            e2e_s: self.ttft_s + self.decode_s,
+            gpu_ttft_s: self.gpu_ttft_s,
+            gpu_decode_s: self.gpu_decode_s,
+            peak_alloc_bytes: Some(self.peak_bytes),
+            output_hash: format!("{:016x}", fnv1a(&bytes)),
+            tokens: cfg.record_tokens.then_some(first_seq),
+            text,
+        }
+    }
+}
+
 fn track_peak(peak: &mut Option<u64>, device: &Device) {
     if let (Some(p), Some((used, _))) = (peak.as_mut(), device_memory(device)) {
         *p = (*p).max(used);
     }
-}
-
-/// One request. Returns `Ok(None)` if a stop arrived mid-request.
-#[allow(clippy::too_many_arguments)]
-fn run_request(
-    lm: &mut CausalLm,
-    device: &Device,
-    gpu: &mut GpuTimer,
-    shape: &super::workload::RequestShape,
-    index: u64,
-    warmup: bool,
-    cfg: &WorkerConfig,
-    inbox: &mut Inbox,
-    tx: &Sender<Event>,
-    eos_ids: &[u32],
-    fault: Option<Fault>,
-) -> candle_core::Result<Option<RequestDone>> {
-    let (b, p, g) = (shape.batch, shape.prompt_tokens, shape.output_tokens);
-    // Everything allocated up front, outside the timed regions.
-    lm.reset();
-    let mut generated: Vec<u32> = Vec::with_capacity(b * g);
-    let mut finished = vec![false; b];
-    device.synchronize()?;
-    alloc::reset_peak();
-    // On CUDA the per-request peak is the context's used memory, read after each synchronize
-    // (outside the timed regions).
-    let mut device_peak = device_memory(device).map(|(used, _)| used);
-
-    // ---- prefill: upload, forward over the prompt, argmax, token on the host, synchronize.
-    let t0 = Instant::now();
-    gpu.start();
-    let input = Tensor::from_slice(&shape.ids, (b, p), device)?;
-    let logits = lm.forward(&input, 0)?;
-    let mut next = logits.argmax_keepdim(D::Minus1)?; // (b, 1) u32
-    gpu.stop();
-    let first = next.flatten_all()?.to_vec1::<u32>()?;
-    device.synchronize()?;
-    let ttft = t0.elapsed().as_secs_f64();
-    // ---- end of timed region
-    let gpu_ttft = gpu.elapsed_s();
-    track_peak(&mut device_peak, device);
-    for (i, &id) in first.iter().enumerate() {
-        generated.push(id);
-        finished[i] = cfg.stop_at_eos && eos_ids.contains(&id);
-    }
-    let _ = tx.send(Event::PrefillDone {
-        index,
-        ttft_s: ttft,
-    });
-    match fault {
-        Some(Fault::Panic(n)) if n == index => panic!("injected fault (--fault panic@{n})"),
-        Some(Fault::Error(n)) if n == index => {
-            return Err(candle_core::Error::Msg(format!(
-                "injected fault (--fault error@{n})"
-            )))
-        }
-        _ => {}
-    }
-
-    let mut decode_total = 0.0f64;
-    let mut gpu_decode = gpu.enabled().then_some(0.0f64);
-    let mut steps = 0usize;
-    for step in 1..g {
-        if cfg.stop_at_eos && finished.iter().all(|f| *f) {
-            break;
-        }
-        if let Some(r) = inbox.poll_stop() {
-            inbox.pending.push_back(Control::Stop(r));
-            return Ok(None);
-        }
-        // ---- decode step: forward one token per sequence, argmax, ids on the host, synchronize.
-        let ts = Instant::now();
-        gpu.start();
-        let logits = lm.forward(&next, p + step - 1)?;
-        next = logits.argmax_keepdim(D::Minus1)?;
-        gpu.stop();
-        let ids = next.flatten_all()?.to_vec1::<u32>()?;
-        device.synchronize()?;
-        let itl = ts.elapsed().as_secs_f64();
-        // ---- end of timed region
-        let gpu_s = gpu.elapsed_s();
-        track_peak(&mut device_peak, device);
-        if let (Some(total), Some(s)) = (gpu_decode.as_mut(), gpu_s) {
-            *total += s;
-        }
-        decode_total += itl;
-        steps += 1;
-        for (i, &id) in ids.iter().enumerate() {
-            generated.push(id);
-            if cfg.stop_at_eos && eos_ids.contains(&id) {
-                finished[i] = true;
-            }
-        }
-        let _ = tx.send(Event::DecodeStep {
-            index,
-            step: step as u32,
-            itl_s: itl,
-            gpu_s,
-        });
-    }
-    let output_tokens = steps + 1;
-    let e2e = ttft + decode_total;
-    let peak = device_peak.unwrap_or_else(alloc::peak_bytes);
-    let bytes: Vec<u8> = generated.iter().flat_map(|id| id.to_le_bytes()).collect();
-    // Generated ids are stored step-major (all sequences' token 1, then token 2...); the first
-    // sequence is every b-th id.
-    let first_seq: Vec<u32> = generated.iter().step_by(b.max(1)).copied().collect();
-    let text = if cfg.record_tokens {
-        cfg.tokenizer
-            .as_ref()
-            .and_then(|t| t.decode(&first_seq, false).ok())
-    } else {
-        None
-    };
-    Ok(Some(RequestDone {
-        index,
-        warmup,
-        batch: b,
-        prompt_tokens: p,
-        output_tokens,
-        ttft_s: ttft,
-        tpot_s: (output_tokens > 1).then(|| decode_total / (output_tokens - 1) as f64),
-        e2e_s: e2e,
-        gpu_ttft_s: gpu_ttft,
-        gpu_decode_s: gpu_decode,
-        peak_alloc_bytes: Some(peak),
-        output_hash: format!("{:016x}", fnv1a(&bytes)),
-        tokens: cfg.record_tokens.then_some(first_seq),
-        text,
-    }))
 }

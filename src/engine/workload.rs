@@ -1,6 +1,6 @@
 //! What each request asks for: prompt length, output length, batch, and the prompt ids.
 
-use crate::model::synthetic::SplitMix64;
+use crate::util::SplitMix64;
 
 /// A length given as one number, a list cycled per request (`128,512`), or a seeded uniform
 /// range (`64..512`, both ends included).
@@ -12,16 +12,17 @@ pub enum LenSpec {
 }
 
 impl LenSpec {
-    /// Parses a length spec for `flag`; every length must be ≥ 1.
-    pub fn parse(flag: &str, s: &str) -> Result<LenSpec, String> {
+    /// Parses a length spec; every length must be ≥ 1. Errors are one line, without the flag
+    /// (the CLI names it).
+    pub fn parse(s: &str) -> Result<LenSpec, String> {
         let s = s.trim();
         let num = |t: &str| -> Result<usize, String> {
             let t = t.trim();
             match t.parse::<i64>() {
                 Ok(n) if n >= 1 => Ok(n as usize),
-                Ok(n) => Err(format!("{flag}: {n} is not a positive length (use 1 or more)")),
+                Ok(n) => Err(format!("{n} is not a positive length (use 1 or more)")),
                 Err(_) => Err(format!(
-                    "{flag}: `{t}` is not a length (use N, a list like 128,512, or a range like 64..512)"
+                    "`{t}` is not a length (use N, a list like 128,512, or a range like 64..512)"
                 )),
             }
         };
@@ -29,7 +30,7 @@ impl LenSpec {
             let b = b.strip_prefix('=').unwrap_or(b);
             let (lo, hi) = (num(a)?, num(b)?);
             if lo > hi {
-                return Err(format!("{flag}: range {s} is inverted (write {hi}..{lo})"));
+                return Err(format!("range {s} is inverted (write {hi}..{lo})"));
             }
             return Ok(if lo == hi {
                 LenSpec::Fixed(lo)
@@ -126,13 +127,13 @@ impl Workload {
         p + self.output.max()
     }
 
-    pub fn describe(&self) -> crate::engine::events::WorkloadDesc {
+    pub fn describe(&self) -> crate::event::WorkloadDesc {
         let prompt = match (&self.prompt, &self.source) {
             (Some(s), _) => s.to_string(),
             (None, PromptSource::Text(ps)) => format!("text ({} prompts)", ps.len()),
             (None, PromptSource::Synthetic) => "?".into(),
         };
-        crate::engine::events::WorkloadDesc {
+        crate::event::WorkloadDesc {
             prompt_tokens: prompt,
             output_tokens: self.output.to_string(),
             batch: self.batch,

@@ -10,7 +10,9 @@ use super::ModelError;
 pub const SUPPORTED_ARCHITECTURES: &[&str] =
     &["LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"];
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Arch {
     Llama,

@@ -1,4 +1,6 @@
 //! Hugging Face directories: config.json + (sharded) safetensors + tokenizer.json, mmapped.
+// Mapping the weight files is unsafe in Rust's terms (see `open_checked`).
+#![allow(unsafe_code)]
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};

@@ -4,7 +4,6 @@ pub mod arch;
 pub mod config;
 pub mod gguf;
 pub mod hf;
-mod info;
 pub mod presets;
 pub mod synthetic;
 pub mod tokenizer;
@@ -15,10 +14,10 @@ use std::sync::Arc;
 use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
 
+pub use crate::event::ModelInfo;
+use crate::util::one_line;
 pub use arch::CausalLm;
 pub use config::{Arch, ArchConfig};
-pub use info::ModelInfo;
-pub(crate) use tokenizer::one_line;
 
 /// A user-facing model error: one line naming the file or flag and what to do.
 #[derive(Debug, thiserror::Error)]
@@ -31,13 +30,7 @@ impl ModelError {
     }
 
     pub fn io(path: &Path, e: std::io::Error) -> Self {
-        let what = match e.kind() {
-            std::io::ErrorKind::NotFound => "not found".to_string(),
-            std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
-            std::io::ErrorKind::IsADirectory => "is a directory; pass a file".to_string(),
-            _ => one_line(&e.to_string()),
-        };
-        Self(format!("{}: {what}", path.display()))
+        Self(crate::util::io_error(path, &e))
     }
 }
 
@@ -100,18 +93,6 @@ impl ModelSpec {
     }
 }
 
-/// `--dtype`.
-pub fn parse_dtype(s: &str) -> Result<DType, String> {
-    match s.to_ascii_lowercase().as_str() {
-        "f32" | "float32" => Ok(DType::F32),
-        "f16" | "float16" | "half" => Ok(DType::F16),
-        "bf16" | "bfloat16" => Ok(DType::BF16),
-        other => Err(format!(
-            "--dtype: unknown dtype `{other}` (use f32, f16 or bf16)"
-        )),
-    }
-}
-
 pub fn dtype_name(d: DType) -> &'static str {
     match d {
         DType::F32 => "f32",
@@ -146,13 +127,11 @@ impl DeviceSpec {
                     Ok(DeviceSpec::Cuda(n))
                 } else {
                     Err(format!(
-                        "--device {s}: this infertop was built without CUDA; rebuild with `cargo build --release --features cuda`"
+                        "this infertop was built without CUDA (asked for `{s}`); rebuild with `cargo build --release --features cuda`"
                     ))
                 }
             }
-            None => Err(format!(
-                "--device: unknown device `{s}` (use cpu, cuda or cuda:N)"
-            )),
+            None => Err(format!("unknown device `{s}` (use cpu, cuda or cuda:N)")),
         }
     }
 

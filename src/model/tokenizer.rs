@@ -13,6 +13,7 @@ use tokenizers::processors::PostProcessorWrapper;
 use tokenizers::{AddedToken, Tokenizer, TokenizerBuilder};
 
 use super::ModelError;
+use crate::util::one_line;
 
 /// Text the synthetic tokenizer is trained on.
 pub const CORPUS: &str = include_str!("../../assets/corpus.txt");
@@ -71,8 +72,4 @@ pub fn load(path: &Path) -> Result<Tokenizer, ModelError> {
             one_line(&e.to_string())
         ))
     })
-}
-
-pub(crate) fn one_line(s: &str) -> String {
-    s.lines().next().unwrap_or("").trim().to_string()
 }

@@ -18,6 +18,7 @@ use super::reader::{self, Record};
 use super::report::settling;
 use super::summary::format_value;
 use crate::stats::{percentile_sorted, Metric, SettleRule, Summary};
+use crate::util::SplitMix64;
 
 /// `infertop compare` exit code when generated outputs differ between runs.
 pub const EXIT_OUTPUTS_DIFFER: i32 = 3;
@@ -42,22 +43,14 @@ impl Default for CompareOptions {
 }
 
 /// The output format of `compare`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum CompareFormat {
+    /// Markdown tables (the default).
+    #[default]
+    #[value(alias = "markdown")]
     Md,
+    /// One JSON object.
     Json,
-}
-
-impl CompareFormat {
-    pub fn parse(s: &str) -> Result<CompareFormat, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "md" | "markdown" => Ok(CompareFormat::Md),
-            "json" => Ok(CompareFormat::Json),
-            other => Err(format!(
-                "--format: unknown format `{other}` (use md or json)"
-            )),
-        }
-    }
 }
 
 /// One run as the comparison shows it.
@@ -172,24 +165,6 @@ pub struct Comparison {
     pub options: CompareOptions,
 }
 
-/// A deterministic generator for resampling (SplitMix64).
-struct SplitMix64(u64);
-
-impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (n > 0), by multiply-shift.
-    fn below(&mut self, n: usize) -> usize {
-        ((self.next_u64() as u128 * n as u128) >> 64) as usize
-    }
-}
-
 /// The median (numpy's: the mean of the two middle values for even n); reorders `v`.
 fn median_in_place(v: &mut [f64]) -> f64 {
     let n = v.len();
@@ -217,7 +192,7 @@ pub fn bootstrap_median_diff(
     }
     let base_median = median_in_place(&mut base.to_vec());
     let other_median = median_in_place(&mut other.to_vec());
-    let mut rng = SplitMix64(opts.seed);
+    let mut rng = SplitMix64::new(opts.seed);
     let mut a = vec![0.0; base.len()];
     let mut b = vec![0.0; other.len()];
     let resamples = opts.resamples.max(1);
@@ -320,7 +295,7 @@ fn samples(rec: &Record, m: Metric) -> Vec<f64> {
 }
 
 fn output_check(base: &Record, other: &Record) -> OutputCheck {
-    let by_index: std::collections::HashMap<u64, &crate::engine::events::RequestDone> =
+    let by_index: std::collections::HashMap<u64, &crate::event::RequestDone> =
         base.requests.iter().map(|r| (r.index, r)).collect();
     let mut check = OutputCheck::default();
     for r in &other.requests {
@@ -668,15 +643,5 @@ mod tests {
         let few = bootstrap_median_diff(&a[..2], &b[..2], &o).unwrap();
         assert_eq!(verdict(&few), Verdict::TooFewRequests);
         assert!(bootstrap_median_diff(&[], &b, &o).is_none());
-    }
-
-    #[test]
-    fn rng_below_is_in_range() {
-        let mut r = SplitMix64(42);
-        for n in [1usize, 2, 3, 10, 1000] {
-            for _ in 0..1000 {
-                assert!(r.below(n) < n);
-            }
-        }
     }
 }

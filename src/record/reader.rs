@@ -4,8 +4,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::engine::events::RequestDone;
-use crate::model::ModelInfo;
+use crate::event::ModelInfo;
+use crate::event::RequestDone;
 use crate::stats::{Metric, RunStats, Slo, Summary, Table};
 
 use super::RunSummary;
@@ -36,8 +36,7 @@ pub struct Record {
 }
 
 pub fn read(path: &Path) -> Result<Record, String> {
-    let text =
-        std::fs::read(path).map_err(|e| format!("{}", crate::model::ModelError::io(path, e)))?;
+    let text = std::fs::read(path).map_err(|e| crate::util::io_error(path, &e))?;
     let text = String::from_utf8_lossy(&text);
     let mut rec = Record {
         path: path.to_path_buf(),
@@ -78,7 +77,7 @@ pub fn read(path: &Path) -> Result<Record, String> {
             }
             Some("telemetry") => {
                 rec.telemetry_lines += 1;
-                if let Ok(s) = serde_json::from_value::<crate::telemetry::Sample>(v) {
+                if let Ok(s) = serde_json::from_value::<crate::event::Sample>(v) {
                     rec.resources.observe_sample(&s);
                 }
             }

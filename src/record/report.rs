@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::reader::Record;
 use super::{RunSummary, SummaryFormat};
-use crate::engine::events::RequestDone;
+use crate::event::RequestDone;
 use crate::stats::goodput::{self, Goodput};
 use crate::stats::roofline::{self, Peak};
 use crate::stats::{percentile_sorted, settle_point, warmup_cost_s, SettleRule, Slo};

@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::events::RequestDone;
-use crate::telemetry::Sample;
+use crate::event::RequestDone;
+use crate::event::Sample;
 
 /// Peak memory and energy over a run. Fields are `None` when no source reported them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -43,8 +43,8 @@ fn max_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
 
 impl Resources {
     /// Folds one event of the live stream.
-    pub fn observe(&mut self, ev: &crate::engine::events::Event) {
-        use crate::engine::events::Event;
+    pub fn observe(&mut self, ev: &crate::event::Event) {
+        use crate::event::Event;
         match ev {
             Event::RequestDone(r) => self.observe_request(r),
             Event::Telemetry(s) => self.observe_sample(s),

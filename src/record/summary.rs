@@ -4,24 +4,17 @@ use serde::{Deserialize, Serialize};
 
 use crate::stats::{Metric, RunStats, Summary, Table, WindowKind};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// `--format` of runs and `report`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum SummaryFormat {
+    /// A markdown table (the default).
+    #[default]
+    #[value(alias = "markdown")]
     Md,
+    /// One JSON object.
     Json,
+    /// One row per window and metric.
     Csv,
-}
-
-impl SummaryFormat {
-    pub fn parse(s: &str) -> Result<SummaryFormat, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "md" | "markdown" => Ok(SummaryFormat::Md),
-            "json" => Ok(SummaryFormat::Json),
-            "csv" => Ok(SummaryFormat::Csv),
-            other => Err(format!(
-                "--format: unknown format `{other}` (use md, json or csv)"
-            )),
-        }
-    }
 }
 
 /// What a run measured: steady-state table, warmup table, counts.

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::engine::events::{Event, RequestDone, StopReason};
+use crate::event::{Event, RequestDone, StopReason};
 
 use super::RunSummary;
 
@@ -60,7 +60,7 @@ impl Recorder {
             format!(
                 "--record {}: cannot create ({})",
                 path.display(),
-                crate::model::one_line(&e.to_string())
+                crate::util::one_line(&e.to_string())
             )
         })?;
         let mut r = Recorder {

@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use super::Slo;
-use crate::engine::events::RequestDone;
+use crate::event::RequestDone;
 
 /// How many requests met the SLOs, and goodput.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::model::ModelInfo;
+use crate::event::ModelInfo;
 
 /// A device's peak memory bandwidth and dense FLOP/s.
 #[derive(Clone, Copy, Debug, PartialEq)]

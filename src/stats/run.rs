@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Summary, Window};
-use crate::engine::events::RequestDone;
+use crate::event::RequestDone;
 
 /// Requests kept for exact steady-state / all-request percentiles (older ones fall out).
 pub const REQUEST_WINDOW: usize = 100_000;

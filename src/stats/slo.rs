@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::events::RequestDone;
+use crate::event::RequestDone;
 
 /// Latency limits a request must meet; `None` means no limit on that metric.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]

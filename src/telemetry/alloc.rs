@@ -9,6 +9,8 @@
 //! only written (`fetch_max`) when the new level is above the last peak seen, so below the peak —
 //! the steady state of a decode loop that frees what it allocated — an allocation costs one atomic
 //! read-modify-write and one plain load. `benches/alloc.rs` measures it against `System`.
+// A GlobalAlloc impl is unsafe by definition; it only forwards to the system allocator.
+#![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,51 +1,23 @@
-//! Memory and device telemetry sampled beside the timings.
+//! Memory and device telemetry sampled beside the timings: sources (process memory, the
+//! counting allocator, NVML) read by one sampler thread that sends `Event::Telemetry`.
 
-use serde::{Deserialize, Serialize};
-
-/// One telemetry sample. Every field is optional: a source that is unavailable leaves it `None`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Sample {
-    /// Seconds since the run started.
-    pub t_s: f64,
-    /// Process resident set size.
-    pub rss_bytes: Option<u64>,
-    /// Peak resident set size (VmHWM).
-    pub rss_peak_bytes: Option<u64>,
-    /// Allocator: bytes currently allocated (CPU counting allocator or CUDA used memory).
-    pub alloc_bytes: Option<u64>,
-    /// Allocator: peak since the current request started.
-    pub alloc_peak_bytes: Option<u64>,
-    /// Device memory used / total (NVML or CUDA context).
-    pub device_used_bytes: Option<u64>,
-    pub device_total_bytes: Option<u64>,
-    /// This process's device memory (NVML running compute processes).
-    pub process_device_bytes: Option<u64>,
-    pub gpu_util_pct: Option<u32>,
-    pub mem_util_pct: Option<u32>,
-    pub power_w: Option<f64>,
-    pub power_limit_w: Option<f64>,
-    pub temperature_c: Option<u32>,
-    pub sm_clock_mhz: Option<u32>,
-    pub mem_clock_mhz: Option<u32>,
-    /// Clock throttle / event reasons, e.g. "power cap", "thermal".
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub throttle: Vec<String>,
-    /// Total energy since the driver loaded, in joules.
-    pub energy_j: Option<f64>,
-    /// Why NVML is not there, once, e.g. "NVML unavailable: libnvidia-ml.so not found".
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nvml_unavailable: Option<String>,
-}
+use crate::event::Sample;
 
 pub mod alloc;
 pub mod devices;
-pub mod kv;
 pub mod nvml;
 pub mod process;
-pub mod request;
 pub mod sampler;
 
 pub use devices::devices_report;
-pub use kv::expected_kv_bytes;
-pub use request::{RequestExtras, RequestTelemetry};
-pub use sampler::{spawn, spawn_default, SamplerHandle, Source, TelemetryDevice, DEFAULT_INTERVAL};
+pub use sampler::{spawn, spawn_default, SamplerHandle, TelemetryDevice, DEFAULT_INTERVAL};
+
+/// One kind of telemetry. Tests use fake sources.
+pub trait Source: Send {
+    /// Short name for error messages, e.g. `"nvml"`.
+    fn name(&self) -> &str;
+
+    /// Fills the fields of `sample` this source knows. `Err` means the source is gone for good:
+    /// the sampler reports it once (non-fatal `Event::Error`) and goes on without it.
+    fn sample(&mut self, sample: &mut Sample) -> Result<(), String>;
+}

@@ -12,8 +12,8 @@ use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::{Device, Nvml};
 
-use super::sampler::Source;
-use super::Sample;
+use super::Source;
+use crate::event::Sample;
 
 /// The text every view shows when NVML cannot be used, e.g. "NVML unavailable: <reason>".
 pub fn unavailable_message(reason: &str) -> String {

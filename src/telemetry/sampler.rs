@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{select, Receiver, Sender};
 
-use super::{alloc, nvml, process, Sample};
-use crate::engine::events::Event;
+use super::{alloc, nvml, process, Source};
+use crate::event::Event;
+use crate::event::Sample;
 
 /// `--sample-interval` default.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_millis(100);
@@ -22,16 +23,6 @@ pub const MIN_INTERVAL: Duration = Duration::from_millis(1);
 
 /// Name of the sampler thread, as seen in `top -H` and debuggers.
 pub const THREAD_NAME: &str = "infertop-telemetry";
-
-/// One kind of telemetry. Tests use fake sources.
-pub trait Source: Send {
-    /// Short name for error messages, e.g. `"nvml"`.
-    fn name(&self) -> &str;
-
-    /// Fills the fields of `sample` this source knows. `Err` means the source is gone for good:
-    /// the sampler reports it once (non-fatal `Event::Error`) and goes on without it.
-    fn sample(&mut self, sample: &mut Sample) -> Result<(), String>;
-}
 
 /// The device the run uses, which decides the sources.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

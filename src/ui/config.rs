@@ -39,7 +39,7 @@ pub fn toml_error(origin: &str, text: &str, err: &toml::de::Error) -> anyhow::Er
 /// Reads a config file, naming it in the error.
 pub fn read(kind: &str, path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("{kind} file {}", crate::model::ModelError::io(path, e)))
+        .map_err(|e| anyhow::anyhow!("{kind} file {}", crate::util::io_error(path, &e)))
 }
 
 #[cfg(test)]

@@ -14,11 +14,10 @@ pub mod render;
 pub mod ring;
 pub mod state;
 pub mod theme;
+mod tty;
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
@@ -26,8 +25,9 @@ use ratatui::backend::Backend;
 use ratatui::crossterm::event::{self as term, Event as TermEvent};
 use ratatui::Terminal;
 
-use crate::engine::events::{Control, Event, StopReason};
-use crate::stats::{RunStats, Slo};
+use crate::event::{Control, Event, StopReason};
+use crate::run::{Outcome, Signals};
+use crate::stats::Slo;
 
 pub use keys::{Action, KeyMap};
 pub use state::{App, AppConfig, Update};
@@ -35,7 +35,7 @@ pub use theme::{ColorDepth, ColorMode, Theme};
 
 /// How the CLI starts the dashboard.
 pub struct DashboardOptions {
-    /// Frames per second (default 10).
+    /// Frames per second (default 10; the CLI takes 1 to 120, the loop clamps to that).
     pub fps: u32,
     /// A built-in theme name or a path to a theme file.
     pub theme: String,
@@ -48,8 +48,8 @@ pub struct DashboardOptions {
     pub output_step: i64,
     /// A previous run's steady-state table to show beside the live one (`--baseline`).
     pub baseline: Option<state::Baseline>,
-    /// Set by the CLI's signal handler to the signal number (SIGINT/SIGTERM/SIGHUP); 0 = none.
-    pub signal: Arc<AtomicUsize>,
+    /// SIGINT/SIGTERM/SIGHUP, as the CLI's handler noted them.
+    pub signals: Signals,
 }
 
 impl Default for DashboardOptions {
@@ -63,17 +63,9 @@ impl Default for DashboardOptions {
             keys_file: None,
             output_step: 16,
             baseline: None,
-            signal: Arc::new(AtomicUsize::new(0)),
+            signals: Signals::none(),
         }
     }
-}
-
-/// What the dashboard hands back to the CLI, which prints the summary.
-pub struct Outcome {
-    pub stats: RunStats,
-    pub stop: StopReason,
-    /// The fatal error that ended the run, if one did.
-    pub failed: Option<String>,
 }
 
 /// How long quitting waits for the worker to confirm with `Event::Finished`.
@@ -87,9 +79,6 @@ pub fn validate_options(opts: &DashboardOptions) -> anyhow::Result<()> {
 
 /// The validated settings the dashboard starts with.
 pub fn app_config(opts: &DashboardOptions) -> anyhow::Result<AppConfig> {
-    if opts.fps == 0 || opts.fps > 120 {
-        anyhow::bail!("--fps must be between 1 and 120 (got {})", opts.fps);
-    }
     if opts.output_step <= 0 {
         anyhow::bail!(
             "the output-token step must be positive (got {})",
@@ -125,7 +114,7 @@ pub fn run_dashboard(
     opts: DashboardOptions,
     on_event: &mut dyn FnMut(&Event),
 ) -> anyhow::Result<Outcome> {
-    lower_ui_priority();
+    tty::lower_ui_priority();
     let mut app = App::new(app_config(&opts)?);
     let mut terminal = match ratatui::try_init() {
         Ok(t) => t,
@@ -136,10 +125,10 @@ pub fn run_dashboard(
     };
     // ratatui's hook restores the terminal on a panic on any thread; a worker panic is the
     // worker's to report (as ERROR in the dashboard), so it must not reach that hook.
-    crate::engine::worker::install_panic_hook();
+    crate::util::quiet_engine_panics();
     let loop_opts = LoopOptions {
         fps: opts.fps,
-        signal: opts.signal.clone(),
+        signals: opts.signals.clone(),
         stop_wait: STOP_WAIT,
     };
     let result = run_app(
@@ -158,40 +147,7 @@ pub fn run_dashboard(
     std::mem::forget(terminal);
     restore_terminal();
     let stop = result?;
-    Ok(Outcome {
-        stats: app.stats,
-        stop,
-        failed: app.failed,
-    })
-}
-
-/// The nice value the dashboard thread gives itself by default (Linux; 0 = unchanged). On the
-/// 2-core machine this was measured on, a lowered UI (nice 10) showed no better TPOT ratio
-/// than an unchanged one (both within the noise, about ±3%; BENCHMARKS.md), so the default
-/// leaves it alone. `INFERTOP_UI_NICE=N` (1-19) lowers it, e.g. on a machine that is busy
-/// with other work, so that drawing never preempts candle's threads mid-step.
-pub const UI_NICE: i32 = 0;
-
-/// Lowers the calling thread's scheduling priority to `UI_NICE` (or `INFERTOP_UI_NICE`).
-/// Per thread on Linux: the worker, the telemetry thread and candle's pool keep theirs (they
-/// are started before, or from, other threads). Elsewhere `setpriority` would renice the
-/// whole process, so it is not called. Failure is harmless and ignored.
-fn lower_ui_priority() {
-    #[cfg(target_os = "linux")]
-    {
-        let nice = std::env::var("INFERTOP_UI_NICE")
-            .ok()
-            .and_then(|s| s.trim().parse::<i32>().ok())
-            .unwrap_or(UI_NICE)
-            .clamp(0, 19);
-        if nice > 0 {
-            // SAFETY: plain syscalls on this thread's id; no memory is passed.
-            unsafe {
-                let tid = libc::gettid();
-                libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice);
-            }
-        }
-    }
+    Ok(app.run.outcome(stop))
 }
 
 /// Leaves raw mode and the alternate screen and shows the cursor; errors are reported, not
@@ -227,7 +183,7 @@ impl Input for TerminalInput {
         // crossterm spins forever on a hung-up terminal (read returns 0 bytes and its read loop
         // never breaks), so wait on stdin ourselves and report a hang-up as an error; the loop
         // then stops the worker and the run ends like on SIGHUP.
-        if stdin_hung_up(timeout)? {
+        if tty::stdin_hung_up(timeout)? {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::BrokenPipe,
                 "the terminal hung up",
@@ -241,32 +197,10 @@ impl Input for TerminalInput {
     }
 }
 
-/// Waits up to `timeout` for input on stdin; true if the terminal has hung up. A signal
-/// (SIGWINCH, SIGHUP, ...) ends the wait early without error.
-fn stdin_hung_up(timeout: Duration) -> std::io::Result<bool> {
-    let mut pfd = libc::pollfd {
-        fd: 0,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-    // SAFETY: one valid pollfd for the duration of the call.
-    let r = unsafe { libc::poll(&mut pfd, 1, ms) };
-    if r < 0 {
-        let e = std::io::Error::last_os_error();
-        return if e.kind() == std::io::ErrorKind::Interrupted {
-            Ok(false)
-        } else {
-            Err(e)
-        };
-    }
-    Ok(pfd.revents & (libc::POLLHUP | libc::POLLERR | libc::POLLNVAL) != 0)
-}
-
 /// Loop settings that are not part of the app state.
 pub struct LoopOptions {
     pub fps: u32,
-    pub signal: Arc<AtomicUsize>,
+    pub signals: Signals,
     /// How long to wait for `Finished` after asking the worker to stop.
     pub stop_wait: Duration,
 }
@@ -332,7 +266,7 @@ where
     loop {
         app.tick(start.elapsed());
         drain(events, app, on_event);
-        if let Some(reason) = signal_reason(&opts.signal) {
+        if let Some(reason) = opts.signals.stop_reason() {
             return Ok(reason);
         }
         let now = Instant::now();
@@ -340,14 +274,14 @@ where
             app.refresh();
             if let Err(e) = terminal.draw(|f| render::render(f, app)) {
                 // A hung-up terminal fails here, possibly before the SIGHUP flag is seen.
-                return signal_reason(&opts.signal).ok_or_else(|| e.into());
+                return opts.signals.stop_reason().ok_or_else(|| e.into());
             }
             next_draw = (next_draw + frame_time).max(now);
         }
         let timeout = next_draw.saturating_duration_since(Instant::now());
         let event = match input.next(timeout) {
             Ok(ev) => ev,
-            Err(e) => return signal_reason(&opts.signal).ok_or_else(|| e.into()),
+            Err(e) => return opts.signals.stop_reason().ok_or_else(|| e.into()),
         };
         match event {
             Some(TermEvent::Key(key)) => {
@@ -399,16 +333,16 @@ fn stop_worker(
     wait: Duration,
     on_event: &mut dyn FnMut(&Event),
 ) -> StopReason {
-    if let Some(done) = &app.stop {
+    if let Some(done) = &app.run.stop {
         return done.clone();
     }
     if control.send(Control::Stop(reason.clone())).is_err() {
         // The worker dropped its receiver; whatever it sent is still in the channel.
         drain(events, app, on_event);
-        return app.stop.clone().unwrap_or(reason);
+        return app.run.stop.clone().unwrap_or(reason);
     }
     let deadline = Instant::now() + wait;
-    while app.stop.is_none() {
+    while app.run.stop.is_none() {
         let left = deadline.saturating_duration_since(Instant::now());
         match events.recv_timeout(left) {
             Ok(ev) => {
@@ -419,21 +353,5 @@ fn stop_worker(
         }
     }
     // `Finished` carries the worker's view (e.g. `Error` if it failed while stopping).
-    app.stop.clone().unwrap_or(reason)
-}
-
-/// The stop reason for a signal the CLI's handler recorded: SIGINT is the user's Ctrl-C.
-fn signal_reason(signal: &AtomicUsize) -> Option<StopReason> {
-    let n = signal.load(Ordering::SeqCst);
-    if n == 0 {
-        return None;
-    }
-    let n = i32::try_from(n).unwrap_or(-1);
-    if n == signal_hook::consts::SIGINT {
-        return Some(StopReason::UserStop);
-    }
-    let name = signal_hook::low_level::signal_name(n)
-        .map(str::to_string)
-        .unwrap_or_else(|| format!("signal {n}"));
-    Some(StopReason::Signal(name))
+    app.run.stop.clone().unwrap_or(reason)
 }

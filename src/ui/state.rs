@@ -5,11 +5,10 @@
 
 use std::time::Duration;
 
-use crate::engine::events::{
-    Control, Event, RequestDone, RunInfo, RunPhase, StopReason, WorkloadDesc,
-};
-use crate::stats::{Metric, RunStats, Slo, Summary, Table, Window, WindowKind};
-use crate::telemetry::Sample;
+use crate::event::Sample;
+use crate::event::{Control, Event, RequestDone, RunInfo, RunPhase, StopReason, WorkloadDesc};
+use crate::run::Run;
+use crate::stats::{Metric, Slo, Summary, Table, Window, WindowKind};
 
 use super::format;
 use super::keys::{Action, KeyMap};
@@ -178,24 +177,18 @@ pub struct App {
     pub output_step: i64,
     pub baseline: Option<Baseline>,
 
-    // The run, as the events tell it.
+    // The run, as the events tell it: the same fold a headless run keeps, plus the view.
+    pub run: Run,
     pub phase: RunPhase,
     pub loading: Option<LoadingProgress>,
-    pub run: Option<RunInfo>,
     pub workload: Option<WorkloadDesc>,
     pub current: Option<CurrentRequest>,
-    /// Requests finished since the start (not reset by `r`).
-    pub requests_done: u64,
-    pub stats: RunStats,
     pub requests: Ring<RequestPoint>,
     pub steps: Ring<StepPoint>,
     pub memory: Ring<MemoryPoint>,
     pub telemetry: Option<Sample>,
     /// Oldest first; the pane shows them newest first.
     pub events: Ring<LogEntry>,
-    pub stop: Option<StopReason>,
-    /// The fatal error that ended the run, if one did.
-    pub failed: Option<String>,
 
     // Time, injected by `tick`.
     pub now: Duration,
@@ -253,20 +246,16 @@ impl App {
             slo: config.slo,
             baseline: config.baseline,
             output_step: config.output_step,
+            run: Run::new(),
             phase: RunPhase::Loading,
             loading: None,
-            run: None,
             workload: None,
             current: None,
-            requests_done: 0,
-            stats: RunStats::new(),
             requests: Ring::new(REQUEST_HISTORY),
             steps: Ring::new(STEP_HISTORY),
             memory: Ring::new(MEMORY_HISTORY),
             telemetry: None,
             events: Ring::new(EVENT_HISTORY),
-            stop: None,
-            failed: None,
             now: Duration::ZERO,
             finished_at: None,
             window: WindowKind::Steady,
@@ -301,7 +290,7 @@ impl App {
 
     /// Whether the worker still takes control messages.
     pub fn worker_live(&self) -> bool {
-        self.stop.is_none()
+        self.run.live()
     }
 
     /// Sets the clock (time since the dashboard started).
@@ -317,8 +306,10 @@ impl App {
         });
     }
 
-    /// Applies one event. Pure: no I/O, no clock; O(log n) at most.
+    /// Applies one event: first to the run's fold, then to the view. Pure: no I/O, no clock;
+    /// O(log n) at most.
     pub fn apply(&mut self, event: &Event) {
+        self.run.apply(event);
         match event {
             Event::Loading { what, done, total } => {
                 self.loading = Some(LoadingProgress {
@@ -343,7 +334,7 @@ impl App {
                         Level::Info,
                         format!(
                             "warmup finished after {} requests; steady from #{index}",
-                            self.stats.warmup_requests()
+                            self.run.stats.warmup_requests()
                         ),
                     );
                 }
@@ -369,14 +360,10 @@ impl App {
             Event::DecodeStep {
                 index, step, itl_s, ..
             } => {
-                let warmup = match self.current.as_mut().filter(|c| c.index == *index) {
-                    Some(c) => {
-                        c.steps = *step;
-                        c.warmup
-                    }
-                    None => self.last_warmup,
-                };
-                self.stats.record_step(*itl_s, warmup);
+                if let Some(c) = self.current.as_mut().filter(|c| c.index == *index) {
+                    c.steps = *step;
+                }
+                let warmup = self.run.in_flight_warmup();
                 self.steps.push(StepPoint {
                     request: *index,
                     step: *step,
@@ -401,7 +388,6 @@ impl App {
             }
             Event::StatsReset => {
                 self.table_now = true;
-                self.stats.reset();
                 self.requests.clear();
                 self.steps.clear();
                 self.clear_outlier_reference();
@@ -424,7 +410,6 @@ impl App {
             Event::Error { message, fatal } => {
                 if *fatal {
                     self.log(Level::Error, format!("fatal: {message}"));
-                    self.failed = Some(message.clone());
                     self.phase = RunPhase::Error;
                 } else {
                     self.log(Level::Warn, format!("error: {message}"));
@@ -434,14 +419,10 @@ impl App {
                 // The last table is exact, whatever the run's length.
                 self.dirty = true;
                 self.table_now = true;
-                self.stop = Some(reason.clone());
                 self.finished_at = Some(self.now);
                 self.current = None;
                 self.decode_tok_s = None;
-                if *reason == StopReason::Error && self.failed.is_none() {
-                    self.failed = Some("the worker stopped with an error".into());
-                }
-                self.phase = if self.failed.is_some() {
+                self.phase = if self.run.failed.is_some() {
                     RunPhase::Error
                 } else {
                     RunPhase::Stopped
@@ -453,13 +434,11 @@ impl App {
 
     /// The channel closed without `Finished`: the worker is gone (crashed or dropped it).
     pub fn worker_disconnected(&mut self) {
-        if self.stop.is_some() {
+        if !self.run.disconnected() {
             return;
         }
-        let message = "the worker exited without finishing".to_string();
-        self.log(Level::Error, message.clone());
-        self.failed.get_or_insert(message);
-        self.stop = Some(StopReason::Error);
+        let message = self.run.failed.clone().unwrap_or_default();
+        self.log(Level::Error, message);
         self.finished_at = Some(self.now);
         self.current = None;
         self.phase = RunPhase::Error;
@@ -500,12 +479,9 @@ impl App {
                 m.device
             ),
         );
-        self.run = Some(info.clone());
     }
 
     fn request_done(&mut self, r: &RequestDone) {
-        self.stats.record_request(r);
-        self.requests_done = self.requests_done.max(r.index + 1);
         let mut outlier = false;
         if !r.warmup {
             let checks = [
@@ -606,14 +582,14 @@ impl App {
         if !self.dirty {
             return;
         }
-        let samples = self.stats.steps() + 5 * self.stats.requests();
+        let samples = self.run.stats.steps() + 5 * self.run.stats.requests();
         let table_due = self.table_now
             || samples <= TABLE_THROTTLE_SAMPLES
             || self
                 .table_at
                 .is_none_or(|at| self.now.saturating_sub(at) >= TABLE_PERIOD);
         if table_due {
-            self.table = self.stats.table(self.window, self.include_warmup);
+            self.table = self.run.stats.table(self.window, self.include_warmup);
             self.table_at = Some(self.now);
             self.table_now = false;
         }
@@ -663,7 +639,7 @@ impl App {
     /// Applies a user action to the view, or says what to send to the worker. Changes to the
     /// run itself are not applied here: the worker echoes them as events.
     pub fn update(&mut self, action: Action) -> Update {
-        let live = self.worker_live() && self.run.is_some();
+        let live = self.worker_live() && self.run.info.is_some();
         match action {
             Action::Quit => Update::Quit,
             Action::PauseResume if live => match self.phase {
@@ -732,7 +708,7 @@ pub fn stop_text(reason: &StopReason) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::events::RequestDone;
+    use crate::event::RequestDone;
 
     fn done(index: u64, warmup: bool, ttft_s: f64) -> Event {
         Event::RequestDone(Box::new(RequestDone {

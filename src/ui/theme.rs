@@ -31,20 +31,6 @@ pub enum ColorMode {
     Never,
 }
 
-impl ColorMode {
-    /// Parses `auto`, `always` or `never` (`--color`).
-    pub fn parse(text: &str) -> Result<ColorMode, String> {
-        match text.trim().to_ascii_lowercase().as_str() {
-            "auto" => Ok(ColorMode::Auto),
-            "always" => Ok(ColorMode::Always),
-            "never" => Ok(ColorMode::Never),
-            other => Err(format!(
-                "--color must be auto, always or never (got `{other}`)"
-            )),
-        }
-    }
-}
-
 /// What the terminal can show, decided once at start-up from `ColorMode` and the environment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ColorDepth {
@@ -383,8 +369,8 @@ impl Theme {
     }
 
     /// The badge style of a run phase.
-    pub fn badge(&self, phase: crate::engine::events::RunPhase) -> Style {
-        use crate::engine::events::RunPhase::*;
+    pub fn badge(&self, phase: crate::event::RunPhase) -> Style {
+        use crate::event::RunPhase::*;
         match phase {
             Loading => self.badge_loading,
             Warmup => self.badge_warmup,

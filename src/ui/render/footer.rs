@@ -6,13 +6,13 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
-use crate::engine::events::RunPhase;
+use crate::event::RunPhase;
 use crate::ui::keys::Action;
 use crate::ui::state::App;
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     let theme = app.theme();
-    let live = app.worker_live() && app.run.is_some();
+    let live = app.worker_live() && app.run.info.is_some();
     let pause = if app.phase == RunPhase::Paused {
         "resume"
     } else {
@@ -29,7 +29,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         items.push((vec![Action::PauseResume], pause));
         items.push((vec![Action::ResetStats], "reset"));
     }
-    if app.run.is_some() {
+    if app.run.info.is_some() {
         items.push((vec![Action::ToggleWarmup], warmup));
         items.push((vec![Action::CycleWindow], "window"));
     }

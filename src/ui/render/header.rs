@@ -7,7 +7,7 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::phase_label;
-use crate::engine::events::RunPhase;
+use crate::event::RunPhase;
 use crate::ui::format;
 use crate::ui::state::{stop_text, App};
 
@@ -15,7 +15,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     let theme = app.theme();
     let sep = format!(" {} ", app.glyphs.sep);
     let top = top_line(app, &sep, rect.width as usize);
-    let second = match (&app.failed, app.phase) {
+    let second = match (&app.run.failed, app.phase) {
         (Some(message), RunPhase::Error) => Line::from(vec![
             Span::styled(" error: ", theme.event_error),
             Span::styled(message.clone(), theme.event_error),
@@ -40,7 +40,7 @@ fn top_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
             app.glyphs.sep, w.prompt_tokens, w.output_tokens, w.batch
         )
     });
-    let Some(run) = &app.run else {
+    let Some(run) = &app.run.info else {
         return Line::from(vec![
             badge,
             Span::raw(" "),
@@ -93,10 +93,10 @@ fn status_line<'a>(app: &App, sep: &str) -> Line<'a> {
         Span::styled(" elapsed ", theme.dim),
         Span::styled(format::elapsed(app.elapsed()), theme.text),
         Span::styled(sep.to_string(), theme.dim),
-        Span::styled(app.requests_done.to_string(), theme.text),
+        Span::styled(app.run.requests_done.to_string(), theme.text),
         Span::styled(" requests", theme.dim),
     ];
-    let warmup = app.stats.warmup_requests();
+    let warmup = app.run.stats.warmup_requests();
     if warmup > 0 {
         spans.push(Span::styled(format!(" ({warmup} warmup)"), theme.dim));
     }
@@ -110,7 +110,7 @@ fn status_line<'a>(app: &App, sep: &str) -> Line<'a> {
         spans.push(Span::styled(sep.to_string(), theme.dim));
         spans.push(Span::styled(c.progress(), theme.dim));
     }
-    if let Some(reason) = &app.stop {
+    if let Some(reason) = &app.run.stop {
         spans.push(Span::styled(sep.to_string(), theme.dim));
         spans.push(Span::styled(
             format!("stopped: {}", stop_text(reason)),

@@ -10,7 +10,7 @@ use ratatui::Frame;
 
 use super::history::{self, Bar, History};
 use super::{gauge_line, hint, panel};
-use crate::telemetry::Sample;
+use crate::event::Sample;
 use crate::ui::format;
 use crate::ui::state::App;
 

@@ -43,7 +43,7 @@ use ratatui::widgets::Block;
 use ratatui::Frame;
 
 use super::state::App;
-use crate::engine::events::RunPhase;
+use crate::event::RunPhase;
 
 pub const MIN_WIDTH: u16 = 80;
 pub const MIN_HEIGHT: u16 = 22;
@@ -142,7 +142,7 @@ pub fn render(frame: &mut Frame, app: &App) {
         return;
     };
     header::render(frame, app, r.header);
-    if app.phase == RunPhase::Loading && app.run.is_none() {
+    if app.phase == RunPhase::Loading && app.run.info.is_none() {
         // Before the model has loaded there is nothing to plot: the body is the progress.
         let body = Rect::new(
             area.x,

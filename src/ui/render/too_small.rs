@@ -23,7 +23,7 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
             format!(
                 "{} {} requests, q quits",
                 phase_label(app.phase),
-                app.requests_done
+                app.run.requests_done
             ),
             theme.dim,
         ),

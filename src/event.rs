@@ -1,10 +1,11 @@
-//! Typed messages between the worker, the telemetry thread and the consumers (UI state, recorder,
-//! headless printer). Data flows one way: producers send `Event`s, consumers `apply` them.
+//! The protocol: what every engine (and the telemetry thread) sends and every consumer (the run
+//! fold, the dashboard, the recorder, the headless printer) reads. A leaf module: it names no
+//! other module of the crate, so engines and consumers depend on it and never on each other.
+//!
+//! Data flows one way: producers send `Event`s over one channel, consumers `apply` them;
+//! `Control` messages go back to the engine.
 
 use serde::{Deserialize, Serialize};
-
-use crate::model::ModelInfo;
-use crate::telemetry::Sample;
 
 /// What a run is doing, as shown in the dashboard header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -155,4 +156,73 @@ pub enum Control {
     /// Change prompt tokens by this factor step (×2 / ÷2) from the next request on.
     AdjustPromptTokens(i64),
     Stop(StopReason),
+}
+
+/// One telemetry sample. Every field is optional: a source that is unavailable leaves it `None`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    /// Seconds since the run started.
+    pub t_s: f64,
+    /// Process resident set size.
+    pub rss_bytes: Option<u64>,
+    /// Peak resident set size (VmHWM).
+    pub rss_peak_bytes: Option<u64>,
+    /// Allocator: bytes currently allocated (CPU counting allocator or CUDA used memory).
+    pub alloc_bytes: Option<u64>,
+    /// Allocator: peak since the current request started.
+    pub alloc_peak_bytes: Option<u64>,
+    /// Device memory used / total (NVML or CUDA context).
+    pub device_used_bytes: Option<u64>,
+    pub device_total_bytes: Option<u64>,
+    /// This process's device memory (NVML running compute processes).
+    pub process_device_bytes: Option<u64>,
+    pub gpu_util_pct: Option<u32>,
+    pub mem_util_pct: Option<u32>,
+    pub power_w: Option<f64>,
+    pub power_limit_w: Option<f64>,
+    pub temperature_c: Option<u32>,
+    pub sm_clock_mhz: Option<u32>,
+    pub mem_clock_mhz: Option<u32>,
+    /// Clock throttle / event reasons, e.g. "power cap", "thermal".
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub throttle: Vec<String>,
+    /// Total energy since the driver loaded, in joules.
+    pub energy_j: Option<f64>,
+    /// Why NVML is not there, once, e.g. "NVML unavailable: libnvidia-ml.so not found".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvml_unavailable: Option<String>,
+}
+
+/// What every view knows about the model under test.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    /// Display name: the directory or file name, or `synthetic:tiny`.
+    pub name: String,
+    /// `llama`, `mistral` or `qwen2`.
+    pub arch: String,
+    /// `hf`, `gguf` or `synthetic`.
+    pub source: String,
+    pub params: u64,
+    /// Bytes of weights as held on the device.
+    pub weight_bytes: u64,
+    /// KV-cache bytes per token per sequence: 2 × layers × kv heads × head dim × dtype bytes.
+    pub kv_bytes_per_token: u64,
+    /// `f32`, `f16`, `bf16`, or the GGUF quantization such as `q8_0`.
+    pub dtype: String,
+    /// `cpu` or `cuda:N`.
+    pub device: String,
+    pub max_positions: usize,
+    pub layers: usize,
+    pub hidden: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub vocab: usize,
+}
+
+impl ModelInfo {
+    /// Expected KV-cache bytes for `tokens` positions of `batch` sequences.
+    pub fn expected_kv_bytes(&self, tokens: usize, batch: usize) -> u64 {
+        self.kv_bytes_per_token * tokens as u64 * batch as u64
+    }
 }

@@ -1,0 +1,155 @@
+//! `infertop presets` and `infertop make-model`: synthetic shapes, listed or written to disk as
+//! a real Hugging Face directory (or GGUF file) so the loading path is exercised end to end.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::{say, Failure};
+use crate::model::{self, presets};
+
+#[derive(Args, Debug, Clone)]
+pub struct MakeModelArgs {
+    /// Output directory (or .gguf file with --gguf).
+    pub out: PathBuf,
+    /// Preset shape (see `infertop presets`).
+    #[arg(long, default_value = "tiny")]
+    pub preset: String,
+    /// The architecture (default: the preset's).
+    #[arg(long, value_enum)]
+    pub arch: Option<model::Arch>,
+    /// Write a GGUF file (q8_0) instead of a directory.
+    #[arg(long)]
+    pub gguf: bool,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+/// `infertop presets`.
+pub fn presets_table() -> String {
+    let mut out = String::from(
+        "| preset | arch | params | layers | hidden | heads/kv | vocab | positions | f32 | bf16 | about |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    for p in presets::PRESETS {
+        let c = (p.config)();
+        let params = c.params();
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} |\n",
+            p.name,
+            c.arch.name(),
+            human_count(params),
+            c.num_hidden_layers,
+            c.hidden_size,
+            c.num_attention_heads,
+            c.num_key_value_heads,
+            c.vocab_size,
+            c.max_position_embeddings,
+            human_bytes(params * 4),
+            human_bytes(params * 2),
+            p.about
+        ));
+    }
+    out
+}
+
+pub fn human_count(n: u64) -> String {
+    match n {
+        n if n >= 1_000_000_000 => format!("{:.2}B", n as f64 / 1e9),
+        n if n >= 1_000_000 => format!("{:.1}M", n as f64 / 1e6),
+        n if n >= 1_000 => format!("{:.1}K", n as f64 / 1e3),
+        n => n.to_string(),
+    }
+}
+
+pub fn human_bytes(b: u64) -> String {
+    let b = b as f64;
+    if b >= 1e9 {
+        format!("{:.1} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.1} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} KB", b / 1e3)
+    } else {
+        format!("{b} B")
+    }
+}
+
+/// `infertop make-model`.
+pub fn make_model(args: &MakeModelArgs) -> Result<(), Failure> {
+    let preset = presets::find(&args.preset).ok_or_else(|| {
+        Failure::usage(format!(
+            "--preset: unknown preset `{}` (known: {})",
+            args.preset,
+            presets::names()
+        ))
+    })?;
+    let mut cfg = (preset.config)();
+    if let Some(arch) = args.arch {
+        cfg = presets::with_arch(cfg, arch);
+    }
+    let need = cfg.params() * 4;
+    if need > 8_000_000_000 {
+        return Err(Failure::usage(format!(
+            "--preset {}: {} of f32 weights is too large to write; benchmark it in memory with --model synthetic:{}",
+            args.preset,
+            human_bytes(need),
+            args.preset
+        )));
+    }
+    let tokenizer = model::tokenizer::train_bpe(cfg.vocab_size.min(4096))
+        .map_err(|e| Failure::runtime(e.to_string()))?;
+    if args.gguf {
+        if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| Failure::usage(crate::util::io_error(parent, &e)))?;
+        }
+        model::gguf::write_synthetic(&cfg, args.seed, &args.out)
+            .map_err(|e| Failure::usage(e.to_string()))?;
+        let tk_path = args.out.with_extension("tokenizer.json");
+        tokenizer
+            .save(&tk_path, false)
+            .map_err(|e| Failure::runtime(format!("{}: {e}", tk_path.display())))?;
+        say!(
+            "wrote {} ({} {} parameters, q8_0) and {}",
+            args.out.display(),
+            human_count(cfg.params()),
+            cfg.arch.name(),
+            tk_path.display()
+        );
+        return Ok(());
+    }
+    if args.out.is_file() {
+        return Err(Failure::usage(format!(
+            "{}: is a file; make-model writes a directory",
+            args.out.display()
+        )));
+    }
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| Failure::usage(crate::util::io_error(&args.out, &e)))?;
+    let cfg_path = args.out.join("config.json");
+    let text = serde_json::to_string_pretty(&cfg.to_json()).unwrap_or_default();
+    std::fs::write(&cfg_path, text + "\n")
+        .map_err(|e| Failure::runtime(crate::util::io_error(&cfg_path, &e)))?;
+    let mut tensors = std::collections::HashMap::new();
+    for spec in cfg.tensor_specs() {
+        let values = model::synthetic::tensor_values(&spec, args.seed);
+        let t =
+            candle_core::Tensor::from_vec(values, spec.shape.as_slice(), &candle_core::Device::Cpu)
+                .map_err(|e| Failure::runtime(e.to_string()))?;
+        tensors.insert(spec.name.clone(), t);
+    }
+    let st_path = args.out.join("model.safetensors");
+    candle_core::safetensors::save(&tensors, &st_path)
+        .map_err(|e| Failure::runtime(format!("{}: {e}", st_path.display())))?;
+    let tk_path = args.out.join("tokenizer.json");
+    tokenizer
+        .save(&tk_path, false)
+        .map_err(|e| Failure::runtime(format!("{}: {e}", tk_path.display())))?;
+    say!(
+        "wrote {} ({} {} parameters, f32): config.json, model.safetensors, tokenizer.json",
+        args.out.display(),
+        human_count(cfg.params()),
+        cfg.arch.name()
+    );
+    Ok(())
+}

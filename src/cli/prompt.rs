@@ -1,0 +1,116 @@
+//! Prompts for a run: the model's tokenizer, `--prompt` text and `--prompt-file` lines.
+
+use std::path::Path;
+
+use super::run::RunArgs;
+use super::Failure;
+use crate::engine::workload::PromptSource;
+use crate::model::{self, ModelSpec};
+
+/// Where the run's prompt ids come from: tokenized text when given, random ids otherwise.
+pub(super) fn prompt_source(
+    args: &RunArgs,
+    tokenizer: Option<&tokenizers::Tokenizer>,
+) -> Result<PromptSource, Failure> {
+    let needs =
+        |flag: &str| tokenizer.ok_or_else(|| Failure::usage(format!("{flag}: no tokenizer")));
+    if let Some(text) = &args.prompt {
+        let ids = encode(needs("--prompt")?, text, "--prompt")?;
+        return Ok(PromptSource::Text(vec![ids]));
+    }
+    if let Some(file) = &args.prompt_file {
+        let tk = needs("--prompt-file")?;
+        let what = format!("--prompt-file {}", file.display());
+        let prompts = read_prompt_file(file)?
+            .iter()
+            .map(|line| encode(tk, line, &what))
+            .collect::<Result<Vec<_>, _>>()?;
+        return Ok(PromptSource::Text(prompts));
+    }
+    Ok(PromptSource::Synthetic)
+}
+
+pub(super) fn load_tokenizer(
+    spec: &ModelSpec,
+    arch: Option<&model::ArchConfig>,
+) -> Result<tokenizers::Tokenizer, Failure> {
+    match spec {
+        ModelSpec::Synthetic { .. } => {
+            let vocab = arch.map(|c| c.vocab_size).unwrap_or(2048).min(4096);
+            model::tokenizer::train_bpe(vocab).map_err(|e| Failure::runtime(e.to_string()))
+        }
+        ModelSpec::HfDir(dir) => model::tokenizer::load(&dir.join("tokenizer.json"))
+            .map_err(|e| Failure::usage(e.to_string())),
+        ModelSpec::Gguf(path) => {
+            let beside = path.with_extension("tokenizer.json");
+            let in_dir = path.parent().map(|p| p.join("tokenizer.json"));
+            let found = [Some(beside.clone()), in_dir]
+                .into_iter()
+                .flatten()
+                .find(|p| p.is_file());
+            match found {
+                Some(p) => model::tokenizer::load(&p).map_err(|e| Failure::usage(e.to_string())),
+                None => Err(Failure::usage(format!(
+                    "{}: text prompts need a tokenizer; put tokenizer.json next to the GGUF file (as {})",
+                    path.display(),
+                    beside.display()
+                ))),
+            }
+        }
+    }
+}
+
+fn encode(tk: &tokenizers::Tokenizer, text: &str, what: &str) -> Result<Vec<u32>, Failure> {
+    let enc = tk
+        .encode(text, false)
+        .map_err(|e| Failure::usage(format!("{what}: cannot tokenize ({e})")))?;
+    let ids = enc.get_ids().to_vec();
+    if ids.is_empty() {
+        return Err(Failure::usage(format!(
+            "{what}: the prompt is empty after tokenization"
+        )));
+    }
+    Ok(ids)
+}
+
+/// Maximum length of one prompt line.
+const MAX_PROMPT_LINE: usize = 1 << 20;
+
+fn read_prompt_file(path: &Path) -> Result<Vec<String>, Failure> {
+    let bytes = std::fs::read(path).map_err(|e| {
+        Failure::usage(format!("--prompt-file {}", crate::util::io_error(path, &e)))
+    })?;
+    if bytes.contains(&0) {
+        return Err(Failure::usage(format!(
+            "--prompt-file {}: looks binary (contains NUL bytes); use a UTF-8 text file with one prompt per line",
+            path.display()
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| {
+        Failure::usage(format!(
+            "--prompt-file {}: is not UTF-8 text",
+            path.display()
+        ))
+    })?;
+    let mut lines = Vec::new();
+    for (i, l) in text.lines().enumerate() {
+        if l.len() > MAX_PROMPT_LINE {
+            return Err(Failure::usage(format!(
+                "--prompt-file {}: line {} is {} bytes, over the 1 MiB limit for one prompt; split it, or use --prompt-tokens N for long synthetic prompts",
+                path.display(),
+                i + 1,
+                l.len()
+            )));
+        }
+        if !l.trim().is_empty() {
+            lines.push(l.to_string());
+        }
+    }
+    if lines.is_empty() {
+        return Err(Failure::usage(format!(
+            "--prompt-file {}: has no prompts (one prompt per line)",
+            path.display()
+        )));
+    }
+    Ok(lines)
+}

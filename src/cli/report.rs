@@ -1,0 +1,70 @@
+//! `infertop report`: the summary a run printed, recomputed from its record, with settling,
+//! goodput, roofline, cost and an optional plot.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::{args, print_stdout, say, Failure};
+use crate::record::report::{Report, ReportOptions};
+use crate::record::SummaryFormat;
+use crate::run::EXIT_OK;
+use crate::stats::{roofline, SettleRule, Slo};
+
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// The record (JSONL) written with --record.
+    pub record: PathBuf,
+    /// Output format (csv: the summary table only).
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Md)]
+    pub format: SummaryFormat,
+    /// Also draw TTFT/TPOT per request and the latency CDFs to this SVG (or .png, through
+    /// rsvg-convert when it is installed).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Latency objectives for goodput, e.g. ttft=200ms,tpot=50ms (default: the run's --slo).
+    #[arg(long, value_parser = Slo::parse)]
+    pub slo: Option<Slo>,
+    /// Hardware cost per hour (any currency) for the cost per million output tokens.
+    #[arg(long, value_parser = args::cost)]
+    pub cost_per_hour: Option<f64>,
+    /// Peak memory bandwidth for the roofline, e.g. 3.35TB/s (a bare number is GB/s).
+    #[arg(long, value_parser = roofline::parse_bandwidth)]
+    pub peak_bw: Option<f64>,
+    /// Peak FLOP/s for the roofline, e.g. 989T (a bare number is TFLOP/s).
+    #[arg(long, value_parser = roofline::parse_flops)]
+    pub peak_flops: Option<f64>,
+    /// Take peak figures from the known-device table, e.g. "H100", "A100 80GB PCIe", "L4".
+    #[arg(long, value_parser = args::known_device)]
+    pub device_name: Option<String>,
+    /// Do not run the short CPU bandwidth/FLOP probe for CPU records.
+    #[arg(long)]
+    pub no_probe: bool,
+}
+
+pub fn report(args: &ReportArgs) -> Result<i32, Failure> {
+    if args.record.is_dir() {
+        return Err(Failure::usage(format!(
+            "{}: is a directory; pass a record file written with --record FILE",
+            args.record.display()
+        )));
+    }
+    let rec = crate::record::reader::read(&args.record).map_err(Failure::usage)?;
+    let opts = ReportOptions {
+        slo: args.slo,
+        cost_per_hour: args.cost_per_hour,
+        peak_bw: args.peak_bw,
+        peak_flops: args.peak_flops,
+        device_name: args.device_name.clone(),
+        probe: !args.no_probe,
+        rule: SettleRule::default(),
+    };
+    let report = Report::of(&rec, &opts);
+    if let Some(out) = &args.plot {
+        let svg = crate::record::plot::plot_svg(&rec, &report.analysis.settling);
+        crate::record::plot::write_plot(out, &svg).map_err(Failure::usage)?;
+        say!("wrote {}", out.display());
+    }
+    print_stdout(&report.render(args.format))?;
+    Ok(EXIT_OK)
+}

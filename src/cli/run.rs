@@ -1,0 +1,513 @@
+//! `infertop [run]`: check everything up front (`plan`), start the engine and the telemetry
+//! thread, consume their events (the dashboard or headless JSON lines), then close the record
+//! and print the summary. Whatever consumes the events, `run::Run` folds them, so both modes
+//! print the same summary from the same code.
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use candle_core::DType;
+use clap::Args;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+use super::prompt::{load_tokenizer, prompt_source};
+use super::{args, say, Failure};
+use crate::engine::worker::{self, WorkerConfig};
+use crate::engine::workload::{LenSpec, PromptSource, Workload};
+use crate::event::{Control, Event, StopReason};
+use crate::model::{self, DeviceSpec, ModelSpec};
+use crate::record::{Recorder, SummaryFormat};
+use crate::run::{Outcome, Run, Signals, EXIT_FAILURE};
+use crate::stats::Slo;
+use crate::telemetry;
+use crate::ui::ColorMode;
+
+/// Events the channel from the engine and the sampler holds before producers wait
+/// (about 40 s of decode steps of the tiny model; a few MB preallocated).
+pub const EVENT_QUEUE: usize = 1 << 16;
+
+/// `--dtype`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DTypeArg {
+    #[value(alias = "float32")]
+    F32,
+    #[value(alias = "float16", alias = "half")]
+    F16,
+    #[value(alias = "bfloat16")]
+    Bf16,
+}
+
+impl DTypeArg {
+    pub fn dtype(self) -> DType {
+        match self {
+            DTypeArg::F32 => DType::F32,
+            DTypeArg::F16 => DType::F16,
+            DTypeArg::Bf16 => DType::BF16,
+        }
+    }
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// A Hugging Face directory, a .gguf file, or synthetic:NAME (see `infertop presets`).
+    #[arg(long, short, default_value = "synthetic:tiny")]
+    pub model: String,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu", value_parser = DeviceSpec::parse)]
+    pub device: DeviceSpec,
+    /// f32, f16 or bf16 (default: f32 on CPU, bf16 on CUDA).
+    #[arg(long, value_enum)]
+    pub dtype: Option<DTypeArg>,
+    /// CPU threads for candle (default: all cores).
+    #[arg(long, value_parser = args::positive_usize)]
+    pub threads: Option<usize>,
+    /// Seed for synthetic weights, prompt ids and length ranges.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Prompt tokens: N, a list cycled per request (128,512), or a range (64..512).
+    #[arg(long, short = 'p', value_parser = LenSpec::parse)]
+    pub prompt_tokens: Option<LenSpec>,
+    /// Output tokens per sequence: N, a list, or a range.
+    #[arg(long, short = 'n', default_value = "32", value_parser = LenSpec::parse)]
+    pub output_tokens: LenSpec,
+    /// Sequences per request.
+    #[arg(long, short, default_value = "1", value_parser = args::positive_usize)]
+    pub batch: usize,
+    /// Prompt text (tokenized with the model's tokenizer).
+    #[arg(long, conflicts_with = "prompt_file")]
+    pub prompt: Option<String>,
+    /// A file of prompts, one per line, cycled per request.
+    #[arg(long)]
+    pub prompt_file: Option<PathBuf>,
+    /// Stop a sequence at its end-of-sequence token (ignored by default).
+    #[arg(long)]
+    pub stop_at_eos: bool,
+    /// The first N requests are warmup, kept out of steady-state statistics.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: u64,
+    /// Stop after N requests (default: run until stopped).
+    #[arg(long, value_parser = args::positive)]
+    pub requests: Option<u64>,
+    /// Stop after this long (e.g. 30s, 5m).
+    #[arg(long, value_parser = args::duration)]
+    pub duration: Option<Duration>,
+    /// Add generated ids and text to request lines.
+    #[arg(long)]
+    pub record_tokens: bool,
+    /// No dashboard: JSON lines and a summary on stdout (automatic when stdout is not a terminal).
+    #[arg(long)]
+    pub headless: bool,
+    /// Also emit one line per decode step.
+    #[arg(long)]
+    pub jsonl_steps: bool,
+    /// Summary format.
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Md)]
+    pub format: SummaryFormat,
+    /// Write the JSONL record to FILE (flushed after every request).
+    #[arg(long)]
+    pub record: Option<PathBuf>,
+    /// Latency objectives, e.g. ttft=200ms,tpot=50ms.
+    #[arg(long, value_parser = Slo::parse)]
+    pub slo: Option<Slo>,
+    /// Telemetry sample interval.
+    #[arg(long, default_value = "100ms", value_parser = args::duration)]
+    pub sample_interval: Duration,
+    /// Do not start the telemetry thread.
+    #[arg(long)]
+    pub no_telemetry: bool,
+    /// Dashboard frames per second (1 to 120).
+    #[arg(long, default_value_t = 10, value_parser = args::fps)]
+    pub fps: u32,
+    /// Dashboard theme: a name (default, light, high-contrast, mono) or a TOML file.
+    #[arg(long, default_value = "default")]
+    pub theme: String,
+    /// Colour in the dashboard.
+    #[arg(long, value_enum, default_value_t = ColorMode::Auto)]
+    pub color: ColorMode,
+    /// Only ASCII characters in the dashboard.
+    #[arg(long)]
+    pub ascii: bool,
+    /// Key bindings TOML file.
+    #[arg(long)]
+    pub keys: Option<PathBuf>,
+    /// A previous run's record: the dashboard shows its p50/p99 beside the live ones.
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+    /// Test-only fault injection, hidden from --help: `panic@N` or `error@N` makes the worker
+    /// panic or fail in request N (0-based, after its prefill), `ui-panic@N` makes the dashboard
+    /// thread panic when request N finishes. The fault tests use it to check that a failure
+    /// is reported, the record keeps what was measured, and the terminal is restored.
+    #[arg(long, hide = true, value_parser = parse_fault)]
+    pub fault: Option<Faults>,
+}
+
+/// Everything a run needs, validated.
+struct RunPlan {
+    worker: WorkerConfig,
+    slo: Slo,
+    dashboard: Option<crate::ui::DashboardOptions>,
+}
+
+/// Checks every flag and file before anything starts, so a mistake is one line and exit 2.
+fn plan(args: &RunArgs, signals: &Signals) -> Result<RunPlan, Failure> {
+    let spec = ModelSpec::parse(&args.model, args.seed).map_err(Failure::usage)?;
+    let device = args.device;
+    let dtype = args
+        .dtype
+        .map(DTypeArg::dtype)
+        .unwrap_or_else(|| device.default_dtype());
+    let batch = args.batch;
+
+    // The model's shape (without loading weights) for up-front checks.
+    let arch = model::arch_config_of(&spec).map_err(|e| Failure::usage(e.to_string()))?;
+    if let (Some(cfg), ModelSpec::HfDir(dir)) = (&arch, &spec) {
+        cfg.check_supported()
+            .map_err(|m| Failure::usage(format!("{}: {m}", dir.join("config.json").display())))?;
+        // Map the files and check every tensor's name, shape and dtype now, so a broken download
+        // is a one-line error before the dashboard starts (mapping reads only the headers).
+        let files = model::hf::weight_files(dir).map_err(|e| Failure::usage(e.to_string()))?;
+        model::hf::open_checked(cfg, &files).map_err(|e| Failure::usage(e.to_string()))?;
+    }
+    if let ModelSpec::Gguf(path) = &spec {
+        model::gguf::check_header(path).map_err(|e| Failure::usage(e.to_string()))?;
+        if batch > 1 {
+            // candle's quantized llama/qwen2 take the last position of a (batch, seq) activation as a
+            // strided view that its quantized matmul rejects ("input tensor is not contiguous").
+            return Err(Failure::usage(format!(
+                "--batch {batch}: candle's quantized (GGUF) models run batch 1 only; use --batch 1, or a Hugging Face directory for batched runs"
+            )));
+        }
+    }
+
+    // Prompts.
+    let needs_text = args.prompt.is_some() || args.prompt_file.is_some();
+    let tokenizer = if needs_text || args.record_tokens {
+        Some(load_tokenizer(&spec, arch.as_ref())?)
+    } else {
+        None
+    };
+    let source = prompt_source(args, tokenizer.as_ref())?;
+    let prompt_len = match (&source, &args.prompt_tokens) {
+        (PromptSource::Synthetic, None) => Some(LenSpec::Fixed(128)),
+        (_, p) => p.clone(),
+    };
+    let workload = Workload {
+        prompt: prompt_len,
+        output: args.output_tokens.clone(),
+        batch,
+        source,
+        vocab: arch.as_ref().map(|c| c.vocab_size).unwrap_or(32000),
+        seed: args.seed,
+    };
+    if let Some(cfg) = &arch {
+        let needed = workload.max_positions_needed();
+        if needed > cfg.max_position_embeddings {
+            return Err(Failure::usage(format!(
+                "prompt + output tokens ({needed}) exceed the model's {} positions; lower --prompt-tokens or --output-tokens",
+                cfg.max_position_embeddings
+            )));
+        }
+    }
+
+    let slo = args.slo.unwrap_or_default();
+    let headless = args.headless || !std::io::stdout().is_terminal();
+    // The dashboard's flags and files are checked in headless runs too: a mistake in a script
+    // should not pass unnoticed until the same command is run in a terminal.
+    let dashboard = {
+        let baseline = match &args.baseline {
+            Some(path) => {
+                let summary = crate::record::reader::summary_of(path)
+                    .map_err(|m| Failure::usage(format!("--baseline: {m}")))?;
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| path.display().to_string());
+                Some(crate::ui::state::Baseline {
+                    name,
+                    table: summary.steady,
+                })
+            }
+            None => None,
+        };
+        let opts = crate::ui::DashboardOptions {
+            baseline,
+            fps: args.fps,
+            theme: args.theme.clone(),
+            color: args.color,
+            ascii: args.ascii,
+            slo,
+            keys_file: args.keys.clone(),
+            output_step: 16,
+            signals: signals.clone(),
+        };
+        crate::ui::validate_options(&opts).map_err(|e| Failure::usage(e.to_string()))?;
+        (!headless).then_some(opts)
+    };
+    Ok(RunPlan {
+        worker: WorkerConfig {
+            model: spec,
+            device,
+            dtype,
+            threads: candle_threads(args),
+            workload,
+            warmup: args.warmup,
+            requests: args.requests,
+            duration: args.duration,
+            stop_at_eos: args.stop_at_eos,
+            record_tokens: args.record_tokens,
+            tokenizer: if args.record_tokens { tokenizer } else { None },
+        },
+        slo,
+        dashboard,
+    })
+}
+
+/// The CPU threads candle will use: `--threads`, else `RAYON_NUM_THREADS`, else every core.
+fn candle_threads(args: &RunArgs) -> usize {
+    args.threads
+        .unwrap_or_else(candle_core::utils::get_num_threads)
+}
+
+/// The faults `--fault` injects (test-only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    worker: Option<worker::Fault>,
+    /// Panic on the dashboard thread when this request finishes.
+    ui_panic: Option<u64>,
+}
+
+fn parse_fault(spec: &str) -> Result<Faults, String> {
+    let bad = || format!("`{spec}` is not panic@N, error@N or ui-panic@N");
+    let (kind, n) = spec.split_once('@').ok_or_else(bad)?;
+    let n: u64 = n.trim().parse().map_err(|_| bad())?;
+    let mut f = Faults::default();
+    match kind {
+        "panic" => f.worker = Some(worker::Fault::Panic(n)),
+        "error" => f.worker = Some(worker::Fault::Error(n)),
+        "ui-panic" => f.ui_panic = Some(n),
+        _ => return Err(bad()),
+    }
+    Ok(f)
+}
+
+fn header_line(args: &RunArgs, plan: &RunPlan) -> serde_json::Value {
+    let cmd: Vec<String> = std::env::args().collect();
+    serde_json::json!({
+        "type": "header",
+        "infertop_version": env!("CARGO_PKG_VERSION"),
+        "record_format": 1,
+        "command": cmd,
+        "config": {
+            "model": args.model,
+            "device": plan.worker.device.name(),
+            "dtype": model::dtype_name(plan.worker.dtype),
+            "threads": plan.worker.threads,
+            "seed": args.seed,
+            "prompt_tokens": plan.worker.workload.describe().prompt_tokens,
+            "output_tokens": args.output_tokens.to_string(),
+            "batch": plan.worker.workload.batch,
+            "warmup": args.warmup,
+            "requests": args.requests,
+            "duration": args.duration.map(|d| format!("{}s", d.as_secs_f64())),
+            "stop_at_eos": args.stop_at_eos,
+            "slo": plan.slo,
+        },
+        "machine": machine_info(plan.worker.device),
+    })
+}
+
+fn machine_info(device: DeviceSpec) -> serde_json::Value {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_default();
+    // On CUDA, the GPU (through NVML) names the peak figures `report` uses for the roofline.
+    let (gpu, driver) = match device {
+        DeviceSpec::Cpu => (None, None),
+        DeviceSpec::Cuda(n) => {
+            let devices = telemetry::devices::collect();
+            (
+                devices.gpus.get(n).and_then(|g| g.name.clone()),
+                devices.driver_version,
+            )
+        }
+    };
+    serde_json::json!({
+        "cpu": cpu,
+        "gpu": gpu,
+        "driver": driver,
+        "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "os": std::env::consts::OS,
+        "arch": std::env::consts::ARCH,
+        "candle_version": env!("INFERTOP_CANDLE_VERSION"),
+        "cuda_feature": cfg!(feature = "cuda"),
+    })
+}
+
+/// A benchmark run: dashboard or headless.
+pub fn run(args: RunArgs) -> Result<i32, Failure> {
+    // candle's CPU kernels size their thread pools from RAYON_NUM_THREADS. Unset, candle
+    // recounts the cores on every matmul by reading /proc/cpuinfo, a file read inside every
+    // timed step; pinning it once keeps that out of the measurement. It is set first, while
+    // this is the only thread and before anything (tokenizer training in `plan`) uses rayon.
+    std::env::set_var("RAYON_NUM_THREADS", candle_threads(&args).to_string());
+    let signals = Signals::register()
+        .map_err(|e| Failure::runtime(format!("cannot install signal handlers: {e}")))?;
+    let plan = plan(&args, &signals)?;
+    let fault = args.fault.unwrap_or_default();
+    let mut recorder = match &args.record {
+        Some(path) => Some(
+            Recorder::create(path, header_line(&args, &plan), args.jsonl_steps)
+                .map_err(Failure::usage)?,
+        ),
+        None => None,
+    };
+    // Bounded, so a consumer that stalls (a frozen SSH connection blocks the dashboard in its
+    // terminal write) cannot make memory grow for hours: once full, the engine waits between
+    // steps, outside every timed region, and goes on when the consumer does.
+    let (ev_tx, ev_rx) = crossbeam_channel::bounded::<Event>(EVENT_QUEUE);
+    let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded::<Control>();
+    let started = Instant::now();
+    let telemetry_device = match plan.worker.device {
+        DeviceSpec::Cpu => telemetry::TelemetryDevice::Cpu,
+        DeviceSpec::Cuda(n) => telemetry::TelemetryDevice::Cuda(n),
+    };
+    let sampler = (!args.no_telemetry).then(|| {
+        telemetry::spawn_default(
+            telemetry_device,
+            args.sample_interval,
+            ev_tx.clone(),
+            started,
+        )
+    });
+    let dashboard = plan.dashboard;
+    let handle = worker::spawn_with_fault(plan.worker, fault.worker, ev_tx, ctl_rx)
+        .map_err(|e| Failure::runtime(format!("cannot start the worker thread: {e}")))?;
+
+    let outcome = match dashboard {
+        None => run_headless(
+            &ev_rx,
+            &ctl_tx,
+            &signals,
+            recorder.as_mut(),
+            started,
+            args.jsonl_steps,
+        ),
+        Some(opts) => {
+            let mut on_event = |ev: &Event| {
+                if let Some(r) = recorder.as_mut() {
+                    r.on_event(started.elapsed().as_secs_f64(), ev);
+                }
+                if let (Some(n), Event::RequestDone(r)) = (fault.ui_panic, ev) {
+                    if r.index == n {
+                        panic!("injected fault (--fault ui-panic@{n})");
+                    }
+                }
+            };
+            // A panic in the dashboard has restored the terminal (ratatui's hook) and printed
+            // itself; catching it here stops the worker and writes the record's footer.
+            let dashboard = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                crate::ui::run_dashboard(ev_rx.clone(), ctl_tx.clone(), opts, &mut on_event)
+            }));
+            match dashboard {
+                Ok(Ok(o)) => o,
+                Ok(Err(e)) => Outcome::failed(&Run::new(), format!("dashboard: {e}")),
+                Err(_) => Outcome::failed(
+                    &Run::new(),
+                    "the dashboard panicked (see above); the record keeps every finished request"
+                        .into(),
+                ),
+            }
+        }
+    };
+    // Nobody reads events any more: dropping the receiver turns a producer blocked on a full
+    // queue into a failed send, so neither the sampler nor the worker can hang the exit.
+    drop(ev_rx);
+    if let Some(s) = sampler {
+        s.stop();
+    }
+    // The worker got a stop (or finished); it ends within one decode step.
+    let _ = ctl_tx.send(Control::Stop(outcome.stop.clone()));
+    let _ = handle.join();
+
+    if let Some(r) = recorder.as_mut() {
+        r.finish(
+            &outcome.stop,
+            started.elapsed().as_secs_f64(),
+            &outcome.summary,
+        );
+        if let Some(e) = r.error() {
+            say!("infertop: warning: {e}");
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(outcome.summary.render(args.format).as_bytes());
+    let _ = out.flush();
+    if let Some(msg) = &outcome.failed {
+        say!("infertop: error: {msg}");
+        return Ok(EXIT_FAILURE);
+    }
+    Ok(outcome.exit_code(&signals))
+}
+
+/// Headless: JSON lines per request (and step) on stdout until the engine finishes.
+fn run_headless(
+    events: &Receiver<Event>,
+    control: &Sender<Control>,
+    signals: &Signals,
+    mut recorder: Option<&mut Recorder>,
+    started: Instant,
+    steps: bool,
+) -> Outcome {
+    let mut run = Run::new();
+    let mut asked = StopReason::UserStop;
+    let mut asked_stop = false;
+    let stdout = std::io::stdout();
+    while run.live() {
+        if let (Some(reason), false) = (signals.stop_reason(), asked_stop) {
+            asked_stop = true;
+            asked = reason.clone();
+            let _ = control.send(Control::Stop(reason));
+        }
+        let ev = match events.recv_timeout(Duration::from_millis(50)) {
+            Ok(ev) => ev,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => {
+                run.disconnected();
+                break;
+            }
+        };
+        if let Some(r) = recorder.as_deref_mut() {
+            r.on_event(started.elapsed().as_secs_f64(), &ev);
+        }
+        run.apply(&ev);
+        let mut out = stdout.lock();
+        match &ev {
+            Event::DecodeStep {
+                index,
+                step,
+                itl_s,
+                gpu_s,
+            } if steps => {
+                let line = crate::record::writer::step_line(*index, *step, *itl_s, *gpu_s);
+                let _ = writeln!(out, "{line}");
+            }
+            Event::RequestDone(r) => {
+                let _ = writeln!(out, "{}", crate::record::writer::request_line(r));
+                let _ = out.flush();
+            }
+            Event::Error {
+                message,
+                fatal: false,
+            } => say!("infertop: warning: {message}"),
+            _ => {}
+        }
+    }
+    run.outcome(asked)
+}

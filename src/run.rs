@@ -1,0 +1,298 @@
+//! One run, folded from its events: the statistics, the memory and energy figures, which
+//! request is in flight, and how the run ended. Headless runs and the dashboard apply the same
+//! events to the same fold, so both print the same summary from the same code; the dashboard
+//! keeps only its view (histories, events pane, outliers) beside it.
+//!
+//! Also the one place that turns a signal into a stop reason and an exit code.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use crate::event::{Event, RequestDone, RunInfo, StopReason};
+use crate::record::resources::Resources;
+use crate::record::RunSummary;
+use crate::stats::RunStats;
+
+/// Exit codes (README, "Exit codes and errors").
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_FAILURE: i32 = 1;
+pub const EXIT_USAGE: i32 = 2;
+
+/// The fold of one run's events. `apply` is pure: no I/O, no clock, O(log n) at most.
+#[derive(Clone, Debug, Default)]
+pub struct Run {
+    /// The model and workload, once the engine has started.
+    pub info: Option<RunInfo>,
+    /// Every finished request and decode step since the start or the last reset.
+    pub stats: RunStats,
+    /// Peak memory and energy over the whole run (not reset by `r`).
+    pub resources: Resources,
+    /// Requests finished since the start (not reset by `r`).
+    pub requests_done: u64,
+    /// Whether the request in flight is warmup: its decode steps are counted with it.
+    in_flight_warmup: bool,
+    /// Set by `Event::Finished`: the engine has stopped and says why.
+    pub stop: Option<StopReason>,
+    /// The fatal error that ended the run, if one did.
+    pub failed: Option<String>,
+}
+
+impl Run {
+    pub fn new() -> Run {
+        Run::default()
+    }
+
+    /// Folds one event in.
+    pub fn apply(&mut self, event: &Event) {
+        self.resources.observe(event);
+        match event {
+            Event::RunStarted(info) => self.info = Some(info.as_ref().clone()),
+            Event::RequestStarted { warmup, .. } => self.in_flight_warmup = *warmup,
+            Event::DecodeStep { itl_s, .. } => {
+                self.stats.record_step(*itl_s, self.in_flight_warmup)
+            }
+            Event::RequestDone(r) => self.request_done(r),
+            Event::StatsReset => self.stats.reset(),
+            Event::Error { message, fatal } if *fatal => self.failed = Some(message.clone()),
+            Event::Finished(reason) => {
+                if *reason == StopReason::Error && self.failed.is_none() {
+                    self.failed = Some("the engine stopped with an error".into());
+                }
+                self.stop = Some(reason.clone());
+            }
+            _ => {}
+        }
+    }
+
+    /// The channel closed without `Finished`: the engine is gone (it crashed or dropped its
+    /// sender). Returns false when it had finished properly.
+    pub fn disconnected(&mut self) -> bool {
+        if self.stop.is_some() {
+            return false;
+        }
+        self.failed
+            .get_or_insert_with(|| "the engine exited without finishing".into());
+        self.stop = Some(StopReason::Error);
+        true
+    }
+
+    fn request_done(&mut self, r: &RequestDone) {
+        self.stats.record_request(r);
+        self.requests_done = self.requests_done.max(r.index + 1);
+    }
+
+    /// Whether the engine is still running (no `Finished` yet).
+    pub fn live(&self) -> bool {
+        self.stop.is_none()
+    }
+
+    /// Whether a request in flight is warmup (for views that attribute decode steps).
+    pub fn in_flight_warmup(&self) -> bool {
+        self.in_flight_warmup
+    }
+
+    /// The end-of-run summary: steady state, warmup, memory and energy.
+    pub fn summary(&self) -> RunSummary {
+        RunSummary::from_stats(&self.stats).with_resources(self.resources.clone())
+    }
+
+    /// How the run ended: the engine's own reason when it said one, else `asked` (the stop
+    /// that was sent to it).
+    pub fn outcome(&self, asked: StopReason) -> Outcome {
+        Outcome {
+            summary: self.summary(),
+            stop: self.stop.clone().unwrap_or(asked),
+            failed: self.failed.clone(),
+        }
+    }
+}
+
+/// What a run hands back to the command that started it, whatever ran it.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    pub summary: RunSummary,
+    pub stop: StopReason,
+    /// The fatal error that ended the run (engine, dashboard), if one did.
+    pub failed: Option<String>,
+}
+
+impl Outcome {
+    /// A run that could not go on (the dashboard failed before the fold saw the end).
+    pub fn failed(run: &Run, message: String) -> Outcome {
+        Outcome {
+            failed: Some(message),
+            ..run.outcome(StopReason::Error)
+        }
+    }
+
+    /// The process exit code: 1 after a failure, the signal's code after a signal, else 0.
+    pub fn exit_code(&self, signals: &Signals) -> i32 {
+        if self.failed.is_some() {
+            return EXIT_FAILURE;
+        }
+        signals.exit_code().unwrap_or(EXIT_OK)
+    }
+}
+
+/// SIGINT, SIGTERM and SIGHUP, noted by a handler and read by the loops that consume events.
+#[derive(Clone, Debug, Default)]
+pub struct Signals(Arc<AtomicUsize>);
+
+impl Signals {
+    /// Installs the handlers (they only store the signal number).
+    pub fn register() -> std::io::Result<Signals> {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        let flag = Arc::new(AtomicUsize::new(0));
+        for sig in [SIGINT, SIGTERM, SIGHUP] {
+            signal_hook::flag::register_usize(sig, flag.clone(), sig as usize)?;
+        }
+        Ok(Signals(flag))
+    }
+
+    /// Signals that never fire (tests, benchmarks); `raise` stands in for a real one.
+    pub fn none() -> Signals {
+        Signals::default()
+    }
+
+    /// Records `sig` as if it had arrived.
+    pub fn raise(&self, sig: i32) {
+        self.0.store(sig.max(0) as usize, Ordering::SeqCst);
+    }
+
+    /// The signal that arrived, if one did.
+    pub fn received(&self) -> Option<i32> {
+        match self.0.load(Ordering::SeqCst) {
+            0 => None,
+            n => Some(i32::try_from(n).unwrap_or(i32::MAX)),
+        }
+    }
+
+    /// The stop reason for the signal that arrived: SIGINT is the user's Ctrl-C.
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        self.received().map(stop_reason_for)
+    }
+
+    /// The conventional exit code, 128 + the signal number (130, 143, 129).
+    pub fn exit_code(&self) -> Option<i32> {
+        self.received().map(|n| 128 + n)
+    }
+}
+
+/// The one map from a signal to how the record's footer names the stop.
+pub fn stop_reason_for(sig: i32) -> StopReason {
+    use signal_hook::consts::SIGINT;
+    if sig == SIGINT {
+        return StopReason::UserStop;
+    }
+    let name = signal_hook::low_level::signal_name(sig)
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("signal {sig}"));
+    StopReason::Signal(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::{Metric, WindowKind};
+
+    fn done(index: u64, warmup: bool) -> Event {
+        Event::RequestDone(Box::new(RequestDone {
+            index,
+            warmup,
+            batch: 1,
+            prompt_tokens: 8,
+            output_tokens: 3,
+            ttft_s: 0.01,
+            tpot_s: Some(0.002),
+            e2e_s: 0.014,
+            gpu_ttft_s: None,
+            gpu_decode_s: None,
+            peak_alloc_bytes: Some(100),
+            output_hash: String::new(),
+            tokens: None,
+            text: None,
+        }))
+    }
+
+    fn started(index: u64, warmup: bool) -> Event {
+        Event::RequestStarted {
+            index,
+            warmup,
+            prompt_tokens: 8,
+            output_tokens: 3,
+            batch: 1,
+        }
+    }
+
+    fn step(index: u64, itl_s: f64) -> Event {
+        Event::DecodeStep {
+            index,
+            step: 1,
+            itl_s,
+            gpu_s: None,
+        }
+    }
+
+    #[test]
+    fn decode_steps_count_with_their_request_warmup_or_not() {
+        let mut run = Run::new();
+        for ev in [
+            started(0, true),
+            step(0, 0.5),
+            done(0, true),
+            started(1, false),
+            step(1, 0.002),
+            step(1, 0.004),
+            done(1, false),
+        ] {
+            run.apply(&ev);
+        }
+        let itl = run.stats.summary(Metric::Itl, WindowKind::Steady, false);
+        assert_eq!((itl.n, itl.max), (2, 0.004));
+        assert_eq!(run.stats.warmup_summary(Metric::Itl).n, 1);
+        assert_eq!(run.requests_done, 2);
+        let s = run.summary();
+        assert_eq!((s.requests, s.warmup_requests), (2, 1));
+        assert_eq!(s.resources.request_peak_bytes, Some(100));
+    }
+
+    #[test]
+    fn the_outcome_says_how_it_ended() {
+        let mut run = Run::new();
+        assert_eq!(run.outcome(StopReason::UserStop).stop, StopReason::UserStop);
+        run.apply(&Event::Error {
+            message: "not fatal".into(),
+            fatal: false,
+        });
+        assert!(run.failed.is_none());
+        run.apply(&Event::Error {
+            message: "out of memory".into(),
+            fatal: true,
+        });
+        run.apply(&Event::Finished(StopReason::Error));
+        let o = run.outcome(StopReason::UserStop);
+        assert_eq!(o.stop, StopReason::Error);
+        assert_eq!(o.failed.as_deref(), Some("out of memory"));
+        assert_eq!(o.exit_code(&Signals::none()), EXIT_FAILURE);
+        assert!(!run.live());
+    }
+
+    #[test]
+    fn signals_map_to_one_reason_and_code() {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        let cases = [
+            (SIGINT, StopReason::UserStop, 130),
+            (SIGTERM, StopReason::Signal("SIGTERM".into()), 143),
+            (SIGHUP, StopReason::Signal("SIGHUP".into()), 129),
+        ];
+        for (sig, reason, code) in cases {
+            let s = Signals::none();
+            assert_eq!(s.stop_reason(), None);
+            s.raise(sig);
+            assert_eq!(s.stop_reason(), Some(reason));
+            assert_eq!(s.exit_code(), Some(code));
+            let o = Run::new().outcome(StopReason::UserStop);
+            assert_eq!(o.exit_code(&s), code);
+        }
+    }
+}
