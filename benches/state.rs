@@ -11,14 +11,10 @@
 //!   1,000 warmup requests (10,000 warmup steps) are still inside it;
 //! - `apply/request`: one whole request of 10 steps (start, prefill, steps, done), per request;
 //! - `refresh/dirty/table`: `App::refresh()` after one step made it dirty, recomputing the
-//!   percentile table (six metrics) and the outlier reference;
-//!   it runs at most once per frame. `refresh/dirty/throttled`: a frame between two tables
-//!   (the standard feed is above `ui::state::TABLE_THROTTLE_SAMPLES`). `refresh/clean` is the
-//!   no-change path. `refresh/dirty_100k_requests`
-//!   is the same after 100,000 requests (1,000,000 steps), when every window is full: the
-//!   ceiling of a long run: `/table` recomputes the whole table (the clock moves a
-//!   `TABLE_PERIOD` per call), `/throttled` is a frame between two tables (above
-//!   `ui::state::TABLE_THROTTLE_SAMPLES` the table is recomputed at most once a second);
+//!   percentile table (six metrics) and the outlier reference; it runs at most once per
+//!   frame. `refresh/clean` is the no-change path. `refresh/dirty_100k_requests/table` is the
+//!   same after 100,000 requests (1,000,000 steps), when every window is full: the ceiling of
+//!   a long run;
 //! - `window_push/current`: one `stats::Window::push` at 100,000 samples (evict + insert);
 //!   a steady decode step does two (steady and the 10,000-step "recent steady" window; the
 //!   windows that include warmup are derived from those and the warmup window).
@@ -33,7 +29,6 @@ use std::hint::black_box;
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use infertop::event::Event;
 use infertop::stats::{RunStats, Window, WindowKind};
-use infertop::ui::state::TABLE_PERIOD;
 use infertop::ui::{App, AppConfig};
 
 /// Pre-generated latencies, so the generator is not timed.
@@ -152,7 +147,6 @@ fn state(c: &mut Criterion) {
     {
         let mut app = app.clone();
         let mut i = 0usize;
-        // The clock moves a table period per frame: the whole table every time.
         group.bench_function("dirty/table", |b| {
             b.iter(|| {
                 i += 1;
@@ -162,25 +156,9 @@ fn state(c: &mut Criterion) {
                     itl_s: values[i % values.len()],
                     gpu_s: None,
                 });
-                let now = app.now + TABLE_PERIOD;
-                app.tick(now);
                 app.refresh();
             })
         });
-        group.bench_function("dirty/throttled", |b| {
-            b.iter(|| {
-                i += 1;
-                app.apply(&Event::DecodeStep {
-                    index: common::REQUESTS,
-                    step: 1,
-                    itl_s: values[i % values.len()],
-                    gpu_s: None,
-                });
-                app.refresh();
-            })
-        });
-        let now = app.now + TABLE_PERIOD;
-        app.tick(now);
         app.refresh();
         group.bench_function("clean", |b| b.iter(|| black_box(&mut app).refresh()));
     }
@@ -198,17 +176,7 @@ fn state(c: &mut Criterion) {
                 gpu_s: None,
             });
         };
-        // The clock moves a table period per frame: the whole table every time.
         group.bench_function("dirty_100k_requests/table", |b| {
-            b.iter(|| {
-                step(&mut long);
-                let now = long.now + TABLE_PERIOD;
-                long.tick(now);
-                long.refresh();
-            })
-        });
-        // The clock stands still: frames between two table recomputations.
-        group.bench_function("dirty_100k_requests/throttled", |b| {
             b.iter(|| {
                 step(&mut long);
                 long.refresh();

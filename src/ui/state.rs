@@ -32,14 +32,6 @@ pub const OUTLIER_MIN_RATIO: f64 = 1.25;
 pub const OUTLIER_WINDOW: usize = 1000;
 /// Decode steps averaged for the header's current decode tok/s.
 pub const DECODE_RATE_STEPS: usize = 8;
-/// Samples in the statistics windows (steps + 5 per request) above which the percentile
-/// table is recomputed at most once per `TABLE_PERIOD` rather than every frame: a summary is
-/// one walk over each window, 15 ms per table with full windows (100,000 requests), which at
-/// 10 fps would be 15% of a core (BENCHMARKS.md). With this many samples, a second of new
-/// ones barely moves a percentile. View changes (window, warmup) still redraw at once.
-pub const TABLE_THROTTLE_SAMPLES: u64 = 20_000;
-/// How often a large table is recomputed, in run time.
-pub const TABLE_PERIOD: Duration = Duration::from_secs(1);
 
 /// One finished request, as the TTFT/TPOT sparklines draw it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -212,10 +204,6 @@ pub struct App {
     outlier_tpot: Summary,
     pub decode_tok_s: Option<f64>,
     dirty: bool,
-    /// When the table was last computed, and whether the next refresh must recompute it
-    /// whatever its size (a view change, the end of the run).
-    table_at: Option<Duration>,
-    table_now: bool,
 
     // Bookkeeping for events that are noticed rather than sent.
     pending_boundary: bool,
@@ -269,8 +257,6 @@ impl App {
             outlier_tpot: Summary::default(),
             decode_tok_s: None,
             dirty: true,
-            table_at: None,
-            table_now: true,
             pending_boundary: false,
             warmup_seen: false,
             warmup_done: false,
@@ -387,7 +373,6 @@ impl App {
                 self.log(Level::Info, "resumed".into());
             }
             Event::StatsReset => {
-                self.table_now = true;
                 self.requests.clear();
                 self.steps.clear();
                 self.clear_outlier_reference();
@@ -418,7 +403,6 @@ impl App {
             Event::Finished(reason) => {
                 // The last table is exact, whatever the run's length.
                 self.dirty = true;
-                self.table_now = true;
                 self.finished_at = Some(self.now);
                 self.current = None;
                 self.decode_tok_s = None;
@@ -582,23 +566,13 @@ impl App {
         if !self.dirty {
             return;
         }
-        let samples = self.run.stats.steps() + 5 * self.run.stats.requests();
-        let table_due = self.table_now
-            || samples <= TABLE_THROTTLE_SAMPLES
-            || self
-                .table_at
-                .is_none_or(|at| self.now.saturating_sub(at) >= TABLE_PERIOD);
-        if table_due {
-            self.table = self.run.stats.table(self.window, self.include_warmup);
-            self.table_at = Some(self.now);
-            self.table_now = false;
-        }
+        // A few µs with full 100k windows (sorted blocks, BENCHMARKS.md): every frame that
+        // has something new gets an exact table.
+        self.table = self.run.stats.table(self.window, self.include_warmup);
         self.outlier_ttft = self.outlier_window_ttft.summary();
         self.outlier_tpot = self.outlier_window_tpot.summary();
         self.decode_tok_s = self.current_decode_rate();
-        // A table left for later keeps the state dirty, so a later frame computes it even if
-        // no event comes (paused).
-        self.dirty = !table_due;
+        self.dirty = false;
     }
 
     /// Tokens per second over the last few decode steps (all sequences of the batch).
@@ -658,13 +632,11 @@ impl App {
             Action::ToggleWarmup => {
                 self.include_warmup = !self.include_warmup;
                 self.dirty = true;
-                self.table_now = true;
                 Update::None
             }
             Action::CycleWindow => {
                 self.window = self.window.next();
                 self.dirty = true;
-                self.table_now = true;
                 Update::None
             }
             Action::NextTheme => {
@@ -807,7 +779,7 @@ mod tests {
     }
 
     #[test]
-    fn a_large_table_is_recomputed_once_per_period() {
+    fn a_full_table_is_exact_every_frame() {
         let step = Event::DecodeStep {
             index: 0,
             step: 1,
@@ -815,31 +787,19 @@ mod tests {
             gpu_s: None,
         };
         let mut app = App::default();
-        for _ in 0..=TABLE_THROTTLE_SAMPLES {
+        for _ in 0..150_000 {
             app.apply(&step);
         }
         app.refresh();
-        let n = app.table.get(Metric::Itl).n;
-        assert_eq!(n as u64, TABLE_THROTTLE_SAMPLES + 1);
-        // Within the period the big table waits; the state stays dirty for it.
-        app.apply(&step);
+        assert_eq!(app.table.get(Metric::Itl).n, crate::stats::STEP_WINDOW);
+        app.apply(&Event::DecodeStep {
+            index: 0,
+            step: 2,
+            itl_s: 0.5,
+            gpu_s: None,
+        });
         app.refresh();
-        assert_eq!(app.table.get(Metric::Itl).n, n);
-        app.tick(TABLE_PERIOD);
-        app.refresh();
-        assert_eq!(app.table.get(Metric::Itl).n, n + 1);
-        // A view change shows at once (three tabs come back to the steady window).
-        app.apply(&step);
-        for _ in 0..3 {
-            app.update(Action::CycleWindow);
-        }
-        app.refresh();
-        assert_eq!(app.table.get(Metric::Itl).n, n + 2);
-        // So does the end of the run.
-        app.apply(&step);
-        app.apply(&Event::Finished(StopReason::RequestLimit));
-        app.refresh();
-        assert_eq!(app.table.get(Metric::Itl).n, n + 3);
+        assert_eq!(app.table.get(Metric::Itl).max, 0.5);
     }
 
     #[test]
