@@ -188,7 +188,7 @@ fn soak(total_steps: u64, mark_every: u64) -> Soaked {
                 gpu_s: Some(itl * 0.97),
             });
             steps += 1;
-            if steps % mark_every == 0 {
+            if steps.is_multiple_of(mark_every) {
                 marks.push(Mark {
                     steps,
                     heap: alloc::current_bytes() as i64,
@@ -213,7 +213,7 @@ fn soak(total_steps: u64, mark_every: u64) -> Soaked {
             text: None,
         };
         soak.feed(Event::RequestDone(Box::new(done)));
-        if index % 50 == 0 {
+        if index.is_multiple_of(50) {
             soak.feed(Event::Telemetry(Box::new(Sample {
                 t_s: soak.events as f64 * 1e-3,
                 rss_bytes: Some(2_000_000_000),

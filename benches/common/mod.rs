@@ -117,7 +117,7 @@ impl Feed {
     /// the simulated time it happens at.
     pub fn request(&mut self, index: u64, out: &mut Vec<(f64, Event)>) {
         // A workload change every 2,500 requests (a boundary marker, a line in the events pane).
-        if index > 0 && index % 2_500 == 0 {
+        if index > 0 && index.is_multiple_of(2_500) {
             self.prompt = if self.prompt == 128 { 256 } else { 128 };
             out.push((self.t, Event::WorkloadChanged(workload(self.prompt))));
         }

@@ -240,7 +240,7 @@ impl ArchConfig {
                 self.arch.name()
             ));
         }
-        if self.head_dim % 2 != 0 {
+        if !self.head_dim.is_multiple_of(2) {
             return Err(format!("head_dim {} must be even for RoPE", self.head_dim));
         }
         Ok(())
@@ -437,7 +437,7 @@ impl RawConfig {
                 "hidden_size ({hidden_size}) is smaller than num_attention_heads ({num_attention_heads})"
             ));
         }
-        if num_attention_heads % num_key_value_heads != 0 {
+        if !num_attention_heads.is_multiple_of(num_key_value_heads) {
             return Err(format!(
                 "num_attention_heads ({num_attention_heads}) must be a multiple of num_key_value_heads ({num_key_value_heads})"
             ));

@@ -376,11 +376,11 @@ mod tests {
             let r = x >> 33;
             let warmup = match i {
                 0..=29 => true,
-                30..=199 => r % 3 == 0,
-                1000..=1060 => r % 2 == 0,
-                _ => r % 500 == 0,
+                30..=199 => r.is_multiple_of(3),
+                1000..=1060 => r.is_multiple_of(2),
+                _ => r.is_multiple_of(500),
             };
-            let v = if r % 5 == 0 {
+            let v = if r.is_multiple_of(5) {
                 0.5
             } else {
                 (r % 1000) as f64 * 0.00123

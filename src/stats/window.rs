@@ -456,7 +456,7 @@ impl ExactSum {
         }
         let cur = rem << 64;
         q[0] = (cur / d) as u64;
-        let inexact = cur % d != 0;
+        let inexact = !cur.is_multiple_of(d);
         let Some(top) = q.iter().rposition(|&l| l != 0) else {
             return 0.0;
         };
