@@ -318,15 +318,7 @@ fn header(args: &RunArgs, plan: &RunPlan) -> Header {
 }
 
 fn machine(device: DeviceSpec) -> Machine {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|s| s.trim().to_string())
-        })
-        .unwrap_or_default();
+    let cpu = telemetry::process::cpu_model_name();
     // On CUDA, the GPU (through NVML) names the peak figures `report` uses for the roofline.
     let (gpu, driver) = match device {
         DeviceSpec::Cpu => (None, None),

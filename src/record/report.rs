@@ -227,7 +227,7 @@ fn peak_for(rec: &Record, dtype: &str, opts: &ReportOptions) -> Peak {
         Some(dev) => Some(Peak::from_table(dev, dtype)),
         None if device == "cpu" && opts.probe => {
             let mut p = roofline::probe_cpu();
-            let here = this_cpu();
+            let here = crate::telemetry::process::cpu_model_name();
             let there = rec
                 .header
                 .as_ref()
@@ -258,18 +258,6 @@ fn peak_for(rec: &Record, dtype: &str, opts: &ReportOptions) -> Peak {
         }
     }
     peak
-}
-
-fn this_cpu() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|s| s.trim().to_string())
-        })
-        .unwrap_or_default()
 }
 
 fn median(mut v: Vec<f64>) -> Option<f64> {

@@ -69,6 +69,19 @@ fn parse_kib(field: &[u8]) -> Option<u64> {
     }
 }
 
+/// The CPU's model name (`/proc/cpuinfo`), or empty where the OS does not say.
+pub fn cpu_model_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
