@@ -116,6 +116,15 @@ pub fn one_line_error(e: &clap::Error) -> String {
             _ => {}
         }
     }
+    if e.kind() == ErrorKind::MissingRequiredArgument {
+        if let Some(ContextValue::Strings(missing)) = e.get(ContextKind::InvalidArg) {
+            // e.g. `--api` without `--endpoint`.
+            return format!(
+                "{} is needed by the flags given (see infertop --help)",
+                or_list(missing)
+            );
+        }
+    }
     let text = e.to_string();
     let first = text.lines().next().unwrap_or("invalid arguments");
     let first = first.strip_prefix("error: ").unwrap_or(first);

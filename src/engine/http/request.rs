@@ -21,6 +21,12 @@ impl Endpoint {
     /// `http://host:port`, `https://host/prefix` or either with `/v1` at the end.
     pub fn parse(s: &str) -> Result<Endpoint, String> {
         let s = s.trim();
+        if !s.contains("://") {
+            return Err(format!(
+                "`{}` has no scheme (write http://{0} or https://{0})",
+                excerpt(s, 80)
+            ));
+        }
         let mut url = Url::parse(s).map_err(|e| {
             format!(
                 "`{}` is not a URL ({e}; use e.g. http://127.0.0.1:8000)",
