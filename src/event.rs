@@ -86,6 +86,48 @@ pub struct RequestDone {
     /// Decoded text of the first sequence (`--record-tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
+    /// What only a client of a server knows (the http engine); `None` for in-process engines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<Box<ClientDetail>>,
+}
+
+/// A request measured by a client of a serving endpoint: where it went, how late it was sent,
+/// and where its token counts came from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientDetail {
+    /// The endpoint's base URL (credentials stripped).
+    pub endpoint: String,
+    /// Open loop: scheduled send time → actual send (0 in a closed loop). TTFT and E2E count
+    /// from the scheduled time, so a saturated client cannot hide queueing.
+    pub send_delay_s: f64,
+    /// `usage` (the server's usage chunk) or `counted` (chunks carrying text).
+    pub output_tokens_from: String,
+    /// `usage` (server-reported) or `approx` (the prompt was built to roughly this many tokens).
+    pub prompt_tokens_from: String,
+    /// The prompt length asked for (approximate without the server's tokenizer).
+    pub requested_prompt_tokens: usize,
+    /// SSE chunks that carried generated text; `output_tokens / content_chunks` > 1 means
+    /// chunks of several tokens (speculative decoding, server-side batching of the stream).
+    pub content_chunks: usize,
+    /// The server's `finish_reason` (`length`, `stop`, ...), when it sent one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+}
+
+/// A request that did not complete: never a latency sample, always counted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequestFailed {
+    pub index: u64,
+    pub warmup: bool,
+    /// One line: `connection refused`, `HTTP 500: <excerpt>`, `timed out after 5s`, ...
+    pub reason: String,
+    /// The HTTP status, when the server answered with an error status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// From the (scheduled) send to the failure.
+    pub elapsed_s: f64,
 }
 
 impl RequestDone {
@@ -129,6 +171,9 @@ pub enum Event {
         gpu_s: Option<f64>,
     },
     RequestDone(Box<RequestDone>),
+    /// A request that failed (a server engine's fault, a cut stream, a timeout): counted, never
+    /// a latency sample. Its decode steps, if any, were not sent.
+    RequestFailed(Box<RequestFailed>),
     Telemetry(Box<Sample>),
     Paused,
     Resumed,

@@ -29,6 +29,12 @@ pub struct Run {
     pub resources: Resources,
     /// Requests finished since the start (not reset by `r`).
     pub requests_done: u64,
+    /// Requests that completed since the start (not reset by `r`).
+    pub completed_requests: u64,
+    /// Requests that failed since the start (not reset by `r`): never latency samples.
+    pub failed_requests: u64,
+    /// The last failure's reason, for the end-of-run line when every request failed.
+    pub last_failure: Option<String>,
     /// Whether the request in flight is warmup: its decode steps are counted with it.
     in_flight_warmup: bool,
     /// Set by `Event::Finished`: the engine has stopped and says why.
@@ -48,10 +54,19 @@ impl Run {
         match event {
             Event::RunStarted(info) => self.info = Some(info.as_ref().clone()),
             Event::RequestStarted { warmup, .. } => self.in_flight_warmup = *warmup,
-            Event::DecodeStep { itl_s, .. } => {
+            Event::DecodeStep { index, itl_s, .. } => {
+                // With several requests in flight (a server engine), a step belongs to its own
+                // request: warmup is decided by its index, as the engines number them.
+                if let Some(info) = &self.info {
+                    self.in_flight_warmup = *index < info.warmup_requests;
+                }
                 self.stats.record_step(*itl_s, self.in_flight_warmup)
             }
             Event::RequestDone(r) => self.request_done(r),
+            Event::RequestFailed(f) => {
+                self.failed_requests += 1;
+                self.last_failure = Some(f.reason.clone());
+            }
             Event::StatsReset => self.stats.reset(),
             Event::Error { message, fatal } if *fatal => self.failed = Some(message.clone()),
             Event::Finished(reason) => {
@@ -79,6 +94,17 @@ impl Run {
     fn request_done(&mut self, r: &RequestDone) {
         self.stats.record_request(r);
         self.requests_done = self.requests_done.max(r.index + 1);
+        self.completed_requests += 1;
+    }
+
+    /// Failed requests as a fraction of all that ended (0 when none has).
+    pub fn error_rate(&self) -> f64 {
+        let ended = self.failed_requests + self.completed_requests;
+        if ended == 0 {
+            0.0
+        } else {
+            self.failed_requests as f64 / ended as f64
+        }
     }
 
     /// Whether the engine is still running (no `Finished` yet).
@@ -93,7 +119,9 @@ impl Run {
 
     /// The end-of-run summary: steady state, warmup, memory and energy.
     pub fn summary(&self) -> RunSummary {
-        RunSummary::from_stats(&self.stats).with_resources(self.resources.clone())
+        RunSummary::from_stats(&self.stats)
+            .with_resources(self.resources.clone())
+            .with_failures(self.failed_requests)
     }
 
     /// How the run ended: the engine's own reason when it said one, else `asked` (the stop
@@ -211,6 +239,7 @@ mod tests {
             output_hash: String::new(),
             tokens: None,
             text: None,
+            client: None,
         }))
     }
 
@@ -275,6 +304,73 @@ mod tests {
         assert_eq!(o.failed.as_deref(), Some("out of memory"));
         assert_eq!(o.exit_code(&Signals::none()), EXIT_FAILURE);
         assert!(!run.live());
+    }
+
+    #[test]
+    fn failed_requests_are_counted_never_sampled() {
+        let mut run = Run::new();
+        run.apply(&started(0, false));
+        run.apply(&Event::RequestFailed(Box::new(
+            crate::event::RequestFailed {
+                index: 0,
+                warmup: false,
+                reason: "HTTP 500: boom".into(),
+                status: Some(500),
+                endpoint: None,
+                elapsed_s: 0.01,
+            },
+        )));
+        run.apply(&started(1, false));
+        run.apply(&done(1, false));
+        assert_eq!((run.failed_requests, run.completed_requests), (1, 1));
+        assert_eq!(run.last_failure.as_deref(), Some("HTTP 500: boom"));
+        assert_eq!(run.error_rate(), 0.5);
+        let s = run.summary();
+        assert_eq!(s.requests, 1);
+        assert!(run.failed.is_none());
+    }
+
+    #[test]
+    fn concurrent_steps_count_by_their_own_index() {
+        let mut run = Run::new();
+        run.apply(&Event::RunStarted(Box::new(RunInfo {
+            model: crate::event::ModelInfo {
+                name: "m".into(),
+                arch: String::new(),
+                source: "http".into(),
+                params: 0,
+                weight_bytes: 0,
+                kv_bytes_per_token: 0,
+                dtype: String::new(),
+                device: String::new(),
+                max_positions: 0,
+                layers: 0,
+                hidden: 0,
+                heads: 0,
+                kv_heads: 0,
+                head_dim: 0,
+                vocab: 0,
+            },
+            workload: crate::event::WorkloadDesc {
+                prompt_tokens: "8".into(),
+                output_tokens: "3".into(),
+                batch: 1,
+            },
+            warmup_requests: 1,
+            threads: 0,
+        })));
+        // Request 1 (steady) starts before warmup request 0's steps arrive.
+        for ev in [
+            started(0, true),
+            started(1, false),
+            step(0, 0.5),
+            step(1, 0.002),
+        ] {
+            run.apply(&ev);
+        }
+        assert_eq!(run.stats.warmup_summary(Metric::Itl).n, 1);
+        let itl = run.stats.summary(Metric::Itl, WindowKind::Steady, false);
+        assert_eq!((itl.n, itl.max), (1, 0.002));
     }
 
     #[test]

@@ -211,6 +211,7 @@ fn soak(total_steps: u64, mark_every: u64) -> Soaked {
             output_hash: format!("{:016x}", index % 7),
             tokens: None,
             text: None,
+            client: None,
         };
         soak.feed(Event::RequestDone(Box::new(done)));
         if index.is_multiple_of(50) {

@@ -150,6 +150,7 @@ impl Sim {
             output_hash: "0".into(),
             tokens: None,
             text: None,
+            client: None,
         })));
         self.app.refresh();
     }

@@ -168,6 +168,7 @@ impl Feed {
                 output_hash: format!("{:016x}", index.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
                 tokens: None,
                 text: None,
+                client: None,
             })),
         ));
     }

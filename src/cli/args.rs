@@ -36,6 +36,40 @@ pub fn duration(s: &str) -> Result<Duration, String> {
     parse_duration_s(s).map(Duration::from_secs_f64)
 }
 
+/// Requests per second (`--rate`): a number > 0.
+pub fn rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!(
+            "`{s}` is not a rate (use requests per second > 0, e.g. 2.5)"
+        )),
+    }
+}
+
+/// A secret (`--api-key`): kept out of `Debug` output, so it cannot reach a log by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// `--api-key`: any non-empty text.
+pub fn secret(s: &str) -> Result<Secret, String> {
+    if s.trim().is_empty() {
+        return Err("empty key".into());
+    }
+    Ok(Secret(s.to_string()))
+}
+
 /// A cost per hour: a number ≥ 0.
 pub fn cost(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
@@ -82,6 +116,15 @@ pub fn one_line_error(e: &clap::Error) -> String {
             _ => {}
         }
     }
+    if e.kind() == ErrorKind::MissingRequiredArgument {
+        if let Some(ContextValue::Strings(missing)) = e.get(ContextKind::InvalidArg) {
+            // e.g. `--api` without `--endpoint`.
+            return format!(
+                "{} is needed by the flags given (see infertop --help)",
+                or_list(missing)
+            );
+        }
+    }
     let text = e.to_string();
     let first = text.lines().next().unwrap_or("invalid arguments");
     let first = first.strip_prefix("error: ").unwrap_or(first);
@@ -113,6 +156,9 @@ mod tests {
         assert!(fps("121").is_err());
         assert_eq!(duration("250ms"), Ok(Duration::from_millis(250)));
         assert!(cost("-1").is_err());
+        assert_eq!(rate("2.5"), Ok(2.5));
+        assert!(rate("0").is_err() && rate("inf").is_err());
+        assert_eq!(format!("{:?}", secret("sk-123").unwrap()), "Secret(***)");
         assert!(known_device("H100").is_ok());
         assert!(known_device("abacus").is_err());
         assert_eq!(

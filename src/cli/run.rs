@@ -13,6 +13,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::prompt::{load_tokenizer, prompt_source};
 use super::{args, say, Failure};
+use crate::engine::http::{self, Api, Endpoint, HttpConfig};
 use crate::engine::worker::{self, WorkerConfig};
 use crate::engine::workload::{LenSpec, PromptSource, Workload};
 use crate::event::{Control, Event, StopReason};
@@ -141,17 +142,132 @@ pub struct RunArgs {
     /// is reported, the record keeps what was measured, and the terminal is restored.
     #[arg(long, hide = true, value_parser = parse_fault)]
     pub fault: Option<Faults>,
+    /// Measure an OpenAI-compatible streaming server instead of a local model (repeat the flag
+    /// to spread requests over replicas round-robin), e.g. http://127.0.0.1:8000.
+    #[arg(long, value_name = "URL", value_parser = Endpoint::parse)]
+    pub endpoint: Vec<Endpoint>,
+    /// With --endpoint: the API to stream.
+    #[arg(long, value_enum, default_value_t = Api::Completions, requires = "endpoint")]
+    pub api: Api,
+    /// With --endpoint: the model name the server serves (default: the first of GET /v1/models).
+    #[arg(long, value_name = "NAME", requires = "endpoint")]
+    pub served_model: Option<String>,
+    /// With --endpoint: bearer token (default: $OPENAI_API_KEY); never recorded or printed.
+    #[arg(long, value_name = "KEY", requires = "endpoint", value_parser = args::secret)]
+    pub api_key: Option<args::Secret>,
+    /// With --endpoint: requests in flight (closed loop; default 1). With --rate: the cap.
+    #[arg(long, value_parser = args::positive_usize, requires = "endpoint")]
+    pub concurrency: Option<usize>,
+    /// With --endpoint: open loop, this many requests per second (Poisson arrivals, seeded);
+    /// latency counts from each request's scheduled send time.
+    #[arg(long, value_name = "R", value_parser = args::rate, requires = "endpoint")]
+    pub rate: Option<f64>,
+    /// With --endpoint: a request still unfinished after this long fails (e.g. 30s, 5m).
+    #[arg(long, default_value = "5m", value_parser = args::duration)]
+    pub request_timeout: Duration,
+}
+
+/// The engine a run drives.
+enum EnginePlan {
+    Candle(Box<WorkerConfig>),
+    Http(Box<HttpConfig>),
 }
 
 /// Everything a run needs, validated.
 struct RunPlan {
-    worker: WorkerConfig,
+    engine: EnginePlan,
     slo: Slo,
     dashboard: Option<crate::ui::DashboardOptions>,
 }
 
 /// Checks every flag and file before anything starts, so a mistake is one line and exit 2.
 fn plan(args: &RunArgs, signals: &Signals) -> Result<RunPlan, Failure> {
+    let engine = if args.endpoint.is_empty() {
+        EnginePlan::Candle(Box::new(plan_candle(args)?))
+    } else {
+        EnginePlan::Http(Box::new(plan_http(args)?))
+    };
+    let slo = args.slo.unwrap_or_default();
+    let headless = args.headless || !std::io::stdout().is_terminal();
+    // The dashboard's flags and files are checked in headless runs too: a mistake in a script
+    // should not pass unnoticed until the same command is run in a terminal.
+    let dashboard = {
+        let baseline = match &args.baseline {
+            Some(path) => {
+                let summary = crate::record::reader::summary_of(path)
+                    .map_err(|m| Failure::usage(format!("--baseline: {m}")))?;
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| path.display().to_string());
+                Some(crate::ui::state::Baseline {
+                    name,
+                    table: summary.steady,
+                })
+            }
+            None => None,
+        };
+        let opts = crate::ui::DashboardOptions {
+            baseline,
+            fps: args.fps,
+            theme: args.theme.clone(),
+            color: args.color,
+            ascii: args.ascii,
+            slo,
+            keys_file: args.keys.clone(),
+            output_step: 16,
+            signals: signals.clone(),
+        };
+        crate::ui::validate_options(&opts).map_err(|e| Failure::usage(e.to_string()))?;
+        (!headless).then_some(opts)
+    };
+    Ok(RunPlan {
+        engine,
+        slo,
+        dashboard,
+    })
+}
+
+/// `--endpoint`: the http engine's configuration.
+fn plan_http(args: &RunArgs) -> Result<HttpConfig, Failure> {
+    if args.prompt.is_some() || args.prompt_file.is_some() {
+        return Err(Failure::usage(
+            "--prompt/--prompt-file: not supported with --endpoint yet (use --prompt-tokens N)",
+        ));
+    }
+    if args.batch > 1 {
+        return Err(Failure::usage(format!(
+            "--batch {}: with --endpoint every request is one sequence; use --concurrency for parallel requests",
+            args.batch
+        )));
+    }
+    let api_key = match &args.api_key {
+        Some(k) => Some(k.expose().to_string()),
+        None => std::env::var("OPENAI_API_KEY")
+            .ok()
+            .filter(|k| !k.trim().is_empty()),
+    };
+    Ok(HttpConfig {
+        endpoints: args.endpoint.clone(),
+        api: args.api,
+        served_model: args.served_model.clone(),
+        api_key,
+        prompt: args.prompt_tokens.clone().unwrap_or(LenSpec::Fixed(128)),
+        output: args.output_tokens.clone(),
+        seed: args.seed,
+        concurrency: args.concurrency,
+        rate: args.rate,
+        warmup: args.warmup,
+        requests: args.requests,
+        duration: args.duration,
+        request_timeout: args.request_timeout,
+        exact_output: !args.stop_at_eos,
+        record_tokens: args.record_tokens,
+    })
+}
+
+/// The candle engine's configuration: the model, checked without loading its weights.
+fn plan_candle(args: &RunArgs) -> Result<WorkerConfig, Failure> {
     let spec = ModelSpec::parse(&args.model, args.seed).map_err(Failure::usage)?;
     let device = args.device;
     let dtype = args
@@ -211,56 +327,18 @@ fn plan(args: &RunArgs, signals: &Signals) -> Result<RunPlan, Failure> {
         }
     }
 
-    let slo = args.slo.unwrap_or_default();
-    let headless = args.headless || !std::io::stdout().is_terminal();
-    // The dashboard's flags and files are checked in headless runs too: a mistake in a script
-    // should not pass unnoticed until the same command is run in a terminal.
-    let dashboard = {
-        let baseline = match &args.baseline {
-            Some(path) => {
-                let summary = crate::record::reader::summary_of(path)
-                    .map_err(|m| Failure::usage(format!("--baseline: {m}")))?;
-                let name = path
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| path.display().to_string());
-                Some(crate::ui::state::Baseline {
-                    name,
-                    table: summary.steady,
-                })
-            }
-            None => None,
-        };
-        let opts = crate::ui::DashboardOptions {
-            baseline,
-            fps: args.fps,
-            theme: args.theme.clone(),
-            color: args.color,
-            ascii: args.ascii,
-            slo,
-            keys_file: args.keys.clone(),
-            output_step: 16,
-            signals: signals.clone(),
-        };
-        crate::ui::validate_options(&opts).map_err(|e| Failure::usage(e.to_string()))?;
-        (!headless).then_some(opts)
-    };
-    Ok(RunPlan {
-        worker: WorkerConfig {
-            model: spec,
-            device,
-            dtype,
-            threads: candle_threads(args),
-            workload,
-            warmup: args.warmup,
-            requests: args.requests,
-            duration: args.duration,
-            stop_at_eos: args.stop_at_eos,
-            record_tokens: args.record_tokens,
-            tokenizer: if args.record_tokens { tokenizer } else { None },
-        },
-        slo,
-        dashboard,
+    Ok(WorkerConfig {
+        model: spec,
+        device,
+        dtype,
+        threads: candle_threads(args),
+        workload,
+        warmup: args.warmup,
+        requests: args.requests,
+        duration: args.duration,
+        stop_at_eos: args.stop_at_eos,
+        record_tokens: args.record_tokens,
+        tokenizer: if args.record_tokens { tokenizer } else { None },
     })
 }
 
@@ -293,26 +371,75 @@ fn parse_fault(spec: &str) -> Result<Faults, String> {
 }
 
 fn header(args: &RunArgs, plan: &RunPlan) -> Header {
+    // The command line, with an --api-key value blanked.
+    let mut command: Vec<String> = std::env::args().collect();
+    for i in 0..command.len() {
+        if command[i].starts_with("--api-key=") {
+            command[i] = "--api-key=***".into();
+        } else if command[i] == "--api-key" {
+            if let Some(v) = command.get_mut(i + 1) {
+                *v = "***".into();
+            }
+        }
+    }
+    let common = RunConfig {
+        model: args.model.clone(),
+        seed: args.seed,
+        output_tokens: args.output_tokens.to_string(),
+        warmup: args.warmup,
+        requests: args.requests,
+        duration: args.duration.map(|d| format!("{}s", d.as_secs_f64())),
+        stop_at_eos: args.stop_at_eos,
+        slo: plan.slo,
+        ..RunConfig::default()
+    };
+    let (config, device) = match &plan.engine {
+        EnginePlan::Candle(w) => (
+            RunConfig {
+                device: w.device.name(),
+                dtype: model::dtype_name(w.dtype).to_string(),
+                threads: w.threads,
+                prompt_tokens: w.workload.describe().prompt_tokens,
+                batch: w.workload.batch,
+                ..common
+            },
+            w.device,
+        ),
+        // No API key here: it is never written.
+        EnginePlan::Http(h) => (
+            RunConfig {
+                engine: Some("http".into()),
+                endpoints: h
+                    .endpoints
+                    .iter()
+                    .map(|e| e.display().to_string())
+                    .collect(),
+                api: Some(
+                    match h.api {
+                        Api::Completions => "completions",
+                        Api::Chat => "chat",
+                    }
+                    .into(),
+                ),
+                served_model: h.served_model.clone(),
+                concurrency: h.concurrency,
+                rate: h.rate,
+                request_timeout_s: Some(h.request_timeout.as_secs_f64()),
+                device: "http".into(),
+                prompt_tokens: format!("~{}", h.prompt),
+                output_tokens: h.output.to_string(),
+                batch: 1,
+                ..common
+            },
+            DeviceSpec::Cpu,
+        ),
+    };
     Header {
         infertop_version: env!("CARGO_PKG_VERSION").to_string(),
         record_format: RECORD_FORMAT,
-        command: std::env::args().collect(),
-        config: RunConfig {
-            model: args.model.clone(),
-            device: plan.worker.device.name(),
-            dtype: model::dtype_name(plan.worker.dtype).to_string(),
-            threads: plan.worker.threads,
-            seed: args.seed,
-            prompt_tokens: plan.worker.workload.describe().prompt_tokens,
-            output_tokens: args.output_tokens.to_string(),
-            batch: plan.worker.workload.batch,
-            warmup: args.warmup,
-            requests: args.requests,
-            duration: args.duration.map(|d| format!("{}s", d.as_secs_f64())),
-            stop_at_eos: args.stop_at_eos,
-            slo: plan.slo,
-        },
-        machine: machine(plan.worker.device),
+        command,
+        config,
+        machine: machine(device),
         model: None,
     }
 }
@@ -368,9 +495,13 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
     let (ev_tx, ev_rx) = crossbeam_channel::bounded::<Event>(EVENT_QUEUE);
     let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded::<Control>();
     let started = Instant::now();
-    let telemetry_device = match plan.worker.device {
-        DeviceSpec::Cpu => telemetry::TelemetryDevice::Cpu,
-        DeviceSpec::Cuda(n) => telemetry::TelemetryDevice::Cuda(n),
+    let telemetry_device = match &plan.engine {
+        EnginePlan::Candle(w) => match w.device {
+            DeviceSpec::Cpu => telemetry::TelemetryDevice::Cpu,
+            DeviceSpec::Cuda(n) => telemetry::TelemetryDevice::Cuda(n),
+        },
+        // The server's device is not ours to sample: the client's process only.
+        EnginePlan::Http(_) => telemetry::TelemetryDevice::Cpu,
     };
     let sampler = (!args.no_telemetry).then(|| {
         telemetry::spawn_default(
@@ -381,8 +512,11 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         )
     });
     let dashboard = plan.dashboard;
-    let handle = worker::spawn_with_fault(plan.worker, fault.worker, ev_tx, ctl_rx)
-        .map_err(|e| Failure::runtime(format!("cannot start the worker thread: {e}")))?;
+    let handle = match plan.engine {
+        EnginePlan::Candle(w) => worker::spawn_with_fault(*w, fault.worker, ev_tx, ctl_rx),
+        EnginePlan::Http(h) => http::spawn(*h, ev_tx, ctl_rx),
+    }
+    .map_err(|e| Failure::runtime(format!("cannot start the worker thread: {e}")))?;
 
     let outcome = match dashboard {
         None => run_headless(
@@ -496,12 +630,25 @@ fn run_headless(
                 let _ = writeln!(out, "{}", crate::record::writer::request_line(r));
                 let _ = out.flush();
             }
+            Event::RequestFailed(f) => {
+                let _ = writeln!(out, "{}", crate::record::writer::failed_line(f));
+                let _ = out.flush();
+            }
             Event::Error {
                 message,
                 fatal: false,
             } => say!("infertop: warning: {message}"),
             _ => {}
         }
+    }
+    if run.failed_requests > 0 {
+        say!(
+            "infertop: {} of {} requests failed ({:.1}%); the last: {}",
+            run.failed_requests,
+            run.failed_requests + run.completed_requests,
+            100.0 * run.error_rate(),
+            run.last_failure.as_deref().unwrap_or("")
+        );
     }
     run.outcome(asked)
 }

@@ -517,6 +517,7 @@ impl Generated {
             output_hash: format!("{:016x}", fnv1a(&bytes)),
             tokens: cfg.record_tokens.then_some(first_seq),
             text,
+            client: None,
         }
     }
 }

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::event::{ModelInfo, RequestDone, Sample, StopReason, WorkloadDesc};
+use crate::event::{ModelInfo, RequestDone, RequestFailed, Sample, StopReason, WorkloadDesc};
 use crate::stats::Slo;
 
 /// The record format version (`header.record_format`), bumped when a field changes meaning.
@@ -17,6 +17,8 @@ pub enum Line {
     Header(Box<Header>),
     Event(EventLine),
     Request(RequestLine),
+    /// A request that failed (never a latency sample).
+    RequestFailed(RequestFailed),
     Step(StepLine),
     Telemetry(Sample),
     Footer(Footer),
@@ -61,6 +63,25 @@ pub struct RunConfig {
     pub duration: Option<String>,
     pub stop_at_eos: bool,
     pub slo: Slo,
+    /// `http` for `--endpoint` runs; absent for the candle engine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    /// The servers an `--endpoint` run spread its requests over (round-robin).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<String>,
+    /// `completions` or `chat`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub served_model: Option<String>,
+    /// Requests in flight at most (closed loop, or the cap of an open loop).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<usize>,
+    /// Requests per second of an open loop (Poisson arrivals).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request_timeout_s: Option<f64>,
 }
 
 /// Where the run ran.

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::event::{ModelInfo, RequestDone};
+use crate::event::{ModelInfo, RequestDone, RequestFailed};
 use crate::stats::{Metric, RunStats, Slo, Summary, Table};
 
 use super::line::{EventLine, Footer, Header, Line, RunEvent, StepLine};
@@ -19,6 +19,8 @@ pub struct Record {
     /// The model, from the `run_started` event (or a `model` key in the header).
     pub model: Option<ModelInfo>,
     pub requests: Vec<RequestDone>,
+    /// Requests that failed (server engines), in the order they ended.
+    pub failed: Vec<RequestFailed>,
     pub steps: Vec<StepLine>,
     pub footer: Option<Footer>,
     /// `event` lines (pause, resume, stats_reset, workload_changed, error, run_started).
@@ -78,6 +80,7 @@ pub fn read(path: &Path) -> Result<Record, String> {
                 rec.resources.observe_request(&r.request);
                 rec.requests.push(r.request);
             }
+            Line::RequestFailed(f) => rec.failed.push(f),
             Line::Step(s) => rec.steps.push(s),
             Line::Footer(f) => rec.footer = Some(f),
             Line::Unknown => {}
@@ -174,7 +177,9 @@ fn summary_of_record(rec: &Record) -> RunSummary {
     for r in rec.counted() {
         stats.record_request(r);
     }
-    let mut summary = RunSummary::from_stats(&stats).with_resources(rec.resources.clone());
+    let mut summary = RunSummary::from_stats(&stats)
+        .with_resources(rec.resources.clone())
+        .with_failures(rec.failed.len() as u64);
     if rec.steps.is_empty() {
         if let Some(itl) = footer_metric(rec.footer.as_ref(), "metrics", Metric::Itl) {
             set(&mut summary.steady, Metric::Itl, itl);

@@ -150,6 +150,7 @@ mod tests {
             output_hash: String::new(),
             tokens: None,
             text: None,
+            client: None,
         }
     }
 

@@ -30,6 +30,10 @@ pub struct RunSummary {
     /// Peak memory and energy over the whole run.
     #[serde(default)]
     pub resources: super::resources::Resources,
+    /// Requests that failed (a server engine: refused, HTTP error, cut stream, timeout); they
+    /// are in no latency statistic. Not reset by `r`.
+    #[serde(default)]
+    pub failed_requests: u64,
 }
 
 impl RunSummary {
@@ -40,7 +44,14 @@ impl RunSummary {
             steady: stats.table(WindowKind::Steady, false),
             warmup: stats.warmup_table(),
             resources: Default::default(),
+            failed_requests: 0,
         }
+    }
+
+    /// The summary with the number of failed requests.
+    pub fn with_failures(mut self, failed_requests: u64) -> RunSummary {
+        self.failed_requests = failed_requests;
+        self
     }
 
     /// The summary with the run's memory and energy figures.
@@ -67,6 +78,7 @@ impl RunSummary {
             "metrics": metrics(&self.steady),
             "warmup": metrics(&self.warmup),
             "resources": self.resources,
+            "failed_requests": self.failed_requests,
         })
     }
 
@@ -81,9 +93,18 @@ impl RunSummary {
     fn to_markdown(&self) -> String {
         let mut out = String::new();
         out.push_str(&format!(
-            "\n{} requests ({} warmup, excluded below)\n\n",
+            "\n{} requests ({} warmup, excluded below)\n",
             self.requests, self.warmup_requests
         ));
+        if self.failed_requests > 0 {
+            let ended = self.failed_requests + self.requests;
+            out.push_str(&format!(
+                "{} failed of {ended} ({:.1}% errors), in no statistic below\n",
+                self.failed_requests,
+                100.0 * self.failed_requests as f64 / ended as f64
+            ));
+        }
+        out.push('\n');
         out.push_str("| metric | mean | p50 | p90 | p95 | p99 | max | n |\n");
         out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
         for &m in &Metric::ALL {

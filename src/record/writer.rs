@@ -4,7 +4,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::event::{Event, RequestDone, StopReason};
+use crate::event::{Event, RequestDone, RequestFailed, StopReason};
 
 use super::line::{ErrorDetail, EventLine, Footer, Header, Line, RequestLine, RunEvent, StepLine};
 use super::RunSummary;
@@ -12,6 +12,11 @@ use super::RunSummary;
 /// The request line both stdout and the record carry.
 pub fn request_line(r: &RequestDone) -> String {
     Line::Request(RequestLine::of(r)).to_json()
+}
+
+/// The line of a failed request (stdout and the record).
+pub fn failed_line(f: &RequestFailed) -> String {
+    Line::RequestFailed(f.clone()).to_json()
 }
 
 /// A step line (`--jsonl-steps`).
@@ -108,6 +113,10 @@ impl Recorder {
             })),
             Event::RequestDone(r) => {
                 self.line(&Line::Request(RequestLine::of(r)));
+                self.flush();
+            }
+            Event::RequestFailed(f) => {
+                self.line(&Line::RequestFailed(f.as_ref().clone()));
                 self.flush();
             }
             Event::DecodeStep {

@@ -359,6 +359,15 @@ impl App {
                 self.dirty = true;
             }
             Event::RequestDone(r) => self.request_done(r),
+            Event::RequestFailed(f) => {
+                if self.current.as_ref().is_some_and(|c| c.index == f.index) {
+                    self.current = None;
+                }
+                self.log(
+                    Level::Warn,
+                    format!("request #{} failed: {}", f.index, f.reason),
+                );
+            }
             Event::Telemetry(sample) => self.telemetry_sample(sample),
             Event::Paused => {
                 if self.worker_live() {
@@ -698,6 +707,7 @@ mod tests {
             output_hash: String::new(),
             tokens: None,
             text: None,
+            client: None,
         }))
     }
 

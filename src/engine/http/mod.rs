@@ -1,0 +1,505 @@
+//! The http engine (`--endpoint URL`): a client of OpenAI-compatible streaming servers that
+//! speaks the same protocol as the candle engine, so the run fold, the dashboard, the headless
+//! lines and the record work unchanged.
+//!
+//! One thread owns a single-threaded tokio runtime: a scheduler launches requests (closed loop:
+//! `--concurrency N` in flight; open loop: Poisson arrivals at `--rate R`, seeded), each a task
+//! that times its own stream (see `request`). A request's decode steps are sent with its result,
+//! so a failed request never leaves latency samples behind; its TTFT is sent live.
+
+pub mod request;
+pub mod sse;
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use tokio::task::JoinSet;
+
+use crate::engine::workload::LenSpec;
+use crate::event::{
+    ClientDetail, Control, Event, ModelInfo, RequestDone, RequestFailed, RunInfo, StopReason,
+    WorkloadDesc,
+};
+use crate::util::{fnv1a, one_line, SplitMix64};
+pub use request::Endpoint;
+use request::{Ask, Failure, Measured};
+
+/// The engine thread's name (an engine thread: see `util::quiet_engine_panics`).
+pub const HTTP_THREAD: &str = "infertop-engine-http";
+
+/// A run with no successful request ends after this many failures: the server is not there.
+pub const GIVE_UP_AFTER_FAILURES: u64 = 10;
+
+/// How long a closed-loop slot waits after a failure before its next request, so a server that
+/// refuses connections is not hammered (and the event queue not flooded).
+const FAILURE_BACKOFF: Duration = Duration::from_millis(50);
+
+/// How often the scheduler looks at the control channel when nothing else wakes it.
+const CONTROL_POLL: Duration = Duration::from_millis(10);
+
+/// Which OpenAI-compatible API to stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Api {
+    /// `/v1/completions` with a prompt.
+    #[default]
+    Completions,
+    /// `/v1/chat/completions` with one user message (the chat template adds prompt tokens).
+    Chat,
+}
+
+/// Everything the engine needs; built and validated by the CLI.
+#[derive(Clone, Debug)]
+pub struct HttpConfig {
+    /// Requests go round-robin over these.
+    pub endpoints: Vec<Endpoint>,
+    pub api: Api,
+    /// `None`: the first id of the first endpoint's `GET /v1/models`.
+    pub served_model: Option<String>,
+    /// Sent as a bearer token; never written anywhere.
+    pub api_key: Option<String>,
+    pub prompt: LenSpec,
+    pub output: LenSpec,
+    pub seed: u64,
+    /// Closed loop: requests in flight (default 1). With a rate: the cap (default none).
+    pub concurrency: Option<usize>,
+    /// Open loop: requests per second, Poisson arrivals.
+    pub rate: Option<f64>,
+    pub warmup: u64,
+    pub requests: Option<u64>,
+    pub duration: Option<Duration>,
+    pub request_timeout: Duration,
+    /// Ask for exactly the output length (`ignore_eos`, `min_tokens`).
+    pub exact_output: bool,
+    pub record_tokens: bool,
+}
+
+impl HttpConfig {
+    fn describe(&self) -> WorkloadDesc {
+        WorkloadDesc {
+            prompt_tokens: format!("~{}", self.prompt),
+            output_tokens: self.output.to_string(),
+            batch: 1,
+        }
+    }
+}
+
+/// Starts the engine on a named thread. It reports through `events` and ends with
+/// `Event::Finished`; a panic inside it is caught and reported as a fatal error.
+pub fn spawn(
+    cfg: HttpConfig,
+    events: Sender<Event>,
+    control: Receiver<Control>,
+) -> std::io::Result<JoinHandle<()>> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(crate::util::quiet_engine_panics);
+    std::thread::Builder::new()
+        .name(HTTP_THREAD.into())
+        .spawn(move || {
+            let tx = events.clone();
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| format!("cannot start the http client runtime: {e}"))?;
+                rt.block_on(run(cfg, &events, &control))
+            }));
+            let reason = match result {
+                Ok(Ok(reason)) => reason,
+                Ok(Err(message)) => {
+                    let _ = tx.send(Event::Error {
+                        message,
+                        fatal: true,
+                    });
+                    StopReason::Error
+                }
+                Err(panic) => {
+                    let what = crate::util::panic_message(panic.as_ref());
+                    let at = crate::util::take_panic_location().unwrap_or_default();
+                    let _ = tx.send(Event::Error {
+                        message: format!("http engine panicked: {}{at}", one_line(&what)),
+                        fatal: true,
+                    });
+                    StopReason::Error
+                }
+            };
+            let _ = tx.send(Event::Finished(reason));
+        })
+}
+
+/// What the engine knows of the model behind an endpoint.
+fn model_info(model: &str, endpoints: &[Endpoint]) -> ModelInfo {
+    let shown: Vec<&str> = endpoints.iter().map(Endpoint::display).collect();
+    ModelInfo {
+        name: model.to_string(),
+        arch: "served".into(),
+        source: "http".into(),
+        params: 0,
+        weight_bytes: 0,
+        kv_bytes_per_token: 0,
+        dtype: "?".into(),
+        device: shown.join(", "),
+        max_positions: 0,
+        layers: 0,
+        hidden: 0,
+        heads: 0,
+        kv_heads: 0,
+        head_dim: 0,
+        vocab: 0,
+    }
+}
+
+/// What every request task shares.
+struct Shared {
+    client: reqwest::Client,
+    api_key: Option<String>,
+    timeout: Duration,
+    events: Sender<Event>,
+}
+
+/// A launched request, as the scheduler remembers it.
+struct Launched {
+    index: u64,
+    warmup: bool,
+    endpoint: Endpoint,
+    requested_prompt_tokens: usize,
+    scheduled: Instant,
+}
+
+async fn run(
+    mut cfg: HttpConfig,
+    tx: &Sender<Event>,
+    control: &Receiver<Control>,
+) -> Result<StopReason, String> {
+    if cfg.endpoints.is_empty() {
+        return Err("no --endpoint given".into());
+    }
+    let in_flight_cap = match cfg.rate {
+        Some(_) => cfg.concurrency.unwrap_or(usize::MAX),
+        None => cfg.concurrency.unwrap_or(1),
+    }
+    .max(1);
+    let client = reqwest::Client::builder()
+        .tcp_nodelay(true)
+        .pool_max_idle_per_host(in_flight_cap.min(4096))
+        .build()
+        .map_err(|e| format!("cannot build the http client: {}", request::describe(e)))?;
+    let model = match &cfg.served_model {
+        Some(m) => m.clone(),
+        None => {
+            let first = &cfg.endpoints[0];
+            request::first_model(&client, first, cfg.api_key.as_deref())
+                .await
+                .map_err(|e| {
+                    format!(
+                        "cannot list the models of {} ({e}); pass --served-model NAME",
+                        first.display()
+                    )
+                })?
+        }
+    };
+    let _ = tx.send(Event::RunStarted(Box::new(RunInfo {
+        model: model_info(&model, &cfg.endpoints),
+        workload: cfg.describe(),
+        warmup_requests: cfg.warmup,
+        threads: 0,
+    })));
+    let shared = Arc::new(Shared {
+        client,
+        api_key: cfg.api_key.clone(),
+        timeout: cfg.request_timeout,
+        events: tx.clone(),
+    });
+
+    let started = Instant::now();
+    let mut arrivals = SplitMix64::new(cfg.seed ^ 0x5EED_A771_0A15);
+    let mut next_due = started;
+    let mut hold_until = started;
+    let mut paused = false;
+    let mut index: u64 = 0;
+    let mut completed: u64 = 0;
+    let mut failed: u64 = 0;
+    let mut last_failure = String::new();
+    let mut tasks: JoinSet<(Launched, Result<Measured, Failure>)> = JoinSet::new();
+    loop {
+        // Control messages first.
+        loop {
+            match control.try_recv() {
+                Ok(Control::Stop(r)) => return Ok(r), // dropping `tasks` aborts what is in flight
+                Ok(Control::Pause) if !paused => {
+                    paused = true;
+                    let _ = tx.send(Event::Paused);
+                }
+                Ok(Control::Resume) if paused => {
+                    paused = false;
+                    next_due = Instant::now();
+                    let _ = tx.send(Event::Resumed);
+                }
+                Ok(Control::Pause | Control::Resume) => {}
+                Ok(Control::ResetStats) => {
+                    let _ = tx.send(Event::StatsReset);
+                }
+                Ok(Control::AdjustOutputTokens(delta)) => {
+                    cfg.output = cfg.output.map(|n| (n as i64 + delta).max(1) as usize);
+                    let _ = tx.send(Event::WorkloadChanged(cfg.describe()));
+                }
+                Ok(Control::AdjustPromptTokens(steps)) => {
+                    cfg.prompt = cfg.prompt.map(|n| {
+                        if steps >= 0 {
+                            n << steps.min(8)
+                        } else {
+                            n >> (-steps).min(8)
+                        }
+                    });
+                    let _ = tx.send(Event::WorkloadChanged(cfg.describe()));
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => return Ok(StopReason::UserStop),
+            }
+        }
+        if completed == 0 && failed >= GIVE_UP_AFTER_FAILURES {
+            return Err(all_failed(failed, &last_failure));
+        }
+
+        // Launch what is due.
+        let limit = if cfg.requests.is_some_and(|n| index >= n) {
+            Some(StopReason::RequestLimit)
+        } else if cfg.duration.is_some_and(|d| started.elapsed() >= d) {
+            Some(StopReason::DurationLimit)
+        } else {
+            None
+        };
+        if let Some(reason) = &limit {
+            if tasks.is_empty() {
+                if completed == 0 && failed > 0 {
+                    return Err(all_failed(failed, &last_failure));
+                }
+                return Ok(reason.clone());
+            }
+        }
+        let now = Instant::now();
+        if limit.is_none() && !paused && now >= hold_until {
+            while tasks.len() < in_flight_cap
+                && cfg.requests.is_none_or(|n| index < n)
+                && (cfg.rate.is_none() || now >= next_due)
+            {
+                let scheduled = match cfg.rate {
+                    Some(_) => next_due,
+                    None => now,
+                };
+                launch(&cfg, &shared, &model, index, scheduled, &mut tasks);
+                index += 1;
+                if let Some(rate) = cfg.rate {
+                    // Exponential gaps: a Poisson process of `rate` per second.
+                    let u = arrivals.next_f64();
+                    next_due += Duration::from_secs_f64(-(1.0 - u).ln() / rate);
+                }
+            }
+        }
+
+        // Wait for a result, the next arrival, or the next look at the controls.
+        let mut wake = Instant::now() + CONTROL_POLL;
+        if cfg.rate.is_some() && !paused && tasks.len() < in_flight_cap {
+            wake = wake.min(next_due);
+        }
+        if hold_until > Instant::now() {
+            wake = wake.min(hold_until);
+        }
+        tokio::select! {
+            Some(joined) = tasks.join_next(), if !tasks.is_empty() => {
+                let (launched, result) = match joined {
+                    Ok(r) => r,
+                    Err(e) => {
+                        // A task panicked: the request is lost, the run goes on.
+                        failed += 1;
+                        last_failure = format!("client task failed: {e}");
+                        let _ = tx.send(Event::Error { message: last_failure.clone(), fatal: false });
+                        continue;
+                    }
+                };
+                match result {
+                    Ok(m) => {
+                        completed += 1;
+                        finish(&cfg, launched, m, tx);
+                    }
+                    Err(f) => {
+                        failed += 1;
+                        last_failure = f.reason.clone();
+                        if cfg.rate.is_none() {
+                            hold_until = Instant::now() + FAILURE_BACKOFF;
+                        }
+                        let elapsed_s = launched.scheduled.elapsed().as_secs_f64();
+                        let _ = tx.send(Event::RequestFailed(Box::new(RequestFailed {
+                            index: launched.index,
+                            warmup: launched.warmup,
+                            reason: f.reason,
+                            status: f.status,
+                            endpoint: Some(launched.endpoint.display().to_string()),
+                            elapsed_s,
+                        })));
+                    }
+                }
+            }
+            _ = tokio::time::sleep_until(wake.into()) => {}
+        }
+    }
+}
+
+fn all_failed(failed: u64, last: &str) -> String {
+    format!("every request failed ({failed} of {failed}); the last: {last}")
+}
+
+/// Starts request `index` as a task.
+fn launch(
+    cfg: &HttpConfig,
+    shared: &Arc<Shared>,
+    model: &str,
+    index: u64,
+    scheduled: Instant,
+    tasks: &mut JoinSet<(Launched, Result<Measured, Failure>)>,
+) {
+    let mut rng = SplitMix64::new(cfg.seed ^ index.wrapping_mul(0xA24B_AED4_963E_E407));
+    let prompt_tokens = cfg.prompt.pick(index, &mut rng);
+    let output_tokens = cfg.output.pick(index, &mut rng);
+    let endpoint = cfg.endpoints[(index as usize) % cfg.endpoints.len()].clone();
+    let warmup = index < cfg.warmup;
+    let ask = Ask {
+        model: model.to_string(),
+        api: cfg.api,
+        prompt: request::approximate_prompt(prompt_tokens, rng.next_u64()),
+        output_tokens,
+        exact_output: cfg.exact_output,
+    };
+    let _ = shared.events.send(Event::RequestStarted {
+        index,
+        warmup,
+        prompt_tokens,
+        output_tokens,
+        batch: 1,
+    });
+    let launched = Launched {
+        index,
+        warmup,
+        endpoint,
+        requested_prompt_tokens: prompt_tokens,
+        scheduled,
+    };
+    let shared = shared.clone();
+    tasks.spawn(async move {
+        let events = shared.events.clone();
+        let result = request::measure(
+            &shared.client,
+            &launched.endpoint,
+            shared.api_key.as_deref(),
+            &ask,
+            scheduled,
+            shared.timeout,
+            |ttft_s| {
+                let _ = events.send(Event::PrefillDone { index, ttft_s });
+            },
+        )
+        .await;
+        (launched, result)
+    });
+}
+
+/// A measured stream as every consumer sees it: its decode steps, then the request.
+fn finish(cfg: &HttpConfig, launched: Launched, m: Measured, tx: &Sender<Event>) {
+    for (i, itl_s) in m.itls_s.iter().enumerate() {
+        let _ = tx.send(Event::DecodeStep {
+            index: launched.index,
+            step: (i + 1) as u32,
+            itl_s: *itl_s,
+            gpu_s: None,
+        });
+    }
+    let done = request_done(cfg.record_tokens, &launched, m);
+    let _ = tx.send(Event::RequestDone(Box::new(done)));
+}
+
+/// TPOT = (E2E − TTFT) / (G − 1), G from the usage chunk when the server sent one, else the
+/// content chunks counted.
+fn request_done(record_tokens: bool, launched: &Launched, m: Measured) -> RequestDone {
+    let (output_tokens, output_from) = match m.usage_completion_tokens {
+        Some(g) if g > 0 => (g, "usage"),
+        _ => (m.content_chunks, "counted"),
+    };
+    let (prompt_tokens, prompt_from) = match m.usage_prompt_tokens {
+        Some(p) => (p, "usage"),
+        None => (launched.requested_prompt_tokens, "approx"),
+    };
+    RequestDone {
+        index: launched.index,
+        warmup: launched.warmup,
+        batch: 1,
+        prompt_tokens,
+        output_tokens,
+        ttft_s: m.ttft_s,
+        tpot_s: (output_tokens > 1).then(|| (m.e2e_s - m.ttft_s) / (output_tokens - 1) as f64),
+        e2e_s: m.e2e_s,
+        gpu_ttft_s: None,
+        gpu_decode_s: None,
+        peak_alloc_bytes: None,
+        output_hash: format!("{:016x}", fnv1a(m.text.as_bytes())),
+        tokens: None,
+        text: record_tokens.then(|| m.text.clone()),
+        client: Some(Box::new(ClientDetail {
+            endpoint: launched.endpoint.display().to_string(),
+            send_delay_s: m.send_delay_s,
+            output_tokens_from: output_from.into(),
+            prompt_tokens_from: prompt_from.into(),
+            requested_prompt_tokens: launched.requested_prompt_tokens,
+            content_chunks: m.content_chunks,
+            finish_reason: m.finish_reason,
+        })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn launched() -> Launched {
+        Launched {
+            index: 3,
+            warmup: false,
+            endpoint: Endpoint::parse("http://127.0.0.1:1").unwrap(),
+            requested_prompt_tokens: 100,
+            scheduled: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn tpot_uses_the_usage_count_else_the_chunks() {
+        let m = Measured {
+            ttft_s: 0.05,
+            itls_s: vec![0.01; 4],
+            e2e_s: 0.09,
+            content_chunks: 5,
+            usage_completion_tokens: Some(9),
+            usage_prompt_tokens: Some(97),
+            ..Measured::default()
+        };
+        let d = request_done(false, &launched(), m.clone());
+        assert_eq!((d.output_tokens, d.prompt_tokens), (9, 97));
+        assert!((d.tpot_s.unwrap() - 0.04 / 8.0).abs() < 1e-12);
+        let c = d.client.unwrap();
+        assert_eq!(
+            (c.output_tokens_from.as_str(), c.prompt_tokens_from.as_str()),
+            ("usage", "usage")
+        );
+        let counted = request_done(
+            false,
+            &launched(),
+            Measured {
+                usage_completion_tokens: None,
+                usage_prompt_tokens: None,
+                ..m
+            },
+        );
+        assert_eq!((counted.output_tokens, counted.prompt_tokens), (5, 100));
+        assert!((counted.tpot_s.unwrap() - 0.01).abs() < 1e-12);
+        assert_eq!(counted.client.unwrap().output_tokens_from, "counted");
+    }
+}

@@ -1,0 +1,488 @@
+//! One streamed request, timed on the client: TTFT from the (scheduled) send to the first chunk
+//! carrying generated text, one interval per further content chunk, E2E to the end of the stream.
+//! Every way it can go wrong becomes a `Failure` with a one-line reason.
+
+use std::time::{Duration, Instant};
+
+use reqwest::{Client, Url};
+use serde_json::{json, Value};
+
+use super::sse::{excerpt, parse_chunk, Data, SseLines};
+use super::Api;
+
+/// A server's base URL (no `/v1`), and how it is shown (no credentials).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    base: Url,
+    display: String,
+}
+
+impl Endpoint {
+    /// `http://host:port`, `https://host/prefix` or either with `/v1` at the end.
+    pub fn parse(s: &str) -> Result<Endpoint, String> {
+        let s = s.trim();
+        if !s.contains("://") {
+            return Err(format!(
+                "`{}` has no scheme (write http://{0} or https://{0})",
+                excerpt(s, 80)
+            ));
+        }
+        let mut url = Url::parse(s).map_err(|e| {
+            format!(
+                "`{}` is not a URL ({e}; use e.g. http://127.0.0.1:8000)",
+                excerpt(s, 80)
+            )
+        })?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!(
+                "`{}`: only http:// and https:// endpoints are supported",
+                excerpt(s, 80)
+            ));
+        }
+        if url.host_str().is_none() {
+            return Err(format!("`{}` has no host", excerpt(s, 80)));
+        }
+        url.set_query(None);
+        url.set_fragment(None);
+        let path = url.path().trim_end_matches('/');
+        let path = path.strip_suffix("/v1").unwrap_or(path).to_string();
+        url.set_path(&path);
+        let mut shown = url.clone();
+        let _ = shown.set_username("");
+        let _ = shown.set_password(None);
+        let display = shown.as_str().trim_end_matches('/').to_string();
+        Ok(Endpoint { base: url, display })
+    }
+
+    /// The base URL without credentials, as records and errors show it.
+    pub fn display(&self) -> &str {
+        &self.display
+    }
+
+    /// `base` + `/v1/...`.
+    pub fn url(&self, path: &str) -> Url {
+        let mut u = self.base.clone();
+        let joined = format!("{}{path}", u.path().trim_end_matches('/'));
+        u.set_path(&joined);
+        u
+    }
+}
+
+/// What one request asks for.
+#[derive(Clone, Debug)]
+pub struct Ask {
+    pub model: String,
+    pub api: Api,
+    pub prompt: String,
+    pub output_tokens: usize,
+    /// Send `ignore_eos` and `min_tokens` so exactly `output_tokens` come back.
+    pub exact_output: bool,
+}
+
+impl Ask {
+    pub fn body(&self) -> Value {
+        let mut body = match self.api {
+            Api::Completions => json!({"model": self.model, "prompt": self.prompt}),
+            Api::Chat => json!({
+                "model": self.model,
+                "messages": [{"role": "user", "content": self.prompt}],
+            }),
+        };
+        if let Some(obj) = body.as_object_mut() {
+            obj.insert("max_tokens".into(), json!(self.output_tokens));
+            obj.insert("stream".into(), json!(true));
+            obj.insert("stream_options".into(), json!({"include_usage": true}));
+            obj.insert("temperature".into(), json!(0));
+            if self.exact_output {
+                obj.insert("ignore_eos".into(), json!(true));
+                obj.insert("min_tokens".into(), json!(self.output_tokens));
+            }
+        }
+        body
+    }
+}
+
+/// A finished stream's client-side timings and what the server said about it.
+#[derive(Clone, Debug, Default)]
+pub struct Measured {
+    /// Scheduled send → first content chunk.
+    pub ttft_s: f64,
+    /// One interval per content chunk after the first.
+    pub itls_s: Vec<f64>,
+    /// Scheduled send → end of stream (`[DONE]`).
+    pub e2e_s: f64,
+    /// Scheduled send → actual send.
+    pub send_delay_s: f64,
+    pub content_chunks: usize,
+    pub usage_prompt_tokens: Option<usize>,
+    pub usage_completion_tokens: Option<usize>,
+    pub finish_reason: Option<String>,
+    pub text: String,
+}
+
+/// A request that did not complete.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Failure {
+    pub reason: String,
+    pub status: Option<u16>,
+}
+
+impl Failure {
+    fn new(reason: impl Into<String>) -> Failure {
+        Failure {
+            reason: reason.into(),
+            status: None,
+        }
+    }
+}
+
+/// How far a request got, kept outside the timed future so a timeout can say it.
+#[derive(Debug, Default)]
+pub struct Progress {
+    pub sent: Option<Instant>,
+    pub headers: bool,
+    pub content_chunks: usize,
+}
+
+/// Sends `ask` to `endpoint` and reads the whole stream. `scheduled` is when the request was
+/// due (open loop) or is now (closed loop); `on_first_token` gets the TTFT as soon as it is known.
+#[allow(clippy::too_many_arguments)]
+pub async fn measure(
+    client: &Client,
+    endpoint: &Endpoint,
+    api_key: Option<&str>,
+    ask: &Ask,
+    scheduled: Instant,
+    timeout: Duration,
+    on_first_token: impl FnOnce(f64),
+) -> Result<Measured, Failure> {
+    let mut progress = Progress::default();
+    let run = stream(
+        client,
+        endpoint,
+        api_key,
+        ask,
+        scheduled,
+        &mut progress,
+        on_first_token,
+    );
+    match tokio::time::timeout(timeout, run).await {
+        Ok(r) => r,
+        Err(_) => {
+            let at = match (progress.headers, progress.content_chunks) {
+                (false, _) => "waiting for the response headers".to_string(),
+                (true, 0) => "waiting for the first token".to_string(),
+                (true, n) => format!("after {n} content chunks"),
+            };
+            Err(Failure::new(format!(
+                "timed out after {}s ({at}; --request-timeout)",
+                timeout.as_secs_f64()
+            )))
+        }
+    }
+}
+
+async fn stream(
+    client: &Client,
+    endpoint: &Endpoint,
+    api_key: Option<&str>,
+    ask: &Ask,
+    scheduled: Instant,
+    progress: &mut Progress,
+    on_first_token: impl FnOnce(f64),
+) -> Result<Measured, Failure> {
+    let path = match ask.api {
+        Api::Completions => "/v1/completions",
+        Api::Chat => "/v1/chat/completions",
+    };
+    let body = serde_json::to_vec(&ask.body()).map_err(|e| Failure::new(e.to_string()))?;
+    let mut req = client
+        .post(endpoint.url(path))
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header(reqwest::header::ACCEPT, "text/event-stream")
+        .body(body);
+    if let Some(key) = api_key {
+        req = req.bearer_auth(key);
+    }
+    let sent = Instant::now();
+    progress.sent = Some(sent);
+    let since = |t: Instant| t.saturating_duration_since(scheduled).as_secs_f64();
+    let mut resp = req.send().await.map_err(|e| Failure::new(describe(e)))?;
+    progress.headers = true;
+    let status = resp.status();
+    if !status.is_success() {
+        let mut body = Vec::new();
+        // A short excerpt, read briefly: the status is the measurement.
+        let _ = tokio::time::timeout(Duration::from_secs(2), async {
+            while let Ok(Some(b)) = resp.chunk().await {
+                body.extend_from_slice(&b);
+                if body.len() >= 2048 {
+                    break;
+                }
+            }
+        })
+        .await;
+        let text = String::from_utf8_lossy(&body);
+        let detail = if text.trim().is_empty() {
+            String::new()
+        } else {
+            format!(": {}", excerpt(&text, 160))
+        };
+        return Err(Failure {
+            reason: format!("HTTP {}{detail}", status.as_u16()),
+            status: Some(status.as_u16()),
+        });
+    }
+
+    let mut out = Measured {
+        send_delay_s: since(sent),
+        ..Measured::default()
+    };
+    let mut sse = SseLines::new();
+    let mut payloads = Vec::new();
+    let mut first: Option<Instant> = None; // the first content chunk
+    let mut last: Option<Instant> = None;
+    let mut done: Option<Instant> = None;
+    let mut on_first = Some(on_first_token);
+    let mut end: Instant;
+    loop {
+        let next = resp.chunk().await;
+        end = Instant::now();
+        let ended = match next {
+            Ok(Some(bytes)) => {
+                sse.feed(&bytes, &mut payloads).map_err(Failure::new)?;
+                false
+            }
+            Ok(None) => {
+                sse.finish(&mut payloads).map_err(Failure::new)?;
+                true
+            }
+            Err(e) => {
+                return Err(Failure::new(format!(
+                    "stream cut after {} content chunks: {}",
+                    out.content_chunks,
+                    describe(e)
+                )))
+            }
+        };
+        for payload in payloads.drain(..) {
+            let json = match payload {
+                Data::Done => {
+                    done.get_or_insert(end);
+                    continue;
+                }
+                // Anything after [DONE] is not part of the measurement.
+                Data::Json(_) if done.is_some() => continue,
+                Data::Json(j) => j,
+            };
+            let chunk = parse_chunk(&json).map_err(Failure::new)?;
+            if chunk.prompt_tokens.is_some() {
+                out.usage_prompt_tokens = chunk.prompt_tokens;
+            }
+            if chunk.completion_tokens.is_some() {
+                out.usage_completion_tokens = chunk.completion_tokens;
+            }
+            if chunk.finish_reason.is_some() {
+                out.finish_reason = chunk.finish_reason;
+            }
+            if chunk.text.is_empty() {
+                continue;
+            }
+            match last {
+                None => {
+                    first = Some(end);
+                    out.ttft_s = since(end);
+                    if let Some(f) = on_first.take() {
+                        f(out.ttft_s);
+                    }
+                }
+                Some(prev) => out
+                    .itls_s
+                    .push(end.saturating_duration_since(prev).as_secs_f64()),
+            }
+            last = Some(end);
+            out.content_chunks += 1;
+            progress.content_chunks = out.content_chunks;
+            out.text.push_str(&chunk.text);
+        }
+        if ended {
+            break;
+        }
+    }
+    let Some(_) = first else {
+        return Err(Failure::new(
+            if done.is_some() || out.finish_reason.is_some() {
+                "the stream carried no generated text".to_string()
+            } else if let Some(line) = &sse.first_unknown {
+                format!(
+                    "malformed SSE: no data lines ({} others, first: {line})",
+                    sse.unknown_lines
+                )
+            } else {
+                "the stream ended without data".to_string()
+            },
+        ));
+    };
+    let finished = match (done, out.finish_reason.is_some()) {
+        (Some(t), _) => t,
+        // No [DONE], but the server said the choice finished: the end of the stream counts.
+        (None, true) => end,
+        (None, false) => {
+            return Err(Failure::new(format!(
+                "stream ended before [DONE] after {} content chunks",
+                out.content_chunks
+            )))
+        }
+    };
+    out.e2e_s = since(finished);
+    Ok(out)
+}
+
+/// `GET /v1/models`: the first model id the server lists.
+pub async fn first_model(
+    client: &Client,
+    endpoint: &Endpoint,
+    api_key: Option<&str>,
+) -> Result<String, String> {
+    let mut req = client.get(endpoint.url("/v1/models"));
+    if let Some(key) = api_key {
+        req = req.bearer_auth(key);
+    }
+    let fetch = async {
+        let resp = req.send().await.map_err(describe)?;
+        let status = resp.status();
+        let body = resp.bytes().await.map_err(describe)?;
+        if !status.is_success() {
+            return Err(format!(
+                "HTTP {}: {}",
+                status.as_u16(),
+                excerpt(&String::from_utf8_lossy(&body), 120)
+            ));
+        }
+        let v: Value = serde_json::from_slice(&body).map_err(|e| format!("not JSON ({e})"))?;
+        v.get("data")
+            .and_then(Value::as_array)
+            .and_then(|d| d.first())
+            .and_then(|m| m.get("id"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| "no model listed".to_string())
+    };
+    match tokio::time::timeout(Duration::from_secs(10), fetch).await {
+        Ok(r) => r,
+        Err(_) => Err("timed out after 10 s".into()),
+    }
+}
+
+/// A reqwest error as one line, most specific cause first, without the URL (callers name the
+/// endpoint themselves, without credentials).
+pub fn describe(e: reqwest::Error) -> String {
+    let timeout = e.is_timeout();
+    let e = e.without_url();
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    let mut parts: Vec<String> = Vec::new();
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind as K;
+            let known = match io.kind() {
+                K::ConnectionRefused => Some("connection refused"),
+                K::ConnectionReset => Some("connection reset by the server"),
+                K::ConnectionAborted => Some("connection aborted"),
+                K::UnexpectedEof => Some("unexpected end of the connection"),
+                K::TimedOut => Some("timed out"),
+                _ => None,
+            };
+            if let Some(k) = known {
+                return k.to_string();
+            }
+        }
+        let text = crate::util::one_line(&s.to_string());
+        if !text.is_empty() && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    if timeout {
+        parts.insert(0, "timed out".into());
+    }
+    // The innermost causes say the most ("dns error: ...", "invalid peer certificate ...").
+    let n = parts.len();
+    parts[n.saturating_sub(2)..].join(": ")
+}
+
+/// Text of roughly `tokens` tokens for a server whose tokenizer we do not have: common English
+/// words that are one token in the usual BPE vocabularies, seeded so every request differs
+/// (a shared prefix would let a prefix cache shorten the prefill).
+pub fn approximate_prompt(tokens: usize, seed: u64) -> String {
+    const WORDS: [&str; 48] = [
+        "the", "time", "people", "way", "water", "day", "man", "world", "house", "life", "hand",
+        "part", "child", "eye", "place", "work", "week", "case", "point", "number", "group",
+        "night", "fact", "city", "game", "line", "end", "name", "story", "book", "word", "side",
+        "kind", "head", "home", "room", "mother", "area", "money", "month", "body", "face", "door",
+        "road", "tree", "light", "river", "music",
+    ];
+    let mut rng = crate::util::SplitMix64::new(seed);
+    let mut s = String::with_capacity(tokens * 7);
+    for i in 0..tokens {
+        if i > 0 {
+            s.push(' ');
+        }
+        s.push_str(WORDS[rng.below(WORDS.len())]);
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_lose_v1_and_credentials() {
+        let e = Endpoint::parse("http://user:secret@127.0.0.1:8000/v1/").unwrap();
+        assert_eq!(e.display(), "http://127.0.0.1:8000");
+        assert_eq!(
+            e.url("/v1/completions").as_str(),
+            "http://user:secret@127.0.0.1:8000/v1/completions"
+        );
+        let e = Endpoint::parse("https://host/prefix").unwrap();
+        assert_eq!(
+            e.url("/v1/models").as_str(),
+            "https://host/prefix/v1/models"
+        );
+        assert!(Endpoint::parse("ftp://x").is_err());
+        assert!(Endpoint::parse("localhost:8000").is_err());
+    }
+
+    #[test]
+    fn bodies_ask_for_exact_streamed_output() {
+        let ask = Ask {
+            model: "m".into(),
+            api: Api::Chat,
+            prompt: "hi".into(),
+            output_tokens: 16,
+            exact_output: true,
+        };
+        let b = ask.body();
+        assert_eq!(b["messages"][0]["content"], "hi");
+        assert_eq!(b["max_tokens"], 16);
+        assert_eq!(b["min_tokens"], 16);
+        assert_eq!(b["ignore_eos"], true);
+        assert_eq!(b["stream_options"]["include_usage"], true);
+        let plain = Ask {
+            api: Api::Completions,
+            exact_output: false,
+            ..ask
+        }
+        .body();
+        assert_eq!(plain["prompt"], "hi");
+        assert!(plain.get("ignore_eos").is_none());
+    }
+
+    #[test]
+    fn approximate_prompts_have_the_asked_word_count_and_differ() {
+        let a = approximate_prompt(128, 1);
+        assert_eq!(a.split(' ').count(), 128);
+        assert_ne!(a, approximate_prompt(128, 2));
+        assert_eq!(approximate_prompt(0, 1), "");
+    }
+}

@@ -1,0 +1,258 @@
+//! Server-sent events as OpenAI-compatible servers stream them, and what one chunk says.
+//!
+//! Every such server sends one JSON object per `data:` line and ends with `data: [DONE]`, so
+//! each `data:` line is one payload (multi-line events are not used by any of them). Comments
+//! (`:`), `event:`, `id:` and `retry:` lines and blank lines carry nothing we time.
+
+use serde_json::Value;
+
+/// Longest line accepted before the stream is called malformed (a server bug or not SSE).
+pub const MAX_LINE_BYTES: usize = 16 << 20;
+
+/// One `data:` payload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Data {
+    Json(String),
+    Done,
+}
+
+/// Splits a byte stream into `data:` payloads, whatever the network's chunk boundaries.
+#[derive(Debug, Default)]
+pub struct SseLines {
+    buf: Vec<u8>,
+    /// Lines that were neither a known field, a comment nor blank.
+    pub unknown_lines: usize,
+    /// The first such line (shortened), for the failure reason.
+    pub first_unknown: Option<String>,
+}
+
+impl SseLines {
+    pub fn new() -> SseLines {
+        SseLines::default()
+    }
+
+    /// Feeds bytes; pushes every complete payload onto `out`.
+    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<Data>) -> Result<(), String> {
+        // Taken out while its lines are read (they borrow it), put back with the partial line.
+        let mut buf = std::mem::take(&mut self.buf);
+        buf.extend_from_slice(bytes);
+        let mut start = 0;
+        let mut result = Ok(());
+        while let Some(pos) = buf[start..].iter().position(|&b| b == b'\n') {
+            let end = start + pos;
+            let mut line = &buf[start..end];
+            if let [rest @ .., b'\r'] = line {
+                line = rest;
+            }
+            start = end + 1;
+            match std::str::from_utf8(line) {
+                Ok(line) => {
+                    if let Some(d) = self.line(line) {
+                        out.push(d);
+                    }
+                }
+                Err(_) => {
+                    result = Err("malformed SSE: a line is not UTF-8".to_string());
+                    break;
+                }
+            }
+        }
+        buf.drain(..start);
+        self.buf = buf;
+        result?;
+        if self.buf.len() > MAX_LINE_BYTES {
+            return Err(format!(
+                "malformed SSE: a line longer than {} MiB",
+                MAX_LINE_BYTES >> 20
+            ));
+        }
+        Ok(())
+    }
+
+    /// The end of the stream: a last line without a newline still counts.
+    pub fn finish(&mut self, out: &mut Vec<Data>) -> Result<(), String> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let rest = std::mem::take(&mut self.buf);
+        let line = std::str::from_utf8(&rest)
+            .map_err(|_| "malformed SSE: a line is not UTF-8".to_string())?;
+        if let Some(d) = self.line(line.trim_end_matches('\r')) {
+            out.push(d);
+        }
+        Ok(())
+    }
+
+    fn line(&mut self, line: &str) -> Option<Data> {
+        if line.is_empty() || line.starts_with(':') {
+            return None;
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+            None => (line, ""),
+        };
+        match field {
+            "data" => Some(if value.trim() == "[DONE]" {
+                Data::Done
+            } else {
+                Data::Json(value.to_string())
+            }),
+            "event" | "id" | "retry" => None,
+            _ => {
+                self.unknown_lines += 1;
+                if self.first_unknown.is_none() {
+                    self.first_unknown = Some(excerpt(line, 60));
+                }
+                None
+            }
+        }
+    }
+}
+
+/// What one chunk of a streamed completion says.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Chunk {
+    /// Generated text (completion text, chat content or reasoning). A chunk with none (role
+    /// only, empty, usage only) is not a token.
+    pub text: String,
+    pub finish_reason: Option<String>,
+    pub prompt_tokens: Option<usize>,
+    pub completion_tokens: Option<usize>,
+}
+
+/// Reads one `data:` JSON payload of `/v1/completions` or `/v1/chat/completions`.
+pub fn parse_chunk(payload: &str) -> Result<Chunk, String> {
+    let v: Value = serde_json::from_str(payload)
+        .map_err(|e| format!("malformed JSON in SSE data ({e}): {}", excerpt(payload, 80)))?;
+    let Some(obj) = v.as_object() else {
+        return Err(format!(
+            "malformed chunk (not a JSON object): {}",
+            excerpt(payload, 80)
+        ));
+    };
+    if let Some(err) = obj.get("error").filter(|e| !e.is_null()) {
+        let msg = err
+            .get("message")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| err.to_string());
+        return Err(format!("server error in stream: {}", excerpt(&msg, 120)));
+    }
+    let mut chunk = Chunk::default();
+    if let Some(usage) = obj.get("usage").and_then(Value::as_object) {
+        let count = |k: &str| {
+            usage
+                .get(k)
+                .and_then(Value::as_u64)
+                .and_then(|n| usize::try_from(n).ok())
+        };
+        chunk.prompt_tokens = count("prompt_tokens");
+        chunk.completion_tokens = count("completion_tokens");
+    }
+    if let Some(choices) = obj.get("choices").and_then(Value::as_array) {
+        for choice in choices {
+            let delta = choice.get("delta");
+            for part in [
+                choice.get("text"),
+                delta.and_then(|d| d.get("content")),
+                delta.and_then(|d| d.get("reasoning_content")),
+                delta.and_then(|d| d.get("reasoning")),
+            ] {
+                if let Some(t) = part.and_then(Value::as_str) {
+                    chunk.text.push_str(t);
+                }
+            }
+            if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
+                chunk.finish_reason = Some(r.to_string());
+            }
+        }
+    }
+    Ok(chunk)
+}
+
+/// The first `max` characters of `s` on one line, with `…` when cut.
+pub fn excerpt(s: &str, max: usize) -> String {
+    let one: String = s
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let one = one.trim();
+    match one.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &one[..i]),
+        None => one.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed_all(parts: &[&[u8]]) -> (Vec<Data>, SseLines) {
+        let mut p = SseLines::new();
+        let mut out = Vec::new();
+        for part in parts {
+            p.feed(part, &mut out).unwrap();
+        }
+        p.finish(&mut out).unwrap();
+        (out, p)
+    }
+
+    #[test]
+    fn payloads_survive_any_split() {
+        let text =
+            b"data: {\"a\":1}\r\n\r\n: keepalive\nevent: x\ndata:{\"b\":2}\n\ndata: [DONE]\n\n";
+        let whole = feed_all(&[text]).0;
+        assert_eq!(
+            whole,
+            vec![
+                Data::Json("{\"a\":1}".into()),
+                Data::Json("{\"b\":2}".into()),
+                Data::Done
+            ]
+        );
+        for cut in 0..text.len() {
+            let (a, b) = text.split_at(cut);
+            assert_eq!(feed_all(&[a, b]).0, whole, "split at {cut}");
+        }
+    }
+
+    #[test]
+    fn garbage_lines_are_counted_and_bad_bytes_refused() {
+        let (out, p) = feed_all(&[b"HTTP garbage\n<html>\n"]);
+        assert!(out.is_empty());
+        assert_eq!(p.unknown_lines, 2);
+        let mut p = SseLines::new();
+        assert!(p.feed(b"data: \xff\xfe\n", &mut Vec::new()).is_err());
+    }
+
+    #[test]
+    fn chunks_say_what_they_carry() {
+        let role = r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#;
+        assert_eq!(parse_chunk(role).unwrap().text, "");
+        let chat = r#"{"choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}"#;
+        assert_eq!(parse_chunk(chat).unwrap().text, "Hi");
+        let comp = r#"{"choices":[{"index":0,"text":" the","finish_reason":"length"}]}"#;
+        let c = parse_chunk(comp).unwrap();
+        assert_eq!(
+            (c.text.as_str(), c.finish_reason.as_deref()),
+            (" the", Some("length"))
+        );
+        let usage =
+            r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":5,"total_tokens":12}}"#;
+        let u = parse_chunk(usage).unwrap();
+        assert_eq!(
+            (u.text.as_str(), u.prompt_tokens, u.completion_tokens),
+            ("", Some(7), Some(5))
+        );
+        assert!(parse_chunk("{not json").is_err());
+        assert!(parse_chunk("[1,2]").is_err());
+        let err = parse_chunk(r#"{"error":{"message":"overloaded"}}"#).unwrap_err();
+        assert!(err.contains("overloaded"), "{err}");
+    }
+
+    #[test]
+    fn excerpts_are_short_and_one_line() {
+        assert_eq!(excerpt("a\nb", 10), "a b");
+        assert_eq!(excerpt("ééééé", 3), "ééé…");
+    }
+}
