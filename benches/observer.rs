@@ -9,7 +9,12 @@
 //!    (`INFERTOP_UI_NICE=0`, the default, and 10, a lowered UI); target ratio ≤ 1.02;
 //! 3. **UI CPU time**: the dashboard thread's CPU time (the main thread: `/proc/<pid>/task/<pid>/
 //!    schedstat`) at 10 fps over a minute of a live run, as % of one core; target ≤ 2%. Every
-//!    thread of the process is listed, with the bytes per second written to the terminal.
+//!    thread of the process is listed, with the bytes per second written to the terminal;
+//! 4. **bytes** (issue 15): what the terminal receives from the dashboard in steady state at
+//!    default settings, at each of `OBSERVER_BYTES_SIZES`, in KB/s (1000 bytes) and bytes per
+//!    frame, as an SSH link would carry it; then key-to-screen latency: `?` pressed, time until
+//!    the help overlay is on the pty's screen (and gone again after the second `?`); targets
+//!    ≤ 20 KB/s at 200x60, ≤ 5 KB/s at 80x24, key-to-screen ≤ 100 ms.
 //!
 //! The pty output is read and discarded (parsed with `vt100` only during start-up), so the
 //! reader costs as little as possible of the two cores it shares with the run.
@@ -21,7 +26,9 @@
 //! `OBSERVER_PARTS` [startup,observer,inproc,cpu], `OBSERVER_INPROC_SECS` [120],
 //! `OBSERVER_SEGMENT_SECS` [3], `OBSERVER_NICES` [0,10: the dashboard runs with
 //! `INFERTOP_UI_NICE` at each value, `default` leaving it unset], `OBSERVER_UI_NICE` [10: the
-//! lowered UI of the in-process part].
+//! lowered UI of the in-process part], `OBSERVER_BYTES_SIZES` [200x60,80x24],
+//! `OBSERVER_BYTES_SECS` [20], `OBSERVER_BYTES_WARM_SECS` [5: after the first RUNNING], e.g.
+//! `OBSERVER_PARTS=bytes cargo bench --bench observer`.
 #![allow(clippy::unwrap_used)]
 // A pseudo-terminal of its own and a reniced thread: libc calls the bench makes directly.
 #![allow(unsafe_code)]
@@ -123,6 +130,8 @@ struct PtyRun {
     bytes: Arc<AtomicU64>,
     /// When each watched text first appeared on screen.
     seen: Arc<Mutex<BTreeMap<&'static str, Instant>>>,
+    /// The screen, kept up to date for the whole run when asked for (`start_parsed`).
+    screen: Arc<Mutex<Option<vt100::Parser>>>,
 }
 
 impl PtyRun {
@@ -134,6 +143,22 @@ impl PtyRun {
         cols: u16,
         rows: u16,
         watch: &'static [&'static str],
+    ) -> PtyRun {
+        PtyRun::spawn(args, env, cols, rows, watch, false)
+    }
+
+    /// Like `start`, but the whole output is parsed for the whole run, so `screen_has` works.
+    fn start_parsed(args: &[String], cols: u16, rows: u16) -> PtyRun {
+        PtyRun::spawn(args, &[], cols, rows, &[], true)
+    }
+
+    fn spawn(
+        args: &[String],
+        env: &[(&str, String)],
+        cols: u16,
+        rows: u16,
+        watch: &'static [&'static str],
+        parse_all: bool,
     ) -> PtyRun {
         let pty = native_pty_system()
             .openpty(PtySize {
@@ -154,11 +179,14 @@ impl PtyRun {
         let writer = pty.master.take_writer().expect("pty writer");
         let bytes = Arc::new(AtomicU64::new(0));
         let seen = Arc::new(Mutex::new(BTreeMap::new()));
+        let screen = Arc::new(Mutex::new(
+            parse_all.then(|| vt100::Parser::new(rows, cols, 0)),
+        ));
         let spawned = Instant::now();
         let child = pty.slave.spawn_command(cmd).expect("spawn infertop");
         drop(pty.slave);
         {
-            let (bytes, seen) = (bytes.clone(), seen.clone());
+            let (bytes, seen, screen) = (bytes.clone(), seen.clone(), screen.clone());
             let master = pty.master;
             thread::spawn(move || {
                 let _keep = master;
@@ -170,6 +198,9 @@ impl PtyRun {
                     }
                     let now = Instant::now();
                     bytes.fetch_add(n as u64, Ordering::Relaxed);
+                    if let Some(p) = screen.lock().expect("screen").as_mut() {
+                        p.process(&buf[..n]);
+                    }
                     if let Some(p) = parser.as_mut() {
                         p.process(&buf[..n]);
                         let text = p.screen().contents();
@@ -192,7 +223,33 @@ impl PtyRun {
             spawned,
             bytes,
             seen,
+            screen,
         }
+    }
+
+    /// Whether `text` is on the screen now (only with `start_parsed`).
+    fn screen_has(&self, text: &str) -> bool {
+        let screen = self.screen.lock().expect("screen");
+        screen
+            .as_ref()
+            .is_some_and(|p| p.screen().contents().contains(text))
+    }
+
+    /// Polls the screen until `text` is there (`present`) or gone; the time it took.
+    fn wait_screen(&self, text: &str, present: bool, limit: Duration) -> Option<Duration> {
+        let t0 = Instant::now();
+        while t0.elapsed() < limit {
+            if self.screen_has(text) == present {
+                return Some(t0.elapsed());
+            }
+            thread::sleep(Duration::from_micros(500));
+        }
+        None
+    }
+
+    fn send(&mut self, keys: &str) {
+        let _ = self.writer.write_all(keys.as_bytes());
+        let _ = self.writer.flush();
     }
 
     fn pid(&self) -> u32 {
@@ -659,6 +716,76 @@ fn inproc(s: &Settings) {
     println!();
 }
 
+/// Bytes the terminal receives in steady state at each size, and key-to-screen latency.
+fn bytes(s: &Settings) {
+    let sizes: Vec<(u16, u16)> = env_str("OBSERVER_BYTES_SIZES", "200x60,80x24")
+        .split(',')
+        .filter_map(|v| {
+            let (c, r) = v.trim().split_once('x')?;
+            Some((c.parse().ok()?, r.parse().ok()?))
+        })
+        .collect();
+    let secs: u64 = env_or("OBSERVER_BYTES_SECS", 20);
+    let warm: u64 = env_or("OBSERVER_BYTES_WARM_SECS", 5);
+    println!(
+        "## terminal bytes in steady state ({}, default settings, {secs} s after {warm} s of RUNNING)",
+        s.model
+    );
+    println!("load average at start: {}", load());
+    println!("| size | KB/s | bytes/frame (10 fps) | key-to-screen p50 | key-to-screen max |");
+    println!("|---|---:|---:|---:|---:|");
+    for (cols, rows) in sizes {
+        let mut args = vec!["--model".to_string(), s.model.clone()];
+        args.extend(s.extra.iter().cloned());
+        let mut run = PtyRun::start_parsed(&args, cols, rows);
+        if run
+            .wait_screen(" RUNNING ", true, Duration::from_secs(120))
+            .is_none()
+        {
+            println!("| {cols}x{rows} | never reached RUNNING | | | |");
+            run.quit();
+            continue;
+        }
+        thread::sleep(Duration::from_secs(warm));
+        let before = run.bytes.load(Ordering::Relaxed);
+        let t0 = Instant::now();
+        thread::sleep(Duration::from_secs(secs));
+        let wall = t0.elapsed().as_secs_f64();
+        let sent = run.bytes.load(Ordering::Relaxed) - before;
+        // Key to screen: `?` opens the help overlay, `?` closes it again.
+        let mut lat = Vec::new();
+        for _ in 0..5 {
+            for present in [true, false] {
+                thread::sleep(Duration::from_millis(300));
+                run.send("?");
+                if let Some(t) = run.wait_screen("this help", present, Duration::from_secs(2)) {
+                    lat.push(t.as_secs_f64());
+                }
+            }
+        }
+        let max = lat.iter().cloned().fold(0.0, f64::max);
+        println!(
+            "| {cols}x{rows} | {:.1} | {:.0} | {} | {}{} |",
+            sent as f64 / wall / 1e3,
+            sent as f64 / wall / 10.0,
+            if lat.is_empty() {
+                "-".to_string()
+            } else {
+                format!("{:.1} ms", median(&lat) * 1e3)
+            },
+            format!("{:.1} ms", max * 1e3),
+            if lat.len() < 10 {
+                " (some never came)"
+            } else {
+                ""
+            }
+        );
+        run.quit();
+    }
+    println!("load average at end: {}", load());
+    println!();
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument would select nothing here.
     let s = Settings::from_env();
@@ -674,5 +801,8 @@ fn main() {
     }
     if s.parts.contains("cpu") {
         ui_cpu(&s);
+    }
+    if s.parts.contains("bytes") {
+        bytes(&s);
     }
 }
