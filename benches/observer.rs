@@ -765,7 +765,7 @@ fn bytes(s: &Settings) {
         }
         let max = lat.iter().cloned().fold(0.0, f64::max);
         println!(
-            "| {cols}x{rows} | {:.1} | {:.0} | {} | {}{} |",
+            "| {cols}x{rows} | {:.1} | {:.0} | {} | {:.1} ms{} |",
             sent as f64 / wall / 1e3,
             sent as f64 / wall / 10.0,
             if lat.is_empty() {
@@ -773,7 +773,7 @@ fn bytes(s: &Settings) {
             } else {
                 format!("{:.1} ms", median(&lat) * 1e3)
             },
-            format!("{:.1} ms", max * 1e3),
+            max * 1e3,
             if lat.len() < 10 {
                 " (some never came)"
             } else {
