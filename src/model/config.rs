@@ -101,7 +101,7 @@ pub struct Moe {
 impl Moe {
     /// Whether layer `l` (from 0) has experts.
     pub fn is_moe_layer(&self, l: usize) -> bool {
-        (l + 1) % self.decoder_sparse_step.max(1) == 0
+        (l + 1).is_multiple_of(self.decoder_sparse_step.max(1))
     }
 }
 
@@ -384,7 +384,7 @@ impl ArchConfig {
         }
         if let Some(f) = self.partial_rotary_factor {
             let rotated = (f * self.head_dim as f64) as usize;
-            if !(f > 0.0 && f <= 1.0) || rotated % 2 != 0 {
+            if !(f > 0.0 && f <= 1.0 && rotated.is_multiple_of(2)) {
                 return Err(format!(
                     "partial_rotary_factor {f} rotates {rotated} of head_dim {}; it must be in (0, 1] and rotate an even number",
                     self.head_dim
