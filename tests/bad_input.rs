@@ -271,13 +271,13 @@ const CASES: &[Case] = &[
     Case {
         input: "config.json without an architecture",
         args: &[H, "--model", "no-arch"],
-        message: "no-arch/config.json: names no architecture (neither `architectures` nor `model_type`); supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM",
+        message: "no-arch/config.json: names no architecture (neither `architectures` nor `model_type`); supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM",
         code: 2,
     },
     Case {
         input: "config.json of an unsupported architecture",
         args: &[H, "--model", "gpt2"],
-        message: "gpt2/config.json: architecture `GPT2LMHeadModel` is not supported (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM)",
+        message: "gpt2/config.json: architecture `GPT2LMHeadModel` is not supported (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM)",
         code: 2,
     },
     Case {

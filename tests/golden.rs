@@ -13,7 +13,15 @@ use serde_json::Value;
 
 /// The fixtures whose architecture infertop loads today. The others in tests/fixtures/golden
 /// (qwen3, qwen3_moe, gemma2, gemma3, phi3, mixtral) join this list as their loaders land.
-const SUPPORTED: &[&str] = &["llama", "mistral", "qwen2"];
+const SUPPORTED: &[&str] = &[
+    "llama",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "phi3",
+    "mixtral",
+    "qwen3_moe",
+];
 
 /// Prefill logits may differ from torch's by float rounding only. Measured: at most 1.4e-5 (logits
 /// are a few units in size); reading `rms_norm_eps` as 1e-6 instead of 1e-5 moves them by 4e-4
@@ -136,6 +144,26 @@ fn mistral_matches_transformers() {
 #[test]
 fn qwen2_matches_transformers() {
     check("qwen2");
+}
+
+#[test]
+fn qwen3_matches_transformers() {
+    check("qwen3");
+}
+
+#[test]
+fn phi3_matches_transformers() {
+    check("phi3");
+}
+
+#[test]
+fn mixtral_matches_transformers() {
+    check("mixtral");
+}
+
+#[test]
+fn qwen3_moe_matches_transformers() {
+    check("qwen3_moe");
 }
 
 /// Every fixture directory is complete, and the supported ones are each tested above.

@@ -36,6 +36,8 @@ fn arch() -> ArchConfig {
         sliding_window: None,
         bos_token_id: None,
         eos_token_ids: Vec::new(),
+        moe: None,
+        partial_rotary_factor: None,
     }
 }
 

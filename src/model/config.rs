@@ -11,8 +11,15 @@ use super::ModelError;
 use crate::util::one_line;
 
 /// Architectures infertop runs, with the names `config.json` uses for them.
-pub const SUPPORTED_ARCHITECTURES: &[&str] =
-    &["LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM"];
+pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
+    "LlamaForCausalLM",
+    "MistralForCausalLM",
+    "Qwen2ForCausalLM",
+    "Qwen3ForCausalLM",
+    "Phi3ForCausalLM",
+    "MixtralForCausalLM",
+    "Qwen3MoeForCausalLM",
+];
 
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
@@ -22,6 +29,12 @@ pub enum Arch {
     Llama,
     Mistral,
     Qwen2,
+    Qwen3,
+    Phi3,
+    Mixtral,
+    #[serde(rename = "qwen3_moe")]
+    #[value(name = "qwen3_moe")]
+    Qwen3Moe,
 }
 
 impl Arch {
@@ -30,6 +43,10 @@ impl Arch {
             Arch::Llama => "llama",
             Arch::Mistral => "mistral",
             Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
+            Arch::Phi3 => "phi3",
+            Arch::Mixtral => "mixtral",
+            Arch::Qwen3Moe => "qwen3_moe",
         }
     }
 
@@ -38,6 +55,10 @@ impl Arch {
             Arch::Llama => "LlamaForCausalLM",
             Arch::Mistral => "MistralForCausalLM",
             Arch::Qwen2 => "Qwen2ForCausalLM",
+            Arch::Qwen3 => "Qwen3ForCausalLM",
+            Arch::Phi3 => "Phi3ForCausalLM",
+            Arch::Mixtral => "MixtralForCausalLM",
+            Arch::Qwen3Moe => "Qwen3MoeForCausalLM",
         }
     }
 
@@ -46,6 +67,10 @@ impl Arch {
             "llama" | "llamaforcausallm" => Some(Arch::Llama),
             "mistral" | "mistralforcausallm" => Some(Arch::Mistral),
             "qwen2" | "qwen2forcausallm" => Some(Arch::Qwen2),
+            "qwen3" | "qwen3forcausallm" => Some(Arch::Qwen3),
+            "phi3" | "phi3forcausallm" => Some(Arch::Phi3),
+            "mixtral" | "mixtralforcausallm" => Some(Arch::Mixtral),
+            "qwen3_moe" | "qwen3moeforcausallm" => Some(Arch::Qwen3Moe),
             _ => None,
         }
     }
@@ -58,6 +83,26 @@ pub struct RopeScaling {
     pub low_freq_factor: f32,
     pub high_freq_factor: f32,
     pub original_max_position_embeddings: usize,
+}
+
+/// A mixture-of-experts feed-forward: each token runs `experts_per_tok` of `num_experts` experts.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Moe {
+    pub num_experts: usize,
+    pub experts_per_tok: usize,
+    /// Width of one expert (mixtral: `intermediate_size`; qwen3_moe: `moe_intermediate_size`).
+    pub expert_intermediate_size: usize,
+    /// Whether the top-k routing weights are renormalized to sum to 1 (always in mixtral).
+    pub norm_topk_prob: bool,
+    /// Every `decoder_sparse_step`-th layer is MoE, the others dense (qwen3_moe; 1: all).
+    pub decoder_sparse_step: usize,
+}
+
+impl Moe {
+    /// Whether layer `l` (from 0) has experts.
+    pub fn is_moe_layer(&self, l: usize) -> bool {
+        (l + 1).is_multiple_of(self.decoder_sparse_step.max(1))
+    }
 }
 
 /// The shape of a decoder-only transformer, whatever wrote it.
@@ -79,6 +124,10 @@ pub struct ArchConfig {
     pub sliding_window: Option<usize>,
     pub bos_token_id: Option<u32>,
     pub eos_token_ids: Vec<u32>,
+    /// Experts in place of the dense MLP (mixtral, qwen3_moe).
+    pub moe: Option<Moe>,
+    /// The fraction of each head that RoPE rotates (phi3); `None`: all of it.
+    pub partial_rotary_factor: Option<f64>,
 }
 
 impl ArchConfig {
@@ -151,6 +200,26 @@ impl ArchConfig {
             if let Some(&e) = self.eos_token_ids.first() {
                 obj.insert("eos_token_id".into(), e.into());
             }
+            if matches!(self.arch, Arch::Qwen3 | Arch::Qwen3Moe) {
+                obj.insert("attention_bias".into(), false.into());
+                obj.insert("use_sliding_window".into(), false.into());
+            }
+            if let Some(f) = self.partial_rotary_factor {
+                obj.insert("partial_rotary_factor".into(), f.into());
+            }
+            if let Some(m) = &self.moe {
+                obj.insert("num_local_experts".into(), m.num_experts.into());
+                obj.insert("num_experts_per_tok".into(), m.experts_per_tok.into());
+                if self.arch == Arch::Qwen3Moe {
+                    obj.insert(
+                        "moe_intermediate_size".into(),
+                        m.expert_intermediate_size.into(),
+                    );
+                    obj.insert("norm_topk_prob".into(), m.norm_topk_prob.into());
+                    obj.insert("decoder_sparse_step".into(), m.decoder_sparse_step.into());
+                    obj.insert("mlp_only_layers".into(), serde_json::json!([]));
+                }
+            }
         }
         v
     }
@@ -160,6 +229,19 @@ impl ArchConfig {
         self.tensor_specs().iter().map(|t| t.numel() as u64).sum()
     }
 
+    /// Parameters one token runs through: all of them, less the experts a MoE router skips.
+    pub fn active_params(&self) -> u64 {
+        let Some(m) = &self.moe else {
+            return self.params();
+        };
+        let per_expert = 3 * (self.hidden_size * m.expert_intermediate_size) as u64;
+        let moe_layers = (0..self.num_hidden_layers)
+            .filter(|&l| m.is_moe_layer(l))
+            .count() as u64;
+        let idle = m.num_experts.saturating_sub(m.experts_per_tok) as u64;
+        self.params() - moe_layers * idle * per_expert
+    }
+
     /// 2 × layers × kv heads × head dim × dtype bytes.
     pub fn kv_bytes_per_token(&self, dtype_bytes: usize) -> u64 {
         2 * (self.num_hidden_layers * self.num_key_value_heads * self.head_dim * dtype_bytes) as u64
@@ -167,56 +249,47 @@ impl ArchConfig {
 
     /// Every tensor the architecture loads, with its shape, in the HF naming.
     pub fn tensor_specs(&self) -> Vec<TensorSpec> {
-        let (h, i, v) = (self.hidden_size, self.intermediate_size, self.vocab_size);
+        let (h, v) = (self.hidden_size, self.vocab_size);
         let q_out = self.num_attention_heads * self.head_dim;
         let kv_out = self.num_key_value_heads * self.head_dim;
         let mut specs = vec![TensorSpec::new("model.embed_tokens.weight", vec![v, h], h)];
         for l in 0..self.num_hidden_layers {
             let p = format!("model.layers.{l}");
-            specs.push(TensorSpec::new(
-                format!("{p}.self_attn.q_proj.weight"),
-                vec![q_out, h],
-                h,
-            ));
-            specs.push(TensorSpec::new(
-                format!("{p}.self_attn.k_proj.weight"),
-                vec![kv_out, h],
-                h,
-            ));
-            specs.push(TensorSpec::new(
-                format!("{p}.self_attn.v_proj.weight"),
-                vec![kv_out, h],
-                h,
-            ));
-            if self.arch == Arch::Qwen2 {
+            let attn = format!("{p}.self_attn");
+            if self.arch == Arch::Phi3 {
+                specs.push(TensorSpec::new(
+                    format!("{attn}.qkv_proj.weight"),
+                    vec![q_out + 2 * kv_out, h],
+                    h,
+                ));
+            } else {
                 for (n, o) in [("q", q_out), ("k", kv_out), ("v", kv_out)] {
                     specs.push(TensorSpec::new(
-                        format!("{p}.self_attn.{n}_proj.bias"),
-                        vec![o],
+                        format!("{attn}.{n}_proj.weight"),
+                        vec![o, h],
                         h,
                     ));
                 }
             }
+            if self.arch == Arch::Qwen2 {
+                for (n, o) in [("q", q_out), ("k", kv_out), ("v", kv_out)] {
+                    specs.push(TensorSpec::new(format!("{attn}.{n}_proj.bias"), vec![o], h));
+                }
+            }
             specs.push(TensorSpec::new(
-                format!("{p}.self_attn.o_proj.weight"),
+                format!("{attn}.o_proj.weight"),
                 vec![h, q_out],
                 q_out,
             ));
-            specs.push(TensorSpec::new(
-                format!("{p}.mlp.gate_proj.weight"),
-                vec![i, h],
-                h,
-            ));
-            specs.push(TensorSpec::new(
-                format!("{p}.mlp.up_proj.weight"),
-                vec![i, h],
-                h,
-            ));
-            specs.push(TensorSpec::new(
-                format!("{p}.mlp.down_proj.weight"),
-                vec![h, i],
-                i,
-            ));
+            if matches!(self.arch, Arch::Qwen3 | Arch::Qwen3Moe) {
+                for n in ["q_norm", "k_norm"] {
+                    specs.push(TensorSpec::norm(
+                        format!("{attn}.{n}.weight"),
+                        self.head_dim,
+                    ));
+                }
+            }
+            self.push_mlp(&mut specs, &p, l);
             specs.push(TensorSpec::norm(format!("{p}.input_layernorm.weight"), h));
             specs.push(TensorSpec::norm(
                 format!("{p}.post_attention_layernorm.weight"),
@@ -230,10 +303,76 @@ impl ArchConfig {
         specs
     }
 
+    /// The feed-forward tensors of layer `l` (prefix `p`): dense, fused (phi3) or experts.
+    fn push_mlp(&self, specs: &mut Vec<TensorSpec>, p: &str, l: usize) {
+        let (h, i) = (self.hidden_size, self.intermediate_size);
+        let dense = |specs: &mut Vec<TensorSpec>, p: &str, i: usize| {
+            for (n, shape, fan_in) in [
+                ("gate_proj", vec![i, h], h),
+                ("up_proj", vec![i, h], h),
+                ("down_proj", vec![h, i], i),
+            ] {
+                specs.push(TensorSpec::new(format!("{p}.{n}.weight"), shape, fan_in));
+            }
+        };
+        match (&self.moe, self.arch) {
+            (Some(m), Arch::Mixtral) => {
+                let e = m.expert_intermediate_size;
+                let moe = format!("{p}.block_sparse_moe");
+                specs.push(TensorSpec::new(
+                    format!("{moe}.gate.weight"),
+                    vec![m.num_experts, h],
+                    h,
+                ));
+                for x in 0..m.num_experts {
+                    for (n, shape, fan_in) in [
+                        ("w1", vec![e, h], h),
+                        ("w2", vec![h, e], e),
+                        ("w3", vec![e, h], h),
+                    ] {
+                        specs.push(TensorSpec::new(
+                            format!("{moe}.experts.{x}.{n}.weight"),
+                            shape,
+                            fan_in,
+                        ));
+                    }
+                }
+            }
+            (Some(m), _) if m.is_moe_layer(l) => {
+                specs.push(TensorSpec::new(
+                    format!("{p}.mlp.gate.weight"),
+                    vec![m.num_experts, h],
+                    h,
+                ));
+                for x in 0..m.num_experts {
+                    dense(
+                        specs,
+                        &format!("{p}.mlp.experts.{x}"),
+                        m.expert_intermediate_size,
+                    );
+                }
+            }
+            _ if self.arch == Arch::Phi3 => {
+                specs.push(TensorSpec::new(
+                    format!("{p}.mlp.gate_up_proj.weight"),
+                    vec![2 * i, h],
+                    h,
+                ));
+                specs.push(TensorSpec::new(
+                    format!("{p}.mlp.down_proj.weight"),
+                    vec![h, i],
+                    i,
+                ));
+            }
+            _ => dense(specs, &format!("{p}.mlp"), i),
+        }
+    }
+
     /// What candle's implementations of this architecture cannot run, said plainly.
     pub fn check_supported(&self) -> Result<(), String> {
         let natural = self.hidden_size / self.num_attention_heads;
-        if self.head_dim != natural && self.arch != Arch::Mistral {
+        let any_head_dim = matches!(self.arch, Arch::Mistral | Arch::Qwen3 | Arch::Qwen3Moe);
+        if self.head_dim != natural && !any_head_dim {
             return Err(format!(
                 "head_dim {} differs from hidden_size/num_attention_heads = {natural}; candle's {} implementation does not support that",
                 self.head_dim,
@@ -242,6 +381,32 @@ impl ArchConfig {
         }
         if !self.head_dim.is_multiple_of(2) {
             return Err(format!("head_dim {} must be even for RoPE", self.head_dim));
+        }
+        if let Some(f) = self.partial_rotary_factor {
+            let rotated = (f * self.head_dim as f64) as usize;
+            if !(f > 0.0 && f <= 1.0 && rotated.is_multiple_of(2)) {
+                return Err(format!(
+                    "partial_rotary_factor {f} rotates {rotated} of head_dim {}; it must be in (0, 1] and rotate an even number",
+                    self.head_dim
+                ));
+            }
+        }
+        if let (Some(w), Arch::Qwen3 | Arch::Qwen3Moe) = (self.sliding_window, self.arch) {
+            return Err(format!(
+                "sliding_window {w} with use_sliding_window: candle's {} implementation has no sliding window",
+                self.arch.name()
+            ));
+        }
+        if let Some(m) = &self.moe {
+            if m.experts_per_tok == 0 || m.experts_per_tok > m.num_experts {
+                return Err(format!(
+                    "num_experts_per_tok {} must be between 1 and the {} experts",
+                    m.experts_per_tok, m.num_experts
+                ));
+            }
+            if self.arch == Arch::Mixtral && m.decoder_sparse_step != 1 {
+                return Err("mixtral has experts in every layer".to_string());
+            }
         }
         Ok(())
     }
@@ -299,10 +464,14 @@ fn deserialize<'de, T: Deserialize<'de>>(v: &'de Value) -> Result<T, String> {
 struct ArchDefaults {
     /// `None`: one key/value head per attention head (multi-head attention).
     num_key_value_heads: Option<usize>,
+    /// `None`: hidden_size / num_attention_heads.
+    head_dim: Option<usize>,
     max_position_embeddings: usize,
     rms_norm_eps: f64,
     rope_theta: f64,
     sliding_window: WindowRule,
+    /// Experts: (count, per token, top-k renormalized); `None` for dense models.
+    moe: Option<(usize, usize, bool)>,
 }
 
 /// How an architecture reads `sliding_window`.
@@ -325,6 +494,8 @@ impl Arch {
                 rms_norm_eps: 1e-6,
                 rope_theta: 10_000.0,
                 sliding_window: WindowRule::Never,
+                head_dim: None,
+                moe: None,
             },
             Arch::Mistral => ArchDefaults {
                 num_key_value_heads: Some(8),
@@ -332,6 +503,8 @@ impl Arch {
                 rms_norm_eps: 1e-6,
                 rope_theta: 10_000.0,
                 sliding_window: WindowRule::WhenSet,
+                head_dim: None,
+                moe: None,
             },
             Arch::Qwen2 => ArchDefaults {
                 num_key_value_heads: None,
@@ -339,6 +512,44 @@ impl Arch {
                 rms_norm_eps: 1e-6,
                 rope_theta: 10_000.0,
                 sliding_window: WindowRule::WhenEnabled,
+                head_dim: None,
+                moe: None,
+            },
+            Arch::Qwen3 => ArchDefaults {
+                num_key_value_heads: Some(32),
+                head_dim: Some(128),
+                max_position_embeddings: 32768,
+                rms_norm_eps: 1e-6,
+                rope_theta: 10_000.0,
+                sliding_window: WindowRule::WhenEnabled,
+                moe: None,
+            },
+            Arch::Phi3 => ArchDefaults {
+                num_key_value_heads: None,
+                head_dim: None,
+                max_position_embeddings: 4096,
+                rms_norm_eps: 1e-5,
+                rope_theta: 10_000.0,
+                sliding_window: WindowRule::WhenSet,
+                moe: None,
+            },
+            Arch::Mixtral => ArchDefaults {
+                num_key_value_heads: Some(8),
+                head_dim: None,
+                max_position_embeddings: 4096 * 32,
+                rms_norm_eps: 1e-5,
+                rope_theta: 1e6,
+                sliding_window: WindowRule::WhenSet,
+                moe: Some((8, 2, true)),
+            },
+            Arch::Qwen3Moe => ArchDefaults {
+                num_key_value_heads: Some(4),
+                head_dim: None,
+                max_position_embeddings: 32768,
+                rms_norm_eps: 1e-6,
+                rope_theta: 10_000.0,
+                sliding_window: WindowRule::WhenEnabled,
+                moe: Some((128, 8, false)),
             },
         }
     }
@@ -402,6 +613,17 @@ struct RawConfig {
     sliding_window: Option<usize>,
     bos_token_id: Option<u32>,
     eos_token_id: Option<TokenIds>,
+    /// Phi-3 writes it at top level and (current) inside `rope_parameters`.
+    partial_rotary_factor: Option<f64>,
+    // Mixture of experts. Current transformers write `num_local_experts` for both mixtral and
+    // qwen3_moe; older qwen3_moe configs `num_experts`.
+    num_local_experts: Option<Positive>,
+    num_experts: Option<Positive>,
+    num_experts_per_tok: Option<Positive>,
+    moe_intermediate_size: Option<Positive>,
+    norm_topk_prob: Option<bool>,
+    decoder_sparse_step: Option<Positive>,
+    mlp_only_layers: Option<Vec<usize>>,
 }
 
 /// `rope_scaling` (older) or `rope_parameters` (current, which also holds `rope_theta`).
@@ -416,6 +638,7 @@ struct RawRope {
     low_freq_factor: Option<f64>,
     high_freq_factor: Option<f64>,
     original_max_position_embeddings: Option<Positive>,
+    partial_rotary_factor: Option<f64>,
 }
 
 impl RawConfig {
@@ -428,9 +651,10 @@ impl RawConfig {
             Some(kv) => kv.0,
             None => defaults.num_key_value_heads.unwrap_or(num_attention_heads),
         };
-        let head_dim = match self.head_dim {
-            Some(d) => d.0,
-            None => hidden_size / num_attention_heads,
+        let head_dim = match (self.head_dim, defaults.head_dim) {
+            (Some(d), _) => d.0,
+            (None, Some(d)) => d,
+            (None, None) => hidden_size / num_attention_heads,
         };
         if head_dim == 0 {
             return Err(format!(
@@ -451,6 +675,11 @@ impl RawConfig {
             Some(r) => r.scaling()?,
             None => None,
         };
+        let partial_rotary_factor = self
+            .partial_rotary_factor
+            .or_else(|| rope_params.and_then(|p| p.partial_rotary_factor))
+            .filter(|&f| arch == Arch::Phi3 && f != 1.0);
+        let moe = self.moe(arch, defaults.moe)?;
         Ok(ArchConfig {
             arch,
             vocab_size: self.vocab_size.0,
@@ -470,7 +699,45 @@ impl RawConfig {
             sliding_window: self.sliding_window(defaults.sliding_window)?,
             bos_token_id: self.bos_token_id,
             eos_token_ids: self.eos_token_id.map(|ids| ids.0).unwrap_or_default(),
+            moe,
+            partial_rotary_factor,
         })
+    }
+
+    fn moe(
+        &self,
+        arch: Arch,
+        default: Option<(usize, usize, bool)>,
+    ) -> Result<Option<Moe>, String> {
+        let Some((experts, per_tok, renormalize)) = default else {
+            return Ok(None);
+        };
+        if arch == Arch::Qwen3Moe {
+            if let Some(l) = self.mlp_only_layers.as_ref().and_then(|l| l.first()) {
+                return Err(format!(
+                    "`mlp_only_layers`: layer {l} is dense, and candle's qwen3_moe implementation puts experts in every layer"
+                ));
+            }
+        }
+        Ok(Some(Moe {
+            num_experts: self
+                .num_local_experts
+                .or(self.num_experts)
+                .map_or(experts, |n| n.0),
+            experts_per_tok: self.num_experts_per_tok.map_or(per_tok, |n| n.0),
+            expert_intermediate_size: match arch {
+                Arch::Qwen3Moe => self.moe_intermediate_size.map_or(768, |n| n.0),
+                _ => self.intermediate_size.0,
+            },
+            norm_topk_prob: match arch {
+                Arch::Qwen3Moe => self.norm_topk_prob.unwrap_or(renormalize),
+                _ => renormalize,
+            },
+            decoder_sparse_step: match arch {
+                Arch::Qwen3Moe => self.decoder_sparse_step.map_or(1, |n| n.0),
+                _ => 1,
+            },
+        }))
     }
 
     fn sliding_window(&self, rule: WindowRule) -> Result<Option<usize>, String> {

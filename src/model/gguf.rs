@@ -179,6 +179,12 @@ pub fn write_synthetic(cfg: &ArchConfig, seed: u64, path: &Path) -> Result<(), M
             "--gguf writes llama or qwen2; use --arch llama for a Mistral-shaped GGUF".to_string(),
         ));
     }
+    if !matches!(cfg.arch, Arch::Llama | Arch::Qwen2) {
+        return Err(ModelError::new(format!(
+            "--gguf writes llama or qwen2, not {}; write a Hugging Face directory instead (drop --gguf)",
+            cfg.arch.name()
+        )));
+    }
     let prefix = if cfg.arch == Arch::Qwen2 {
         "qwen2"
     } else {

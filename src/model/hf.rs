@@ -95,7 +95,7 @@ pub fn open_checked(
     let mut bytes = 0u64;
     for spec in cfg.tensor_specs() {
         let name = if spec.name == "lm_head.weight"
-            && cfg.arch == Arch::Mistral
+            && matches!(cfg.arch, Arch::Mistral | Arch::Mixtral)
             && !found.contains_key("lm_head.weight")
         {
             "model.embed_tokens.weight".to_string()
@@ -195,7 +195,8 @@ pub fn var_builder(
     device: &Device,
     progress: Progress,
 ) -> VarBuilder<'static> {
-    let alias_lm_head = cfg.arch == Arch::Mistral && st.get("lm_head.weight").is_err();
+    let alias_lm_head =
+        matches!(cfg.arch, Arch::Mistral | Arch::Mixtral) && st.get("lm_head.weight").is_err();
     let total = cfg.params() * dtype.size_in_bytes() as u64;
     let backend = ProgressBackend {
         st,

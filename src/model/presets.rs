@@ -1,6 +1,6 @@
 //! Synthetic presets: real shapes with random weights, like vLLM's dummy weights.
 
-use super::config::{Arch, ArchConfig, RopeScaling};
+use super::config::{Arch, ArchConfig, Moe, RopeScaling};
 
 pub struct Preset {
     pub name: &'static str,
@@ -26,6 +26,8 @@ fn base(arch: Arch) -> ArchConfig {
         sliding_window: None,
         bos_token_id: Some(1),
         eos_token_ids: vec![2],
+        moe: None,
+        partial_rotary_factor: None,
     }
 }
 
@@ -141,23 +143,47 @@ pub fn names() -> String {
         .join(", ")
 }
 
-/// The same preset shape as another architecture (`make-model --arch`).
+/// The same preset shape as another architecture (`make-model --arch`): what the target
+/// cannot express is dropped, and MoE targets get 4 experts (top 2) of the dense width.
 pub fn with_arch(mut cfg: ArchConfig, arch: Arch) -> ArchConfig {
     if cfg.arch == arch {
         return cfg;
     }
     cfg.arch = arch;
-    match arch {
-        Arch::Llama => cfg.sliding_window = None,
-        Arch::Mistral => {
-            // candle's Mistral always has its own lm_head.
-            cfg.tie_word_embeddings = false;
-            cfg.rope_scaling = None;
+    let natural_head_dim = cfg.hidden_size / cfg.num_attention_heads.max(1);
+    if !matches!(arch, Arch::Mistral | Arch::Qwen3 | Arch::Qwen3Moe) {
+        cfg.head_dim = natural_head_dim;
+    }
+    if arch != Arch::Llama {
+        cfg.rope_scaling = None;
+    }
+    if arch != Arch::Phi3 {
+        cfg.partial_rotary_factor = None;
+    }
+    if !matches!(arch, Arch::Mistral | Arch::Mixtral | Arch::Phi3) {
+        cfg.sliding_window = None;
+    }
+    cfg.moe = match arch {
+        Arch::Mixtral | Arch::Qwen3Moe => Some(cfg.moe.unwrap_or(Moe {
+            num_experts: 4,
+            experts_per_tok: 2,
+            expert_intermediate_size: cfg.intermediate_size,
+            norm_topk_prob: true,
+            decoder_sparse_step: 1,
+        })),
+        _ => None,
+    };
+    if let Some(m) = cfg.moe.as_mut() {
+        if arch == Arch::Mixtral {
+            // Mixtral's experts are `intermediate_size` wide, in every layer.
+            cfg.intermediate_size = m.expert_intermediate_size;
+            m.norm_topk_prob = true;
+            m.decoder_sparse_step = 1;
         }
-        Arch::Qwen2 => {
-            cfg.rope_scaling = None;
-            cfg.sliding_window = None;
-        }
+    }
+    if matches!(arch, Arch::Mistral | Arch::Mixtral) {
+        // candle's Mistral and Mixtral always have their own lm_head.
+        cfg.tie_word_embeddings = false;
     }
     cfg
 }
