@@ -61,36 +61,9 @@ pub fn spawn_with_fault(
     events: Sender<Event>,
     control: Receiver<Control>,
 ) -> std::io::Result<JoinHandle<()>> {
-    static HOOK: std::sync::Once = std::sync::Once::new();
-    HOOK.call_once(crate::util::quiet_engine_panics);
-    std::thread::Builder::new()
-        .name(WORKER_THREAD.into())
-        .spawn(move || {
-            let tx = events.clone();
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run(cfg, fault, &events, &control)
-            }));
-            let reason = match result {
-                Ok(Ok(reason)) => reason,
-                Ok(Err(message)) => {
-                    let _ = tx.send(Event::Error {
-                        message,
-                        fatal: true,
-                    });
-                    StopReason::Error
-                }
-                Err(panic) => {
-                    let what = crate::util::panic_message(panic.as_ref());
-                    let at = crate::util::take_panic_location().unwrap_or_default();
-                    let _ = tx.send(Event::Error {
-                        message: format!("worker panicked: {}{at}", one_line(&what)),
-                        fatal: true,
-                    });
-                    StopReason::Error
-                }
-            };
-            let _ = tx.send(Event::Finished(reason));
-        })
+    super::spawn_engine(WORKER_THREAD, "worker", events, move |tx| {
+        run(cfg, fault, tx, &control)
+    })
 }
 
 /// Control messages that arrived while a request was running, applied at the next boundary.

@@ -22,7 +22,7 @@ use crate::event::{
     ClientDetail, Control, Event, ModelInfo, RequestDone, RequestFailed, RunInfo, StopReason,
     WorkloadDesc,
 };
-use crate::util::{fnv1a, one_line, SplitMix64};
+use crate::util::{fnv1a, SplitMix64};
 pub use request::Endpoint;
 use request::{Ask, Failure, Measured};
 
@@ -92,40 +92,13 @@ pub fn spawn(
     events: Sender<Event>,
     control: Receiver<Control>,
 ) -> std::io::Result<JoinHandle<()>> {
-    static HOOK: std::sync::Once = std::sync::Once::new();
-    HOOK.call_once(crate::util::quiet_engine_panics);
-    std::thread::Builder::new()
-        .name(HTTP_THREAD.into())
-        .spawn(move || {
-            let tx = events.clone();
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(|e| format!("cannot start the http client runtime: {e}"))?;
-                rt.block_on(run(cfg, &events, &control))
-            }));
-            let reason = match result {
-                Ok(Ok(reason)) => reason,
-                Ok(Err(message)) => {
-                    let _ = tx.send(Event::Error {
-                        message,
-                        fatal: true,
-                    });
-                    StopReason::Error
-                }
-                Err(panic) => {
-                    let what = crate::util::panic_message(panic.as_ref());
-                    let at = crate::util::take_panic_location().unwrap_or_default();
-                    let _ = tx.send(Event::Error {
-                        message: format!("http engine panicked: {}{at}", one_line(&what)),
-                        fatal: true,
-                    });
-                    StopReason::Error
-                }
-            };
-            let _ = tx.send(Event::Finished(reason));
-        })
+    crate::engine::spawn_engine(HTTP_THREAD, "http engine", events, move |tx| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| format!("cannot start the http client runtime: {e}"))?;
+        rt.block_on(run(cfg, tx, &control))
+    })
 }
 
 /// What the engine knows of the model behind an endpoint.
