@@ -266,6 +266,28 @@ pub struct ModelInfo {
 }
 
 impl ModelInfo {
+    /// A model behind a server: its name and where it is served; the shape is not known to
+    /// the client, so the sizes are 0 and the dtype `?`.
+    pub fn served(name: &str, device: &str) -> ModelInfo {
+        ModelInfo {
+            name: name.to_string(),
+            arch: "served".into(),
+            source: "http".into(),
+            params: 0,
+            weight_bytes: 0,
+            kv_bytes_per_token: 0,
+            dtype: "?".into(),
+            device: device.to_string(),
+            max_positions: 0,
+            layers: 0,
+            hidden: 0,
+            heads: 0,
+            kv_heads: 0,
+            head_dim: 0,
+            vocab: 0,
+        }
+    }
+
     /// Expected KV-cache bytes for `tokens` positions of `batch` sequences.
     pub fn expected_kv_bytes(&self, tokens: usize, batch: usize) -> u64 {
         self.kv_bytes_per_token * tokens as u64 * batch as u64

@@ -334,23 +334,7 @@ mod tests {
     fn concurrent_steps_count_by_their_own_index() {
         let mut run = Run::new();
         run.apply(&Event::RunStarted(Box::new(RunInfo {
-            model: crate::event::ModelInfo {
-                name: "m".into(),
-                arch: String::new(),
-                source: "http".into(),
-                params: 0,
-                weight_bytes: 0,
-                kv_bytes_per_token: 0,
-                dtype: String::new(),
-                device: String::new(),
-                max_positions: 0,
-                layers: 0,
-                hidden: 0,
-                heads: 0,
-                kv_heads: 0,
-                head_dim: 0,
-                vocab: 0,
-            },
+            model: crate::event::ModelInfo::served("m", ""),
             workload: crate::event::WorkloadDesc {
                 prompt_tokens: "8".into(),
                 output_tokens: "3".into(),

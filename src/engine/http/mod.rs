@@ -104,23 +104,7 @@ pub fn spawn(
 /// What the engine knows of the model behind an endpoint.
 fn model_info(model: &str, endpoints: &[Endpoint]) -> ModelInfo {
     let shown: Vec<&str> = endpoints.iter().map(Endpoint::display).collect();
-    ModelInfo {
-        name: model.to_string(),
-        arch: "served".into(),
-        source: "http".into(),
-        params: 0,
-        weight_bytes: 0,
-        kv_bytes_per_token: 0,
-        dtype: "?".into(),
-        device: shown.join(", "),
-        max_positions: 0,
-        layers: 0,
-        hidden: 0,
-        heads: 0,
-        kv_heads: 0,
-        head_dim: 0,
-        vocab: 0,
-    }
+    ModelInfo::served(model, &shown.join(", "))
 }
 
 /// What every request task shares.
