@@ -340,17 +340,23 @@ const CASES: &[Case] = &[
         message: "bad-tokenizer/tokenizer.json: not a valid tokenizer.json (EOF while parsing an object at line 1 column 54); re-download it",
         code: 2,
     },
+    Case {
+        input: "--tokenizer that does not exist",
+        args: &[H, "--prompt", "hi", "--tokenizer", "no-such-tokenizer.json"],
+        message: "--tokenizer no-such-tokenizer.json: no such file (give the path of a tokenizer.json)",
+        code: 2,
+    },
     // ---- GGUF
     Case {
         input: "GGUF truncated (header intact)",
         args: &[H, "--model", "truncated.gguf"],
-        message: "truncated.gguf: tensor `blk.1.ffn_norm.weight` extends past the end of the file; the download is truncated",
+        message: "truncated.gguf: tensor `blk.1.ffn_down.weight` extends past the end of the file; the download is truncated",
         code: 2,
     },
     Case {
         input: "GGUF cut inside its header",
         args: &[H, "--model", "header-only.gguf"],
-        message: "header-only.gguf: not a valid GGUF file (gguf: header declares 39 tensors and 11 metadata entries, needs at least 1079 bytes, only 76 remaining); the download may be truncated",
+        message: "header-only.gguf: not a valid GGUF file (gguf: header declares 39 tensors and 22 metadata entries, needs at least 1222 bytes, only 76 remaining); the download may be truncated",
         code: 2,
     },
     Case {

@@ -18,9 +18,12 @@ pub struct MakeModelArgs {
     /// The architecture (default: the preset's).
     #[arg(long, value_enum)]
     pub arch: Option<model::Arch>,
-    /// Write a GGUF file (q8_0) instead of a directory.
+    /// Write a GGUF file (with its tokenizer) instead of a directory.
     #[arg(long)]
     pub gguf: bool,
+    /// The GGUF's matrix type.
+    #[arg(long, value_enum, default_value = "q8_0", requires = "gguf")]
+    pub gguf_type: model::gguf::GgufType,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 }
@@ -103,18 +106,14 @@ pub fn make_model(args: &MakeModelArgs) -> Result<(), Failure> {
             std::fs::create_dir_all(parent)
                 .map_err(|e| Failure::usage(crate::util::io_error(parent, &e)))?;
         }
-        model::gguf::write_synthetic(&cfg, args.seed, &args.out)
+        model::gguf::write_synthetic(&cfg, args.seed, args.gguf_type, &tokenizer, &args.out)
             .map_err(|e| Failure::usage(e.to_string()))?;
-        let tk_path = args.out.with_extension("tokenizer.json");
-        tokenizer
-            .save(&tk_path, false)
-            .map_err(|e| Failure::runtime(format!("{}: {e}", tk_path.display())))?;
         say!(
-            "wrote {} ({} {} parameters, q8_0) and {}",
+            "wrote {} ({} {} parameters, {}, with its tokenizer)",
             args.out.display(),
             human_count(cfg.params()),
             cfg.arch.name(),
-            tk_path.display()
+            args.gguf_type.name(),
         );
         return Ok(());
     }

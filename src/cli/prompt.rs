@@ -30,10 +30,24 @@ pub(super) fn prompt_source(
     Ok(PromptSource::Synthetic)
 }
 
+/// The run's tokenizer: `--tokenizer FILE` when given, else the model's own (a synthetic model's
+/// trained BPE, a directory's tokenizer.json, a GGUF's `tokenizer.ggml.*` metadata, or for a GGUF
+/// without that metadata a tokenizer.json beside it).
 pub(super) fn load_tokenizer(
     spec: &ModelSpec,
     arch: Option<&model::ArchConfig>,
+    explicit: Option<&Path>,
 ) -> Result<tokenizers::Tokenizer, Failure> {
+    if let Some(path) = explicit {
+        if !path.is_file() {
+            return Err(Failure::usage(format!(
+                "--tokenizer {}: no such file (give the path of a tokenizer.json)",
+                path.display()
+            )));
+        }
+        return model::tokenizer::load(path)
+            .map_err(|e| Failure::usage(format!("--tokenizer {e}")));
+    }
     match spec {
         ModelSpec::Synthetic { .. } => {
             let vocab = arch.map(|c| c.vocab_size).unwrap_or(2048).min(4096);
@@ -42,19 +56,20 @@ pub(super) fn load_tokenizer(
         ModelSpec::HfDir(dir) => model::tokenizer::load(&dir.join("tokenizer.json"))
             .map_err(|e| Failure::usage(e.to_string())),
         ModelSpec::Gguf(path) => {
-            let beside = path.with_extension("tokenizer.json");
-            let in_dir = path.parent().map(|p| p.join("tokenizer.json"));
-            let found = [Some(beside.clone()), in_dir]
-                .into_iter()
-                .flatten()
-                .find(|p| p.is_file());
-            match found {
+            let own = model::gguf::read_tokenizer(path);
+            if own.is_ok() {
+                return own.map_err(|e| Failure::usage(e.to_string()));
+            }
+            let beside = [
+                Some(path.with_extension("tokenizer.json")),
+                path.parent().map(|p| p.join("tokenizer.json")),
+            ]
+            .into_iter()
+            .flatten()
+            .find(|p| p.is_file());
+            match beside {
                 Some(p) => model::tokenizer::load(&p).map_err(|e| Failure::usage(e.to_string())),
-                None => Err(Failure::usage(format!(
-                    "{}: text prompts need a tokenizer; put tokenizer.json next to the GGUF file (as {})",
-                    path.display(),
-                    beside.display()
-                ))),
+                None => own.map_err(|e| Failure::usage(e.to_string())),
             }
         }
     }

@@ -82,6 +82,9 @@ pub struct RunArgs {
     /// A file of prompts, one per line, cycled per request.
     #[arg(long)]
     pub prompt_file: Option<PathBuf>,
+    /// A tokenizer.json to use instead of the model's own (e.g. a GGUF without tokenizer metadata).
+    #[arg(long, value_name = "FILE")]
+    pub tokenizer: Option<PathBuf>,
     /// Stop a sequence at its end-of-sequence token (ignored by default).
     #[arg(long)]
     pub stop_at_eos: bool,
@@ -300,7 +303,11 @@ fn plan_candle(args: &RunArgs) -> Result<WorkerConfig, Failure> {
     // Prompts.
     let needs_text = args.prompt.is_some() || args.prompt_file.is_some();
     let tokenizer = if needs_text || args.record_tokens {
-        Some(load_tokenizer(&spec, arch.as_ref())?)
+        Some(load_tokenizer(
+            &spec,
+            arch.as_ref(),
+            args.tokenizer.as_deref(),
+        )?)
     } else {
         None
     };

@@ -1,4 +1,6 @@
-//! GGUF files through candle's quantized llama and qwen2.
+//! GGUF files through candle's quantized llama and qwen2, with the tokenizer they carry.
+
+pub mod tokenizer;
 
 use std::fs::File;
 use std::io::{BufWriter, Seek, Write};
@@ -8,10 +10,10 @@ use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
 use candle_transformers::models::{quantized_llama, quantized_qwen2};
 
-use super::arch::CausalLm;
-use super::config::{Arch, ArchConfig};
-use super::synthetic::tensor_values;
-use super::{one_line, ModelError, ModelInfo};
+use crate::model::arch::CausalLm;
+use crate::model::config::{Arch, ArchConfig};
+use crate::model::synthetic::tensor_values;
+use crate::model::{one_line, ModelError, ModelInfo};
 
 /// candle's quantized llama precomputes RoPE tables for this many positions.
 pub const GGUF_MAX_POSITIONS: usize = quantized_llama::MAX_SEQ_LEN;
@@ -34,6 +36,12 @@ fn open(path: &Path) -> Result<(File, gguf_file::Content), ModelError> {
         ))
     })?;
     Ok((file, ct))
+}
+
+/// The tokenizer a GGUF file carries in its `tokenizer.ggml.*` metadata.
+pub fn read_tokenizer(path: &Path) -> Result<tokenizers::Tokenizer, ModelError> {
+    let (_, ct) = open(path)?;
+    tokenizer::from_metadata(&ct.metadata, path)
 }
 
 /// Reads the GGUF header only: a corrupt or truncated file is reported before anything starts.
@@ -172,8 +180,16 @@ pub fn load(
     Ok((model, info))
 }
 
-/// Writes a synthetic llama-family model as a GGUF file with q8_0 matrices (f32 norms).
-pub fn write_synthetic(cfg: &ArchConfig, seed: u64, path: &Path) -> Result<(), ModelError> {
+/// Writes a synthetic llama-family model as a complete GGUF file, as llama.cpp expects one:
+/// matrices of type `quant` (f32 norms), the hyperparameters, and `tk` as `tokenizer.ggml.*`
+/// metadata.
+pub fn write_synthetic(
+    cfg: &ArchConfig,
+    seed: u64,
+    quant: GgufType,
+    tk: &tokenizers::Tokenizer,
+    path: &Path,
+) -> Result<(), ModelError> {
     if cfg.arch == Arch::Mistral {
         return Err(ModelError::new(
             "--gguf writes llama or qwen2; use --arch llama for a Mistral-shaped GGUF".to_string(),
@@ -196,8 +212,8 @@ pub fn write_synthetic(cfg: &ArchConfig, seed: u64, path: &Path) -> Result<(), M
         let gguf_name = gguf_name(&spec.name);
         let values = tensor_values(&spec, seed);
         let t = Tensor::from_vec(values, spec.shape.as_slice(), &Device::Cpu).map_err(cerr)?;
-        let q = if spec.shape.len() == 2 && spec.shape[1] % 32 == 0 {
-            QTensor::quantize(&t, GgmlDType::Q8_0)
+        let q = if spec.shape.len() == 2 && spec.shape[1].is_multiple_of(quant.block()) {
+            QTensor::quantize(&t, quant.ggml())
         } else {
             QTensor::quantize(&t, GgmlDType::F32)
         }
@@ -205,7 +221,7 @@ pub fn write_synthetic(cfg: &ArchConfig, seed: u64, path: &Path) -> Result<(), M
         tensors.push((gguf_name, q));
     }
     use gguf_file::Value as V;
-    let md: Vec<(String, V)> = vec![
+    let mut md: Vec<(String, V)> = vec![
         ("general.architecture".into(), V::String(prefix.into())),
         (
             "general.name".into(),
@@ -247,7 +263,9 @@ pub fn write_synthetic(cfg: &ArchConfig, seed: u64, path: &Path) -> Result<(), M
             format!("{prefix}.rope.freq_base"),
             V::F32(cfg.rope_theta as f32),
         ),
+        ("general.file_type".into(), V::U32(quant.file_type())),
     ];
+    md.extend(tokenizer::metadata_for(tk, cfg.vocab_size)?);
     let md_refs: Vec<(&str, &V)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let file = File::create(path).map_err(|e| ModelError::io(path, e))?;
@@ -256,6 +274,52 @@ pub fn write_synthetic(cfg: &ArchConfig, seed: u64, path: &Path) -> Result<(), M
     w.flush().map_err(|e| ModelError::io(path, e))?;
     w.stream_position().map_err(|e| ModelError::io(path, e))?;
     Ok(())
+}
+
+/// The matrix type `make-model --gguf` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum GgufType {
+    F32,
+    F16,
+    #[value(name = "q8_0")]
+    Q8_0,
+    #[value(name = "q4_0")]
+    Q4_0,
+}
+
+impl GgufType {
+    fn ggml(self) -> GgmlDType {
+        match self {
+            GgufType::F32 => GgmlDType::F32,
+            GgufType::F16 => GgmlDType::F16,
+            GgufType::Q8_0 => GgmlDType::Q8_0,
+            GgufType::Q4_0 => GgmlDType::Q4_0,
+        }
+    }
+
+    /// Elements per block: a matrix row must be a whole number of blocks.
+    fn block(self) -> usize {
+        self.ggml().block_size()
+    }
+
+    /// `general.file_type`, in llama.cpp's numbering (`llama_ftype`).
+    fn file_type(self) -> u32 {
+        match self {
+            GgufType::F32 => 0,
+            GgufType::F16 => 1,
+            GgufType::Q4_0 => 2,
+            GgufType::Q8_0 => 7,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            GgufType::F32 => "f32",
+            GgufType::F16 => "f16",
+            GgufType::Q8_0 => "q8_0",
+            GgufType::Q4_0 => "q4_0",
+        }
+    }
 }
 
 /// HF tensor name → llama.cpp tensor name.
