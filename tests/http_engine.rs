@@ -220,6 +220,7 @@ fn config(url: &str, requests: u64) -> HttpConfig {
         served_model: None,
         api_key: None,
         prompt: LenSpec::Fixed(16),
+        prompt_words: None,
         output: LenSpec::Fixed(8),
         seed: 0,
         concurrency: None,
@@ -393,6 +394,44 @@ fn the_usage_chunk_counts_tokens_else_chunks_are_counted() {
         ("counted", "approx")
     );
     assert_eq!(r.prompt_tokens, 16);
+}
+
+/// With the server's tokenizer (`--tokenizer`), every prompt is exactly the asked length in that
+/// tokenizer, prompts differ, and the record says where the count came from.
+#[test]
+fn a_tokenizer_makes_prompts_of_exact_length() {
+    let server = Server::start(Script::Stream {
+        ttft: Duration::from_millis(2),
+        itl: Duration::from_millis(2),
+        tokens: 2,
+        usage: None,
+    });
+    let tk = infertop::model::tokenizer::train_bpe(2048).unwrap();
+    let mut cfg = config(&server.url(), 4);
+    cfg.prompt = LenSpec::parse("5,100,37,1000").unwrap();
+    cfg.prompt_words = Some(std::sync::Arc::new(
+        infertop::engine::http::PromptWords::from_tokenizer(&tk).unwrap(),
+    ));
+    let events = run_engine(cfg);
+    let mut asked: Vec<usize> = done(&events)
+        .iter()
+        .map(|r| {
+            let c = r.client.as_ref().unwrap();
+            assert_eq!(c.prompt_tokens_from, "tokenizer");
+            r.prompt_tokens
+        })
+        .collect();
+    asked.sort_unstable();
+    assert_eq!(asked, [5, 37, 100, 1000]);
+    let seen = server.seen.lock().unwrap();
+    let mut lens: Vec<usize> = seen
+        .iter()
+        .filter_map(|(_, body)| serde_json::from_str::<Value>(body).ok())
+        .filter_map(|b| b["prompt"].as_str().map(str::to_string))
+        .map(|p| tk.encode(p.as_str(), false).unwrap().get_ids().len())
+        .collect();
+    lens.sort_unstable();
+    assert_eq!(lens, [5, 37, 100, 1000]);
 }
 
 #[test]

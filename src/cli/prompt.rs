@@ -39,14 +39,7 @@ pub(super) fn load_tokenizer(
     explicit: Option<&Path>,
 ) -> Result<tokenizers::Tokenizer, Failure> {
     if let Some(path) = explicit {
-        if !path.is_file() {
-            return Err(Failure::usage(format!(
-                "--tokenizer {}: no such file (give the path of a tokenizer.json)",
-                path.display()
-            )));
-        }
-        return model::tokenizer::load(path)
-            .map_err(|e| Failure::usage(format!("--tokenizer {e}")));
+        return tokenizer_flag(path);
     }
     match spec {
         ModelSpec::Synthetic { .. } => {
@@ -73,6 +66,17 @@ pub(super) fn load_tokenizer(
             }
         }
     }
+}
+
+/// `--tokenizer FILE`.
+pub(super) fn tokenizer_flag(path: &Path) -> Result<tokenizers::Tokenizer, Failure> {
+    if !path.is_file() {
+        return Err(Failure::usage(format!(
+            "--tokenizer {}: no such file (give the path of a tokenizer.json)",
+            path.display()
+        )));
+    }
+    model::tokenizer::load(path).map_err(|e| Failure::usage(format!("--tokenizer {e}")))
 }
 
 fn encode(tk: &tokenizers::Tokenizer, text: &str, what: &str) -> Result<Vec<u32>, Failure> {

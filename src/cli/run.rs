@@ -250,8 +250,22 @@ fn plan_http(args: &RunArgs) -> Result<HttpConfig, Failure> {
             .ok()
             .filter(|k| !k.trim().is_empty()),
     };
+    let prompt_words = match &args.tokenizer {
+        None => None,
+        Some(path) => {
+            let tk = super::prompt::tokenizer_flag(path)?;
+            let words = http::PromptWords::from_tokenizer(&tk).map_err(|why| {
+                Failure::usage(format!(
+                    "--tokenizer {}: cannot make prompts of exact length with it ({why}); drop --tokenizer for approximate prompts",
+                    path.display()
+                ))
+            })?;
+            Some(std::sync::Arc::new(words))
+        }
+    };
     Ok(HttpConfig {
         endpoints: args.endpoint.clone(),
+        prompt_words,
         api: args.api,
         served_model: args.served_model.clone(),
         api_key,

@@ -23,8 +23,8 @@ use crate::event::{
     WorkloadDesc,
 };
 use crate::util::{fnv1a, SplitMix64};
-pub use request::Endpoint;
 use request::{Ask, Failure, Measured};
+pub use request::{Endpoint, PromptWords};
 
 /// The engine thread's name (an engine thread: see `util::quiet_engine_panics`).
 pub const HTTP_THREAD: &str = "infertop-engine-http";
@@ -60,6 +60,9 @@ pub struct HttpConfig {
     /// Sent as a bearer token; never written anywhere.
     pub api_key: Option<String>,
     pub prompt: LenSpec,
+    /// The server's one-token words (from `--tokenizer`): prompts of exact length. `None`:
+    /// approximate prompts, and the server's usage chunk says how long they were.
+    pub prompt_words: Option<Arc<PromptWords>>,
     pub output: LenSpec,
     pub seed: u64,
     /// Closed loop: requests in flight (default 1). With a rate: the cap (default none).
@@ -78,7 +81,10 @@ pub struct HttpConfig {
 impl HttpConfig {
     fn describe(&self) -> WorkloadDesc {
         WorkloadDesc {
-            prompt_tokens: format!("~{}", self.prompt),
+            prompt_tokens: match self.prompt_words {
+                Some(_) => self.prompt.to_string(),
+                None => format!("~{}", self.prompt),
+            },
             output_tokens: self.output.to_string(),
             batch: 1,
         }
@@ -121,6 +127,8 @@ struct Launched {
     warmup: bool,
     endpoint: Endpoint,
     requested_prompt_tokens: usize,
+    /// The prompt is `requested_prompt_tokens` long in the server's tokenizer.
+    exact_prompt: bool,
     scheduled: Instant,
 }
 
@@ -324,7 +332,10 @@ fn launch(
     let ask = Ask {
         model: model.to_string(),
         api: cfg.api,
-        prompt: request::approximate_prompt(prompt_tokens, rng.next_u64()),
+        prompt: match &cfg.prompt_words {
+            Some(words) => words.prompt(prompt_tokens, rng.next_u64()),
+            None => request::approximate_prompt(prompt_tokens, rng.next_u64()),
+        },
         output_tokens,
         exact_output: cfg.exact_output,
     };
@@ -340,6 +351,7 @@ fn launch(
         warmup,
         endpoint,
         requested_prompt_tokens: prompt_tokens,
+        exact_prompt: cfg.prompt_words.is_some(),
         scheduled,
     };
     let shared = shared.clone();
@@ -384,6 +396,7 @@ fn request_done(record_tokens: bool, launched: &Launched, m: Measured) -> Reques
     };
     let (prompt_tokens, prompt_from) = match m.usage_prompt_tokens {
         Some(p) => (p, "usage"),
+        None if launched.exact_prompt => (launched.requested_prompt_tokens, "tokenizer"),
         None => (launched.requested_prompt_tokens, "approx"),
     };
     RequestDone {
@@ -423,6 +436,7 @@ mod tests {
             warmup: false,
             endpoint: Endpoint::parse("http://127.0.0.1:1").unwrap(),
             requested_prompt_tokens: 100,
+            exact_prompt: false,
             scheduled: Instant::now(),
         }
     }

@@ -432,6 +432,84 @@ pub fn approximate_prompt(tokens: usize, seed: u64) -> String {
     s
 }
 
+/// Words the server's tokenizer encodes as exactly one token each, so that a prompt of `n` of
+/// them is exactly `n` prompt tokens (the server may add its own, e.g. a BOS token or a chat
+/// template). Byte-level BPEs have one-token words with a leading space (" river"), so every word
+/// gets one; SentencePiece marks the space itself, so words are joined by spaces only. Sampled per
+/// request, so no two prompts share a prefix.
+#[derive(Debug)]
+pub struct PromptWords {
+    words: Vec<String>,
+    /// Every word is written with a leading space.
+    lead: bool,
+}
+
+impl PromptWords {
+    /// Words kept: enough for prompts that differ, few enough to find quickly in a large vocabulary.
+    const WANT: usize = 2000;
+    const FEWEST: usize = 64;
+
+    pub fn from_tokenizer(tk: &tokenizers::Tokenizer) -> Result<PromptWords, String> {
+        let mut ids: Vec<u32> = tk.get_vocab(false).into_values().collect();
+        ids.sort_unstable();
+        let count = |text: &str| tk.encode(text, false).map(|e| e.get_ids().len()).ok();
+        // Candidates for each way of writing them: [joined by spaces, each with a leading space].
+        let mut found: [Vec<String>; 2] = [Vec::new(), Vec::new()];
+        for id in ids {
+            let Ok(text) = tk.decode(&[id], false) else {
+                continue;
+            };
+            let w = text.trim();
+            if !(3..=10).contains(&w.len()) || !w.bytes().all(|b| b.is_ascii_lowercase()) {
+                continue;
+            }
+            if count(w) == Some(1) && count(&format!("{w} {w}")) == Some(2) {
+                found[0].push(w.to_string());
+            }
+            if count(&format!(" {w}")) == Some(1) && count(&format!(" {w} {w}")) == Some(2) {
+                found[1].push(w.to_string());
+            }
+            if found.iter().any(|f| f.len() >= Self::WANT) {
+                break;
+            }
+        }
+        let lead = found[1].len() > found[0].len();
+        let mut words = std::mem::take(&mut found[usize::from(lead)]);
+        words.sort();
+        words.dedup();
+        if words.len() < Self::FEWEST {
+            return Err(format!(
+                "it has {} words that are one token each (needs {})",
+                words.len(),
+                Self::FEWEST
+            ));
+        }
+        let words = PromptWords { words, lead };
+        // Joined words must not merge across the spaces: check one long prompt end to end.
+        let n = 512;
+        let probe = words.prompt(n, 0x5EED);
+        match count(&probe) {
+            Some(got) if got == n => Ok(words),
+            got => Err(format!(
+                "{n} one-token words encode to {} tokens together",
+                got.map_or("no".to_string(), |g| g.to_string())
+            )),
+        }
+    }
+
+    pub fn prompt(&self, tokens: usize, seed: u64) -> String {
+        let mut rng = crate::util::SplitMix64::new(seed);
+        let mut s = String::with_capacity(tokens * 8);
+        for i in 0..tokens {
+            if i > 0 || self.lead {
+                s.push(' ');
+            }
+            s.push_str(&self.words[rng.below(self.words.len())]);
+        }
+        s
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -484,5 +562,20 @@ mod tests {
         assert_eq!(a.split(' ').count(), 128);
         assert_ne!(a, approximate_prompt(128, 2));
         assert_eq!(approximate_prompt(0, 1), "");
+    }
+
+    #[test]
+    fn prompt_words_make_prompts_of_exactly_the_asked_tokens() {
+        let tk = crate::model::tokenizer::train_bpe(2048).unwrap();
+        let words = PromptWords::from_tokenizer(&tk).unwrap();
+        for (n, seed) in [(1, 1), (7, 2), (128, 3), (2048, 4)] {
+            let p = words.prompt(n, seed);
+            assert_eq!(
+                tk.encode(p.as_str(), false).unwrap().get_ids().len(),
+                n,
+                "{p}"
+            );
+        }
+        assert_ne!(words.prompt(64, 1), words.prompt(64, 2));
     }
 }

@@ -107,9 +107,11 @@ pub fn from_metadata(md: &HashMap<String, Value>, path: &Path) -> Result<Tokeniz
             };
             spm_json(&vocab, &scores, space_prefix)
         }
-        other => return Err(bad(format!(
+        other => {
+            return Err(bad(format!(
             "has vocabulary type `{other}`, which infertop does not read (it reads gpt2 and llama)"
-        ))),
+        )))
+        }
     };
     Tokenizer::from_str(&json.to_string()).map_err(|e| {
         bad(format!(
