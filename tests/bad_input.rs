@@ -49,6 +49,12 @@ const CASES: &[Case] = &[
         code: 2,
     },
     Case {
+        input: "`--burstiness` not positive",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--rate", "2", "--burstiness", "0"],
+        message: "--burstiness: `0` is not a burstiness (use a number > 0: 1 is Poisson, 0.5 burstier, 4 more regular)",
+        code: 2,
+    },
+    Case {
         input: "`--fps` out of range",
         args: &[H, "--fps", "0"],
         message: "--fps: 0 is out of range (use 1 to 120)",

@@ -225,6 +225,7 @@ fn config(url: &str, requests: u64) -> HttpConfig {
         seed: 0,
         concurrency: None,
         rate: None,
+        burstiness: 1.0,
         warmup: 0,
         requests: Some(requests),
         duration: None,

@@ -46,6 +46,16 @@ pub fn rate(s: &str) -> Result<f64, String> {
     }
 }
 
+/// `--burstiness`: a gamma shape, positive and finite.
+pub fn burstiness(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(b) if b.is_finite() && b > 0.0 => Ok(b),
+        _ => Err(format!(
+            "`{s}` is not a burstiness (use a number > 0: 1 is Poisson, 0.5 burstier, 4 more regular)"
+        )),
+    }
+}
+
 /// A secret (`--api-key`): kept out of `Debug` output, so it cannot reach a log by accident.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);

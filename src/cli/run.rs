@@ -165,6 +165,10 @@ pub struct RunArgs {
     /// latency counts from each request's scheduled send time.
     #[arg(long, value_name = "R", value_parser = args::rate, requires = "endpoint")]
     pub rate: Option<f64>,
+    /// With --rate: the shape of the gamma-distributed gaps between arrivals (1: Poisson; below
+    /// 1 burstier, above 1 more regular; the mean rate stays --rate).
+    #[arg(long, value_name = "B", default_value = "1", value_parser = args::burstiness, requires = "rate")]
+    pub burstiness: f64,
     /// With --endpoint: a request still unfinished after this long fails (e.g. 30s, 5m).
     #[arg(long, default_value = "5m", value_parser = args::duration)]
     pub request_timeout: Duration,
@@ -274,6 +278,7 @@ fn plan_http(args: &RunArgs) -> Result<HttpConfig, Failure> {
         seed: args.seed,
         concurrency: args.concurrency,
         rate: args.rate,
+        burstiness: args.burstiness,
         warmup: args.warmup,
         requests: args.requests,
         duration: args.duration,
@@ -445,9 +450,10 @@ fn header(args: &RunArgs, plan: &RunPlan) -> Header {
                 served_model: h.served_model.clone(),
                 concurrency: h.concurrency,
                 rate: h.rate,
+                burstiness: h.rate.map(|_| h.burstiness),
                 request_timeout_s: Some(h.request_timeout.as_secs_f64()),
                 device: "http".into(),
-                prompt_tokens: format!("~{}", h.prompt),
+                prompt_tokens: h.describe().prompt_tokens,
                 output_tokens: h.output.to_string(),
                 batch: 1,
                 ..common

@@ -80,6 +80,9 @@ pub struct RunConfig {
     /// Requests per second of an open loop (Poisson arrivals).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rate: Option<f64>,
+    /// The gamma shape of the open loop's gaps (1: Poisson).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub burstiness: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_timeout_s: Option<f64>,
 }

@@ -69,6 +69,9 @@ pub struct HttpConfig {
     pub concurrency: Option<usize>,
     /// Open loop: requests per second, Poisson arrivals.
     pub rate: Option<f64>,
+    /// The shape of the gamma-distributed gaps between arrivals: 1 is Poisson, below 1 burstier,
+    /// above 1 more regular (the mean stays 1/rate).
+    pub burstiness: f64,
     pub warmup: u64,
     pub requests: Option<u64>,
     pub duration: Option<Duration>,
@@ -79,7 +82,7 @@ pub struct HttpConfig {
 }
 
 impl HttpConfig {
-    fn describe(&self) -> WorkloadDesc {
+    pub fn describe(&self) -> WorkloadDesc {
         WorkloadDesc {
             prompt_tokens: match self.prompt_words {
                 Some(_) => self.prompt.to_string(),
@@ -178,7 +181,7 @@ async fn run(
     });
 
     let started = Instant::now();
-    let mut arrivals = SplitMix64::new(cfg.seed ^ 0x5EED_A771_0A15);
+    let mut arrivals = Arrivals::new(cfg.rate, cfg.burstiness, cfg.seed ^ 0x5EED_A771_0A15)?;
     let mut next_due = started;
     let mut hold_until = started;
     let mut paused = false;
@@ -255,10 +258,8 @@ async fn run(
                 };
                 launch(&cfg, &shared, &model, index, scheduled, &mut tasks);
                 index += 1;
-                if let Some(rate) = cfg.rate {
-                    // Exponential gaps: a Poisson process of `rate` per second.
-                    let u = arrivals.next_f64();
-                    next_due += Duration::from_secs_f64(-(1.0 - u).ln() / rate);
+                if let Some(arrivals) = arrivals.as_mut() {
+                    next_due += arrivals.gap();
                 }
             }
         }
@@ -308,6 +309,32 @@ async fn run(
             }
             _ = tokio::time::sleep_until(wake.into()) => {}
         }
+    }
+}
+
+/// Gaps between open-loop arrivals: gamma-distributed with mean 1/rate, seeded.
+struct Arrivals {
+    rng: rand::rngs::StdRng,
+    gaps: rand_distr::Gamma<f64>,
+}
+
+impl Arrivals {
+    fn new(rate: Option<f64>, burstiness: f64, seed: u64) -> Result<Option<Arrivals>, String> {
+        use rand::SeedableRng;
+        let Some(rate) = rate else {
+            return Ok(None);
+        };
+        let gaps = rand_distr::Gamma::new(burstiness, 1.0 / (rate * burstiness))
+            .map_err(|e| format!("arrivals of rate {rate} and burstiness {burstiness}: {e}"))?;
+        Ok(Some(Arrivals {
+            rng: rand::rngs::StdRng::seed_from_u64(seed),
+            gaps,
+        }))
+    }
+
+    fn gap(&mut self) -> Duration {
+        use rand_distr::Distribution;
+        Duration::from_secs_f64(self.gaps.sample(&mut self.rng))
     }
 }
 
@@ -429,6 +456,25 @@ fn request_done(record_tokens: bool, launched: &Launched, m: Measured) -> Reques
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Gaps keep the asked mean rate; their spread is the gamma shape's (coefficient of
+    /// variation 1/sqrt(burstiness): 1 for Poisson, 2 at 0.25, 0.5 at 4).
+    #[test]
+    fn arrivals_have_the_rate_and_the_spread_asked() {
+        for (burstiness, cv_want) in [(1.0, 1.0), (0.25, 2.0), (4.0, 0.5)] {
+            let mut a = Arrivals::new(Some(8.0), burstiness, 7).unwrap().unwrap();
+            let gaps: Vec<f64> = (0..40_000).map(|_| a.gap().as_secs_f64()).collect();
+            let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+            let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
+            let cv = var.sqrt() / mean;
+            assert!(
+                (mean * 8.0 - 1.0).abs() < 0.03,
+                "b={burstiness}: mean gap {mean}"
+            );
+            assert!((cv / cv_want - 1.0).abs() < 0.05, "b={burstiness}: cv {cv}");
+        }
+        assert!(Arrivals::new(None, 1.0, 0).unwrap().is_none());
+    }
 
     fn launched() -> Launched {
         Launched {
