@@ -11,7 +11,7 @@ use std::sync::Arc;
 use crate::event::{Event, RequestDone, RunInfo, StopReason};
 use crate::record::resources::Resources;
 use crate::record::RunSummary;
-use crate::stats::RunStats;
+use crate::stats::{EndpointStats, RunStats};
 
 /// Exit codes (README, "Exit codes and errors").
 pub const EXIT_OK: i32 = 0;
@@ -25,6 +25,8 @@ pub struct Run {
     pub info: Option<RunInfo>,
     /// Every finished request and decode step since the start or the last reset.
     pub stats: RunStats,
+    /// The same requests per server endpoint (empty for the candle engine).
+    pub endpoints: EndpointStats,
     /// Peak memory and energy over the whole run (not reset by `r`).
     pub resources: Resources,
     /// Requests finished since the start (not reset by `r`).
@@ -64,10 +66,14 @@ impl Run {
             }
             Event::RequestDone(r) => self.request_done(r),
             Event::RequestFailed(f) => {
+                self.endpoints.record_failure(f);
                 self.failed_requests += 1;
                 self.last_failure = Some(f.reason.clone());
             }
-            Event::StatsReset => self.stats.reset(),
+            Event::StatsReset => {
+                self.stats.reset();
+                self.endpoints.reset();
+            }
             Event::Error { message, fatal } if *fatal => self.failed = Some(message.clone()),
             Event::Finished(reason) => {
                 if *reason == StopReason::Error && self.failed.is_none() {
@@ -93,6 +99,7 @@ impl Run {
 
     fn request_done(&mut self, r: &RequestDone) {
         self.stats.record_request(r);
+        self.endpoints.record_request(r);
         self.requests_done = self.requests_done.max(r.index + 1);
         self.completed_requests += 1;
     }
@@ -122,6 +129,7 @@ impl Run {
         RunSummary::from_stats(&self.stats)
             .with_resources(self.resources.clone())
             .with_failures(self.failed_requests)
+            .with_endpoints(self.endpoints.summaries())
     }
 
     /// How the run ended: the engine's own reason when it said one, else `asked` (the stop

@@ -561,6 +561,53 @@ fn chat_streams_and_replicas_share_the_requests() {
     assert_eq!((bodies(&a), bodies(&b)), (2, 2));
 }
 
+/// One slow replica and one failing replica behind a fast one: the pooled table hides them, the
+/// per-endpoint breakdown shows each (summary JSON and markdown).
+#[test]
+fn the_summary_breaks_latency_and_errors_down_per_endpoint() {
+    let stream = |ttft_ms| Script::Stream {
+        ttft: Duration::from_millis(ttft_ms),
+        itl: Duration::from_millis(2),
+        tokens: 3,
+        usage: Some(3),
+    };
+    let fast = Server::start(stream(5));
+    let slow = Server::start(stream(80));
+    let broken = Server::start(Script::Status(503, r#"{"error":"overloaded"}"#));
+    let mut cfg = config(&fast.url(), 9);
+    cfg.endpoints.push(Endpoint::parse(&slow.url()).unwrap());
+    cfg.endpoints.push(Endpoint::parse(&broken.url()).unwrap());
+    let events = run_engine(cfg);
+    let mut run = infertop::run::Run::new();
+    for e in &events {
+        run.apply(e);
+    }
+    let summary = run.summary();
+    let rows: Vec<_> = summary
+        .endpoints
+        .iter()
+        .map(|e| (e.endpoint.as_str(), e.requests, e.failed))
+        .collect();
+    let (f, s, b) = (fast.url(), slow.url(), broken.url());
+    let mut want = vec![(f.as_str(), 3, 0), (s.as_str(), 3, 0), (b.as_str(), 0, 3)];
+    want.sort();
+    assert_eq!(rows, want);
+    let row = |url: &str| {
+        summary
+            .endpoints
+            .iter()
+            .find(|e| e.endpoint == url)
+            .unwrap()
+    };
+    assert!(row(&f).ttft_s.p50 < 0.050, "{:?}", row(&f).ttft_s);
+    assert!(row(&s).ttft_s.p50 >= 0.080, "{:?}", row(&s).ttft_s);
+    let md = summary.render(infertop::record::SummaryFormat::Md);
+    assert!(md.contains("| endpoint | n | failed |"), "{md}");
+    assert!(md.contains(&format!("| {b} | 0 | 3 | - |")), "{md}");
+    let json = summary.to_json();
+    assert_eq!(json["endpoints"].as_array().unwrap().len(), 3);
+}
+
 fn infertop() -> std::process::Command {
     std::process::Command::cargo_bin("infertop").unwrap()
 }

@@ -174,12 +174,18 @@ fn summary_of_record(rec: &Record) -> RunSummary {
     for s in rec.counted_steps() {
         stats.record_step(s.itl_s, warm.contains(&s.index));
     }
+    let mut endpoints = crate::stats::EndpointStats::default();
     for r in rec.counted() {
         stats.record_request(r);
+        endpoints.record_request(r);
+    }
+    for f in &rec.failed {
+        endpoints.record_failure(f);
     }
     let mut summary = RunSummary::from_stats(&stats)
         .with_resources(rec.resources.clone())
-        .with_failures(rec.failed.len() as u64);
+        .with_failures(rec.failed.len() as u64)
+        .with_endpoints(endpoints.summaries());
     if rec.steps.is_empty() {
         if let Some(itl) = footer_metric(rec.footer.as_ref(), "metrics", Metric::Itl) {
             set(&mut summary.steady, Metric::Itl, itl);

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::stats::{Metric, RunStats, Summary, Table, WindowKind};
+use crate::stats::{EndpointSummary, Metric, RunStats, Summary, Table, WindowKind};
 
 /// `--format` of runs and `report`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -34,6 +34,9 @@ pub struct RunSummary {
     /// are in no latency statistic. Not reset by `r`.
     #[serde(default)]
     pub failed_requests: u64,
+    /// A server run's figures per endpoint (empty for the candle engine).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<EndpointSummary>,
 }
 
 impl RunSummary {
@@ -45,7 +48,14 @@ impl RunSummary {
             warmup: stats.warmup_table(),
             resources: Default::default(),
             failed_requests: 0,
+            endpoints: Vec::new(),
         }
+    }
+
+    /// The summary with its per-endpoint breakdown.
+    pub fn with_endpoints(mut self, endpoints: Vec<EndpointSummary>) -> RunSummary {
+        self.endpoints = endpoints;
+        self
     }
 
     /// The summary with the number of failed requests.
@@ -70,7 +80,7 @@ impl RunSummary {
             }
             serde_json::Value::Object(m)
         };
-        serde_json::json!({
+        let mut out = serde_json::json!({
             "type": "summary",
             "requests": self.requests,
             "warmup_requests": self.warmup_requests,
@@ -79,7 +89,21 @@ impl RunSummary {
             "warmup": metrics(&self.warmup),
             "resources": self.resources,
             "failed_requests": self.failed_requests,
-        })
+        });
+        if !self.endpoints.is_empty() {
+            out["endpoints"] = self
+                .endpoints
+                .iter()
+                .map(|e| {
+                    serde_json::json!({
+                        "endpoint": e.endpoint, "requests": e.requests, "failed": e.failed,
+                        "ttft_s": summary_json(&e.ttft_s), "tpot_s": summary_json(&e.tpot_s),
+                        "e2e_s": summary_json(&e.e2e_s),
+                    })
+                })
+                .collect();
+        }
+        out
     }
 
     pub fn render(&self, format: SummaryFormat) -> String {
@@ -118,6 +142,42 @@ impl RunSummary {
             }
         }
         out.push_str(&self.resources.markdown());
+        out.push_str(&self.endpoints_markdown());
+        out
+    }
+
+    /// Per endpoint, when requests went to more than one (one endpoint is the table above).
+    fn endpoints_markdown(&self) -> String {
+        if self.endpoints.len() < 2 {
+            return String::new();
+        }
+        let mut out = String::from(
+            "
+| endpoint | n | failed | TTFT p50 | TTFT p99 | TPOT p50 | TPOT p99 | E2E p50 | E2E p99 |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|
+",
+        );
+        let ms = |s: &Summary, v: f64| {
+            if s.n == 0 {
+                "-".to_string()
+            } else {
+                format_value(Metric::Ttft, v)
+            }
+        };
+        for e in &self.endpoints {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                e.endpoint,
+                e.requests,
+                e.failed,
+                ms(&e.ttft_s, e.ttft_s.p50),
+                ms(&e.ttft_s, e.ttft_s.p99),
+                ms(&e.tpot_s, e.tpot_s.p50),
+                ms(&e.tpot_s, e.tpot_s.p99),
+                ms(&e.e2e_s, e.e2e_s.p50),
+                ms(&e.e2e_s, e.e2e_s.p99),
+            ));
+        }
         out
     }
 
@@ -137,6 +197,20 @@ impl RunSummary {
                     s.max,
                     s.n
                 ));
+            }
+        }
+        if self.endpoints.len() >= 2 {
+            for e in &self.endpoints {
+                for (key, s) in [
+                    ("ttft_s", &e.ttft_s),
+                    ("tpot_s", &e.tpot_s),
+                    ("e2e_s", &e.e2e_s),
+                ] {
+                    out.push_str(&format!(
+                        "endpoint={},{key},{},{},{},{},{},{},{}\n",
+                        e.endpoint, s.mean, s.p50, s.p90, s.p95, s.p99, s.max, s.n
+                    ));
+                }
             }
         }
         out

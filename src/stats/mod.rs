@@ -1,5 +1,6 @@
 //! Statistics that must match numpy exactly: percentiles, bounded windows, summaries.
 
+mod endpoints;
 pub mod goodput;
 mod percentile;
 pub mod roofline;
@@ -8,6 +9,7 @@ mod slo;
 pub mod steady;
 mod window;
 
+pub use endpoints::{EndpointStats, EndpointSummary};
 pub use percentile::percentile_sorted;
 pub use run::{
     Metric, RunStats, Table, WindowKind, RECENT_REQUESTS, RECENT_STEPS, REQUEST_WINDOW, STEP_WINDOW,
