@@ -180,6 +180,10 @@ async fn run(
         events: tx.clone(),
     });
 
+    // Dropped (and so stopped) when the run returns.
+    let mut probe = JoinSet::new();
+    probe.spawn(saturation_probe(tx.clone(), SATURATION_PROBE, SATURATED));
+
     let started = Instant::now();
     let mut arrivals = Arrivals::new(cfg.rate, cfg.burstiness, cfg.seed ^ 0x5EED_A771_0A15)?;
     let mut next_due = started;
@@ -308,6 +312,36 @@ async fn run(
                 }
             }
             _ = tokio::time::sleep_until(wake.into()) => {}
+        }
+    }
+}
+
+/// How often the event loop's lateness is probed.
+const SATURATION_PROBE: Duration = Duration::from_millis(50);
+/// Lateness of the event loop past which the client says it is saturated: every chunk's
+/// timestamp may be that late, and open-loop sends that much behind schedule.
+const SATURATED: Duration = Duration::from_millis(2);
+/// At most one saturation warning this often.
+const SATURATION_REPEAT: Duration = Duration::from_secs(10);
+
+/// Watches the client's own event loop: a timer that fires late means every stream on it is read
+/// late, so the timestamps of its chunks are late by as much. Warns (a non-fatal event, shown in
+/// the events pane and written to the record) when it is late by more than `limit`.
+async fn saturation_probe(tx: Sender<Event>, every: Duration, limit: Duration) {
+    let mut warned: Option<Instant> = None;
+    loop {
+        let due = Instant::now() + every;
+        tokio::time::sleep_until(due.into()).await;
+        let late = Instant::now().saturating_duration_since(due);
+        if late > limit && warned.is_none_or(|w| w.elapsed() >= SATURATION_REPEAT) {
+            warned = Some(Instant::now());
+            let _ = tx.send(Event::Error {
+                message: format!(
+                    "client saturated: its event loop ran {:.1} ms late, so chunk timestamps and sends may be that late (lower --concurrency/--rate, or run more clients)",
+                    late.as_secs_f64() * 1e3
+                ),
+                fatal: false,
+            });
         }
     }
 }
@@ -474,6 +508,39 @@ mod tests {
             assert!((cv / cv_want - 1.0).abs() < 0.05, "b={burstiness}: cv {cv}");
         }
         assert!(Arrivals::new(None, 1.0, 0).unwrap().is_none());
+    }
+
+    /// A blocked event loop is noticed, and reported once per SATURATION_REPEAT.
+    #[test]
+    fn a_late_event_loop_is_reported_as_client_saturation() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (tx, rx) = crossbeam_channel::unbounded();
+        rt.block_on(async {
+            let probe = tokio::spawn(saturation_probe(
+                tx,
+                Duration::from_millis(5),
+                Duration::from_millis(2),
+            ));
+            tokio::time::sleep(Duration::from_millis(40)).await;
+            // Work that holds the loop, as thousands of busy streams would.
+            std::thread::sleep(Duration::from_millis(30));
+            tokio::time::sleep(Duration::from_millis(40)).await;
+            std::thread::sleep(Duration::from_millis(30));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            probe.abort();
+        });
+        let warnings: Vec<Event> = rx.try_iter().collect();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        let Event::Error { message, fatal } = &warnings[0] else {
+            panic!("{warnings:?}")
+        };
+        assert!(
+            !fatal && message.starts_with("client saturated"),
+            "{message}"
+        );
     }
 
     fn launched() -> Launched {
