@@ -132,6 +132,7 @@ fn render_strip(frame: &mut Frame, app: &App, rect: Rect) {
         History {
             block,
             bars,
+            newest: app.memory.newest_number(),
             style: theme.memory,
             scale: &scale,
             markers: false,

@@ -89,6 +89,7 @@ fn render_metric(
         History {
             block,
             bars,
+            newest: app.requests.newest_number(),
             style,
             scale: &scale,
             markers: true,
