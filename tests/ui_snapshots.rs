@@ -357,7 +357,34 @@ fn ascii_mode() {
 #[test]
 fn gpu_telemetry_at_200x60() {
     let mut s = Sim::steady();
+    // A clock drop half-way: utilisation, clock and power fall together.
+    for i in 0..60u32 {
+        let slow = (50..55).contains(&i);
+        s.apply(Event::Telemetry(Box::new(Sample {
+            t_s: 2.0 + f64::from(i) * 0.01,
+            device_used_bytes: Some(21_474_836_480),
+            device_total_bytes: Some(85_899_345_920),
+            alloc_bytes: Some(17_179_869_184),
+            gpu_util_pct: Some(if slow { 60 } else { 97 }),
+            power_w: Some(if slow { 250.0 } else { 400.0 }),
+            temperature_c: Some(60 + i / 20),
+            sm_clock_mhz: Some(if slow { 1200 } else { 1980 }),
+            ..Sample::default()
+        })));
+    }
     s.apply(Event::Telemetry(Box::new(Sample {
+        gpu_processes: vec![
+            infertop::event::GpuProcess {
+                pid: 4242,
+                name: "python3".into(),
+                bytes: Some(12_884_901_888),
+            },
+            infertop::event::GpuProcess {
+                pid: 777,
+                name: "infertop".into(),
+                bytes: Some(8_589_934_592),
+            },
+        ],
         t_s: 3.0,
         device_used_bytes: Some(21_474_836_480),
         device_total_bytes: Some(85_899_345_920),
@@ -373,7 +400,14 @@ fn gpu_telemetry_at_200x60() {
         ..Sample::default()
     })));
     s.app.refresh();
-    insta::assert_snapshot!("gpu_200x60", draw(&s.app, 200, 60).backend());
+    let terminal = draw(&s.app, 200, 60);
+    let text = text_of(terminal.backend().buffer());
+    for what in [
+        "python3", "12.0GiB", "util %", "SM MHz", "power W", "temp C",
+    ] {
+        assert!(text.contains(what), "{what} missing:\n{text}");
+    }
+    insta::assert_snapshot!("gpu_200x60", terminal.backend());
 }
 
 // ---- Styles: the theme mapping, checked on cells (colours are not in snapshots). ----

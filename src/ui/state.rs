@@ -105,6 +105,15 @@ pub struct MemoryPoint {
     pub bytes: u64,
 }
 
+/// GPU state at one telemetry sample (NVML), for the over-time strips beside the latency.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GpuPoint {
+    pub util_pct: Option<u32>,
+    pub power_w: Option<f64>,
+    pub sm_clock_mhz: Option<u32>,
+    pub temperature_c: Option<u32>,
+}
+
 /// The request being run now.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CurrentRequest {
@@ -221,6 +230,8 @@ pub struct App {
     pub requests: Ring<RequestPoint>,
     pub steps: Ring<StepPoint>,
     pub memory: Ring<MemoryPoint>,
+    /// GPU utilisation, power, clock and temperature per sample (only while NVML reports).
+    pub gpu: Ring<GpuPoint>,
     /// p50/p99 bands and the ITL heatmap, per slice of dashboard time.
     pub slices: Slices,
     pub telemetry: Option<Sample>,
@@ -290,6 +301,7 @@ impl App {
             requests: Ring::new(REQUEST_HISTORY),
             steps: Ring::new(STEP_HISTORY),
             memory: Ring::new(MEMORY_HISTORY),
+            gpu: Ring::new(MEMORY_HISTORY),
             slices: Slices::default(),
             telemetry: None,
             events: Ring::new(EVENT_HISTORY),
@@ -625,6 +637,15 @@ impl App {
         }
         if let Some(bytes) = memory_figure(s) {
             self.memory.push(MemoryPoint { t_s: s.t_s, bytes });
+        }
+        let gpu = GpuPoint {
+            util_pct: s.gpu_util_pct,
+            power_w: s.power_w,
+            sm_clock_mhz: s.sm_clock_mhz,
+            temperature_c: s.temperature_c,
+        };
+        if gpu != GpuPoint::default() {
+            self.gpu.push(gpu);
         }
         self.telemetry = Some(s.clone());
     }

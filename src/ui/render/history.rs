@@ -45,6 +45,8 @@ pub struct History<'a> {
     pub scale: &'a dyn Fn(f64) -> String,
     /// Reserve a marker row under the bars.
     pub markers: bool,
+    /// Put the scale (`floor..top`) in the title; narrow strips leave it out.
+    pub scale_title: bool,
     /// Shown centred when there are no bars yet.
     pub empty: &'a str,
 }
@@ -79,7 +81,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect, h: History) {
             (lo.min(v), hi.max(v))
         });
     let (floor, top) = bar_scale(low, high);
-    let block = if top > 0.0 {
+    let block = if top > 0.0 && h.scale_title {
         let from = if floor > 0.0 {
             (h.scale)(floor)
         } else {

@@ -93,6 +93,7 @@ fn render_metric(
             style,
             scale: &scale,
             markers: true,
+            scale_title: true,
             empty: "waiting for the first request",
         },
     );
