@@ -12,6 +12,12 @@ tmux send-keys -t shot200 ']'          # double the prompt: a workload boundary 
 sleep 10
 tmux capture-pane -e -p -t shot80 > dashboard-80x24.ansi
 tmux capture-pane -e -p -t shot200 > dashboard-200x60.ansi
+for view in distributions bands heatmap; do   # `v` cycles the chart area at 80x24
+  tmux send-keys -t shot80 v
+  sleep 2
+  tmux capture-pane -e -p -t shot80 > view-$view-80x24.ansi
+done
+tmux send-keys -t shot80 v                    # back to the per-request charts
 tmux send-keys -t shot80 space
 sleep 1
 tmux capture-pane -e -p -t shot80 > paused-80x24.ansi
@@ -23,3 +29,6 @@ tmux kill-session -t shot200 2>/dev/null || true
 python3 render.py dashboard-80x24.ansi 80x24 dashboard-80x24.png
 python3 render.py dashboard-200x60.ansi 200x60 dashboard-200x60.png
 python3 render.py paused-80x24.ansi 80x24 paused-80x24.png
+for view in distributions bands heatmap; do
+  python3 render.py view-$view-80x24.ansi 80x24 view-$view-80x24.png
+done

@@ -233,9 +233,23 @@ pub struct Sample {
     pub throttle: Vec<String>,
     /// Total energy since the driver loaded, in joules.
     pub energy_j: Option<f64>,
+    /// Processes holding memory on the device in use, most first (NVML): another job on the
+    /// same GPU shows here.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_processes: Vec<GpuProcess>,
     /// Why NVML is not there, once, e.g. "NVML unavailable: libnvidia-ml.so not found".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvml_unavailable: Option<String>,
+}
+
+/// One process on the GPU, as NVML lists it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GpuProcess {
+    pub pid: u32,
+    /// The process's name (`/proc/PID/comm`), or `?` where it cannot be read.
+    pub name: String,
+    /// Device memory it holds (`None` where NVML does not say, e.g. under MIG).
+    pub bytes: Option<u64>,
 }
 
 /// What every view knows about the model under test.

@@ -357,7 +357,34 @@ fn ascii_mode() {
 #[test]
 fn gpu_telemetry_at_200x60() {
     let mut s = Sim::steady();
+    // A clock drop half-way: utilisation, clock and power fall together.
+    for i in 0..60u32 {
+        let slow = (50..55).contains(&i);
+        s.apply(Event::Telemetry(Box::new(Sample {
+            t_s: 2.0 + f64::from(i) * 0.01,
+            device_used_bytes: Some(21_474_836_480),
+            device_total_bytes: Some(85_899_345_920),
+            alloc_bytes: Some(17_179_869_184),
+            gpu_util_pct: Some(if slow { 60 } else { 97 }),
+            power_w: Some(if slow { 250.0 } else { 400.0 }),
+            temperature_c: Some(60 + i / 20),
+            sm_clock_mhz: Some(if slow { 1200 } else { 1980 }),
+            ..Sample::default()
+        })));
+    }
     s.apply(Event::Telemetry(Box::new(Sample {
+        gpu_processes: vec![
+            infertop::event::GpuProcess {
+                pid: 4242,
+                name: "python3".into(),
+                bytes: Some(12_884_901_888),
+            },
+            infertop::event::GpuProcess {
+                pid: 777,
+                name: "infertop".into(),
+                bytes: Some(8_589_934_592),
+            },
+        ],
         t_s: 3.0,
         device_used_bytes: Some(21_474_836_480),
         device_total_bytes: Some(85_899_345_920),
@@ -373,7 +400,14 @@ fn gpu_telemetry_at_200x60() {
         ..Sample::default()
     })));
     s.app.refresh();
-    insta::assert_snapshot!("gpu_200x60", draw(&s.app, 200, 60).backend());
+    let terminal = draw(&s.app, 200, 60);
+    let text = text_of(terminal.backend().buffer());
+    for what in [
+        "python3", "12.0GiB", "util %", "SM MHz", "power W", "temp C",
+    ] {
+        assert!(text.contains(what), "{what} missing:\n{text}");
+    }
+    insta::assert_snapshot!("gpu_200x60", terminal.backend());
 }
 
 // ---- Styles: the theme mapping, checked on cells (colours are not in snapshots). ----
@@ -419,17 +453,17 @@ fn styles_follow_the_theme() {
     let (_, y) = cell_at("│TPOT ");
     let row: String = (0..80).map(|x| buf[(x, y)].symbol()).collect();
     assert!(!row.contains('!'), "TPOT is far below its SLO: {row}");
-    // The first TTFT bar is a warmup request; a later one is steady.
+    // Request k is drawn in column k mod 38 (the chart does not scroll): request 4 is a
+    // warmup request, request 14 a steady one.
     let (_, title_row) = cell_at("TTFT per request");
     let bar_row = title_row + 1;
-    let warm = (1..40)
-        .find(|&x| buf[(x, bar_row + 3)].symbol() != " ")
-        .expect("a bar");
+    let warm = 1 + 4;
+    assert_ne!(buf[(warm, bar_row + 3)].symbol(), " ", "a bar");
     assert_eq!(
         buf[(warm, bar_row + 3)].fg,
         theme.warmup.fg.expect("warmup colour")
     );
-    let steady_x = warm + 10;
+    let steady_x = 1 + 14;
     assert_eq!(
         buf[(steady_x, bar_row + 3)].fg,
         theme.ttft.fg.expect("ttft colour")
@@ -494,4 +528,219 @@ fn baseline_beside_live() {
     assert!(text.contains("base p50") && text.contains("dp99"), "{text}");
     assert!(text.contains("baseline: before.jsonl"), "{text}");
     insta::assert_snapshot!("baseline_80x24", terminal.backend());
+}
+
+/// The columns of row `y` from `x0` to `x1` (exclusive) that hold anything but a space.
+fn filled_columns(buf: &Buffer, y: u16, x0: u16, x1: u16) -> Vec<u16> {
+    (x0..x1).filter(|&x| buf[(x, y)].symbol() != " ").collect()
+}
+
+/// Runs of consecutive columns, e.g. [3, 4, 5, 9, 10] -> 2.
+fn runs(cols: &[u16]) -> usize {
+    cols.iter()
+        .enumerate()
+        .filter(|(i, &c)| *i == 0 || cols[i - 1] + 1 != c)
+        .count()
+}
+
+/// A decode that alternates between two speeds (three steps of 1.5 ms, one of 6 ms): the ITL
+/// distribution shows two separate peaks, on a log axis (6 ms / 1.4 ms > 4).
+#[test]
+fn distribution_of_a_bimodal_itl_shows_two_peaks() {
+    let mut s = Sim::default();
+    s.start(0, 128, 16);
+    for i in 0..40u64 {
+        s.apply(Event::RequestStarted {
+            index: i,
+            warmup: false,
+            prompt_tokens: 128,
+            output_tokens: 17,
+            batch: 1,
+        });
+        s.t += 0.012;
+        s.apply(Event::PrefillDone {
+            index: i,
+            ttft_s: 0.012,
+        });
+        let mut decode = 0.0;
+        for step in 1..17u32 {
+            let base = if step % 4 == 0 { 0.006 } else { 0.0015 };
+            let itl = base * (1.0 + 0.05 * s.noise());
+            decode += itl;
+            s.t += itl;
+            s.apply(Event::DecodeStep {
+                index: i,
+                step,
+                itl_s: itl,
+                gpu_s: None,
+            });
+        }
+        s.apply(Event::RequestDone(Box::new(RequestDone {
+            index: i,
+            warmup: false,
+            batch: 1,
+            prompt_tokens: 128,
+            output_tokens: 17,
+            ttft_s: 0.012,
+            tpot_s: Some(decode / 16.0),
+            e2e_s: 0.012 + decode,
+            gpu_ttft_s: None,
+            gpu_decode_s: None,
+            peak_alloc_bytes: None,
+            output_hash: "0".into(),
+            tokens: None,
+            text: None,
+            client: None,
+        })));
+        s.app.refresh();
+    }
+    s.app.update(infertop::ui::Action::CycleView);
+    assert_eq!(s.app.view, infertop::ui::state::View::Distributions);
+    let terminal = draw(&s.app, 80, 24);
+    let buf = terminal.backend().buffer();
+    let text = text_of(buf);
+    assert!(text.contains("ITL · n 640"), "{text}");
+    // The ITL pane is the third of three across the chart area; its bottom bar row is the
+    // row above the percentile marks.
+    let (x0, x1) = (54, 79);
+    let marks_row = (0..24u16)
+        .find(|&y| (x0..x1).any(|x| buf[(x, y)].symbol() == "^"))
+        .expect("percentile marks");
+    let bars = filled_columns(buf, marks_row - 1, x0, x1);
+    assert_eq!(runs(&bars), 2, "two peaks: {bars:?}\n{text}");
+    insta::assert_snapshot!("distributions_bimodal_80x24", terminal.backend());
+}
+
+/// Steady decode at 1.5 ms with a stall of 20 ms every tenth second: the heatmap has one
+/// stripe at 1.5 ms in every column and a dotted stripe, ten columns apart, at 20 ms.
+#[test]
+fn heatmap_shows_a_periodic_stall_as_a_stripe() {
+    let mut s = Sim::default();
+    s.start(0, 128, 16);
+    let mut index = 0;
+    let mut stalls = 0;
+    while s.t < 60.0 {
+        s.apply(Event::RequestStarted {
+            index,
+            warmup: false,
+            prompt_tokens: 128,
+            output_tokens: 16,
+            batch: 1,
+        });
+        s.t += 0.012;
+        s.apply(Event::PrefillDone {
+            index,
+            ttft_s: 0.012,
+        });
+        for step in 1..16u32 {
+            let stall_second = ((s.t + 0.020) as u64) % 10 == 5;
+            let itl = if stall_second && step == 8 {
+                stalls += 1;
+                0.020
+            } else {
+                0.0015 * (1.0 + 0.03 * s.noise())
+            };
+            s.t += itl;
+            s.apply(Event::DecodeStep {
+                index,
+                step,
+                itl_s: itl,
+                gpu_s: None,
+            });
+        }
+        s.apply(Event::RequestDone(Box::new(RequestDone {
+            index,
+            warmup: false,
+            batch: 1,
+            prompt_tokens: 128,
+            output_tokens: 16,
+            ttft_s: 0.012,
+            tpot_s: Some(0.0015),
+            e2e_s: 0.035,
+            gpu_ttft_s: None,
+            gpu_decode_s: None,
+            peak_alloc_bytes: None,
+            output_hash: "0".into(),
+            tokens: None,
+            text: None,
+            client: None,
+        })));
+        index += 1;
+        if index % 8 == 0 {
+            s.app.refresh();
+        }
+    }
+    assert!(stalls > 0);
+    s.at(60.5);
+    s.app.refresh();
+    for _ in 0..3 {
+        s.app.update(infertop::ui::Action::CycleView);
+    }
+    assert_eq!(s.app.view, infertop::ui::state::View::Heatmap);
+    let terminal = draw(&s.app, 80, 24);
+    let buf = terminal.backend().buffer();
+    let text = text_of(buf);
+    // Inside the chart area (rows 3..=10, columns 1..=78): the top row with anything is the
+    // stall's, and its cells are ten columns apart (seconds 5, 15, ...); the steady stripe
+    // fills a row in every column that has a slice.
+    let rows: Vec<Vec<u16>> = (3..11u16).map(|y| filled_columns(buf, y, 1, 79)).collect();
+    let stall = rows.iter().find(|r| !r.is_empty()).expect("a stall row");
+    assert!(stall.len() >= 5, "{stall:?}\n{text}");
+    assert!(
+        stall.windows(2).all(|w| w[1] - w[0] == 10),
+        "stall every tenth column: {stall:?}\n{text}"
+    );
+    let busiest = rows.iter().map(|r| r.len()).max().unwrap_or(0);
+    assert!(busiest >= 59, "a steady stripe: {busiest}\n{text}");
+    insta::assert_snapshot!("heatmap_stall_80x24", terminal.backend());
+}
+
+/// Warmup that settles: the p50/p99 bands start high and come down, then stay level.
+#[test]
+fn bands_show_warmup_settling() {
+    let mut s = Sim::default();
+    s.start(20, 128, 16);
+    s.requests(0, 900, 20);
+    s.at(s.t + 1.0);
+    s.app.refresh();
+    for _ in 0..2 {
+        s.app.update(infertop::ui::Action::CycleView);
+    }
+    assert_eq!(s.app.view, infertop::ui::state::View::Bands);
+    let terminal = draw(&s.app, 80, 24);
+    let buf = terminal.backend().buffer();
+    let text = text_of(buf);
+    assert!(text.contains("TTFT p50/p99"), "{text}");
+    // The TTFT pane (columns 1..26): the top row's dots are at the start (warmup), not later.
+    let top = (3..11u16)
+        .map(|y| filled_columns(buf, y, 1, 26))
+        .find(|r| !r.is_empty())
+        .expect("a line");
+    assert!(
+        top.iter().all(|&x| x < 4),
+        "warmup is the high start: {top:?}\n{text}"
+    );
+    insta::assert_snapshot!("bands_warmup_80x24", terminal.backend());
+}
+
+/// At 160x48 every view has a pane of its own.
+#[test]
+fn every_view_at_once_when_there_is_room() {
+    let mut s = Sim::steady();
+    s.requests(70, 200, 5);
+    s.at(s.t + 1.0);
+    s.app.refresh();
+    let terminal = draw(&s.app, 160, 48);
+    let text = text_of(terminal.backend().buffer());
+    for title in [
+        "TTFT per request",
+        "ITL heatmap",
+        "TTFT p50/p99",
+        "ITL p50/p99",
+        "TPOT · n",
+        "Events",
+    ] {
+        assert!(text.contains(title), "{title} missing:\n{text}");
+    }
+    insta::assert_snapshot!("all_views_160x48", terminal.backend());
 }

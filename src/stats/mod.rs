@@ -5,6 +5,8 @@ pub mod goodput;
 mod percentile;
 pub mod roofline;
 mod run;
+pub mod scale;
+pub mod slices;
 mod slo;
 pub mod steady;
 mod window;

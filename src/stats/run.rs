@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use std::collections::VecDeque;
 
+use super::scale::{Axis, Histogram};
 use super::window::{combined_summary, is_sample};
 use super::{Summary, Window};
 use crate::event::RequestDone;
@@ -220,6 +221,20 @@ impl MetricWindows {
     }
 }
 
+impl MetricWindows {
+    /// The windows whose samples a histogram of this window counts: the window itself when it
+    /// is stored, else the stored steady and warmup windows it mixes (in full: their n can
+    /// exceed the mixed window's once the long window has wrapped).
+    fn parts(&self, kind: WindowKind, include_warmup: bool) -> Vec<&Window> {
+        match (kind, include_warmup) {
+            (WindowKind::Steady, false) => vec![&self.steady],
+            (WindowKind::Recent, false) => vec![&self.recent_steady],
+            (WindowKind::Recent, true) => vec![&self.recent_steady, &self.warmup],
+            (WindowKind::Steady, true) | (WindowKind::All, _) => vec![&self.steady, &self.warmup],
+        }
+    }
+}
+
 /// One summary per metric, in `Metric::ALL` order.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Table {
@@ -331,6 +346,43 @@ impl RunStats {
     /// The summary of the warmup requests alone.
     pub fn warmup_summary(&self, metric: Metric) -> Summary {
         self.metrics[metric.index()].warmup.summary()
+    }
+
+    /// A histogram of one metric over a window in `bins` bins spanning its samples, on a log
+    /// axis when the largest is more than `LOG_SPREAD` times the smallest.
+    pub fn histogram(
+        &self,
+        metric: Metric,
+        kind: WindowKind,
+        include_warmup: bool,
+        bins: usize,
+    ) -> Option<Histogram> {
+        let parts = self.metrics[metric.index()].parts(kind, include_warmup);
+        let min = parts
+            .iter()
+            .filter_map(|w| w.min())
+            .fold(f64::INFINITY, f64::min);
+        let max = parts.iter().filter_map(|w| w.max()).fold(0.0f64, f64::max);
+        if !min.is_finite() || bins == 0 {
+            return None;
+        }
+        let axis = Axis::fit(min, max);
+        let edges: Vec<f64> = (1..bins).map(|i| axis.at(i as f64 / bins as f64)).collect();
+        let mut below = vec![0usize; edges.len()];
+        let mut n = 0;
+        for w in parts {
+            n += w.len();
+            for (b, c) in below.iter_mut().zip(w.counts_below(&edges)) {
+                *b += c;
+            }
+        }
+        let mut counts = Vec::with_capacity(bins);
+        let mut prev = 0;
+        for b in below.iter().copied().chain(std::iter::once(n)) {
+            counts.push(b - prev);
+            prev = b;
+        }
+        Some(Histogram { axis, counts, n })
     }
 
     /// All six metrics for one window.

@@ -106,6 +106,40 @@ impl Window {
         self.order.iter().copied()
     }
 
+    /// The smallest sample, if any.
+    pub fn min(&self) -> Option<f64> {
+        self.sorted
+            .blocks
+            .first()
+            .and_then(|b| b.first())
+            .map(|&k| f64::from_bits(k))
+    }
+
+    /// The largest sample, if any.
+    pub fn max(&self) -> Option<f64> {
+        self.sorted
+            .blocks
+            .last()
+            .and_then(|b| b.last())
+            .map(|&k| f64::from_bits(k))
+    }
+
+    /// How many samples are below each of `edges` (ascending): a histogram's cumulative
+    /// counts, exact, in one forward pass over the sorted blocks.
+    pub fn counts_below(&self, edges: &[f64]) -> Vec<usize> {
+        let mut cursor = Cursor::default();
+        edges
+            .iter()
+            .map(|&e| {
+                if e <= 0.0 || e.is_nan() {
+                    0
+                } else {
+                    cursor.lower_bound(&self.sorted, key(e))
+                }
+            })
+            .collect()
+    }
+
     /// mean, p50, p90, p95, p99, max and n over these samples: the percentiles exactly as
     /// `numpy.percentile` (default `linear` method), the mean correctly rounded (see the
     /// module comment for how that compares with numpy's pairwise mean).
@@ -616,6 +650,22 @@ mod tests {
                 ],
             ),
         ]
+    }
+
+    #[test]
+    fn counts_below_edges_are_exact() {
+        let mut w = Window::new(1000);
+        for i in 0..1000u32 {
+            w.push(f64::from(i % 100) * 0.5);
+        }
+        // Ten of each of 0.0, 0.5, ..., 49.5.
+        assert_eq!(
+            w.counts_below(&[0.0, 0.25, 0.5, 10.0, 49.5, 50.0]),
+            [0, 10, 10, 200, 990, 1000]
+        );
+        assert_eq!(w.min(), Some(0.0));
+        assert_eq!(w.max(), Some(49.5));
+        assert_eq!(Window::new(4).min(), None);
     }
 
     #[test]

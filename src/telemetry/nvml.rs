@@ -13,7 +13,7 @@ use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 use nvml_wrapper::{Device, Nvml};
 
 use super::Source;
-use crate::event::Sample;
+use crate::event::{GpuProcess, Sample};
 
 /// The text every view shows when NVML cannot be used, e.g. "NVML unavailable: <reason>".
 pub fn unavailable_message(reason: &str) -> String {
@@ -144,8 +144,14 @@ fn read_device(device: &Device<'_>, pid: u32, sample: &mut Sample) -> Result<(),
         sample.device_used_bytes = Some(mem.used);
         sample.device_total_bytes = Some(mem.total);
     }
-    sample.process_device_bytes = best_effort(device.running_compute_processes(), &mut gone)
-        .and_then(|procs| process_bytes(&procs, pid));
+    if let Some(procs) = best_effort(device.running_compute_processes(), &mut gone) {
+        sample.process_device_bytes = process_bytes(&procs, pid);
+        sample.gpu_processes = gpu_processes(&procs, |pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .map(|n| n.trim().to_string())
+                .unwrap_or_else(|_| "?".to_string())
+        });
+    }
     if let Some(util) = best_effort(device.utilization_rates(), &mut gone) {
         sample.gpu_util_pct = Some(util.gpu);
         sample.mem_util_pct = Some(util.memory);
@@ -206,6 +212,32 @@ fn process_bytes(procs: &[ProcessInfo], pid: u32) -> Option<u64> {
         }
     }
     found.then_some(total)
+}
+
+/// Every process on the device with the memory it holds (its entries summed), most first.
+fn gpu_processes(procs: &[ProcessInfo], name_of: impl Fn(u32) -> String) -> Vec<GpuProcess> {
+    let mut out: Vec<GpuProcess> = Vec::new();
+    for p in procs {
+        let bytes = match p.used_gpu_memory {
+            UsedGpuMemory::Used(b) => Some(b),
+            UsedGpuMemory::Unavailable => None,
+        };
+        match out.iter_mut().find(|g| g.pid == p.pid) {
+            Some(g) => {
+                g.bytes = match (g.bytes, bytes) {
+                    (Some(a), Some(b)) => Some(a.saturating_add(b)),
+                    (a, b) => a.or(b),
+                }
+            }
+            None => out.push(GpuProcess {
+                pid: p.pid,
+                name: name_of(p.pid),
+                bytes,
+            }),
+        }
+    }
+    out.sort_by(|a, b| b.bytes.cmp(&a.bytes).then(a.pid.cmp(&b.pid)));
+    out
 }
 
 fn milli_to_unit(milli: u32) -> f64 {
@@ -301,6 +333,10 @@ mod tests {
         ];
         assert_eq!(process_bytes(&procs, 7), Some(120));
         assert_eq!(process_bytes(&procs, 8), None);
+        let all = gpu_processes(&procs, |pid| format!("p{pid}"));
+        assert!(all.iter().all(|g| g.name == format!("p{}", g.pid)));
+        assert!(all.windows(2).all(|w| w[0].bytes >= w[1].bytes), "{all:?}");
+        assert_eq!(all.iter().filter(|g| g.pid == 7).count(), 1);
         assert_eq!(
             process_bytes(&[entry(7, UsedGpuMemory::Unavailable)], 7),
             None

@@ -33,12 +33,13 @@ pub enum Action {
     PromptMore,
     PromptLess,
     NextTheme,
+    CycleView,
     Help,
 }
 
 impl Action {
     /// Every action with its name in the keys file, its default keys and its help text.
-    pub const TABLE: [(Action, &'static str, &'static [&'static str], &'static str); 11] = [
+    pub const TABLE: [(Action, &'static str, &'static [&'static str], &'static str); 12] = [
         (
             Action::Quit,
             "quit",
@@ -94,6 +95,12 @@ impl Action {
             "halve prompt tokens (next request)",
         ),
         (Action::NextTheme, "theme", &["t"], "next colour theme"),
+        (
+            Action::CycleView,
+            "view",
+            &["v"],
+            "charts: per request, distributions, bands, heatmap",
+        ),
         (Action::Help, "help", &["?"], "this help"),
     ];
 
@@ -292,6 +299,7 @@ struct KeysFile {
     prompt_more: Option<Spanned<KeyList>>,
     prompt_less: Option<Spanned<KeyList>>,
     theme: Option<Spanned<KeyList>>,
+    view: Option<Spanned<KeyList>>,
     help: Option<Spanned<KeyList>>,
 }
 
@@ -308,6 +316,7 @@ impl KeysFile {
             (Action::PromptMore, self.prompt_more),
             (Action::PromptLess, self.prompt_less),
             (Action::NextTheme, self.theme),
+            (Action::CycleView, self.view),
             (Action::Help, self.help),
         ]
         .into_iter()

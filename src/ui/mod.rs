@@ -7,6 +7,7 @@
 //! `run_app` is generic over the ratatui backend and the input source, so tests drive the whole
 //! loop on a `TestBackend` with scripted keys.
 
+pub mod coalesce;
 pub mod config;
 pub mod format;
 pub mod keys;
@@ -116,7 +117,14 @@ pub fn run_dashboard(
 ) -> anyhow::Result<Outcome> {
     tty::lower_ui_priority();
     let mut app = App::new(app_config(&opts)?);
-    let mut terminal = match ratatui::try_init() {
+    let mut terminal = match ratatui::try_init().and_then(|t| {
+        // try_init set up raw mode, the alternate screen and the panic hook; the terminal it
+        // returns is replaced by one whose backend bridges short gaps (fewer bytes a frame).
+        std::mem::forget(t);
+        Terminal::new(coalesce::Coalesce::new(
+            ratatui::backend::CrosstermBackend::new(std::io::stdout()),
+        ))
+    }) {
         Ok(t) => t,
         Err(e) => {
             restore_terminal();

@@ -7,6 +7,9 @@ use std::collections::VecDeque;
 pub struct Ring<T> {
     capacity: usize,
     items: VecDeque<T>,
+    /// Items ever pushed (not reset by `clear`): the newest is number `pushed - 1`, which
+    /// fixes its column in a chart that does not scroll.
+    pushed: u64,
 }
 
 impl<T> Ring<T> {
@@ -15,6 +18,7 @@ impl<T> Ring<T> {
         Self {
             capacity,
             items: VecDeque::with_capacity(capacity),
+            pushed: 0,
         }
     }
 
@@ -24,6 +28,12 @@ impl<T> Ring<T> {
             self.items.pop_front();
         }
         self.items.push_back(item);
+        self.pushed += 1;
+    }
+
+    /// The number of the newest item (counted from 0 over all pushes), if any was pushed.
+    pub fn newest_number(&self) -> u64 {
+        self.pushed.saturating_sub(1)
     }
 
     pub fn len(&self) -> usize {
@@ -71,5 +81,9 @@ mod tests {
         assert_eq!(r.last_n(2).copied().collect::<Vec<_>>(), [3, 4]);
         assert_eq!(r.last_n(10).count(), 3);
         assert_eq!(r.last(), Some(&4));
+        assert_eq!(r.newest_number(), 4);
+        r.clear();
+        r.push(9);
+        assert_eq!(r.newest_number(), 5);
     }
 }

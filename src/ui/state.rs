@@ -8,6 +8,8 @@ use std::time::Duration;
 use crate::event::Sample;
 use crate::event::{Control, Event, RequestDone, RunInfo, RunPhase, StopReason, WorkloadDesc};
 use crate::run::Run;
+use crate::stats::scale::Histogram;
+use crate::stats::slices::{SliceMetric, Slices};
 use crate::stats::{Metric, Slo, Summary, Table, Window, WindowKind};
 
 use super::format;
@@ -32,6 +34,47 @@ pub const OUTLIER_MIN_RATIO: f64 = 1.25;
 pub const OUTLIER_WINDOW: usize = 1000;
 /// Decode steps averaged for the header's current decode tok/s.
 pub const DECODE_RATE_STEPS: usize = 8;
+
+/// Bins of the distribution histograms the state keeps; the views merge neighbours to fit
+/// their width (120 divides evenly into 60, 40, 30, 24, 20, ... bins).
+pub const DIST_BINS: usize = 120;
+/// The metrics the distribution views show.
+pub const DIST_METRICS: [Metric; 3] = [Metric::Ttft, Metric::Tpot, Metric::Itl];
+
+/// What the chart area shows where there is no room for every view at once (the view key
+/// cycles it; at 200x60 the other views have panes of their own).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum View {
+    /// TTFT and TPOT per request.
+    #[default]
+    Requests,
+    /// Histograms of TTFT, TPOT and ITL over the table's window, percentiles marked.
+    Distributions,
+    /// p50 and p99 per slice of run time, TTFT, TPOT and ITL.
+    Bands,
+    /// ITL per slice of run time and latency bucket.
+    Heatmap,
+}
+
+impl View {
+    pub fn next(self) -> View {
+        match self {
+            View::Requests => View::Distributions,
+            View::Distributions => View::Bands,
+            View::Bands => View::Heatmap,
+            View::Heatmap => View::Requests,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            View::Requests => "per request",
+            View::Distributions => "distributions",
+            View::Bands => "bands",
+            View::Heatmap => "heatmap",
+        }
+    }
+}
 
 /// One finished request, as the TTFT/TPOT sparklines draw it.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -60,6 +103,15 @@ pub struct StepPoint {
 pub struct MemoryPoint {
     pub t_s: f64,
     pub bytes: u64,
+}
+
+/// GPU state at one telemetry sample (NVML), for the over-time strips beside the latency.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GpuPoint {
+    pub util_pct: Option<u32>,
+    pub power_w: Option<f64>,
+    pub sm_clock_mhz: Option<u32>,
+    pub temperature_c: Option<u32>,
 }
 
 /// The request being run now.
@@ -178,6 +230,10 @@ pub struct App {
     pub requests: Ring<RequestPoint>,
     pub steps: Ring<StepPoint>,
     pub memory: Ring<MemoryPoint>,
+    /// GPU utilisation, power, clock and temperature per sample (only while NVML reports).
+    pub gpu: Ring<GpuPoint>,
+    /// p50/p99 bands and the ITL heatmap, per slice of dashboard time.
+    pub slices: Slices,
     pub telemetry: Option<Sample>,
     /// Oldest first; the pane shows them newest first.
     pub events: Ring<LogEntry>,
@@ -191,9 +247,12 @@ pub struct App {
     pub window: WindowKind,
     pub include_warmup: bool,
     pub show_help: bool,
+    pub view: View,
 
     // Caches filled by `refresh`.
     pub table: Table,
+    /// Histograms of `DIST_METRICS` over the table's window, in that order.
+    pub dists: Vec<Option<Histogram>>,
     /// Steady TTFT/TPOT of the current workload: a doubled prompt makes every request slower,
     /// and none of them is an outlier, so the reference restarts at each workload change.
     outlier_window_ttft: Window,
@@ -242,6 +301,8 @@ impl App {
             requests: Ring::new(REQUEST_HISTORY),
             steps: Ring::new(STEP_HISTORY),
             memory: Ring::new(MEMORY_HISTORY),
+            gpu: Ring::new(MEMORY_HISTORY),
+            slices: Slices::default(),
             telemetry: None,
             events: Ring::new(EVENT_HISTORY),
             now: Duration::ZERO,
@@ -249,7 +310,9 @@ impl App {
             window: WindowKind::Steady,
             include_warmup: false,
             show_help: false,
+            view: View::default(),
             table: Table::default(),
+            dists: vec![None; DIST_METRICS.len()],
             outlier_window_ttft: Window::new(OUTLIER_WINDOW),
             outlier_window_tpot: Window::new(OUTLIER_WINDOW),
             settle: Default::default(),
@@ -282,6 +345,7 @@ impl App {
     /// Sets the clock (time since the dashboard started).
     pub fn tick(&mut self, now: Duration) {
         self.now = now;
+        self.slices.advance(now.as_secs_f64());
     }
 
     fn log(&mut self, level: Level, text: String) {
@@ -350,6 +414,8 @@ impl App {
                     c.steps = *step;
                 }
                 let warmup = self.run.in_flight_warmup();
+                self.slices
+                    .observe(self.now.as_secs_f64(), SliceMetric::Itl, *itl_s);
                 self.steps.push(StepPoint {
                     request: *index,
                     step: *step,
@@ -384,6 +450,7 @@ impl App {
             Event::StatsReset => {
                 self.requests.clear();
                 self.steps.clear();
+                self.slices.clear();
                 self.clear_outlier_reference();
                 self.dirty = true;
                 self.log(Level::Info, "statistics reset".into());
@@ -512,6 +579,11 @@ impl App {
             );
             self.log(Level::Info, text);
         }
+        let t = self.now.as_secs_f64();
+        self.slices.observe(t, SliceMetric::Ttft, r.ttft_s);
+        if let Some(tpot) = r.tpot_s {
+            self.slices.observe(t, SliceMetric::Tpot, tpot);
+        }
         self.requests.push(RequestPoint {
             index: r.index,
             ttft_s: r.ttft_s,
@@ -566,6 +638,15 @@ impl App {
         if let Some(bytes) = memory_figure(s) {
             self.memory.push(MemoryPoint { t_s: s.t_s, bytes });
         }
+        let gpu = GpuPoint {
+            util_pct: s.gpu_util_pct,
+            power_w: s.power_w,
+            sm_clock_mhz: s.sm_clock_mhz,
+            temperature_c: s.temperature_c,
+        };
+        if gpu != GpuPoint::default() {
+            self.gpu.push(gpu);
+        }
         self.telemetry = Some(s.clone());
     }
 
@@ -578,6 +659,14 @@ impl App {
         // A few µs with full 100k windows (sorted blocks, BENCHMARKS.md): every frame that
         // has something new gets an exact table.
         self.table = self.run.stats.table(self.window, self.include_warmup);
+        self.dists = DIST_METRICS
+            .iter()
+            .map(|&m| {
+                self.run
+                    .stats
+                    .histogram(m, self.window, self.include_warmup, DIST_BINS)
+            })
+            .collect();
         self.outlier_ttft = self.outlier_window_ttft.summary();
         self.outlier_tpot = self.outlier_window_tpot.summary();
         self.decode_tok_s = self.current_decode_rate();
@@ -646,6 +735,10 @@ impl App {
             Action::CycleWindow => {
                 self.window = self.window.next();
                 self.dirty = true;
+                Update::None
+            }
+            Action::CycleView => {
+                self.view = self.view.next();
                 Update::None
             }
             Action::NextTheme => {

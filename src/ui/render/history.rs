@@ -1,21 +1,32 @@
-//! One sparkline panel, shared by TTFT, TPOT, decode steps and memory: bars scaled to the
-//! visible values, the scale in the title (`11.0..13.2ms`), an optional marker row under the
-//! bars, and a line of figures in the bottom border.
+//! One history chart, shared by TTFT, TPOT and memory: bars on a scale with nice steps, the
+//! scale in the title (`11.0..13.2ms`), an optional marker row under the bars, and a line of
+//! figures in the bottom border.
 //!
-//! The scale starts at zero unless every visible value is in the upper half of the range, in
-//! which case it starts a little below the smallest one: steady latencies sit within a few
-//! percent of each other, and bars from zero would all be full height with the variation lost
-//! in the top eighth of a cell. The title always says where the scale starts.
+//! The chart does not scroll: item number `k` (counted since the start) is drawn in column
+//! `k mod width`, and the column after the newest item is left empty, so "now" is the gap and
+//! the sweep moves right, wrapping at the edge like an oscilloscope. A new item rewrites two
+//! columns and nothing else; a scrolling chart rewrites every cell of the chart at each new
+//! item, which is what made the dashboard too heavy for a slow SSH link (BENCHMARKS.md).
+//!
+//! For the same reason the scale moves in nice steps (1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8 times
+//! a power of ten) rather than with every new maximum. It starts at zero unless every visible
+//! value is in the upper half of the range, in which case it starts at a nice value below the
+//! smallest one: steady latencies sit within a few percent of each other, and bars from zero
+//! would all be full height with the variation lost in the top eighth of a cell. The title
+//! always says where the scale starts.
 
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Paragraph, Sparkline, SparklineBar};
+use ratatui::widgets::{Block, Paragraph};
 use ratatui::Frame;
 
+use crate::stats::scale::bar_scale;
 use crate::ui::state::App;
 
 /// One bar: its value (`None` for a request without one, e.g. TPOT with one output token).
+#[derive(Clone, Copy, Debug)]
 pub struct Bar {
     pub value: Option<f64>,
     pub style: Style,
@@ -25,56 +36,52 @@ pub struct Bar {
 
 pub struct History<'a> {
     pub block: Block<'a>,
-    /// Oldest first; only the last `width` are drawn.
+    /// Oldest first; the last of them is item number `newest` (counted from 0 since the
+    /// start). Only the last `width - 1` are drawn.
     pub bars: Vec<Bar>,
+    pub newest: u64,
     pub style: Style,
     /// Formats the scale (the value of a full-height bar).
     pub scale: &'a dyn Fn(f64) -> String,
     /// Reserve a marker row under the bars.
     pub markers: bool,
+    /// Put the scale (`floor..top`) in the title; narrow strips leave it out.
+    pub scale_title: bool,
     /// Shown centred when there are no bars yet.
     pub empty: &'a str,
 }
 
-/// Sparkline bars are integers: each value becomes a fraction of the scale in millionths,
-/// far finer than the eight levels a cell can show, whatever the unit.
-const RESOLUTION: f64 = 1e6;
-
-fn units(v: f64, floor: f64, top: f64) -> u64 {
+/// Height of a bar in eighths of a cell, for `rows` rows.
+fn eighths(v: f64, floor: f64, top: f64, rows: u16) -> u32 {
     let span = top - floor;
-    if span <= 0.0 {
+    if span <= 0.0 || !v.is_finite() {
         return 0;
     }
-    ((v - floor) / span * RESOLUTION)
-        .round()
-        .clamp(0.0, RESOLUTION) as u64
+    let frac = ((v - floor) / span).clamp(0.0, 1.0);
+    (frac * f64::from(rows) * 8.0).round() as u32
 }
 
-/// Where the scale starts: zero, or below the smallest value when all values are close (the
-/// smallest bar then has a fifth of the height, so it is still seen).
-fn floor_of(low: f64, top: f64) -> f64 {
-    if low >= top * 0.5 && top - low > top * 1e-6 {
-        (low - (top - low) * 0.25).max(0.0)
-    } else {
-        0.0
-    }
+/// The column item `k` is drawn in, for a chart `width` columns wide.
+pub fn column_of(k: u64, width: u16) -> u16 {
+    (k % u64::from(width.max(1))) as u16
 }
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect, h: History) {
     let theme = app.theme();
     let inner = h.block.inner(rect);
-    let width = inner.width as usize;
-    let skip = h.bars.len().saturating_sub(width);
+    let width = inner.width;
+    let shown = usize::from(width.saturating_sub(1));
+    let skip = h.bars.len().saturating_sub(shown);
     let visible = &h.bars[skip..];
     // The scale is the range of what is on screen: O(width), no statistics.
-    let (low, top) = visible
+    let (low, high) = visible
         .iter()
         .filter_map(|b| b.value)
         .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
             (lo.min(v), hi.max(v))
         });
-    let floor = floor_of(low, top);
-    let block = if top > 0.0 {
+    let (floor, top) = bar_scale(low, high);
+    let block = if top > 0.0 && h.scale_title {
         let from = if floor > 0.0 {
             (h.scale)(floor)
         } else {
@@ -96,39 +103,53 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect, h: History) {
         return;
     }
     let with_markers = h.markers && inner.height >= 3;
-    let [bars_rect, marker_rect] = Layout::vertical([
-        Constraint::Fill(1),
-        Constraint::Length(u16::from(with_markers)),
-    ])
-    .areas(inner);
-    let data: Vec<SparklineBar> = visible
-        .iter()
-        .map(|b| SparklineBar::from(b.value.map(|v| units(v, floor, top))).style(Some(b.style)))
-        .collect();
-    let spark = Sparkline::default()
-        .data(data)
-        .max(RESOLUTION as u64)
-        .bar_set(app.glyphs.bars.clone())
-        .style(h.style);
-    frame.render_widget(spark, bars_rect);
-    if with_markers {
-        let row: String = visible.iter().map(|b| b.marker).collect();
-        frame.render_widget(Paragraph::new(Line::styled(row, theme.marker)), marker_rect);
+    let bar_rows = inner.height - u16::from(with_markers);
+    let buf = frame.buffer_mut();
+    let first = h.newest + 1 - visible.len() as u64;
+    for (i, bar) in visible.iter().enumerate() {
+        let x = inner.x + column_of(first + i as u64, width);
+        if let Some(v) = bar.value {
+            let e = eighths(v, floor, top, bar_rows);
+            draw_bar(buf, app, x, inner.y, bar_rows, e, h.style.patch(bar.style));
+        }
+        if with_markers && bar.marker != ' ' {
+            let mut tmp = [0u8; 4];
+            buf[(x, inner.y + bar_rows)]
+                .set_symbol(bar.marker.encode_utf8(&mut tmp))
+                .set_style(theme.marker);
+        }
+    }
+}
+
+/// One bar of `e` eighths, bottom up, in column `x` of the rows `y..y + rows`.
+fn draw_bar(buf: &mut Buffer, app: &App, x: u16, y: u16, rows: u16, e: u32, style: Style) {
+    let set = &app.glyphs.bars;
+    for r in 0..rows {
+        let row_bottom = u32::from(rows - 1 - r) * 8;
+        let level = e.saturating_sub(row_bottom).min(8);
+        let symbol = match level {
+            0 => continue,
+            1 => set.one_eighth,
+            2 => set.one_quarter,
+            3 => set.three_eighths,
+            4 => set.half,
+            5 => set.five_eighths,
+            6 => set.three_quarters,
+            7 => set.seven_eighths,
+            _ => set.full,
+        };
+        buf[(x, y + r)].set_symbol(symbol).set_style(style);
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{floor_of, units, RESOLUTION};
+    use super::column_of;
 
     #[test]
-    fn scale_starts_at_zero_unless_values_are_close() {
-        assert_eq!(floor_of(1.0, 10.0), 0.0);
-        assert_eq!(floor_of(5.0, 5.0), 0.0);
-        let f = floor_of(12.0, 13.0);
-        assert!((f - 11.75).abs() < 1e-12, "{f}");
-        assert_eq!(units(13.0, f, 13.0), RESOLUTION as u64);
-        assert_eq!(units(12.0, f, 13.0), (RESOLUTION * 0.2).round() as u64);
-        assert_eq!(units(1.0, 0.0, 0.0), 0);
+    fn items_keep_their_column() {
+        assert_eq!(column_of(0, 10), 0);
+        assert_eq!(column_of(13, 10), 3);
+        assert_eq!(column_of(5, 0), 0);
     }
 }

@@ -3,7 +3,7 @@
 //! known, and, if rows are left, memory over time. Every telemetry field may be missing: a line
 //! is drawn only for what is known.
 
-use ratatui::layout::Rect;
+use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 use ratatui::Frame;
@@ -12,7 +12,7 @@ use super::history::{self, Bar, History};
 use super::{gauge_line, hint, panel};
 use crate::event::Sample;
 use crate::ui::format;
-use crate::ui::state::App;
+use crate::ui::state::{App, GpuPoint};
 
 /// Rows the memory-over-time strip needs to be worth drawing.
 const STRIP_MIN_ROWS: u16 = 3;
@@ -34,8 +34,65 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     let left = inner.height - text_rows;
     if left >= STRIP_MIN_ROWS && app.memory.len() > 1 {
         let strip = Rect::new(inner.x, inner.y + text_rows, inner.width, left);
-        render_strip(frame, app, strip);
+        if app.gpu.len() > 1 && strip.width >= 60 {
+            // Memory, utilisation, SM clock, power and temperature side by side, each on its
+            // own scale, in step with each other (one column per telemetry sample).
+            let parts: [Rect; 5] = Layout::horizontal([Constraint::Fill(1); 5])
+                .spacing(1)
+                .areas(strip);
+            render_strip(frame, app, parts[0]);
+            let gpu_strips: [(&str, GpuValue); 4] = [
+                ("util %", |g| g.util_pct.map(f64::from)),
+                ("SM MHz", |g| g.sm_clock_mhz.map(f64::from)),
+                ("power W", |g| g.power_w),
+                ("temp C", |g| g.temperature_c.map(f64::from)),
+            ];
+            // Narrow strips: the label and the latest value, no scale.
+            for (rect, (label, value)) in parts[1..].iter().zip(gpu_strips) {
+                render_gpu_strip(frame, app, *rect, label, value);
+            }
+        } else {
+            render_strip(frame, app, strip);
+        }
     }
+}
+
+type GpuValue = fn(&GpuPoint) -> Option<f64>;
+
+fn render_gpu_strip(frame: &mut Frame, app: &App, rect: Rect, label: &str, value: GpuValue) {
+    let theme = app.theme();
+    let width = rect.width as usize;
+    let bars = app
+        .gpu
+        .last_n(width)
+        .map(|g| Bar {
+            value: value(g),
+            style: theme.memory,
+            marker: ' ',
+        })
+        .collect();
+    let latest = app
+        .gpu
+        .last()
+        .and_then(value)
+        .map_or("-".to_string(), |v| format!("{v:.0}"));
+    let block = Block::new().title(Line::styled(format!("{label} {latest}"), theme.dim));
+    let scale = |v: f64| format!("{v:.0}");
+    history::render(
+        frame,
+        app,
+        rect,
+        History {
+            block,
+            bars,
+            newest: app.gpu.newest_number(),
+            style: theme.memory,
+            scale: &scale,
+            markers: false,
+            scale_title: false,
+            empty: "",
+        },
+    );
 }
 
 /// The text lines, most important first (the panel shows as many as fit).
@@ -90,13 +147,36 @@ fn lines<'a>(app: &App, s: &Sample, width: u16) -> Vec<Line<'a>> {
     if let Some(c) = s.sm_clock_mhz {
         gpu.push(format!("{c}MHz"));
     }
-    if !gpu.is_empty() {
-        out.push(Line::styled(gpu.join(&sep), theme.text));
+    if !gpu.is_empty() || !s.throttle.is_empty() {
+        let mut spans = vec![Span::styled(gpu.join(&sep), theme.text)];
+        if !s.throttle.is_empty() {
+            if !gpu.is_empty() {
+                spans.push(Span::styled(sep.clone(), theme.dim));
+            }
+            spans.push(Span::styled("throttle ", theme.dim));
+            spans.push(Span::styled(s.throttle.join(", "), theme.event_warn));
+        }
+        out.push(Line::from(spans));
     }
-    if !s.throttle.is_empty() {
+    // Who holds memory on the GPU, most first (this process marked `*`), on one line.
+    if !s.gpu_processes.is_empty() {
+        let me = std::process::id();
+        let procs: Vec<String> = s
+            .gpu_processes
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}{} {} {}",
+                    if p.pid == me { "*" } else { "" },
+                    p.name,
+                    p.pid,
+                    p.bytes.map_or("?".to_string(), format::bytes)
+                )
+            })
+            .collect();
         out.push(Line::from(vec![
-            Span::styled("throttle ", theme.dim),
-            Span::styled(s.throttle.join(", "), theme.event_warn),
+            Span::styled("procs  ", theme.dim),
+            Span::styled(procs.join(&sep), theme.text),
         ]));
     }
     if s.device_used_bytes.is_none() {
@@ -132,9 +212,11 @@ fn render_strip(frame: &mut Frame, app: &App, rect: Rect) {
         History {
             block,
             bars,
+            newest: app.memory.newest_number(),
             style: theme.memory,
             scale: &scale,
             markers: false,
+            scale_title: true,
             empty: "",
         },
     );

@@ -20,15 +20,31 @@
 //! └────────────────────────────────────┘└────────────────────────────────┘
 //!  q quit  ? help  space pause  r reset  w warmup  tab window  +/- output ...  footer
 //! ```
-//! From 34 rows a live decode-steps pane appears under the sparklines and the bottom row grows;
-//! from 120 columns the memory panel moves beside the table (with a memory-over-time strip)
-//! and the events pane takes the full width. Below 80x22 only a message asking for a larger
-//! terminal is drawn, never a garbled frame. The help overlay (`?`) is drawn over everything.
+//! The chart area (the sparklines above) shows one view at a time, cycled by `v`: TTFT and
+//! TPOT per request, their distributions (with ITL's), p50/p99 bands over time, or the ITL
+//! heatmap. From 34 rows the ITL heatmap has a row of its own under the chart area and the
+//! bottom row grows; from 120 columns the memory panel moves beside the table (with a
+//! memory-over-time strip), and with both, every view is on screen at once:
+//! ```text
+//!  header (2 rows)
+//! ┌TTFT per request────────────┐┌TPOT per request────────────┐   chart area (`v` cycles)
+//! ┌ITL heatmap────────────────┐┌TTFT bands┐┌TPOT bands┐┌ITL bands┐
+//! ┌Percentiles────────────────────────┐┌Memory / GPU──────────┐
+//! ┌TTFT distr.┐┌TPOT distr.┐┌ITL distr.┐┌Events─────────────────┐
+//!  footer
+//! ```
+//! Below 80x22 only a message asking for a larger terminal is drawn, never a garbled frame.
+//! The help overlay (`?`) is drawn over everything.
+//!
+//! Every chart is drawn so that new data rewrites few cells (no scrolling, scales in nice
+//! steps): ratatui sends only the cells that changed, and that is what crosses an SSH link.
 
-mod decode;
+mod bands;
+mod dist;
 mod events;
 mod footer;
 mod header;
+mod heatmap;
 mod help;
 mod history;
 mod loading;
@@ -42,8 +58,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Block;
 use ratatui::Frame;
 
-use super::state::App;
+use super::state::{App, View};
 use crate::event::RunPhase;
+use crate::stats::Metric;
 
 pub const MIN_WIDTH: u16 = 80;
 pub const MIN_HEIGHT: u16 = 22;
@@ -60,9 +77,14 @@ pub struct Regions {
     pub header: Rect,
     pub ttft: Rect,
     pub tpot: Rect,
-    pub decode: Option<Rect>,
+    /// The ITL heatmap's own row (from 34 rows).
+    pub heatmap: Option<Rect>,
+    /// The p50/p99 bands, beside the heatmap (from 34 rows and 120 columns).
+    pub bands: Option<Rect>,
     pub table: Rect,
     pub memory: Rect,
+    /// The distributions, beside the events pane (from 34 rows and 120 columns).
+    pub dists: Option<Rect>,
     pub events: Rect,
     pub footer: Rect,
 }
@@ -79,7 +101,31 @@ impl Regions {
             self.events,
             self.footer,
         ];
-        v.extend(self.decode);
+        v.extend(self.heatmap);
+        v.extend(self.bands);
+        v.extend(self.dists);
+        v
+    }
+
+    /// The chart area: the TTFT and TPOT panes together.
+    pub fn charts(&self) -> Rect {
+        self.ttft.union(self.tpot)
+    }
+
+    /// Every region that is drawn, with its name (for the bytes-per-region bench).
+    pub fn named(&self) -> Vec<(&'static str, Rect)> {
+        let mut v = vec![
+            ("header", self.header),
+            ("ttft", self.ttft),
+            ("tpot", self.tpot),
+            ("table", self.table),
+            ("memory", self.memory),
+            ("events", self.events),
+            ("footer", self.footer),
+        ];
+        v.extend(self.heatmap.map(|d| ("heatmap", d)));
+        v.extend(self.bands.map(|d| ("bands", d)));
+        v.extend(self.dists.map(|d| ("dists", d)));
         v
     }
 }
@@ -111,22 +157,40 @@ pub fn layout(area: Rect) -> Option<Regions> {
     ])
     .areas(area);
     let [ttft, tpot] = Layout::horizontal([Constraint::Fill(1); 2]).areas(sparks);
-    let (table, memory, events) = if wide {
+    let (table, memory, events, dists) = if wide {
         let table_w = (area.width * 58 / 100).max(78);
         let [table, memory] =
             Layout::horizontal([Constraint::Length(table_w), Constraint::Fill(1)]).areas(middle);
-        (table, memory, bottom)
+        if tall {
+            let events_w = (area.width * 30 / 100).max(40);
+            let [dists, events] =
+                Layout::horizontal([Constraint::Fill(1), Constraint::Length(events_w)])
+                    .areas(bottom);
+            (table, memory, events, Some(dists))
+        } else {
+            (table, memory, bottom, None)
+        }
     } else {
         let [memory, events] = Layout::horizontal([Constraint::Fill(1); 2]).areas(bottom);
-        (middle, memory, events)
+        (middle, memory, events, None)
+    };
+    let (heatmap, bands) = match (tall, wide) {
+        (true, true) => {
+            let [heatmap, bands] = Layout::horizontal([Constraint::Fill(1); 2]).areas(decode);
+            (Some(heatmap), Some(bands))
+        }
+        (true, false) => (Some(decode), None),
+        _ => (None, None),
     };
     Some(Regions {
         header,
         ttft,
         tpot,
-        decode: tall.then_some(decode),
+        heatmap,
+        bands,
         table,
         memory,
+        dists,
         events,
         footer,
     })
@@ -152,10 +216,23 @@ pub fn render(frame: &mut Frame, app: &App) {
         );
         loading::render(frame, app, body);
     } else {
-        requests::render_ttft(frame, app, r.ttft);
-        requests::render_tpot(frame, app, r.tpot);
-        if let Some(rect) = r.decode {
-            decode::render(frame, app, rect);
+        match app.view {
+            View::Requests => {
+                requests::render_ttft(frame, app, r.ttft);
+                requests::render_tpot(frame, app, r.tpot);
+            }
+            View::Distributions => three(frame, app, r.charts(), dist::render),
+            View::Bands => three(frame, app, r.charts(), bands::render),
+            View::Heatmap => heatmap::render(frame, app, r.charts()),
+        }
+        if let Some(rect) = r.heatmap {
+            heatmap::render(frame, app, rect);
+        }
+        if let Some(rect) = r.bands {
+            three(frame, app, rect, bands::render);
+        }
+        if let Some(rect) = r.dists {
+            three(frame, app, rect, dist::render);
         }
         table::render(frame, app, r.table);
         memory::render(frame, app, r.memory);
@@ -164,6 +241,17 @@ pub fn render(frame: &mut Frame, app: &App) {
     footer::render(frame, app, r.footer);
     if app.show_help {
         help::render(frame, app, area);
+    }
+}
+
+/// TTFT, TPOT and ITL side by side, each drawn by `draw`.
+fn three(frame: &mut Frame, app: &App, rect: Rect, draw: fn(&mut Frame, &App, Rect, Metric)) {
+    let areas: [Rect; 3] = Layout::horizontal([Constraint::Fill(1); 3]).areas(rect);
+    for (area, metric) in areas
+        .into_iter()
+        .zip([Metric::Ttft, Metric::Tpot, Metric::Itl])
+    {
+        draw(frame, app, area, metric);
     }
 }
 
@@ -277,7 +365,10 @@ mod tests {
     fn below_the_minimum_there_is_no_layout() {
         assert!(layout(Rect::new(0, 0, MIN_WIDTH - 1, 40)).is_none());
         assert!(layout(Rect::new(0, 0, 200, MIN_HEIGHT - 1)).is_none());
-        assert!(layout(Rect::new(0, 0, 80, 24)).is_some_and(|r| r.decode.is_none()));
-        assert!(layout(Rect::new(0, 0, 160, 48)).is_some_and(|r| r.decode.is_some()));
+        assert!(layout(Rect::new(0, 0, 80, 24)).is_some_and(|r| r.heatmap.is_none()));
+        assert!(layout(Rect::new(0, 0, 160, 48))
+            .is_some_and(|r| r.heatmap.is_some() && r.bands.is_some() && r.dists.is_some()));
+        assert!(layout(Rect::new(0, 0, 100, 48))
+            .is_some_and(|r| r.heatmap.is_some() && r.bands.is_none() && r.dists.is_none()));
     }
 }

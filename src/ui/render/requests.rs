@@ -89,9 +89,11 @@ fn render_metric(
         History {
             block,
             bars,
+            newest: app.requests.newest_number(),
             style,
             scale: &scale,
             markers: true,
+            scale_title: true,
             empty: "waiting for the first request",
         },
     );
