@@ -121,9 +121,9 @@ pub struct RunArgs {
     /// Do not start the telemetry thread.
     #[arg(long)]
     pub no_telemetry: bool,
-    /// Dashboard frames per second (1 to 120).
-    #[arg(long, default_value_t = 10, value_parser = args::fps)]
-    pub fps: u32,
+    /// Dashboard frames per second, 1 to 120 (default 10; 5 over SSH, where bytes cost more).
+    #[arg(long, value_parser = args::fps)]
+    pub fps: Option<u32>,
     /// Dashboard theme: a name (default, light, high-contrast, mono) or a TOML file.
     #[arg(long, default_value = "default")]
     pub theme: String,
@@ -216,7 +216,7 @@ fn plan(args: &RunArgs, signals: &Signals) -> Result<RunPlan, Failure> {
         };
         let opts = crate::ui::DashboardOptions {
             baseline,
-            fps: args.fps,
+            fps: args.fps.unwrap_or_else(default_fps),
             theme: args.theme.clone(),
             color: args.color,
             ascii: args.ascii,
@@ -233,6 +233,19 @@ fn plan(args: &RunArgs, signals: &Signals) -> Result<RunPlan, Failure> {
         slo,
         dashboard,
     })
+}
+
+/// Frames per second when `--fps` is not given: fewer over SSH (`SSH_CONNECTION` or `SSH_TTY`
+/// set), where every byte crosses a link that may be slow; the charts lose nothing at 5.
+fn default_fps() -> u32 {
+    let over_ssh = ["SSH_CONNECTION", "SSH_TTY"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()));
+    if over_ssh {
+        5
+    } else {
+        10
+    }
 }
 
 /// `--endpoint`: the http engine's configuration.
