@@ -2,6 +2,7 @@
 
 pub mod arch;
 pub mod config;
+pub mod gemma;
 pub mod gguf;
 pub mod hf;
 pub mod presets;
