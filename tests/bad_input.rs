@@ -123,7 +123,7 @@ const CASES: &[Case] = &[
     Case {
         input: "unknown synthetic preset",
         args: &[H, "--model", "synthetic:huge"],
-        message: "--model: unknown synthetic preset `huge` (known: tiny, small, qwen2.5-0.5b, llama-3.2-1b, llama-2-7b, llama-3-8b, mistral-7b, qwen2.5-7b; see `infertop presets`)",
+        message: "--model: unknown synthetic preset `huge` (known: tiny, small, qwen2.5-0.5b, llama-3.2-1b, llama-2-7b, llama-3-8b, mistral-7b, qwen2.5-7b, qwen3-0.6b, qwen3-8b, gemma-3-1b, gemma-3-4b, phi-3-mini, qwen3-30b-a3b, mixtral-8x7b; see `infertop presets`)",
         code: 2,
     },
     Case {

@@ -212,6 +212,7 @@ fn info_from(
         arch: cfg.arch.name().to_string(),
         source: source.to_string(),
         params: cfg.params(),
+        active_params: cfg.active_params(),
         weight_bytes: cfg.params() * dtype.size_in_bytes() as u64,
         kv_bytes_per_token: cfg.kv_bytes_per_token(dtype.size_in_bytes()),
         dtype: dtype_name(dtype).to_string(),

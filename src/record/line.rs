@@ -112,6 +112,8 @@ pub struct EventLine {
 /// What happened, named by the line's `event` field.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
+// RunStarted (with the model's description) is written once per run: its size costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum RunEvent {
     RunStarted {
         model: ModelInfo,
