@@ -91,7 +91,11 @@ fn every_architecture_make_model_writes_loads_and_generates() {
         let cfg: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap())
                 .unwrap();
-        let model_type = if arch == "gemma3" { "gemma3_text" } else { arch };
+        let model_type = if arch == "gemma3" {
+            "gemma3_text"
+        } else {
+            arch
+        };
         assert_eq!(cfg["model_type"], model_type);
         let mut m = load(&ModelSpec::HfDir(out));
         assert_eq!(m.info.arch, arch);
@@ -186,4 +190,44 @@ fn presets_have_the_published_parameter_counts() {
             "{name}: {a:.3}B active, published {active}B"
         );
     }
+}
+
+/// candle's Phi-3 attends over every position: a run longer than the window config.json
+/// declares is warned about (and still measured).
+#[test]
+fn phi3_warns_when_a_run_outgrows_its_unapplied_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("phi3");
+    make(&[out.to_str().unwrap(), "--preset", "tiny", "--arch", "phi3"]);
+    let cfg_path = out.join("config.json");
+    let mut cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
+    cfg["sliding_window"] = 16.into();
+    std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+    let run = |prompt: &str| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_infertop"))
+            .args([
+                "--model",
+                out.to_str().unwrap(),
+                "--headless",
+                "--requests",
+                "1",
+            ])
+            .args(["-p", prompt, "-n", "4"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let long = run("20");
+    assert!(
+        long.contains("declares sliding_window 16, which candle's phi3 does not apply"),
+        "{long}"
+    );
+    let short = run("8");
+    assert!(!short.contains("declares sliding_window"), "{short}");
 }

@@ -190,6 +190,18 @@ fn run(
             0
         },
     })));
+    if let Some(w) = loaded.unapplied_window.filter(|&w| needed > w) {
+        // Warn rather than refuse: the cost of attending over every position is what is
+        // measured, and a run longer than the window is still a useful latency figure.
+        let _ = tx.send(Event::Error {
+            message: format!(
+                "{} declares sliding_window {w}, which candle's {} does not apply: with prompt + output up to {needed} tokens, attention past {w} positions differs from the reference model (latency then counts full attention)",
+                cfg.model.display(),
+                info.arch
+            ),
+            fatal: false,
+        });
+    }
 
     let started = Instant::now();
     let mut inbox = Inbox {
