@@ -73,6 +73,18 @@ const CASES: &[Case] = &[
         code: 2,
     },
     Case {
+        input: "sampling temperature of 0",
+        args: &[H, "--sampling", "temperature=0,seed=1"],
+        message: "--sampling: temperature=0: must be a number above 0 (for greedy decoding leave out --sampling)",
+        code: 2,
+    },
+    Case {
+        input: "unknown sampling key",
+        args: &[H, "--sampling", "temp=0.7"],
+        message: "--sampling: unknown key `temp` (known: temperature, top_p, top_k, seed)",
+        code: 2,
+    },
+    Case {
         input: "malformed length",
         args: &[H, "-p", "12x"],
         message: "--prompt-tokens: `12x` is not a length (use N, a list like 128,512, or a range like 64..512)",
@@ -271,13 +283,13 @@ const CASES: &[Case] = &[
     Case {
         input: "config.json without an architecture",
         args: &[H, "--model", "no-arch"],
-        message: "no-arch/config.json: names no architecture (neither `architectures` nor `model_type`); supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM",
+        message: "no-arch/config.json: names no architecture (neither `architectures` nor `model_type`); supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM",
         code: 2,
     },
     Case {
         input: "config.json of an unsupported architecture",
         args: &[H, "--model", "gpt2"],
-        message: "gpt2/config.json: architecture `GPT2LMHeadModel` is not supported (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM)",
+        message: "gpt2/config.json: architecture `GPT2LMHeadModel` is not supported (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM)",
         code: 2,
     },
     Case {

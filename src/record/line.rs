@@ -62,6 +62,9 @@ pub struct RunConfig {
     pub requests: Option<u64>,
     pub duration: Option<String>,
     pub stop_at_eos: bool,
+    /// `--sampling` in canonical form; absent: greedy argmax.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<String>,
     pub slo: Slo,
     /// `http` for `--endpoint` runs; absent for the candle engine.
     #[serde(skip_serializing_if = "Option::is_none")]
