@@ -1,11 +1,16 @@
 //! Gemma 2 and Gemma 3 (text), written with candle ops to compute what transformers computes.
 //!
 //! candle-transformers 0.11 has both, but they disagree with transformers in ways a tiny model
-//! shows at once: its Gemma 2 applies the sliding window to every layer (transformers: only the
-//! layers `layer_types` marks), its Gemma 3 scales scores by `head_dim^-0.5` instead of
-//! `query_pre_attn_scalar^-0.5`, and both windows let a query see `sliding_window + 1`
-//! positions (transformers: `sliding_window`, the query's own included). This module follows
-//! transformers' `modeling_gemma2.py` / `modeling_gemma3.py`:
+//! shows at once (the golden fixtures use `query_pre_attn_scalar` 24 with head_dim 32 and a
+//! window of 8 under prompts of up to 26 tokens + 16 generated):
+//! - both scale scores by `head_dim^-0.5`, ignoring `query_pre_attn_scalar` (equal in the
+//!   published Gemma 2 2B/9B and Gemma 3, not in Gemma 2 27B: 144 vs head_dim 128);
+//! - its Gemma 2 masks the window on every layer during prefill (transformers: only the layers
+//!   `layer_types` marks) and not at all during decode (full cache, no decode mask);
+//! - in prefill both let a query see `sliding_window + 1` positions (`j + w < i` masked;
+//!   transformers: `i - j < w`, the query's own position included).
+//!
+//! This module follows transformers' `modeling_gemma2.py` / `modeling_gemma3.py`:
 //!
 //! - embeddings scaled by `sqrt(hidden_size)`, rounded to the weights' dtype;
 //! - RMSNorm computed in f32 with gain `1 + w`, around both the attention and the MLP block
