@@ -293,6 +293,18 @@ const CASES: &[Case] = &[
         code: 2,
     },
     Case {
+        input: "Gemma 3 with vision (only the text model is read)",
+        args: &[H, "--model", "gemma3-vision"],
+        message: "gemma3-vision/config.json: architecture `Gemma3ForConditionalGeneration` is not supported (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM)",
+        code: 2,
+    },
+    Case {
+        input: "Gemma `layer_types` not one per layer",
+        args: &[H, "--model", "gemma-layer-types"],
+        message: "gemma-layer-types/config.json: `layer_types` has 1 entries for num_hidden_layers 4",
+        code: 2,
+    },
+    Case {
         input: "config.json missing a required field",
         args: &[H, "--model", "no-hidden-size"],
         message: "no-hidden-size/config.json: missing field `hidden_size`",
@@ -467,6 +479,14 @@ fn make_fixtures(d: &Path) {
         d.join("gpt2/config.json"),
         r#"{"architectures": ["GPT2LMHeadModel"]}"#,
     );
+    write(
+        d.join("gemma3-vision/config.json"),
+        r#"{"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3"}"#,
+    );
+    let mut gemma: serde_json::Value = serde_json::from_str(&config).expect("json");
+    gemma["architectures"] = serde_json::json!(["Gemma2ForCausalLM"]);
+    gemma["layer_types"] = serde_json::json!(["sliding_attention"]);
+    write(d.join("gemma-layer-types/config.json"), gemma.to_string());
     let mut no_hidden: serde_json::Value = serde_json::from_str(&config).expect("json");
     no_hidden
         .as_object_mut()
