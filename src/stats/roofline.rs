@@ -218,10 +218,17 @@ pub fn decode_bytes_per_step(
 /// What the decode bytes per step count, in words, for reports.
 pub fn decode_basis(m: &ModelInfo) -> String {
     if m.is_sparse() {
+        let count = |n: u64| {
+            if n >= 1_000_000_000 {
+                format!("{:.2}B", n as f64 / 1e9)
+            } else {
+                format!("{:.2}M", n as f64 / 1e6)
+            }
+        };
         format!(
-            "active weights ({:.2}B of {:.2}B parameters: shared weights + the experts one token is routed to; a lower bound for batch > 1) + KV cache at the mean context",
-            m.active() as f64 / 1e9,
-            m.params as f64 / 1e9
+            "active weights ({} of {} parameters: shared weights + the experts one token is routed to; a lower bound for batch > 1) + KV cache at the mean context",
+            count(m.active()),
+            count(m.params)
         )
     } else {
         "weights + KV cache at the mean context".to_string()
