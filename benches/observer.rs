@@ -619,6 +619,7 @@ fn inproc(s: &Settings) {
         stop_at_eos: false,
         record_tokens: false,
         tokenizer: None,
+        sampling: None,
     };
     let handle = worker::spawn(cfg, tx, ctl_rx).expect("spawn worker");
     let mut terminal = Terminal::with_options(

@@ -107,6 +107,7 @@ fn harness(preset: &str, with_telemetry: bool) -> Vec<f64> {
         stop_at_eos: false,
         record_tokens: false,
         tokenizer: None,
+        sampling: None,
     };
     let handle = worker::spawn(cfg, tx, ctl_rx).expect("spawn");
     let mut stats = RunStats::new();

@@ -262,6 +262,10 @@ pub struct ModelInfo {
     /// `hf`, `gguf` or `synthetic`.
     pub source: String,
     pub params: u64,
+    /// Parameters one token runs through: `params` for dense models, less the experts a MoE
+    /// router skips. Records written before this field read it as 0: see [`Self::active`].
+    #[serde(default)]
+    pub active_params: u64,
     /// Bytes of weights as held on the device.
     pub weight_bytes: u64,
     /// KV-cache bytes per token per sequence: 2 × layers × kv heads × head dim × dtype bytes.
@@ -288,6 +292,7 @@ impl ModelInfo {
             arch: "served".into(),
             source: "http".into(),
             params: 0,
+            active_params: 0,
             weight_bytes: 0,
             kv_bytes_per_token: 0,
             dtype: "?".into(),
@@ -300,6 +305,29 @@ impl ModelInfo {
             head_dim: 0,
             vocab: 0,
         }
+    }
+
+    /// Parameters one token runs through (`params` where the record does not say).
+    pub fn active(&self) -> u64 {
+        if self.active_params == 0 {
+            self.params
+        } else {
+            self.active_params
+        }
+    }
+
+    /// Whether only part of the weights run per token (a mixture of experts).
+    pub fn is_sparse(&self) -> bool {
+        self.active() < self.params
+    }
+
+    /// Bytes of weights one token reads: `weight_bytes` scaled by active / total parameters
+    /// (all of them for a dense model).
+    pub fn active_weight_bytes(&self) -> u64 {
+        if self.params == 0 || !self.is_sparse() {
+            return self.weight_bytes;
+        }
+        (self.weight_bytes as u128 * self.active() as u128 / self.params as u128) as u64
     }
 
     /// Expected KV-cache bytes for `tokens` positions of `batch` sequences.

@@ -33,6 +33,7 @@ fn config(requests: Option<u64>) -> WorkerConfig {
         stop_at_eos: false,
         record_tokens: false,
         tokenizer: None,
+        sampling: None,
     }
 }
 

@@ -79,6 +79,18 @@ const CASES: &[Case] = &[
         code: 2,
     },
     Case {
+        input: "sampling temperature of 0",
+        args: &[H, "--sampling", "temperature=0,seed=1"],
+        message: "--sampling: temperature=0: must be a number above 0 (for greedy decoding leave out --sampling)",
+        code: 2,
+    },
+    Case {
+        input: "unknown sampling key",
+        args: &[H, "--sampling", "temp=0.7"],
+        message: "--sampling: unknown key `temp` (known: temperature, top_p, top_k, seed)",
+        code: 2,
+    },
+    Case {
         input: "malformed length",
         args: &[H, "-p", "12x"],
         message: "--prompt-tokens: `12x` is not a length (use N, a list like 128,512, or a range like 64..512)",
@@ -129,7 +141,7 @@ const CASES: &[Case] = &[
     Case {
         input: "unknown synthetic preset",
         args: &[H, "--model", "synthetic:huge"],
-        message: "--model: unknown synthetic preset `huge` (known: tiny, small, qwen2.5-0.5b, llama-3.2-1b, llama-2-7b, llama-3-8b, mistral-7b, qwen2.5-7b; see `infertop presets`)",
+        message: "--model: unknown synthetic preset `huge` (known: tiny, small, qwen2.5-0.5b, llama-3.2-1b, llama-2-7b, llama-3-8b, mistral-7b, qwen2.5-7b, qwen3-0.6b, qwen3-8b, gemma-3-1b, gemma-3-4b, phi-3-mini, qwen3-30b-a3b, mixtral-8x7b; see `infertop presets`)",
         code: 2,
     },
     Case {
@@ -277,13 +289,25 @@ const CASES: &[Case] = &[
     Case {
         input: "config.json without an architecture",
         args: &[H, "--model", "no-arch"],
-        message: "no-arch/config.json: names no architecture (neither `architectures` nor `model_type`); supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM",
+        message: "no-arch/config.json: names no architecture (neither `architectures` nor `model_type`); supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM",
         code: 2,
     },
     Case {
         input: "config.json of an unsupported architecture",
         args: &[H, "--model", "gpt2"],
-        message: "gpt2/config.json: architecture `GPT2LMHeadModel` is not supported (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM)",
+        message: "gpt2/config.json: architecture `GPT2LMHeadModel` is not supported (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM)",
+        code: 2,
+    },
+    Case {
+        input: "Gemma 3 with vision (only the text model is read)",
+        args: &[H, "--model", "gemma3-vision"],
+        message: "gemma3-vision/config.json: architecture `Gemma3ForConditionalGeneration` is not supported (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM)",
+        code: 2,
+    },
+    Case {
+        input: "Gemma `layer_types` not one per layer",
+        args: &[H, "--model", "gemma-layer-types"],
+        message: "gemma-layer-types/config.json: `layer_types` has 1 entries for num_hidden_layers 4",
         code: 2,
     },
     Case {
@@ -467,6 +491,14 @@ fn make_fixtures(d: &Path) {
         d.join("gpt2/config.json"),
         r#"{"architectures": ["GPT2LMHeadModel"]}"#,
     );
+    write(
+        d.join("gemma3-vision/config.json"),
+        r#"{"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3"}"#,
+    );
+    let mut gemma: serde_json::Value = serde_json::from_str(&config).expect("json");
+    gemma["architectures"] = serde_json::json!(["Gemma2ForCausalLM"]);
+    gemma["layer_types"] = serde_json::json!(["sliding_attention"]);
+    write(d.join("gemma-layer-types/config.json"), gemma.to_string());
     let mut no_hidden: serde_json::Value = serde_json::from_str(&config).expect("json");
     no_hidden
         .as_object_mut()

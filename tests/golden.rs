@@ -11,8 +11,7 @@ use candle_core::{DType, Device, Tensor, D};
 use infertop::model::{self, DeviceSpec, ModelSpec};
 use serde_json::Value;
 
-/// The fixtures whose architecture infertop loads today. The others in tests/fixtures/golden
-/// (qwen3, qwen3_moe, gemma2, gemma3, phi3, mixtral) join this list as their loaders land.
+/// The fixtures whose architecture infertop loads: every one in tests/fixtures/golden.
 const SUPPORTED: &[&str] = &[
     "llama",
     "mistral",
@@ -21,6 +20,8 @@ const SUPPORTED: &[&str] = &[
     "phi3",
     "mixtral",
     "qwen3_moe",
+    "gemma2",
+    "gemma3",
 ];
 
 /// Prefill logits may differ from torch's by float rounding only. Measured: at most 1.4e-5 (logits
@@ -164,6 +165,16 @@ fn mixtral_matches_transformers() {
 #[test]
 fn qwen3_moe_matches_transformers() {
     check("qwen3_moe");
+}
+
+#[test]
+fn gemma2_matches_transformers() {
+    check("gemma2");
+}
+
+#[test]
+fn gemma3_matches_transformers() {
+    check("gemma3");
 }
 
 /// Every fixture directory is complete, and the supported ones are each tested above.

@@ -73,17 +73,39 @@ fn made_directory_matches_in_memory_model_and_is_deterministic() {
 }
 
 #[test]
-fn qwen2_and_mistral_directories_load_and_generate() {
+fn every_architecture_make_model_writes_loads_and_generates() {
     let dir = tempfile::tempdir().unwrap();
-    for arch in ["qwen2", "mistral"] {
+    for arch in [
+        "qwen2",
+        "mistral",
+        "qwen3",
+        "phi3",
+        "mixtral",
+        "qwen3_moe",
+        "gemma2",
+        "gemma3",
+    ] {
         let out = dir.path().join(arch);
         make(&[out.to_str().unwrap(), "--preset", "tiny", "--arch", arch]);
         let cfg: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(out.join("config.json")).unwrap())
                 .unwrap();
-        assert_eq!(cfg["model_type"], arch);
+        let model_type = if arch == "gemma3" {
+            "gemma3_text"
+        } else {
+            arch
+        };
+        assert_eq!(cfg["model_type"], model_type);
         let mut m = load(&ModelSpec::HfDir(out));
         assert_eq!(m.info.arch, arch);
+        let moe = matches!(arch, "mixtral" | "qwen3_moe");
+        assert_eq!(
+            m.info.active_params < m.info.params,
+            moe,
+            "{arch}: active {} of {} params",
+            m.info.active_params,
+            m.info.params
+        );
         let (ids, logits) = greedy(&mut m.model, &PROMPT, 4);
         assert_eq!(ids.len(), 4);
         assert!(logits.iter().all(|v| v.is_finite()));
@@ -137,4 +159,74 @@ fn config_json_as_older_and_current_transformers_write_it() {
     assert_eq!(b.rope_scaling.as_ref().map(|s| s.factor), Some(8.0));
     assert_eq!(a.rms_norm_eps, 1e-6);
     assert_eq!(b.head_dim, 64);
+}
+
+/// The presets' shapes are the published models': their parameter counts (total and, for a
+/// mixture of experts, active per token) are the published figures.
+#[test]
+fn presets_have_the_published_parameter_counts() {
+    use infertop::model::presets;
+    // (preset, total, active) in billions, as the model cards state them.
+    let published = [
+        ("qwen3-0.6b", 0.596, 0.596),
+        ("qwen3-8b", 8.19, 8.19),
+        ("gemma-3-1b", 1.00, 1.00),
+        ("gemma-3-4b", 3.88, 3.88),
+        ("phi-3-mini", 3.82, 3.82),
+        ("qwen3-30b-a3b", 30.5, 3.3),
+        ("mixtral-8x7b", 46.7, 12.9),
+    ];
+    for (name, total, active) in published {
+        let cfg = (presets::find(name).unwrap().config)();
+        cfg.check_supported().unwrap();
+        let (t, a) = (cfg.params() as f64 / 1e9, cfg.active_params() as f64 / 1e9);
+        assert!(
+            (t / total - 1.0).abs() < 0.02,
+            "{name}: {t:.3}B total, published {total}B"
+        );
+        assert!(
+            (a / active - 1.0).abs() < 0.03,
+            "{name}: {a:.3}B active, published {active}B"
+        );
+    }
+}
+
+/// candle's Phi-3 attends over every position: a run longer than the window config.json
+/// declares is warned about (and still measured).
+#[test]
+fn phi3_warns_when_a_run_outgrows_its_unapplied_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("phi3");
+    make(&[out.to_str().unwrap(), "--preset", "tiny", "--arch", "phi3"]);
+    let cfg_path = out.join("config.json");
+    let mut cfg: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cfg_path).unwrap()).unwrap();
+    cfg["sliding_window"] = 16.into();
+    std::fs::write(&cfg_path, cfg.to_string()).unwrap();
+    let run = |prompt: &str| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_infertop"))
+            .args([
+                "--model",
+                out.to_str().unwrap(),
+                "--headless",
+                "--requests",
+                "1",
+            ])
+            .args(["-p", prompt, "-n", "4"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    };
+    let long = run("20");
+    assert!(
+        long.contains("declares sliding_window 16, which candle's phi3 does not apply"),
+        "{long}"
+    );
+    let short = run("8");
+    assert!(!short.contains("declares sliding_window"), "{short}");
 }

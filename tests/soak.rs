@@ -71,6 +71,7 @@ fn model_info() -> ModelInfo {
         arch: "llama".into(),
         source: "synthetic".into(),
         params: 8_030_000_000,
+        active_params: 8_030_000_000,
         weight_bytes: 16_060_000_000,
         kv_bytes_per_token: 131_072,
         dtype: "bf16".into(),

@@ -38,6 +38,7 @@ fn arch() -> ArchConfig {
         eos_token_ids: Vec::new(),
         moe: None,
         partial_rotary_factor: None,
+        gemma: None,
     }
 }
 

@@ -31,6 +31,7 @@ fn model() -> ModelInfo {
         arch: "llama".into(),
         source: "synthetic".into(),
         params: 4_620_000,
+        active_params: 4_620_000,
         weight_bytes: 18_480_000,
         kv_bytes_per_token: 4096,
         dtype: "f32".into(),

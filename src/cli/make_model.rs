@@ -28,19 +28,21 @@ pub struct MakeModelArgs {
     pub seed: u64,
 }
 
-/// `infertop presets`.
+/// `infertop presets`: every shape with its parameters (active: what one token runs through,
+/// less than all of them for a mixture of experts) and the memory its weights take.
 pub fn presets_table() -> String {
     let mut out = String::from(
-        "| preset | arch | params | layers | hidden | heads/kv | vocab | positions | f32 | bf16 | about |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| preset | arch | params | active | layers | hidden | heads/kv | vocab | positions | f32 | bf16 | about |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for p in presets::PRESETS {
         let c = (p.config)();
         let params = c.params();
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} |\n",
             p.name,
             c.arch.name(),
             human_count(params),
+            human_count(c.active_params()),
             c.num_hidden_layers,
             c.hidden_size,
             c.num_attention_heads,

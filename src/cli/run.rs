@@ -15,7 +15,7 @@ use super::prompt::{load_tokenizer, prompt_source};
 use super::{args, say, Failure};
 use crate::engine::http::{self, Api, Endpoint, HttpConfig};
 use crate::engine::worker::{self, WorkerConfig};
-use crate::engine::workload::{LenSpec, PromptSource, Workload};
+use crate::engine::workload::{LenSpec, PromptSource, Sampling, Workload};
 use crate::event::{Control, Event, StopReason};
 use crate::model::{self, DeviceSpec, ModelSpec};
 use crate::record::line::{Header, Machine, RunConfig, RECORD_FORMAT};
@@ -88,6 +88,9 @@ pub struct RunArgs {
     /// Stop a sequence at its end-of-sequence token (ignored by default).
     #[arg(long)]
     pub stop_at_eos: bool,
+    /// Sample on the host instead of greedy argmax: temperature=T,top_p=P,top_k=K,seed=S.
+    #[arg(long, value_parser = Sampling::parse)]
+    pub sampling: Option<Sampling>,
     /// The first N requests are warmup, kept out of steady-state statistics.
     #[arg(long, default_value_t = 2)]
     pub warmup: u64,
@@ -378,6 +381,7 @@ fn plan_candle(args: &RunArgs) -> Result<WorkerConfig, Failure> {
         stop_at_eos: args.stop_at_eos,
         record_tokens: args.record_tokens,
         tokenizer: if args.record_tokens { tokenizer } else { None },
+        sampling: args.sampling.clone(),
     })
 }
 
@@ -429,6 +433,7 @@ fn header(args: &RunArgs, plan: &RunPlan) -> Header {
         requests: args.requests,
         duration: args.duration.map(|d| format!("{}s", d.as_secs_f64())),
         stop_at_eos: args.stop_at_eos,
+        sampling: args.sampling.as_ref().map(Sampling::describe),
         slo: plan.slo,
         ..RunConfig::default()
     };

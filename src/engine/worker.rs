@@ -10,7 +10,7 @@ use candle_core::{DType, Device, Tensor, D};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::timer::{device_memory, GpuTimer};
-use super::workload::{RequestShape, Workload};
+use super::workload::{RequestShape, Sampler, Sampling, Workload};
 use crate::event::{Control, Event, RequestDone, RunInfo, StopReason};
 use crate::model::{self, CausalLm, DeviceSpec, ModelSpec};
 use crate::telemetry::alloc;
@@ -31,6 +31,8 @@ pub struct WorkerConfig {
     pub record_tokens: bool,
     /// Decodes generated ids for `--record-tokens`.
     pub tokenizer: Option<tokenizers::Tokenizer>,
+    /// `--sampling`: host-side sampling in place of greedy argmax (`None`: greedy).
+    pub sampling: Option<Sampling>,
 }
 
 /// The worker thread's name (an engine thread: see `util::quiet_engine_panics`).
@@ -190,6 +192,18 @@ fn run(
             0
         },
     })));
+    if let Some(w) = loaded.unapplied_window.filter(|&w| needed > w) {
+        // Warn rather than refuse: the cost of attending over every position is what is
+        // measured, and a run longer than the window is still a useful latency figure.
+        let _ = tx.send(Event::Error {
+            message: format!(
+                "{} declares sliding_window {w}, which candle's {} does not apply: with prompt + output up to {needed} tokens, attention past {w} positions differs from the reference model (latency then counts full attention)",
+                cfg.model.display(),
+                info.arch
+            ),
+            fatal: false,
+        });
+    }
 
     let started = Instant::now();
     let mut inbox = Inbox {
@@ -204,6 +218,7 @@ fn run(
         stop_at_eos: cfg.stop_at_eos,
         tx,
         fault,
+        sampler: cfg.sampling.clone().map(Sampler::new),
     };
     let mut index: u64 = 0;
     loop {
@@ -302,6 +317,8 @@ struct Measure<'a> {
     stop_at_eos: bool,
     tx: &'a Sender<Event>,
     fault: Option<Fault>,
+    /// `--sampling`; `None`: greedy argmax on the device.
+    sampler: Option<Sampler>,
 }
 
 /// One timed forward: the next tokens (on the device and on the host) and how long it took.
@@ -339,7 +356,9 @@ struct Generated {
 impl Measure<'_> {
     /// The one timed region, for prefill and decode alike: build the input (the prefill
     /// uploads the prompt ids), forward at `pos`, argmax, copy the ids to the host, and
-    /// synchronize. Nothing else is inside: buffers are allocated before, events sent after.
+    /// synchronize. With `--sampling` the logits are copied to the host and sampled there,
+    /// and the drawn ids uploaded, all inside the region, as a server pays for them.
+    /// Nothing else is inside: buffers are allocated before, events sent after.
     fn timed(
         &mut self,
         input: impl FnOnce(&Device) -> candle_core::Result<Tensor>,
@@ -349,9 +368,21 @@ impl Measure<'_> {
         self.gpu.start();
         let input = input(self.device)?;
         let logits = self.lm.forward(&input, pos)?;
-        let next = logits.argmax_keepdim(D::Minus1)?; // (b, 1) u32
-        self.gpu.stop();
-        let ids = next.flatten_all()?.to_vec1::<u32>()?;
+        let (next, ids) = match self.sampler.as_mut() {
+            None => {
+                let next = logits.argmax_keepdim(D::Minus1)?; // (b, 1) u32
+                self.gpu.stop();
+                let ids = next.flatten_all()?.to_vec1::<u32>()?;
+                (next, ids)
+            }
+            Some(sampler) => {
+                self.gpu.stop();
+                let rows = logits.to_vec2::<f32>()?;
+                let ids: Vec<u32> = rows.iter().map(|row| sampler.sample(row)).collect();
+                let next = Tensor::from_slice(&ids, (ids.len(), 1), self.device)?;
+                (next, ids)
+            }
+        };
         self.device.synchronize()?;
         let wall_s = t0.elapsed().as_secs_f64();
         Ok(Timed {
@@ -374,6 +405,9 @@ impl Measure<'_> {
         let (b, p, g) = (shape.batch, shape.prompt_tokens, shape.output_tokens);
         // Everything allocated up front, outside the timed regions.
         self.lm.reset();
+        if let Some(s) = self.sampler.as_mut() {
+            s.start_request(index);
+        }
         let mut ids: Vec<u32> = Vec::with_capacity(b * g);
         let mut finished = vec![false; b];
         self.device.synchronize()?;

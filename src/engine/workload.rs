@@ -184,3 +184,220 @@ impl Workload {
         }
     }
 }
+
+/// `--sampling temperature=T,top_p=P,top_k=K,seed=S`: sampling on the host, as servers do,
+/// instead of greedy argmax (the default and the measured definition). Unset keys keep
+/// their neutral value: temperature 1, top_p 1 (off), top_k 0 (off), seed 0.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sampling {
+    pub temperature: f64,
+    pub top_p: f64,
+    /// 0: every token is a candidate.
+    pub top_k: usize,
+    pub seed: u64,
+}
+
+impl Sampling {
+    /// Parses `key=value` pairs separated by commas; errors are one line, without the flag.
+    pub fn parse(s: &str) -> Result<Sampling, String> {
+        let mut out = Sampling {
+            temperature: 1.0,
+            top_p: 1.0,
+            top_k: 0,
+            seed: 0,
+        };
+        let mut seen: Vec<&str> = Vec::new();
+        for pair in s.split(',').map(str::trim) {
+            let Some((key, value)) = pair.split_once('=') else {
+                return Err(format!(
+                    "`{pair}` is not key=value (use temperature=T,top_p=P,top_k=K,seed=S)"
+                ));
+            };
+            let (key, value) = (key.trim(), value.trim());
+            if seen.contains(&key) {
+                return Err(format!("`{key}` is given twice"));
+            }
+            let bad = |what: &str| format!("{key}={value}: {what}");
+            match key {
+                "temperature" => out.temperature = value
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|t| t.is_finite() && *t > 0.0)
+                    .ok_or_else(|| {
+                        bad("must be a number above 0 (for greedy decoding leave out --sampling)")
+                    })?,
+                "top_p" => {
+                    out.top_p = value
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|p| *p > 0.0 && *p <= 1.0)
+                        .ok_or_else(|| bad("must be a number in (0, 1]"))?
+                }
+                "top_k" => {
+                    out.top_k = value
+                        .parse::<usize>()
+                        .map_err(|_| bad("must be a whole number (0: off)"))?
+                }
+                "seed" => {
+                    out.seed = value
+                        .parse::<u64>()
+                        .map_err(|_| bad("must be a whole number"))?
+                }
+                other => {
+                    return Err(format!(
+                        "unknown key `{}` (known: temperature, top_p, top_k, seed)",
+                        other.escape_debug()
+                    ))
+                }
+            }
+            seen.push(key);
+        }
+        Ok(out)
+    }
+
+    /// The canonical form, for the record: every key, in order.
+    pub fn describe(&self) -> String {
+        format!(
+            "temperature={},top_p={},top_k={},seed={}",
+            self.temperature, self.top_p, self.top_k, self.seed
+        )
+    }
+}
+
+/// Draws tokens from logits on the host: temperature, then top-k, then top-p (nucleus), then
+/// one uniform draw. Seeded per request (from the seed and the request index), so a request's
+/// ids depend only on the seed, its index and its logits.
+pub struct Sampler {
+    cfg: Sampling,
+    rng: SplitMix64,
+    /// (token, scaled logit) candidates, reused between steps.
+    candidates: Vec<(u32, f32)>,
+}
+
+impl Sampler {
+    pub fn new(cfg: Sampling) -> Sampler {
+        let rng = SplitMix64::new(cfg.seed);
+        Sampler {
+            cfg,
+            rng,
+            candidates: Vec::new(),
+        }
+    }
+
+    /// Restarts the random stream for request `index`.
+    pub fn start_request(&mut self, index: u64) {
+        self.rng = SplitMix64::new(self.cfg.seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    }
+
+    /// One token from one row of logits (not empty).
+    pub fn sample(&mut self, logits: &[f32]) -> u32 {
+        let t = self.cfg.temperature as f32;
+        self.candidates.clear();
+        self.candidates
+            .extend(logits.iter().enumerate().map(|(i, &l)| (i as u32, l / t)));
+        let by_logit = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1);
+        let k = self.cfg.top_k;
+        if k > 0 && k < self.candidates.len() {
+            self.candidates.select_nth_unstable_by(k - 1, by_logit);
+            self.candidates.truncate(k);
+        }
+        self.candidates.sort_unstable_by(by_logit);
+        let Some(&(best, max)) = self.candidates.first() else {
+            return 0;
+        };
+        if !max.is_finite() {
+            return best;
+        }
+        // Softmax weights (unnormalized), then the nucleus: the fewest top tokens whose
+        // probability reaches top_p.
+        let weights: Vec<f64> = self
+            .candidates
+            .iter()
+            .map(|&(_, l)| f64::from(l - max).exp())
+            .collect();
+        let total: f64 = weights.iter().sum();
+        let mut keep = weights.len();
+        if self.cfg.top_p < 1.0 {
+            let mut cum = 0.0;
+            for (i, w) in weights.iter().enumerate() {
+                cum += w / total;
+                if cum >= self.cfg.top_p {
+                    keep = i + 1;
+                    break;
+                }
+            }
+        }
+        let kept: f64 = weights[..keep].iter().sum();
+        let mut u = self.rng.next_f64() * kept;
+        for (i, w) in weights[..keep].iter().enumerate() {
+            if u < *w {
+                return self.candidates[i].0;
+            }
+            u -= w;
+        }
+        self.candidates[keep - 1].0
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod sampling_tests {
+    use super::*;
+
+    #[test]
+    fn parse_and_describe() {
+        let s = Sampling::parse("temperature=0.7, top_p=0.9,top_k=40,seed=3").unwrap();
+        assert_eq!(s.describe(), "temperature=0.7,top_p=0.9,top_k=40,seed=3");
+        assert_eq!(
+            Sampling::parse("seed=5").unwrap().describe(),
+            "temperature=1,top_p=1,top_k=0,seed=5"
+        );
+        for (bad, want) in [
+            ("temperature=0", "temperature=0: must be a number above 0 (for greedy decoding leave out --sampling)"),
+            ("top_p=1.5", "top_p=1.5: must be a number in (0, 1]"),
+            ("top_k=-1", "top_k=-1: must be a whole number (0: off)"),
+            ("seed=x", "seed=x: must be a whole number"),
+            ("temp=1", "unknown key `temp` (known: temperature, top_p, top_k, seed)"),
+            ("seed=1,seed=2", "`seed` is given twice"),
+            ("greedy", "`greedy` is not key=value (use temperature=T,top_p=P,top_k=K,seed=S)"),
+        ] {
+            assert_eq!(Sampling::parse(bad).unwrap_err(), want);
+        }
+    }
+
+    #[test]
+    fn same_seed_same_ids_and_the_filters_hold() {
+        let logits: Vec<f32> = (0..1000)
+            .map(|i| ((i * 7919) % 1000) as f32 / 100.0)
+            .collect();
+        let draw = |spec: &str, index: u64| {
+            let mut s = Sampler::new(Sampling::parse(spec).unwrap());
+            s.start_request(index);
+            (0..200).map(|_| s.sample(&logits)).collect::<Vec<u32>>()
+        };
+        let a = draw("temperature=2,seed=7", 0);
+        assert_eq!(a, draw("temperature=2,seed=7", 0), "same seed, same ids");
+        assert_ne!(
+            a,
+            draw("temperature=2,seed=8", 0),
+            "another seed, other ids"
+        );
+        assert_ne!(
+            a,
+            draw("temperature=2,seed=7", 1),
+            "another request, other ids"
+        );
+        // top_k=3: only the three largest logits (9.99, 9.98, 9.97 at these indices).
+        let top: Vec<u32> = {
+            let mut idx: Vec<u32> = (0..1000).collect();
+            idx.sort_by(|&x, &y| logits[y as usize].total_cmp(&logits[x as usize]));
+            idx[..3].to_vec()
+        };
+        let k3 = draw("temperature=5,top_k=3,seed=1", 0);
+        assert!(k3.iter().all(|id| top.contains(id)), "{k3:?}");
+        assert!(top.iter().all(|id| k3.contains(id)), "all three drawn");
+        // A tiny top_p keeps only the argmax.
+        let p = draw("top_p=0.0001,seed=1", 0);
+        assert!(p.iter().all(|&id| id == top[0]));
+    }
+}

@@ -7,6 +7,7 @@ use candle_transformers::models::{
 };
 
 use super::config::{Arch, ArchConfig};
+use super::gemma::GemmaModel;
 
 /// A loaded causal LM. `forward` returns last-position logits as `(batch, vocab)`.
 // One per process, owned by the worker: the variants' size difference costs nothing.
@@ -29,6 +30,8 @@ pub enum CausalLm {
         model: mixtral::Model,
     },
     Qwen3Moe(qwen3_moe::ModelForCausalLM),
+    /// Gemma 2 and 3: our own implementation (see `model::gemma` for why not candle's).
+    Gemma(GemmaModel),
     QuantLlama(quantized_llama::ModelWeights),
     QuantQwen2(quantized_qwen2::ModelWeights),
 }
@@ -67,6 +70,10 @@ impl CausalLm {
                 &qwen3_moe_config(cfg),
                 vb,
             )?),
+            Arch::Gemma2 | Arch::Gemma3 => match &cfg.gemma {
+                Some(g) => CausalLm::Gemma(GemmaModel::load(cfg, g, vb, dtype, device)?),
+                None => candle_core::bail!("{} config without its Gemma settings", cfg.arch.name()),
+            },
         })
     }
 
@@ -80,6 +87,7 @@ impl CausalLm {
             CausalLm::Phi3(m) => m.clear_kv_cache(),
             CausalLm::Mixtral { fresh, model } => *model = fresh.clone(),
             CausalLm::Qwen3Moe(m) => m.clear_kv_cache(),
+            CausalLm::Gemma(m) => m.clear_kv_cache(),
             CausalLm::QuantLlama(m) => m.clear_kv_cache(),
             CausalLm::QuantQwen2(m) => m.clear_kv_cache(),
         }
@@ -95,6 +103,7 @@ impl CausalLm {
             CausalLm::Phi3(m) => m.forward(ids, pos)?,
             CausalLm::Mixtral { model, .. } => model.forward(ids, pos)?,
             CausalLm::Qwen3Moe(m) => m.forward(ids, pos)?,
+            CausalLm::Gemma(m) => m.forward(ids, pos)?,
             CausalLm::QuantLlama(m) => m.forward(ids, pos)?,
             CausalLm::QuantQwen2(m) => m.forward(ids, pos)?,
         };

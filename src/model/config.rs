@@ -19,6 +19,8 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "Phi3ForCausalLM",
     "MixtralForCausalLM",
     "Qwen3MoeForCausalLM",
+    "Gemma2ForCausalLM",
+    "Gemma3ForCausalLM",
 ];
 
 #[derive(
@@ -35,6 +37,9 @@ pub enum Arch {
     #[serde(rename = "qwen3_moe")]
     #[value(name = "qwen3_moe")]
     Qwen3Moe,
+    Gemma2,
+    /// Gemma 3 text-only (`gemma3_text`; the vision model's directories are not read).
+    Gemma3,
 }
 
 impl Arch {
@@ -47,6 +52,16 @@ impl Arch {
             Arch::Phi3 => "phi3",
             Arch::Mixtral => "mixtral",
             Arch::Qwen3Moe => "qwen3_moe",
+            Arch::Gemma2 => "gemma2",
+            Arch::Gemma3 => "gemma3",
+        }
+    }
+
+    /// The `model_type` transformers writes for the architecture.
+    pub fn model_type(self) -> &'static str {
+        match self {
+            Arch::Gemma3 => "gemma3_text",
+            other => other.name(),
         }
     }
 
@@ -59,6 +74,8 @@ impl Arch {
             Arch::Phi3 => "Phi3ForCausalLM",
             Arch::Mixtral => "MixtralForCausalLM",
             Arch::Qwen3Moe => "Qwen3MoeForCausalLM",
+            Arch::Gemma2 => "Gemma2ForCausalLM",
+            Arch::Gemma3 => "Gemma3ForCausalLM",
         }
     }
 
@@ -71,6 +88,9 @@ impl Arch {
             "phi3" | "phi3forcausallm" => Some(Arch::Phi3),
             "mixtral" | "mixtralforcausallm" => Some(Arch::Mixtral),
             "qwen3_moe" | "qwen3moeforcausallm" => Some(Arch::Qwen3Moe),
+            "gemma2" | "gemma2forcausallm" => Some(Arch::Gemma2),
+            // `gemma3` alone is the vision model's type (Gemma3ForConditionalGeneration).
+            "gemma3_text" | "gemma3forcausallm" => Some(Arch::Gemma3),
             _ => None,
         }
     }
@@ -128,6 +148,100 @@ pub struct ArchConfig {
     pub moe: Option<Moe>,
     /// The fraction of each head that RoPE rotates (phi3); `None`: all of it.
     pub partial_rotary_factor: Option<f64>,
+    /// What Gemma 2 and Gemma 3 add (`None` for the other architectures).
+    pub gemma: Option<Gemma>,
+}
+
+impl Gemma {
+    /// The settings the published models of `arch` share, for `layers` layers of `head_dim`:
+    /// Gemma 2 alternates sliding and full layers (sliding first) and soft-caps scores at 50
+    /// and logits at 30; Gemma 3 has five sliding layers to one full, q/k norms and a RoPE
+    /// base of 10000 on its sliding layers. `None` for the other architectures.
+    pub fn published(arch: Arch, layers: usize, head_dim: usize) -> Option<Gemma> {
+        let every = match arch {
+            Arch::Gemma2 => 2,
+            Arch::Gemma3 => 6,
+            _ => return None,
+        };
+        let is_gemma3 = arch == Arch::Gemma3;
+        Some(Gemma {
+            query_pre_attn_scalar: head_dim as f64,
+            attn_logit_softcapping: (!is_gemma3).then_some(50.0),
+            final_logit_softcapping: (!is_gemma3).then_some(30.0),
+            sliding_layers: (0..layers)
+                .map(|l| !(l + 1).is_multiple_of(every))
+                .collect(),
+            rope_local_theta: 10_000.0,
+            rope_linear_factor: None,
+            qk_norm: is_gemma3,
+        })
+    }
+
+    /// Gemma's fields of config.json, in the layout current transformers write.
+    fn write_json(&self, obj: &mut serde_json::Map<String, Value>, rope_theta: f64) {
+        obj.remove("hidden_act");
+        obj.remove("rope_theta");
+        obj.insert("hidden_activation".into(), "gelu_pytorch_tanh".into());
+        obj.insert("attention_bias".into(), false.into());
+        obj.insert(
+            "query_pre_attn_scalar".into(),
+            self.query_pre_attn_scalar.into(),
+        );
+        obj.insert(
+            "attn_logit_softcapping".into(),
+            self.attn_logit_softcapping.into(),
+        );
+        obj.insert(
+            "final_logit_softcapping".into(),
+            self.final_logit_softcapping.into(),
+        );
+        let types: Vec<&str> = self
+            .sliding_layers
+            .iter()
+            .map(|&s| {
+                if s {
+                    "sliding_attention"
+                } else {
+                    "full_attention"
+                }
+            })
+            .collect();
+        obj.insert("layer_types".into(), types.into());
+        let rope = |theta: f64, linear: Option<f64>| match linear {
+            Some(f) => serde_json::json!({"rope_type": "linear", "factor": f, "rope_theta": theta}),
+            None => serde_json::json!({"rope_type": "default", "rope_theta": theta}),
+        };
+        let params = if self.qk_norm {
+            serde_json::json!({
+                "full_attention": rope(rope_theta, self.rope_linear_factor),
+                "sliding_attention": rope(self.rope_local_theta, None),
+            })
+        } else {
+            rope(rope_theta, self.rope_linear_factor)
+        };
+        obj.insert("rope_parameters".into(), params);
+    }
+}
+
+/// What Gemma 2 and Gemma 3 add to the common shape. Their window applies only to the layers
+/// `sliding_layers` marks, with `ArchConfig::sliding_window` as its width.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Gemma {
+    /// Attention scores are scaled by `query_pre_attn_scalar^-0.5`, not `head_dim^-0.5`.
+    pub query_pre_attn_scalar: f64,
+    /// Scores become `cap * tanh(score / cap)` before the mask (Gemma 2).
+    pub attn_logit_softcapping: Option<f64>,
+    /// Logits become `cap * tanh(logit / cap)` (Gemma 2).
+    pub final_logit_softcapping: Option<f64>,
+    /// Per layer: true where a query sees only the last `sliding_window` positions.
+    pub sliding_layers: Vec<bool>,
+    /// RoPE base of the sliding layers (Gemma 3: `rope_local_base_freq`); full layers use
+    /// `rope_theta`.
+    pub rope_local_theta: f64,
+    /// Linear RoPE scaling (positions divided by it) of the full-attention layers (Gemma 3).
+    pub rope_linear_factor: Option<f64>,
+    /// RMSNorm of every query and key head before RoPE (Gemma 3).
+    pub qk_norm: bool,
 }
 
 impl ArchConfig {
@@ -158,7 +272,7 @@ impl ArchConfig {
     pub fn to_json(&self) -> Value {
         let mut v = serde_json::json!({
             "architectures": [self.arch.hf_class()],
-            "model_type": self.arch.name(),
+            "model_type": self.arch.model_type(),
             "vocab_size": self.vocab_size,
             "hidden_size": self.hidden_size,
             "intermediate_size": self.intermediate_size,
@@ -219,6 +333,9 @@ impl ArchConfig {
                     obj.insert("decoder_sparse_step".into(), m.decoder_sparse_step.into());
                     obj.insert("mlp_only_layers".into(), serde_json::json!([]));
                 }
+            }
+            if let Some(g) = &self.gemma {
+                g.write_json(obj, self.rope_theta);
             }
         }
         v
@@ -281,26 +398,39 @@ impl ArchConfig {
                 vec![h, q_out],
                 q_out,
             ));
-            if matches!(self.arch, Arch::Qwen3 | Arch::Qwen3Moe) {
+            let qk_norm = match &self.gemma {
+                Some(g) => g.qk_norm,
+                None => matches!(self.arch, Arch::Qwen3 | Arch::Qwen3Moe),
+            };
+            if qk_norm {
                 for n in ["q_norm", "k_norm"] {
-                    specs.push(TensorSpec::norm(
-                        format!("{attn}.{n}.weight"),
-                        self.head_dim,
-                    ));
+                    specs.push(self.norm(format!("{attn}.{n}.weight"), self.head_dim));
                 }
             }
             self.push_mlp(&mut specs, &p, l);
-            specs.push(TensorSpec::norm(format!("{p}.input_layernorm.weight"), h));
-            specs.push(TensorSpec::norm(
-                format!("{p}.post_attention_layernorm.weight"),
-                h,
-            ));
+            let mut norms = vec!["input_layernorm", "post_attention_layernorm"];
+            if self.gemma.is_some() {
+                // Gemma norms both sides of each block.
+                norms.extend(["pre_feedforward_layernorm", "post_feedforward_layernorm"]);
+            }
+            for n in norms {
+                specs.push(self.norm(format!("{p}.{n}.weight"), h));
+            }
         }
-        specs.push(TensorSpec::norm("model.norm.weight".to_string(), h));
+        specs.push(self.norm("model.norm.weight".to_string(), h));
         if !self.tie_word_embeddings {
             specs.push(TensorSpec::new("lm_head.weight", vec![v, h], h));
         }
         specs
+    }
+
+    /// A norm's gain: Gemma stores `w` and multiplies by `1 + w`, so its neutral gain is 0.
+    fn norm(&self, name: String, dim: usize) -> TensorSpec {
+        let mut spec = TensorSpec::norm(name, dim);
+        if self.gemma.is_some() {
+            spec.norm_init = 0.0;
+        }
+        spec
     }
 
     /// The feed-forward tensors of layer `l` (prefix `p`): dense, fused (phi3) or experts.
@@ -371,7 +501,10 @@ impl ArchConfig {
     /// What candle's implementations of this architecture cannot run, said plainly.
     pub fn check_supported(&self) -> Result<(), String> {
         let natural = self.hidden_size / self.num_attention_heads;
-        let any_head_dim = matches!(self.arch, Arch::Mistral | Arch::Qwen3 | Arch::Qwen3Moe);
+        let any_head_dim = matches!(
+            self.arch,
+            Arch::Mistral | Arch::Qwen3 | Arch::Qwen3Moe | Arch::Gemma2 | Arch::Gemma3
+        );
         if self.head_dim != natural && !any_head_dim {
             return Err(format!(
                 "head_dim {} differs from hidden_size/num_attention_heads = {natural}; candle's {} implementation does not support that",
@@ -419,6 +552,8 @@ pub struct TensorSpec {
     pub shape: Vec<usize>,
     pub fan_in: usize,
     pub is_norm: bool,
+    /// The value a synthetic norm gain starts at (1, or 0 where the model adds 1 itself).
+    pub norm_init: f32,
 }
 
 impl TensorSpec {
@@ -428,6 +563,7 @@ impl TensorSpec {
             shape,
             fan_in,
             is_norm: false,
+            norm_init: 1.0,
         }
     }
 
@@ -437,6 +573,7 @@ impl TensorSpec {
             shape: vec![h],
             fan_in: h,
             is_norm: true,
+            norm_init: 1.0,
         }
     }
 
@@ -472,6 +609,8 @@ struct ArchDefaults {
     sliding_window: WindowRule,
     /// Experts: (count, per token, top-k renormalized); `None` for dense models.
     moe: Option<(usize, usize, bool)>,
+    /// Whether the head reuses the embeddings when `tie_word_embeddings` is absent.
+    tie_word_embeddings: bool,
 }
 
 /// How an architecture reads `sliding_window`.
@@ -496,6 +635,7 @@ impl Arch {
                 sliding_window: WindowRule::Never,
                 head_dim: None,
                 moe: None,
+                tie_word_embeddings: false,
             },
             Arch::Mistral => ArchDefaults {
                 num_key_value_heads: Some(8),
@@ -505,6 +645,7 @@ impl Arch {
                 sliding_window: WindowRule::WhenSet,
                 head_dim: None,
                 moe: None,
+                tie_word_embeddings: false,
             },
             Arch::Qwen2 => ArchDefaults {
                 num_key_value_heads: None,
@@ -514,6 +655,7 @@ impl Arch {
                 sliding_window: WindowRule::WhenEnabled,
                 head_dim: None,
                 moe: None,
+                tie_word_embeddings: false,
             },
             Arch::Qwen3 => ArchDefaults {
                 num_key_value_heads: Some(32),
@@ -523,6 +665,7 @@ impl Arch {
                 rope_theta: 10_000.0,
                 sliding_window: WindowRule::WhenEnabled,
                 moe: None,
+                tie_word_embeddings: false,
             },
             Arch::Phi3 => ArchDefaults {
                 num_key_value_heads: None,
@@ -532,6 +675,7 @@ impl Arch {
                 rope_theta: 10_000.0,
                 sliding_window: WindowRule::WhenSet,
                 moe: None,
+                tie_word_embeddings: false,
             },
             Arch::Mixtral => ArchDefaults {
                 num_key_value_heads: Some(8),
@@ -541,6 +685,7 @@ impl Arch {
                 rope_theta: 1e6,
                 sliding_window: WindowRule::WhenSet,
                 moe: Some((8, 2, true)),
+                tie_word_embeddings: false,
             },
             Arch::Qwen3Moe => ArchDefaults {
                 num_key_value_heads: Some(4),
@@ -550,6 +695,18 @@ impl Arch {
                 rope_theta: 10_000.0,
                 sliding_window: WindowRule::WhenEnabled,
                 moe: Some((128, 8, false)),
+                tie_word_embeddings: false,
+            },
+            Arch::Gemma2 | Arch::Gemma3 => ArchDefaults {
+                num_key_value_heads: Some(4),
+                head_dim: Some(256),
+                max_position_embeddings: if self == Arch::Gemma2 { 8192 } else { 131_072 },
+                rms_norm_eps: 1e-6,
+                rope_theta: if self == Arch::Gemma2 { 10_000.0 } else { 1e6 },
+                // Read per layer type by `RawConfig::gemma`.
+                sliding_window: WindowRule::Never,
+                moe: None,
+                tie_word_embeddings: true,
             },
         }
     }
@@ -624,6 +781,36 @@ struct RawConfig {
     norm_topk_prob: Option<bool>,
     decoder_sparse_step: Option<Positive>,
     mlp_only_layers: Option<Vec<usize>>,
+    // Gemma. The soft-caps tell absent (the architecture's default) from `null` (none).
+    query_pre_attn_scalar: Option<f64>,
+    #[serde(default, deserialize_with = "present")]
+    attn_logit_softcapping: Option<Option<f64>>,
+    #[serde(default, deserialize_with = "present")]
+    final_logit_softcapping: Option<Option<f64>>,
+    /// Current layout: `sliding_attention` or `full_attention` per layer.
+    layer_types: Option<Vec<String>>,
+    /// Older Gemma 3: every `sliding_window_pattern`-th layer is full, the others sliding.
+    sliding_window_pattern: Option<Positive>,
+    /// Older Gemma 3: the RoPE base of the sliding layers.
+    rope_local_base_freq: Option<f64>,
+    hidden_activation: Option<String>,
+    attention_bias: Option<bool>,
+    use_bidirectional_attention: Option<bool>,
+}
+
+/// A field that may be present as `null`: `Some(None)`, told apart from absent (`None`).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+/// Gemma's reading of config.json, folded into [`ArchConfig`].
+struct GemmaParts {
+    gemma: Gemma,
+    window: Option<usize>,
+    /// The RoPE base of the full-attention layers.
+    rope_theta: f64,
 }
 
 /// `rope_scaling` (older) or `rope_parameters` (current, which also holds `rope_theta`).
@@ -639,6 +826,9 @@ struct RawRope {
     high_freq_factor: Option<f64>,
     original_max_position_embeddings: Option<Positive>,
     partial_rotary_factor: Option<f64>,
+    /// Current Gemma 3: one set of RoPE parameters per layer type.
+    full_attention: Option<Box<RawRope>>,
+    sliding_attention: Option<Box<RawRope>>,
 }
 
 impl RawConfig {
@@ -671,7 +861,10 @@ impl RawConfig {
             .rope_theta
             .or_else(|| rope_params.and_then(|p| p.rope_theta))
             .unwrap_or(defaults.rope_theta);
+        let gemma = self.gemma(arch, self.num_hidden_layers.0, rope_theta)?;
         let rope_scaling = match self.rope_scaling.as_ref().or(rope_params) {
+            // Gemma's RoPE is read per layer type by `gemma`.
+            Some(_) if gemma.is_some() => None,
             Some(r) => r.scaling()?,
             None => None,
         };
@@ -693,15 +886,159 @@ impl RawConfig {
                 .max_position_embeddings
                 .map_or(defaults.max_position_embeddings, |m| m.0),
             rms_norm_eps: self.rms_norm_eps.unwrap_or(defaults.rms_norm_eps),
-            rope_theta,
+            rope_theta: gemma.as_ref().map_or(rope_theta, |g| g.rope_theta),
             rope_scaling,
-            tie_word_embeddings: self.tie_word_embeddings.unwrap_or(false),
-            sliding_window: self.sliding_window(defaults.sliding_window)?,
+            tie_word_embeddings: self
+                .tie_word_embeddings
+                .unwrap_or(defaults.tie_word_embeddings),
+            sliding_window: match &gemma {
+                Some(g) => g.window,
+                None => self.sliding_window(defaults.sliding_window)?,
+            },
             bos_token_id: self.bos_token_id,
             eos_token_ids: self.eos_token_id.map(|ids| ids.0).unwrap_or_default(),
             moe,
             partial_rotary_factor,
+            gemma: gemma.map(|g| g.gemma),
         })
+    }
+
+    /// Gemma 2 and 3, from either layout: which layers slide (`layer_types`, current; or
+    /// older Gemma 3's `sliding_window_pattern`; Gemma 2 alternated, first layer sliding) and
+    /// RoPE per layer type (current: inside `rope_parameters.{full,sliding}_attention`; older:
+    /// `rope_theta`, `rope_local_base_freq` and `rope_scaling` for the full layers).
+    fn gemma(
+        &self,
+        arch: Arch,
+        layers: usize,
+        rope_theta: f64,
+    ) -> Result<Option<GemmaParts>, String> {
+        let is_gemma3 = match arch {
+            Arch::Gemma2 => false,
+            Arch::Gemma3 => true,
+            _ => return Ok(None),
+        };
+        if let Some(act) = self.hidden_activation.as_deref() {
+            if act != "gelu_pytorch_tanh" {
+                return Err(format!(
+                    "`hidden_activation`: `{}` is not supported for {} (supported: gelu_pytorch_tanh)",
+                    act.escape_debug(),
+                    arch.name()
+                ));
+            }
+        }
+        if self.attention_bias == Some(true) {
+            return Err(format!(
+                "`attention_bias`: true is not supported for {} (its published models have no biases)",
+                arch.name()
+            ));
+        }
+        if self.use_bidirectional_attention == Some(true) {
+            return Err(
+                "`use_bidirectional_attention`: true makes an encoder, not a causal LM; infertop measures causal decoding"
+                    .to_string(),
+            );
+        }
+        let sliding_layers: Vec<bool> = match (&self.layer_types, self.sliding_window_pattern) {
+            (Some(types), _) => {
+                if types.len() != layers {
+                    return Err(format!(
+                        "`layer_types` has {} entries for num_hidden_layers {layers}",
+                        types.len()
+                    ));
+                }
+                types
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| match t.as_str() {
+                        "sliding_attention" => Ok(true),
+                        "full_attention" => Ok(false),
+                        other => Err(format!(
+                            "`layer_types[{i}]`: `{}` is not supported (sliding_attention or full_attention)",
+                            other.escape_debug()
+                        )),
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+            (None, pattern) => {
+                let every = pattern.map_or(if is_gemma3 { 6 } else { 2 }, |p| p.0);
+                (0..layers)
+                    .map(|l| !(l + 1).is_multiple_of(every))
+                    .collect()
+            }
+        };
+        let window = match self.sliding_window {
+            Some(0) => {
+                return Err("`sliding_window`: must be a positive integer, found 0".to_string())
+            }
+            w => w.unwrap_or(4096),
+        };
+        let query_pre_attn_scalar = self.query_pre_attn_scalar.unwrap_or(256.0);
+        if query_pre_attn_scalar.is_nan() || query_pre_attn_scalar <= 0.0 {
+            return Err(format!(
+                "`query_pre_attn_scalar`: must be positive, found {query_pre_attn_scalar}"
+            ));
+        }
+        let cap = |field: &str, v: Option<Option<f64>>, default: Option<f64>| match v
+            .unwrap_or(default)
+        {
+            Some(c) if c.is_nan() || c <= 0.0 => {
+                Err(format!("`{field}`: must be positive or null, found {c}"))
+            }
+            c => Ok(c),
+        };
+        let (attn_cap, final_cap) = if is_gemma3 {
+            (None, None)
+        } else {
+            (Some(50.0), Some(30.0))
+        };
+        let params = self.rope_parameters.as_ref();
+        let (full, local) = (
+            params.and_then(|p| p.full_attention.as_deref()),
+            params.and_then(|p| p.sliding_attention.as_deref()),
+        );
+        let (full_theta, local_theta, full_rope) = if is_gemma3 {
+            (
+                full.and_then(|r| r.rope_theta).unwrap_or(rope_theta),
+                local
+                    .and_then(|r| r.rope_theta)
+                    .or(self.rope_local_base_freq)
+                    .unwrap_or(10_000.0),
+                full.or(self.rope_scaling.as_ref()),
+            )
+        } else {
+            (
+                rope_theta,
+                rope_theta,
+                self.rope_scaling.as_ref().or(params),
+            )
+        };
+        if let Some(factor) = local.map(|r| r.linear_factor()).transpose()?.flatten() {
+            return Err(format!(
+                "`rope_parameters.sliding_attention`: scaling (factor {factor}) of the sliding layers is not supported"
+            ));
+        }
+        Ok(Some(GemmaParts {
+            gemma: Gemma {
+                query_pre_attn_scalar,
+                attn_logit_softcapping: cap(
+                    "attn_logit_softcapping",
+                    self.attn_logit_softcapping,
+                    attn_cap,
+                )?,
+                final_logit_softcapping: cap(
+                    "final_logit_softcapping",
+                    self.final_logit_softcapping,
+                    final_cap,
+                )?,
+                rope_local_theta: local_theta,
+                rope_linear_factor: full_rope.map(|r| r.linear_factor()).transpose()?.flatten(),
+                qk_norm: is_gemma3,
+                sliding_layers: sliding_layers.clone(),
+            },
+            window: sliding_layers.iter().any(|&s| s).then_some(window),
+            rope_theta: full_theta,
+        }))
     }
 
     fn moe(
@@ -758,6 +1095,29 @@ impl RawConfig {
 }
 
 impl RawRope {
+    /// Gemma's scaling: `None` for plain RoPE, the factor of `linear`.
+    fn linear_factor(&self) -> Result<Option<f64>, String> {
+        let kind = self
+            .rope_type
+            .as_deref()
+            .or(self.legacy_type.as_deref())
+            .unwrap_or("default");
+        match kind {
+            "default" => Ok(None),
+            "linear" => match self.factor {
+                Some(f) if f > 0.0 => Ok(Some(f)),
+                Some(f) => Err(format!(
+                    "rope scaling `linear`: factor must be positive, found {f}"
+                )),
+                None => Err("rope scaling `linear` lacks `factor`".to_string()),
+            },
+            other => Err(format!(
+                "rope scaling type `{}` is not supported for gemma (supported: default, linear)",
+                other.escape_debug()
+            )),
+        }
+    }
+
     /// `None` for plain RoPE; Llama 3 scaling needs all four of its fields.
     fn scaling(&self) -> Result<Option<RopeScaling>, String> {
         let kind = self
@@ -989,6 +1349,131 @@ mod tests {
             "sliding_window": 4096});
         let m = ArchConfig::from_json(&mistral).unwrap();
         assert_eq!((m.num_key_value_heads, m.sliding_window), (8, Some(4096)));
+    }
+
+    /// A Gemma config.json (`arch`: Gemma2ForCausalLM or Gemma3ForCausalLM) with `extra`.
+    fn gemma(arch: &str, extra: Value) -> Result<ArchConfig, String> {
+        let mut v = json!({
+            "architectures": [arch], "hidden_size": 64, "intermediate_size": 128,
+            "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "head_dim": 32, "vocab_size": 512
+        });
+        if let (Some(obj), Value::Object(extra)) = (v.as_object_mut(), extra) {
+            obj.extend(extra);
+        }
+        ArchConfig::from_json(&v)
+    }
+
+    #[test]
+    fn gemma3_current_layout_layer_types_and_rope_per_layer_type() {
+        let c = gemma(
+            "Gemma3ForCausalLM",
+            json!({
+                "query_pre_attn_scalar": 24, "sliding_window": 8,
+                "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
+                    "sliding_attention", "sliding_attention", "full_attention"],
+                "rope_parameters": {
+                    "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+                    "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}
+            }),
+        )
+        .unwrap();
+        let g = c.gemma.as_ref().unwrap();
+        assert_eq!(g.sliding_layers, vec![true, false, true, true, true, false]);
+        assert_eq!((c.rope_theta, g.rope_local_theta), (1e6, 1e4));
+        assert_eq!(g.rope_linear_factor, Some(8.0));
+        assert_eq!(g.query_pre_attn_scalar, 24.0);
+        assert_eq!(c.sliding_window, Some(8));
+        assert!(g.qk_norm && c.tie_word_embeddings, "Gemma ties by default");
+        assert_eq!(
+            (g.attn_logit_softcapping, g.final_logit_softcapping),
+            (None, None)
+        );
+        assert_eq!(ArchConfig::from_json(&c.to_json()).unwrap(), c);
+    }
+
+    #[test]
+    fn gemma3_older_layout_pattern_and_local_base_freq() {
+        let c = gemma(
+            "Gemma3ForCausalLM",
+            json!({
+                "sliding_window_pattern": 3, "rope_theta": 1e6, "rope_local_base_freq": 1e4,
+                "rope_scaling": {"rope_type": "linear", "factor": 8.0}, "sliding_window": 1024
+            }),
+        )
+        .unwrap();
+        let g = c.gemma.as_ref().unwrap();
+        assert_eq!(g.sliding_layers, vec![true, true, false, true, true, false]);
+        assert_eq!((c.rope_theta, g.rope_local_theta), (1e6, 1e4));
+        assert_eq!(g.rope_linear_factor, Some(8.0));
+        assert_eq!(g.query_pre_attn_scalar, 256.0, "transformers' default");
+        let by_default = gemma("Gemma3ForCausalLM", json!({})).unwrap();
+        assert_eq!(
+            by_default.gemma.unwrap().sliding_layers,
+            vec![true, true, true, true, true, false],
+            "five sliding layers to one full"
+        );
+    }
+
+    #[test]
+    fn gemma2_alternates_and_soft_caps_by_default() {
+        let c = gemma("Gemma2ForCausalLM", json!({"rope_theta": 10000.0})).unwrap();
+        let g = c.gemma.as_ref().unwrap();
+        assert_eq!(
+            g.sliding_layers,
+            vec![true, false, true, false, true, false]
+        );
+        assert_eq!(
+            (g.attn_logit_softcapping, g.final_logit_softcapping),
+            (Some(50.0), Some(30.0))
+        );
+        assert!(!g.qk_norm);
+        assert_eq!(c.sliding_window, Some(4096));
+        let off = gemma(
+            "Gemma2ForCausalLM",
+            json!({"attn_logit_softcapping": null, "final_logit_softcapping": null}),
+        )
+        .unwrap();
+        let g = off.gemma.unwrap();
+        assert_eq!(
+            (g.attn_logit_softcapping, g.final_logit_softcapping),
+            (None, None),
+            "null is no cap"
+        );
+    }
+
+    #[test]
+    fn gemma_bad_fields_are_named() {
+        let cases = [
+            (
+                json!({"layer_types": ["full_attention"]}),
+                "`layer_types` has 1 entries for num_hidden_layers 6",
+            ),
+            (
+                json!({"layer_types": ["full_attention", "chunked_attention", "full_attention",
+                    "full_attention", "full_attention", "full_attention"]}),
+                "`layer_types[1]`: `chunked_attention` is not supported (sliding_attention or full_attention)",
+            ),
+            (
+                json!({"hidden_activation": "relu"}),
+                "`hidden_activation`: `relu` is not supported for gemma2 (supported: gelu_pytorch_tanh)",
+            ),
+            (
+                json!({"query_pre_attn_scalar": "x"}),
+                "`query_pre_attn_scalar`: invalid type: string \"x\", expected f64",
+            ),
+            (
+                json!({"rope_parameters": {"rope_type": "yarn", "factor": 4.0}}),
+                "rope scaling type `yarn` is not supported for gemma (supported: default, linear)",
+            ),
+        ];
+        for (extra, want) in cases {
+            assert_eq!(gemma("Gemma2ForCausalLM", extra).unwrap_err(), want);
+        }
+        let vision = gemma("Gemma3ForConditionalGeneration", json!({})).unwrap_err();
+        assert!(
+            vision.starts_with("architecture `Gemma3ForConditionalGeneration` is not supported")
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 
 pub mod arch;
 pub mod config;
+pub mod gemma;
 pub mod gguf;
 pub mod hf;
 pub mod presets;
@@ -169,6 +170,18 @@ pub struct Loaded {
     pub info: ModelInfo,
     /// End-of-sequence ids, for `--stop-at-eos`.
     pub eos_ids: Vec<u32>,
+    /// A sliding window config.json declares but the implementation does not apply (candle's
+    /// Phi-3 attends over every position): sequences longer than it are computed differently
+    /// from the reference model, which the worker warns about.
+    pub unapplied_window: Option<usize>,
+}
+
+/// The window of `cfg` that its implementation ignores, if any (see [`Loaded::unapplied_window`]).
+fn unapplied_window(cfg: &ArchConfig) -> Option<usize> {
+    match cfg.arch {
+        Arch::Phi3 => cfg.sliding_window,
+        _ => None,
+    }
 }
 
 /// The shape of a spec's model without loading weights (for up-front checks and `presets`).
@@ -211,6 +224,7 @@ fn info_from(
         arch: cfg.arch.name().to_string(),
         source: source.to_string(),
         params: cfg.params(),
+        active_params: cfg.active_params(),
         weight_bytes: cfg.params() * dtype.size_in_bytes() as u64,
         kv_bytes_per_token: cfg.kv_bytes_per_token(dtype.size_in_bytes()),
         dtype: dtype_name(dtype).to_string(),
@@ -254,6 +268,7 @@ pub fn load(
                 model,
                 info: info_from(&cfg, spec.display(), "synthetic", dtype, &dev_name),
                 eos_ids: cfg.eos_token_ids.clone(),
+                unapplied_window: unapplied_window(&cfg),
             })
         }
         ModelSpec::HfDir(dir) => {
@@ -275,6 +290,7 @@ pub fn load(
                 model,
                 info: info_from(&cfg, name, "hf", dtype, &dev_name),
                 eos_ids: cfg.eos_token_ids.clone(),
+                unapplied_window: unapplied_window(&cfg),
             })
         }
         ModelSpec::Gguf(path) => {
@@ -285,6 +301,7 @@ pub fn load(
                 model,
                 info,
                 eos_ids: Vec::new(),
+                unapplied_window: None,
             })
         }
     }

@@ -1,6 +1,6 @@
 //! Synthetic presets: real shapes with random weights, like vLLM's dummy weights.
 
-use super::config::{Arch, ArchConfig, Moe, RopeScaling};
+use super::config::{Arch, ArchConfig, Gemma, Moe, RopeScaling};
 
 pub struct Preset {
     pub name: &'static str,
@@ -28,6 +28,7 @@ fn base(arch: Arch) -> ArchConfig {
         eos_token_ids: vec![2],
         moe: None,
         partial_rotary_factor: None,
+        gemma: None,
     }
 }
 
@@ -129,7 +130,128 @@ pub const PRESETS: &[Preset] = &[
             ..shape(Arch::Qwen2, 152064, 3584, 18944, 28, 28, 4, 32768)
         },
     },
+    // The shapes below are the published config.json values of each model.
+    Preset {
+        name: "qwen3-0.6b",
+        about: "Qwen3-0.6B shape (head_dim 128, q/k norms, tied)",
+        config: || ArchConfig {
+            head_dim: 128,
+            rope_theta: 1_000_000.0,
+            rms_norm_eps: 1e-6,
+            tie_word_embeddings: true,
+            bos_token_id: Some(151643),
+            eos_token_ids: vec![151645],
+            ..shape(Arch::Qwen3, 151936, 1024, 3072, 28, 16, 8, 40960)
+        },
+    },
+    Preset {
+        name: "qwen3-8b",
+        about: "Qwen3-8B shape",
+        config: || ArchConfig {
+            head_dim: 128,
+            rope_theta: 1_000_000.0,
+            rms_norm_eps: 1e-6,
+            bos_token_id: Some(151643),
+            eos_token_ids: vec![151645],
+            ..shape(Arch::Qwen3, 151936, 4096, 12288, 36, 32, 8, 40960)
+        },
+    },
+    Preset {
+        name: "gemma-3-1b",
+        about: "Gemma 3 1B shape (window 512 on 5 of 6 layers, 1 kv head)",
+        config: || gemma3(262144, 1152, 6912, 26, 4, 1, 32768, 512, None),
+    },
+    Preset {
+        name: "gemma-3-4b",
+        about: "Gemma 3 4B text shape (window 1024, linear RoPE x8 on full layers)",
+        config: || gemma3(262208, 2560, 10240, 34, 8, 4, 131072, 1024, Some(8.0)),
+    },
+    Preset {
+        name: "phi-3-mini",
+        about: "Phi-3-mini-4k shape (fused qkv, window 2047)",
+        config: || ArchConfig {
+            sliding_window: Some(2047),
+            bos_token_id: Some(1),
+            eos_token_ids: vec![32000],
+            ..shape(Arch::Phi3, 32064, 3072, 8192, 32, 32, 32, 4096)
+        },
+    },
+    Preset {
+        name: "qwen3-30b-a3b",
+        about: "Qwen3-30B-A3B shape (128 experts, 8 per token: ~3B active)",
+        config: || ArchConfig {
+            head_dim: 128,
+            rope_theta: 1_000_000.0,
+            rms_norm_eps: 1e-6,
+            bos_token_id: Some(151643),
+            eos_token_ids: vec![151645],
+            moe: Some(Moe {
+                num_experts: 128,
+                experts_per_tok: 8,
+                expert_intermediate_size: 768,
+                norm_topk_prob: true,
+                decoder_sparse_step: 1,
+            }),
+            ..shape(Arch::Qwen3Moe, 151936, 2048, 6144, 48, 32, 4, 40960)
+        },
+    },
+    Preset {
+        name: "mixtral-8x7b",
+        about: "Mixtral-8x7B shape (8 experts, 2 per token: ~13B active)",
+        config: || ArchConfig {
+            rope_theta: 1_000_000.0,
+            eos_token_ids: vec![2],
+            moe: Some(Moe {
+                num_experts: 8,
+                experts_per_tok: 2,
+                expert_intermediate_size: 14336,
+                norm_topk_prob: true,
+                decoder_sparse_step: 1,
+            }),
+            ..shape(Arch::Mixtral, 32000, 4096, 14336, 32, 32, 8, 32768)
+        },
+    },
 ];
+
+/// A Gemma 3 text shape: head_dim 256 (= query_pre_attn_scalar), five sliding layers to one
+/// full, RoPE base 1e6 on full layers and 1e4 on sliding ones, tied embeddings.
+#[allow(clippy::too_many_arguments)]
+fn gemma3(
+    vocab: usize,
+    hidden: usize,
+    inter: usize,
+    layers: usize,
+    heads: usize,
+    kv: usize,
+    max_pos: usize,
+    window: usize,
+    linear_rope: Option<f64>,
+) -> ArchConfig {
+    let mut gemma = Gemma::published(Arch::Gemma3, layers, 256);
+    if let Some(g) = gemma.as_mut() {
+        g.rope_linear_factor = linear_rope;
+    }
+    ArchConfig {
+        head_dim: 256,
+        rope_theta: 1_000_000.0,
+        rms_norm_eps: 1e-6,
+        tie_word_embeddings: true,
+        sliding_window: Some(window),
+        bos_token_id: Some(2),
+        eos_token_ids: vec![1, 106],
+        gemma,
+        ..shape(
+            Arch::Gemma3,
+            vocab,
+            hidden,
+            inter,
+            layers,
+            heads,
+            kv,
+            max_pos,
+        )
+    }
+}
 
 pub fn find(name: &str) -> Option<&'static Preset> {
     PRESETS.iter().find(|p| p.name.eq_ignore_ascii_case(name))
@@ -151,7 +273,10 @@ pub fn with_arch(mut cfg: ArchConfig, arch: Arch) -> ArchConfig {
     }
     cfg.arch = arch;
     let natural_head_dim = cfg.hidden_size / cfg.num_attention_heads.max(1);
-    if !matches!(arch, Arch::Mistral | Arch::Qwen3 | Arch::Qwen3Moe) {
+    if !matches!(
+        arch,
+        Arch::Mistral | Arch::Qwen3 | Arch::Qwen3Moe | Arch::Gemma2 | Arch::Gemma3
+    ) {
         cfg.head_dim = natural_head_dim;
     }
     if arch != Arch::Llama {
@@ -162,6 +287,12 @@ pub fn with_arch(mut cfg: ArchConfig, arch: Arch) -> ArchConfig {
     }
     if !matches!(arch, Arch::Mistral | Arch::Mixtral | Arch::Phi3) {
         cfg.sliding_window = None;
+    }
+    cfg.gemma = Gemma::published(arch, cfg.num_hidden_layers, cfg.head_dim);
+    if cfg.gemma.is_some() {
+        // Gemma 2's window; Gemma 3 1B's (its 4B and larger use 1024).
+        cfg.sliding_window = Some(if arch == Arch::Gemma2 { 4096 } else { 512 });
+        cfg.tie_word_embeddings = true;
     }
     cfg.moe = match arch {
         Arch::Mixtral | Arch::Qwen3Moe => Some(cfg.moe.unwrap_or(Moe {

@@ -7,12 +7,12 @@ use candle_core::{DType, Device, Tensor};
 use super::config::{ArchConfig, TensorSpec};
 use crate::util::{fnv1a, SplitMix64};
 
-/// The values of one tensor: uniform in ±1/√fan_in (so activations stay in range), norms at 1.
+/// The values of one tensor: uniform in ±1/√fan_in (so activations stay in range), norms at their neutral gain.
 /// Seeded per tensor name, so the weights do not depend on generation order.
 pub fn tensor_values(spec: &TensorSpec, seed: u64) -> Vec<f32> {
     let n = spec.numel();
     if spec.is_norm {
-        return vec![1.0; n];
+        return vec![spec.norm_init; n];
     }
     let scale = if spec.name.ends_with(".bias") {
         0.02

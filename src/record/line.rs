@@ -62,6 +62,9 @@ pub struct RunConfig {
     pub requests: Option<u64>,
     pub duration: Option<String>,
     pub stop_at_eos: bool,
+    /// `--sampling` in canonical form; absent: greedy argmax.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<String>,
     pub slo: Slo,
     /// `http` for `--endpoint` runs; absent for the candle engine.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -115,6 +118,8 @@ pub struct EventLine {
 /// What happened, named by the line's `event` field.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
+// RunStarted (with the model's description) is written once per run: its size costs nothing.
+#[allow(clippy::large_enum_variant)]
 pub enum RunEvent {
     RunStarted {
         model: ModelInfo,

@@ -65,6 +65,10 @@ pub struct RooflineReport {
     pub decode_bw_achieved: Option<f64>,
     /// Median bytes read per decode step.
     pub decode_bytes_per_step: Option<f64>,
+    /// What those bytes count: all weights, or a mixture of experts' active weights.
+    pub decode_basis: String,
+    /// A mixture of experts: prefill FLOPs count active parameters.
+    pub sparse: bool,
     /// Median over steady requests of prefill FLOPs / TTFT / peak FLOP/s.
     pub prefill_compute_utilisation: Option<f64>,
     /// Median achieved prefill FLOP/s.
@@ -295,7 +299,7 @@ fn roofline_of(
         .filter(|r| r.tpot_s.is_some())
         .map(|r| {
             roofline::decode_bytes_per_step(
-                model.weight_bytes,
+                model.active_weight_bytes(),
                 model.kv_bytes_per_token,
                 r.prompt_tokens,
                 r.output_tokens,
@@ -309,7 +313,7 @@ fn roofline_of(
             let t = r.tpot_s?;
             Some(
                 roofline::decode_bytes_per_step(
-                    model.weight_bytes,
+                    model.active_weight_bytes(),
                     model.kv_bytes_per_token,
                     r.prompt_tokens,
                     r.output_tokens,
@@ -324,7 +328,7 @@ fn roofline_of(
     let achieved_flops: Vec<f64> = steady
         .iter()
         .filter(|r| r.ttft_s > 0.0)
-        .map(|r| roofline::prefill_flops(model.params, r.prompt_tokens, r.batch) / r.ttft_s)
+        .map(|r| roofline::prefill_flops(model.active(), r.prompt_tokens, r.batch) / r.ttft_s)
         .collect();
     let decode_bw_achieved = median(achieved_bw.clone());
     let prefill_flops_achieved = median(achieved_flops.clone());
@@ -353,6 +357,8 @@ fn roofline_of(
         decode_bw_utilisation,
         decode_bw_achieved,
         decode_bytes_per_step: median(bytes),
+        decode_basis: roofline::decode_basis(model),
+        sparse: model.is_sparse(),
         prefill_compute_utilisation,
         prefill_flops_achieved,
         notes,
@@ -447,19 +453,21 @@ impl Analysis {
             (Some(r), _) => {
                 if let (Some(bytes), Some(ach)) = (r.decode_bytes_per_step, r.decode_bw_achieved) {
                     out.push_str(&format!(
-                        "- Decode: {} of peak memory bandwidth ({}/s achieved{}; {} read per step: weights + KV cache at the mean context; median over steady requests).\n",
+                        "- Decode: {} of peak memory bandwidth ({}/s achieved{}; {} read per step: {}; median over steady requests).\n",
                         r.decode_bw_utilisation.map_or("?".into(), pct),
                         si(ach, "B"),
                         r.peak.bandwidth.map(|p| format!(" of {}/s", si(p, "B"))).unwrap_or_default(),
                         si(bytes, "B"),
+                        r.decode_basis,
                     ));
                 }
                 if let Some(ach) = r.prefill_flops_achieved {
                     out.push_str(&format!(
-                        "- Prefill: {} of peak FLOP/s ({} achieved{}; 2 × params × prompt tokens × batch / TTFT; median over steady requests).\n",
+                        "- Prefill: {} of peak FLOP/s ({} achieved{}; 2 × {}params × prompt tokens × batch / TTFT; median over steady requests).\n",
                         r.prefill_compute_utilisation.map_or("?".into(), pct),
                         si(ach, "FLOP/s"),
                         r.peak.flops.map(|p| format!(" of {}", si(p, "FLOP/s"))).unwrap_or_default(),
+                        if r.sparse { "active " } else { "" },
                     ));
                 }
                 out.push_str(&format!("- Peak figures: {}.\n", r.peak.basis.join("; ")));

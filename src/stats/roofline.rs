@@ -1,7 +1,11 @@
 //! Roofline: how close decode is to the memory-bandwidth limit and prefill to the compute limit.
 //!
-//! - **Decode** reads every weight once per step plus the KV cache of every sequence:
-//!   `bytes/step = weight_bytes + kv_bytes_per_token × batch × context`, where the mean context
+//! - **Decode** reads every weight it runs once per step plus the KV cache of every sequence:
+//!   `bytes/step = weight bytes + kv_bytes_per_token × batch × context`. The weight bytes are
+//!   those of the active parameters ([`ModelInfo::active_weight_bytes`]): all of them for a
+//!   dense model, for a mixture of experts the shared weights and the experts one token is
+//!   routed to (a batch routed to more experts reads more, so for batch > 1 this is a lower
+//!   bound). [`decode_basis`] says which was used. The mean context
 //!   over the decode steps of a request is `P + G/2` (step `s` of `1..G` attends over `P + s`
 //!   positions). Utilisation = `bytes/step / TPOT / peak bandwidth`.
 //! - **Prefill** does about `2 × params × prompt tokens × batch` FLOPs (one multiply-add per
@@ -211,7 +215,28 @@ pub fn decode_bytes_per_step(
     weight_bytes as f64 + kv_bytes_per_token as f64 * batch as f64 * context
 }
 
-/// Prefill FLOPs: `2 × params × prompt tokens × batch`.
+/// What the decode bytes per step count, in words, for reports.
+pub fn decode_basis(m: &ModelInfo) -> String {
+    if m.is_sparse() {
+        let count = |n: u64| {
+            if n >= 1_000_000_000 {
+                format!("{:.2}B", n as f64 / 1e9)
+            } else {
+                format!("{:.2}M", n as f64 / 1e6)
+            }
+        };
+        format!(
+            "active weights ({} of {} parameters: shared weights + the experts one token is routed to; a lower bound for batch > 1) + KV cache at the mean context",
+            count(m.active()),
+            count(m.params)
+        )
+    } else {
+        "weights + KV cache at the mean context".to_string()
+    }
+}
+
+/// Prefill FLOPs: `2 × params × prompt tokens × batch` (active parameters for a mixture of
+/// experts: a token multiplies only through the experts it is routed to).
 pub fn prefill_flops(params: u64, prompt_tokens: usize, batch: usize) -> f64 {
     2.0 * params as f64 * prompt_tokens as f64 * batch as f64
 }
@@ -230,7 +255,13 @@ pub fn decode_utilisation(
     tpot_s: f64,
     peak_bw: f64,
 ) -> Option<f64> {
-    let bytes = decode_bytes_per_step(m.weight_bytes, m.kv_bytes_per_token, prompt, output, batch);
+    let bytes = decode_bytes_per_step(
+        m.active_weight_bytes(),
+        m.kv_bytes_per_token,
+        prompt,
+        output,
+        batch,
+    );
     utilisation(bytes, tpot_s, peak_bw)
 }
 
@@ -242,7 +273,7 @@ pub fn prefill_utilisation(
     ttft_s: f64,
     peak_flops: f64,
 ) -> Option<f64> {
-    utilisation(prefill_flops(m.params, prompt, batch), ttft_s, peak_flops)
+    utilisation(prefill_flops(m.active(), prompt, batch), ttft_s, peak_flops)
 }
 
 /// Parses a bandwidth: `3.35TB/s`, `900GB/s`, `900G`, or a bare number of GB/s. Bytes/s.
@@ -386,6 +417,7 @@ mod tests {
             arch: "llama".into(),
             source: "synthetic".into(),
             params: 1_000_000_000,
+            active_params: 1_000_000_000,
             weight_bytes: 2_000_000_000,
             kv_bytes_per_token: 100_000,
             dtype: "bf16".into(),
@@ -405,6 +437,34 @@ mod tests {
         // P = 100, G = 20 → mean context 110; 2 sequences → 2 GB + 100 kB × 2 × 110 = 2.022 GB.
         let b = decode_bytes_per_step(2_000_000_000, 100_000, 100, 20, 2);
         assert_eq!(b, 2_022_000_000.0);
+    }
+
+    #[test]
+    fn a_mixture_of_experts_reads_its_active_weights() {
+        // Mixtral-8x7B's shape in bf16: 46.7B parameters, 12.9B of them per token.
+        let moe = ModelInfo {
+            arch: "mixtral".into(),
+            params: 46_700_000_000,
+            active_params: 12_900_000_000,
+            weight_bytes: 93_400_000_000,
+            ..model()
+        };
+        assert_eq!(moe.active_weight_bytes(), 25_800_000_000);
+        // 25.8 GB + 100 kB × 2 × 110 per step in 10 ms, against 3.35 TB/s.
+        let u = decode_utilisation(&moe, 100, 20, 2, 1e-2, 3.35e12).unwrap();
+        assert!((u - 25.822e9 / 1e-2 / 3.35e12).abs() < 1e-12, "{u}");
+        assert!(decode_basis(&moe).starts_with("active weights (12.90B of 46.70B parameters"));
+        // Prefill multiplies through the active parameters only.
+        let p = prefill_utilisation(&moe, 100, 1, 1.0, 1e15).unwrap();
+        assert!((p - 2.0 * 12.9e9 * 100.0 / 1e15).abs() < 1e-12, "{p}");
+        // Dense, and records written before active_params existed (0): all weights.
+        assert_eq!(model().active_weight_bytes(), 2_000_000_000);
+        let old = ModelInfo {
+            active_params: 0,
+            ..model()
+        };
+        assert_eq!(old.active(), old.params);
+        assert_eq!(decode_basis(&old), "weights + KV cache at the mean context");
     }
 
     #[test]

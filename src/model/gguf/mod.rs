@@ -164,6 +164,7 @@ pub fn load(
         arch: arch.name().to_string(),
         source: "gguf".into(),
         params,
+        active_params: params,
         weight_bytes: bytes,
         // candle's quantized models keep the KV cache in f32.
         kv_bytes_per_token: 2 * (layers * kv_heads * head_dim * 4) as u64,

@@ -53,7 +53,16 @@ fn top_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
     } else {
         String::new()
     };
-    let params = format::si(m.params as f64);
+    // A mixture of experts runs only part of its weights per token: show both.
+    let params = if m.is_sparse() {
+        format!(
+            "{} active/{}",
+            format::si(m.active() as f64),
+            format::si(m.params as f64)
+        )
+    } else {
+        format::si(m.params as f64)
+    };
     let details = [
         format!(
             " {}{sep}{params} params{sep}{}{sep}{}{threads}",
