@@ -807,7 +807,8 @@ fn sweep_pareto_panel(
         Metric::Ttft => c.ttft,
         _ => c.e2e,
     };
-    let series: Vec<(&str, &str, Vec<(f64, f64)>)> = [("p50", "#16a34a"), ("p99", "#dc2626")]
+    type Series<'a> = (&'a str, &'a str, Vec<(f64, f64)>);
+    let series: Vec<Series> = [("p50", "#16a34a"), ("p99", "#dc2626")]
         .iter()
         .map(|&(name, color)| {
             let pts = cells

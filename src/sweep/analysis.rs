@@ -155,11 +155,11 @@ fn workload_name(p: &CellParams) -> String {
 }
 
 /// The cells grouped by `key`, in first-seen order; each group sorted by load.
-fn groups<'a>(
-    cells: &'a [CellResult],
+fn groups(
+    cells: &[CellResult],
     axis: LoadAxis,
     key: impl Fn(&CellParams) -> String,
-) -> Vec<(String, Vec<&'a CellResult>)> {
+) -> Vec<(String, Vec<&CellResult>)> {
     let mut out: Vec<(String, Vec<&CellResult>)> = Vec::new();
     for c in cells {
         let k = key(&c.params);

@@ -625,7 +625,10 @@ mod tests {
             concurrency: Some(4),
             ..CellParams::default()
         };
-        assert_eq!(LoadAxis::of(&[server.clone()]), LoadAxis::Concurrency);
+        assert_eq!(
+            LoadAxis::of(std::slice::from_ref(&server)),
+            LoadAxis::Concurrency
+        );
         assert!(is_server(&server));
         assert_eq!(LoadAxis::Concurrency.load(&server), 4.0);
     }
