@@ -1,7 +1,8 @@
 //! What a sweep finds, from its cells alone (pure functions, so tests feed known numbers):
 //!
-//! - **the knee** of each curve (the cells that differ only in load): the last load before
-//!   doubling it gains less than 10 % throughput, breaks the SLO at p99, or fails;
+//! - **the knee** of each curve (the cells that differ only in load): the first load that no
+//!   larger one beats by 10 % throughput per doubling, or the last before one that breaks the
+//!   SLO at p99 or fails;
 //! - **the best cell** of each workload (prompt × output): the most goodput among the cells
 //!   whose p99 meets the SLO;
 //! - **over-saturation** of a server: from the load where TTFT p50 has more than doubled over
@@ -24,7 +25,8 @@ pub const SATURATION_TTFT_RATIO: f64 = 2.0;
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "why", rename_all = "snake_case")]
 pub enum KneeWhy {
-    /// Going to `next` gained `gain` (fraction per doubling of the load), below `KNEE_GAIN`.
+    /// No larger load gains `KNEE_GAIN` per doubling; `next` gains the most, `gain` (a fraction
+    /// per doubling of the load).
     Saturated { next: f64, gain: f64 },
     /// At `next` the p99 of these metrics broke the SLO.
     SloBroken { next: f64, metrics: Vec<String> },
@@ -199,34 +201,48 @@ pub fn knee(curve: &str, cells: &[&CellResult], axis: LoadAxis, slo: &Slo) -> Kn
     if cells.len() - first < 2 {
         return make(None, None, KneeWhy::TooFew);
     }
-    for pair in cells[first..].windows(2) {
-        let (a, b) = (pair[0], pair[1]);
-        let (la, lb) = (axis.load(&a.params), axis.load(&b.params));
-        let ta = throughput(a);
-        if !ok(b) {
-            return make(Some(la), ta, KneeWhy::Failed { next: lb });
+    // The curve ends before the first cell that fails or breaks the SLO.
+    let mut usable: Vec<&CellResult> = vec![cells[first]];
+    let mut limit: Option<KneeWhy> = None;
+    for &c in &cells[first + 1..] {
+        let load = axis.load(&c.params);
+        if !ok(c) {
+            limit = Some(KneeWhy::Failed { next: load });
+            break;
         }
-        let broken = slo_broken(b, slo);
+        let broken = slo_broken(c, slo);
         if !broken.is_empty() {
-            return make(
-                Some(la),
-                ta,
-                KneeWhy::SloBroken {
-                    next: lb,
-                    metrics: broken,
-                },
-            );
+            limit = Some(KneeWhy::SloBroken {
+                next: load,
+                metrics: broken,
+            });
+            break;
         }
-        let (Some(ta_v), Some(tb_v)) = (ta, throughput(b)) else {
-            continue;
-        };
-        if let Some(gain) = gain_per_doubling(la, ta_v, lb, tb_v) {
-            if gain < KNEE_GAIN {
-                return make(Some(la), ta, KneeWhy::Saturated { next: lb, gain });
-            }
+        usable.push(c);
+    }
+    // The knee: the first load that no larger one beats by KNEE_GAIN per doubling, so one
+    // noisy dip does not end a curve that goes on scaling.
+    for (i, &a) in usable.iter().enumerate() {
+        let la = axis.load(&a.params);
+        let ta = throughput(a);
+        let best_later = usable[i + 1..]
+            .iter()
+            .filter_map(|&b| {
+                let lb = axis.load(&b.params);
+                Some((lb, gain_per_doubling(la, ta?, lb, throughput(b)?)?))
+            })
+            .max_by(|x, y| x.1.total_cmp(&y.1));
+        match best_later {
+            Some((_, gain)) if gain >= KNEE_GAIN => continue,
+            Some((next, gain)) => return make(Some(la), ta, KneeWhy::Saturated { next, gain }),
+            None if i + 1 < usable.len() => continue,
+            None => {}
         }
     }
-    make(None, None, KneeWhy::StillScaling)
+    match (limit, usable.last()) {
+        (Some(why), Some(last)) => make(Some(axis.load(&last.params)), throughput(last), why),
+        _ => make(None, None, KneeWhy::StillScaling),
+    }
 }
 
 /// TTFT against load for one server curve.
@@ -402,10 +418,11 @@ impl Findings {
             };
             let line = match &k.why {
                 KneeWhy::Saturated { next, gain } => format!(
-                    "knee at {}: going to {} gains {:+.1} % per doubling",
+                    "knee at {}: no larger {name} gains ≥ {:.0} % per doubling (at best {:+.1} %, at {name} {})",
                     at(k.load, k.throughput),
-                    l(*next),
-                    gain * 100.0
+                    KNEE_GAIN * 100.0,
+                    gain * 100.0,
+                    l(*next)
                 ),
                 KneeWhy::SloBroken { next, metrics } => format!(
                     "knee at {}: {name} {} breaks the SLO (p99 {})",
@@ -484,12 +501,19 @@ impl Findings {
                         })
                         .unwrap_or_default()
                 };
+                let contrast = if r.lightest_cell == r.best_cell {
+                    String::new()
+                } else {
+                    format!(
+                        " ({:.1} % at {})",
+                        r.lightest_utilisation * 100.0,
+                        describe(r.lightest_cell)
+                    )
+                };
                 out.push_str(&format!(
-                    "- Roofline: decode reaches {:.1} % of peak memory bandwidth at {} ({:.1} % at {}); weights + KV cache read per step / TPOT, median; peak: {}.\n",
+                    "- Roofline: decode reaches {:.1} % of peak memory bandwidth at {}{contrast}; weights + KV cache read per step / TPOT, median; peak: {}.\n",
                     r.best_utilisation * 100.0,
                     describe(r.best_cell),
-                    r.lightest_utilisation * 100.0,
-                    describe(r.lightest_cell),
                     r.peak.basis.join("; ")
                 ));
             }
@@ -640,6 +664,15 @@ mod tests {
         assert!(f
             .to_markdown(&cells)
             .contains("Cell 2 failed: out of memory."));
+        // A dip does not end a curve that goes on scaling: batch 1 → 4 still gains 73 % per
+        // doubling, past the slower batch 2.
+        let dip = vec![
+            candle(0, 1, 100.0, 0.01),
+            candle(1, 2, 80.0, 0.01),
+            candle(2, 4, 300.0, 0.01),
+        ];
+        let f = findings(&dip, &Slo::default(), None, None);
+        assert_eq!(f.knees[0].why, KneeWhy::StillScaling);
         // Still scaling.
         let f = findings(&cells[..2], &Slo::default(), None, None);
         assert_eq!(f.knees[0].why, KneeWhy::StillScaling);
