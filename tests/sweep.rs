@@ -462,3 +462,42 @@ fn ctrl_c_stops_the_sweep_with_what_it_measured_printed_and_recorded() {
     assert_eq!(cells_of(&again).len(), 2);
     assert_eq!(again["not_run"], 4);
 }
+
+#[test]
+fn an_open_loop_rate_sweep_has_one_cell_per_rate() {
+    let url = stream_server::start(stream_server::Timing {
+        ttft: Duration::from_millis(20),
+        itl: Duration::from_millis(2),
+        tokens: 4,
+    })
+    .unwrap();
+    let (code, doc, stderr) = sweep_json(&[
+        "--endpoint",
+        &url,
+        "--served-model",
+        "m",
+        "--rate",
+        "20,40",
+        "-n",
+        "4",
+        "--warmup",
+        "1",
+        "--repetitions",
+        "8",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let cells = cells(&doc);
+    let rates: Vec<f64> = cells
+        .iter()
+        .map(|c| c["params"]["rate"].as_f64().unwrap())
+        .collect();
+    assert_eq!(rates, [20.0, 40.0]);
+    for c in cells {
+        assert_eq!(c["n"], 8, "{c}");
+        assert!(c["params"].get("concurrency").is_none(), "{c}");
+        // Far below what the server takes: TTFT is the injected one.
+        let ttft = c["ttft"]["p50"].as_f64().unwrap();
+        assert!(near_ms(ttft, 20.0, 15.0), "{c}");
+    }
+    assert_eq!(doc["findings"]["axis"], "rate");
+}
