@@ -415,15 +415,15 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, Failure> {
     };
     let mut observe = |u: Update| match u {
         Update::CellStarted { cell: 0, of, .. } => say!(
-            "infertop: sweep of {of} cells, {warmup} warmup + {} requests each",
+            "infertop: sweep of {of} cells, {warmup} warmup + {} each",
             match reps.precision {
                 Some(p) => format!(
-                    "{}..{} steady until the median TPOT is known to ±{:.1} %",
+                    "{}..{} steady requests (until the median TPOT is known to ±{:.1} %)",
                     reps.min,
                     reps.max,
                     p * 100.0
                 ),
-                None => format!("{} steady", reps.min),
+                None => format!("{} steady requests", reps.min),
             }
         ),
         Update::CellDone { of, result } => say!("infertop: {}", progress_line(of, result)),

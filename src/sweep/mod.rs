@@ -540,6 +540,16 @@ fn measure_cell(
             CellStatus::Stopped,
             Some(format!("stopped ({})", stop_words(reason))),
         )
+    } else if let (Some(p), false) = (reps.precision, stop_sent) {
+        // The engine stopped at the cap: say the interval never got narrow enough.
+        (
+            CellStatus::Ok,
+            Some(format!(
+                "precision not reached: the median's 95 % CI was still wider than ±{:.1} % after {} requests",
+                p * 100.0,
+                tally.steady
+            )),
+        )
     } else {
         (CellStatus::Ok, None)
     };

@@ -68,10 +68,18 @@ fn tails(s: &Summary) -> [String; 3] {
 
 fn status_text(c: &CellResult) -> String {
     match (&c.status, &c.reason) {
-        (CellStatus::Ok, _) if c.failed_requests > 0 => {
-            format!("ok ({} failed requests)", c.failed_requests)
+        (CellStatus::Ok, r) => {
+            let mut notes = Vec::new();
+            if c.failed_requests > 0 {
+                notes.push(format!("{} failed requests", c.failed_requests));
+            }
+            notes.extend(r.clone());
+            if notes.is_empty() {
+                "ok".into()
+            } else {
+                format!("ok ({})", notes.join("; "))
+            }
         }
-        (CellStatus::Ok, _) => "ok".into(),
         (CellStatus::Failed, r) => format!("FAILED: {}", r.as_deref().unwrap_or("?")),
         (CellStatus::Stopped, r) => r.clone().unwrap_or_else(|| "stopped".into()),
     }
