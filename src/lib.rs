@@ -11,6 +11,7 @@ pub mod model;
 pub mod record;
 pub mod run;
 pub mod stats;
+pub mod sweep;
 pub mod telemetry;
 pub mod ui;
 pub mod util;

@@ -401,6 +401,61 @@ const CASES: &[Case] = &[
         message: "bloom.gguf: GGUF architecture `bloom` is not supported (supported: llama, mistral, qwen2)",
         code: 2,
     },
+    // ---- sweeps
+    Case {
+        input: "`sweep` with an empty value in a list",
+        args: &["sweep", "--batch", "1,,4"],
+        message: "--batch: empty value in the list (write e.g. 1,2,4,8)",
+        code: 2,
+    },
+    Case {
+        input: "`sweep` with `--precision 0`",
+        args: &["sweep", "--precision", "0"],
+        message: "--precision: `0` is not a precision (use a percentage above 0, e.g. 5%)",
+        code: 2,
+    },
+    Case {
+        input: "`sweep` with `--precision` of 100 % or more",
+        args: &["sweep", "--precision", "150%"],
+        message: "--precision: `150%` is not a precision (use a percentage above 0, e.g. 5%)",
+        code: 2,
+    },
+    Case {
+        input: "`sweep` with `--max-repetitions` but no `--precision`",
+        args: &["sweep", "--max-repetitions", "50"],
+        message: "--precision <PRECISION> is needed by the flags given (see infertop --help)",
+        code: 2,
+    },
+    Case {
+        input: "`sweep` with `--max-repetitions` below `--repetitions`",
+        args: &["sweep", "--precision", "5%", "--repetitions", "20", "--max-repetitions", "10"],
+        message: "--max-repetitions 10: below --repetitions 20; raise it or lower --repetitions",
+        code: 2,
+    },
+    Case {
+        input: "`sweep` with `--requests`",
+        args: &["sweep", "--requests", "5"],
+        message: "--requests: a sweep measures --repetitions steady requests per cell; use --repetitions N",
+        code: 2,
+    },
+    Case {
+        input: "`sweep` with an unknown format",
+        args: &["sweep", "--format", "xml"],
+        message: "--format: unknown value `xml` (use md, csv, json or jsonl)",
+        code: 2,
+    },
+    Case {
+        input: "`sweep` where no cell fits the model's positions",
+        args: &["sweep", "-p", "5000,6000", "-n", "8"],
+        message: "prompt + output tokens (5008) exceed the model's 4096 positions; lower --prompt-tokens or --output-tokens",
+        code: 2,
+    },
+    Case {
+        input: "`sweep` of a server with a batch list",
+        args: &["sweep", "--endpoint", "http://127.0.0.1:1", "--batch", "1,2"],
+        message: "--batch: with --endpoint every request is one sequence; sweep --concurrency (or --rate) instead",
+        code: 2,
+    },
 ];
 
 fn infertop() -> Command {

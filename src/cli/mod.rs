@@ -1,5 +1,5 @@
 //! Command-line interface, one file per subcommand: `run` (the default), `report`, `compare`,
-//! `presets`, `make-model` and `devices`. Flags are typed by clap (`ValueEnum`s and value
+//! `presets`, `make-model`, `devices` and `sweep`. Flags are typed by clap (`ValueEnum`s and value
 //! parsers), so a bad value is refused before anything starts, as one line naming the flag and
 //! what to write instead, with exit code 2.
 
@@ -10,6 +10,7 @@ mod make_model;
 mod prompt;
 mod report;
 pub mod run;
+mod sweep;
 
 use std::io::Write;
 
@@ -55,6 +56,10 @@ pub enum Command {
     /// Compare records: steady-state percentiles, bootstrap CIs of the median differences, and
     /// whether the generated outputs differ (exit code 3 if they do).
     Compare(compare::CompareArgs),
+    /// Run a grid of workloads (comma lists of --batch, --prompt-tokens, --output-tokens; with
+    /// --endpoint, --concurrency or --rate), each cell measured like a run; print one row per
+    /// cell and what the grid shows (knee, best cell, saturation, roofline).
+    Sweep(Box<sweep::SweepArgs>),
 }
 
 /// A failure with its exit code; the message is one line.
@@ -102,6 +107,7 @@ pub fn main() -> i32 {
         Some(Command::Devices(args)) => devices::devices(&args),
         Some(Command::Report(args)) => report::report(&args),
         Some(Command::Compare(args)) => compare::compare(&args),
+        Some(Command::Sweep(args)) => sweep::sweep(&args),
     };
     match result {
         Ok(code) => code,

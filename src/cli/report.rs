@@ -1,5 +1,5 @@
 //! `infertop report`: the summary a run printed, recomputed from its record, with settling,
-//! goodput, roofline, cost and an optional plot.
+//! goodput, roofline, cost and an optional plot; for a sweep's record, its table and findings.
 
 use std::path::PathBuf;
 
@@ -10,6 +10,7 @@ use crate::record::report::{Report, ReportOptions};
 use crate::record::SummaryFormat;
 use crate::run::EXIT_OK;
 use crate::stats::{roofline, SettleRule, Slo};
+use crate::sweep::table::SweepFormat;
 
 #[derive(Args, Debug, Clone)]
 pub struct ReportArgs {
@@ -49,7 +50,6 @@ pub fn report(args: &ReportArgs) -> Result<i32, Failure> {
             args.record.display()
         )));
     }
-    let rec = crate::record::reader::read(&args.record).map_err(Failure::usage)?;
     let opts = ReportOptions {
         slo: args.slo,
         cost_per_hour: args.cost_per_hour,
@@ -59,6 +59,17 @@ pub fn report(args: &ReportArgs) -> Result<i32, Failure> {
         probe: !args.no_probe,
         rule: SettleRule::default(),
     };
+    if let Some(sweep) = crate::sweep::record::read_sweep(&args.record).map_err(Failure::usage)? {
+        let format = match args.format {
+            SummaryFormat::Md => SweepFormat::Md,
+            SummaryFormat::Json => SweepFormat::Json,
+            SummaryFormat::Csv => SweepFormat::Csv,
+        };
+        let text = super::sweep::report_sweep(&sweep, args.slo, &opts, format, args.plot.as_ref())?;
+        print_stdout(&text)?;
+        return Ok(EXIT_OK);
+    }
+    let rec = crate::record::reader::read(&args.record).map_err(Failure::usage)?;
     let report = Report::of(&rec, &opts);
     if let Some(out) = &args.plot {
         let svg = crate::record::plot::plot_svg(&rec, &report.analysis.settling);

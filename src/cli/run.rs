@@ -177,8 +177,8 @@ pub struct RunArgs {
     pub request_timeout: Duration,
 }
 
-/// The engine a run drives.
-enum EnginePlan {
+/// The engine a run drives (a sweep plans one per cell).
+pub(crate) enum EnginePlan {
     Candle(Box<WorkerConfig>),
     Http(Box<HttpConfig>),
 }
@@ -192,11 +192,7 @@ struct RunPlan {
 
 /// Checks every flag and file before anything starts, so a mistake is one line and exit 2.
 fn plan(args: &RunArgs, signals: &Signals) -> Result<RunPlan, Failure> {
-    let engine = if args.endpoint.is_empty() {
-        EnginePlan::Candle(Box::new(plan_candle(args)?))
-    } else {
-        EnginePlan::Http(Box::new(plan_http(args)?))
-    };
+    let engine = plan_engine(args)?;
     let slo = args.slo.unwrap_or_default();
     let headless = args.headless || !std::io::stdout().is_terminal();
     // The dashboard's flags and files are checked in headless runs too: a mistake in a script
@@ -248,6 +244,42 @@ fn default_fps() -> u32 {
         5
     } else {
         10
+    }
+}
+
+/// The engine `args` ask for, checked: candle, or the http engine with `--endpoint`.
+pub(crate) fn plan_engine(args: &RunArgs) -> Result<EnginePlan, Failure> {
+    Ok(if args.endpoint.is_empty() {
+        EnginePlan::Candle(Box::new(plan_candle(args)?))
+    } else {
+        EnginePlan::Http(Box::new(plan_http(args)?))
+    })
+}
+
+impl EnginePlan {
+    /// What the telemetry thread samples: the device of the candle engine; for a server, only
+    /// this process (the server's device is not ours to sample).
+    pub(crate) fn telemetry_device(&self) -> telemetry::TelemetryDevice {
+        match self {
+            EnginePlan::Candle(w) => match w.device {
+                DeviceSpec::Cpu => telemetry::TelemetryDevice::Cpu,
+                DeviceSpec::Cuda(n) => telemetry::TelemetryDevice::Cuda(n),
+            },
+            EnginePlan::Http(_) => telemetry::TelemetryDevice::Cpu,
+        }
+    }
+
+    /// Starts the engine on its thread.
+    pub(crate) fn spawn(
+        self,
+        fault: Option<worker::Fault>,
+        events: Sender<Event>,
+        control: Receiver<Control>,
+    ) -> std::io::Result<std::thread::JoinHandle<()>> {
+        match self {
+            EnginePlan::Candle(w) => worker::spawn_with_fault(*w, fault, events, control),
+            EnginePlan::Http(h) => http::spawn(*h, events, control),
+        }
     }
 }
 
@@ -386,7 +418,7 @@ fn plan_candle(args: &RunArgs) -> Result<WorkerConfig, Failure> {
 }
 
 /// The CPU threads candle will use: `--threads`, else `RAYON_NUM_THREADS`, else every core.
-fn candle_threads(args: &RunArgs) -> usize {
+pub(crate) fn candle_threads(args: &RunArgs) -> usize {
     args.threads
         .unwrap_or_else(candle_core::utils::get_num_threads)
 }
@@ -413,7 +445,8 @@ fn parse_fault(spec: &str) -> Result<Faults, String> {
     Ok(f)
 }
 
-fn header(args: &RunArgs, plan: &RunPlan) -> Header {
+/// The record's header for a run of `engine` (a sweep writes one for the whole grid).
+pub(crate) fn header(args: &RunArgs, engine: &EnginePlan, slo: Slo) -> Header {
     // The command line, with an --api-key value blanked.
     let mut command: Vec<String> = std::env::args().collect();
     for i in 0..command.len() {
@@ -434,10 +467,10 @@ fn header(args: &RunArgs, plan: &RunPlan) -> Header {
         duration: args.duration.map(|d| format!("{}s", d.as_secs_f64())),
         stop_at_eos: args.stop_at_eos,
         sampling: args.sampling.as_ref().map(Sampling::describe),
-        slo: plan.slo,
+        slo,
         ..RunConfig::default()
     };
-    let (config, device) = match &plan.engine {
+    let (config, device) = match engine {
         EnginePlan::Candle(w) => (
             RunConfig {
                 device: w.device.name(),
@@ -529,8 +562,12 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
     let fault = args.fault.unwrap_or_default();
     let mut recorder = match &args.record {
         Some(path) => Some(
-            Recorder::create(path, header(&args, &plan), args.jsonl_steps)
-                .map_err(Failure::usage)?,
+            Recorder::create(
+                path,
+                header(&args, &plan.engine, plan.slo),
+                args.jsonl_steps,
+            )
+            .map_err(Failure::usage)?,
         ),
         None => None,
     };
@@ -540,14 +577,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
     let (ev_tx, ev_rx) = crossbeam_channel::bounded::<Event>(EVENT_QUEUE);
     let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded::<Control>();
     let started = Instant::now();
-    let telemetry_device = match &plan.engine {
-        EnginePlan::Candle(w) => match w.device {
-            DeviceSpec::Cpu => telemetry::TelemetryDevice::Cpu,
-            DeviceSpec::Cuda(n) => telemetry::TelemetryDevice::Cuda(n),
-        },
-        // The server's device is not ours to sample: the client's process only.
-        EnginePlan::Http(_) => telemetry::TelemetryDevice::Cpu,
-    };
+    let telemetry_device = plan.engine.telemetry_device();
     let sampler = (!args.no_telemetry).then(|| {
         telemetry::spawn_default(
             telemetry_device,
@@ -557,11 +587,10 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         )
     });
     let dashboard = plan.dashboard;
-    let handle = match plan.engine {
-        EnginePlan::Candle(w) => worker::spawn_with_fault(*w, fault.worker, ev_tx, ctl_rx),
-        EnginePlan::Http(h) => http::spawn(*h, ev_tx, ctl_rx),
-    }
-    .map_err(|e| Failure::runtime(format!("cannot start the worker thread: {e}")))?;
+    let handle = plan
+        .engine
+        .spawn(fault.worker, ev_tx, ctl_rx)
+        .map_err(|e| Failure::runtime(format!("cannot start the worker thread: {e}")))?;
 
     let outcome = match dashboard {
         None => run_headless(

@@ -198,16 +198,12 @@ pub fn bootstrap_median_diff(
     let resamples = opts.resamples.max(1);
     let mut diffs = Vec::with_capacity(resamples);
     for _ in 0..resamples {
-        for x in a.iter_mut() {
-            *x = base[rng.below(base.len())];
-        }
-        for x in b.iter_mut() {
-            *x = other[rng.below(other.len())];
-        }
+        resample(&mut a, base, &mut rng);
+        resample(&mut b, other, &mut rng);
         diffs.push(median_in_place(&mut b) - median_in_place(&mut a));
     }
     diffs.sort_by(f64::total_cmp);
-    let tail = (1.0 - opts.confidence.clamp(0.0, 1.0)) / 2.0 * 100.0;
+    let tail = tail_pct(opts);
     Some(MedianDiff {
         base_median,
         other_median,
@@ -220,6 +216,43 @@ pub fn bootstrap_median_diff(
         n_base: base.len(),
         n_other: other.len(),
     })
+}
+
+/// Fills `into` with draws from `from`, with replacement.
+fn resample(into: &mut [f64], from: &[f64], rng: &mut SplitMix64) {
+    for x in into.iter_mut() {
+        *x = from[rng.below(from.len())];
+    }
+}
+
+/// The percentile each tail of the interval leaves out (2.5 for 95 %).
+fn tail_pct(opts: &CompareOptions) -> f64 {
+    (1.0 - opts.confidence.clamp(0.0, 1.0)) / 2.0 * 100.0
+}
+
+/// The median of `samples` with its bootstrap interval `(median, lo, hi)`, the same way as
+/// `bootstrap_median_diff` (a sweep stops a cell once this interval is narrow enough).
+/// `None` if there are no samples.
+pub fn bootstrap_median_ci(samples: &[f64], opts: &CompareOptions) -> Option<(f64, f64, f64)> {
+    if samples.is_empty() {
+        return None;
+    }
+    let median = median_in_place(&mut samples.to_vec());
+    let mut rng = SplitMix64::new(opts.seed);
+    let mut buf = vec![0.0; samples.len()];
+    let mut medians: Vec<f64> = (0..opts.resamples.max(1))
+        .map(|_| {
+            resample(&mut buf, samples, &mut rng);
+            median_in_place(&mut buf)
+        })
+        .collect();
+    medians.sort_by(f64::total_cmp);
+    let tail = tail_pct(opts);
+    Some((
+        median,
+        percentile_sorted(&medians, tail).unwrap_or(f64::NAN),
+        percentile_sorted(&medians, 100.0 - tail).unwrap_or(f64::NAN),
+    ))
 }
 
 /// Fewer steady requests than this on either side: no verdict.

@@ -22,6 +22,12 @@ pub enum Line {
     Step(StepLine),
     Telemetry(Sample),
     Footer(Footer),
+    /// A sweep's grid and how each cell is measured (line 2 of a sweep's record).
+    Sweep(SweepConfig),
+    /// A sweep cell starts: the lines up to its `cell_end` are its run.
+    Cell(CellLine),
+    /// A sweep cell ended: how, and the summary it printed.
+    CellEnd(CellEnd),
     /// A `type` this version does not know (written by a newer one): skipped.
     #[serde(other)]
     Unknown,
@@ -185,6 +191,75 @@ pub struct Footer {
     pub stop: StopReason,
     pub elapsed_s: f64,
     /// The summary object exactly as `--format json` prints it.
+    pub summary: Value,
+}
+
+/// One cell of a sweep: the workload it runs. Lengths are as written (`128`, or a range).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CellParams {
+    pub batch: usize,
+    pub prompt_tokens: String,
+    pub output_tokens: String,
+    /// Server sweeps: requests in flight (closed loop) or the cap of an open loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<usize>,
+    /// Server sweeps: open-loop requests per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+}
+
+/// How a sweep's cells are measured, and the grid (`{"type":"sweep", ...}`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SweepConfig {
+    /// Every cell, in the order they run.
+    pub cells: Vec<CellParams>,
+    /// Warmup requests per cell (excluded from its statistics).
+    pub warmup: u64,
+    /// Steady requests per cell (with `precision`: the minimum).
+    pub repetitions: u64,
+    /// Stop a cell once the bootstrap 95 % CI of its median TPOT is within this fraction of
+    /// the median (0.05 = 5 %).
+    pub precision: Option<f64>,
+    /// With `precision`: the most steady requests per cell.
+    pub max_repetitions: Option<u64>,
+}
+
+/// `{"type":"cell","cell":N,"params":{...}}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CellLine {
+    /// 0-based position in the grid.
+    pub cell: usize,
+    pub params: CellParams,
+}
+
+/// How a cell ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellStatus {
+    /// Measured as asked.
+    Ok,
+    /// Could not be measured: out of memory, too many positions, every request failed.
+    Failed,
+    /// Cut short by Ctrl-C or a signal: what it measured is kept.
+    Stopped,
+}
+
+/// `{"type":"cell_end","cell":N,"status":"ok",...}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CellEnd {
+    pub cell: usize,
+    pub status: CellStatus,
+    /// One line: why the cell failed or stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Seconds the cell took, engine start to end.
+    pub elapsed_s: f64,
+    /// Wall time from the first steady request's start to the last steady request's end: what
+    /// a server's output tok/s and goodput divide by (requests overlap there).
+    #[serde(default)]
+    pub steady_wall_s: Option<f64>,
+    /// The cell's summary, as a run's footer has it.
     pub summary: Value,
 }
 

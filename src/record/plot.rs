@@ -697,6 +697,262 @@ pub fn plot_svg(rec: &Record, settling: &Settling) -> String {
     svg.finish()
 }
 
+/// Colours of a sweep's curves, one per workload (cycled).
+const CURVE_COLORS: [&str; 6] = [
+    TTFT_COLOR,
+    TPOT_COLOR,
+    THIRD_COLOR,
+    "#16a34a",
+    "#dc2626",
+    "#0891b2",
+];
+
+/// The cells of one curve (same workload, load increasing) as (load, value) points.
+fn curve_points(
+    cells: &[&crate::sweep::CellResult],
+    axis: crate::sweep::LoadAxis,
+    value: impl Fn(&crate::sweep::CellResult) -> Option<f64>,
+) -> Vec<(f64, f64)> {
+    let mut pts: Vec<(f64, f64)> = cells
+        .iter()
+        .filter(|c| c.measured())
+        .filter_map(|c| Some((axis.load(&c.params), value(c)?)))
+        .collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    pts
+}
+
+/// Latency (ms) against load, one line per workload.
+fn sweep_load_panel(
+    svg: &mut Svg,
+    f: &Frame,
+    title: &str,
+    curves: &[(String, Vec<(f64, f64)>)],
+    axis: crate::sweep::LoadAxis,
+) {
+    svg.text(f.x, f.y - 8.0, "start", "ptitle", title);
+    svg.rect(f.x, f.y, f.w, f.h, "frame");
+    let all = curves.iter().flat_map(|(_, p)| p.iter());
+    let (mut x_hi, mut y_hi) = (1.0f64, 0.0f64);
+    for &(x, y) in all {
+        x_hi = x_hi.max(x);
+        y_hi = y_hi.max(y);
+    }
+    let xs = Scale {
+        lo: 0.0,
+        hi: x_hi * 1.05,
+        px_lo: f.x,
+        px_hi: f.x + f.w,
+    };
+    let ys = Scale {
+        lo: 0.0,
+        hi: (y_hi * 1.1).max(1e-6),
+        px_lo: f.y + f.h,
+        px_hi: f.y,
+    };
+    draw_axes(svg, f, &xs, &ys, axis.name(), "p50 (ms)", false);
+    for (i, (name, pts)) in curves.iter().enumerate() {
+        let color = CURVE_COLORS[i % CURVE_COLORS.len()];
+        let px: Vec<(f64, f64)> = pts.iter().map(|&(x, y)| (xs.map(x), ys.map(y))).collect();
+        svg.polyline(&px, color);
+        for &(x, y) in &px {
+            svg.circle(x, y, 3.0, color);
+        }
+        svg.colored_text(
+            f.x + 8.0,
+            f.y + 14.0 + 13.0 * i as f64,
+            "start",
+            "note",
+            color,
+            name,
+        );
+    }
+}
+
+/// The cells on the front: none has both more throughput and less latency.
+pub fn pareto_front(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
+    let mut sorted: Vec<(f64, f64)> = points.to_vec();
+    // Highest throughput first; the front keeps each point faster than all before it.
+    sorted.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.total_cmp(&b.1)));
+    let mut front = Vec::new();
+    let mut best = f64::INFINITY;
+    for p in sorted {
+        if p.1 < best {
+            best = p.1;
+            front.push(p);
+        }
+    }
+    front.reverse();
+    front
+}
+
+/// Throughput against latency p50 and p99 over every cell, with the Pareto front of each.
+fn sweep_pareto_panel(
+    svg: &mut Svg,
+    f: &Frame,
+    cells: &[crate::sweep::CellResult],
+    latency: Metric,
+) {
+    let label = latency.label();
+    svg.text(
+        f.x,
+        f.y - 8.0,
+        "start",
+        "ptitle",
+        &format!("Throughput vs {label} p50 and p99 (lines: Pareto front)"),
+    );
+    svg.rect(f.x, f.y, f.w, f.h, "frame");
+    let summary = |c: &crate::sweep::CellResult| match latency {
+        Metric::Tpot => c.tpot,
+        Metric::Ttft => c.ttft,
+        _ => c.e2e,
+    };
+    type Series<'a> = (&'a str, &'a str, Vec<(f64, f64)>);
+    let series: Vec<Series> = [("p50", "#16a34a"), ("p99", "#dc2626")]
+        .iter()
+        .map(|&(name, color)| {
+            let pts = cells
+                .iter()
+                .filter(|c| c.measured() && summary(c).n > 0)
+                .filter_map(|c| {
+                    let s = summary(c);
+                    let t = crate::sweep::analysis::throughput(c)?;
+                    Some((t, if name == "p50" { s.p50 } else { s.p99 } * 1e3))
+                })
+                .collect();
+            (name, color, pts)
+        })
+        .collect();
+    let (mut x_hi, mut y_hi) = (1e-6f64, 1e-6f64);
+    for (_, _, pts) in &series {
+        for &(x, y) in pts {
+            x_hi = x_hi.max(x);
+            y_hi = y_hi.max(y);
+        }
+    }
+    let xs = Scale {
+        lo: 0.0,
+        hi: x_hi * 1.05,
+        px_lo: f.x,
+        px_hi: f.x + f.w,
+    };
+    let ys = Scale {
+        lo: 0.0,
+        hi: y_hi * 1.1,
+        px_lo: f.y + f.h,
+        px_hi: f.y,
+    };
+    let server = cells.iter().any(|c| crate::sweep::is_server(&c.params));
+    let x_label = if server {
+        "output tok/s"
+    } else {
+        "decode tok/s"
+    };
+    draw_axes(svg, f, &xs, &ys, x_label, &format!("{label} (ms)"), false);
+    for (i, (name, color, pts)) in series.iter().enumerate() {
+        for &(x, y) in pts {
+            svg.circle(xs.map(x), ys.map(y), 3.0, color);
+        }
+        let front: Vec<(f64, f64)> = pareto_front(pts)
+            .iter()
+            .map(|&(x, y)| (xs.map(x), ys.map(y)))
+            .collect();
+        svg.polyline(&front, color);
+        svg.colored_text(
+            f.x + 8.0,
+            f.y + 14.0 + 13.0 * i as f64,
+            "start",
+            "note",
+            color,
+            &format!("{label} {name}"),
+        );
+    }
+}
+
+/// The SVG for a sweep: TPOT and TTFT against the load per workload, and throughput against
+/// latency (the Pareto front). Cells that failed are left out.
+pub fn sweep_plot_svg(cells: &[crate::sweep::CellResult], axis: crate::sweep::LoadAxis) -> String {
+    let mut svg = Svg::new(WIDTH, HEIGHT);
+    svg.text(
+        20.0,
+        28.0,
+        "start",
+        "title",
+        &format!("Sweep: latency against {}", axis.name()),
+    );
+    let measured = cells.iter().filter(|c| c.measured()).count();
+    svg.text(
+        20.0,
+        46.0,
+        "start",
+        "sub",
+        &format!(
+            "{measured} of {} cells measured; p50 over each cell's steady requests",
+            cells.len()
+        ),
+    );
+    let mut workloads: Vec<(String, Vec<&crate::sweep::CellResult>)> = Vec::new();
+    for c in cells {
+        let name = format!(
+            "prompt {}, output {}",
+            c.params.prompt_tokens, c.params.output_tokens
+        );
+        match workloads.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, v)) => v.push(c),
+            None => workloads.push((name, vec![c])),
+        }
+    }
+    let curves = |value: &dyn Fn(&crate::sweep::CellResult) -> Option<f64>| -> Vec<(String, Vec<(f64, f64)>)> {
+        workloads
+            .iter()
+            .map(|(name, v)| (name.clone(), curve_points(v, axis, |c| value(c))))
+            .collect()
+    };
+    let ms_p50 = |s: Summary| (s.n > 0).then_some(s.p50 * 1e3);
+    let (w, h) = ((WIDTH - 140.0) / 2.0, 300.0);
+    let left = Frame {
+        x: 70.0,
+        y: 90.0,
+        w,
+        h,
+    };
+    let right = Frame {
+        x: 70.0 + w + 60.0,
+        y: 90.0,
+        w,
+        h,
+    };
+    sweep_load_panel(
+        &mut svg,
+        &left,
+        "TPOT against load",
+        &curves(&|c| ms_p50(c.tpot)),
+        axis,
+    );
+    sweep_load_panel(
+        &mut svg,
+        &right,
+        "TTFT against load",
+        &curves(&|c| ms_p50(c.ttft)),
+        axis,
+    );
+    let bottom_left = Frame {
+        x: 70.0,
+        y: 480.0,
+        w,
+        h: 340.0,
+    };
+    let bottom_right = Frame {
+        x: 70.0 + w + 60.0,
+        y: 480.0,
+        w,
+        h: 340.0,
+    };
+    sweep_pareto_panel(&mut svg, &bottom_left, cells, Metric::Tpot);
+    sweep_pareto_panel(&mut svg, &bottom_right, cells, Metric::Ttft);
+    svg.finish()
+}
+
 /// Writes the plot: SVG as is, or PNG (by extension) through `rsvg-convert` if installed.
 pub fn write_plot(out: &std::path::Path, svg: &str) -> Result<(), String> {
     let png = out
@@ -750,6 +1006,22 @@ mod tests {
         assert_eq!(tick_label(0.05, 0.05), "0.05");
         let t = nice_ticks(-0.5, 3.5, 4);
         assert_eq!(tick_label(t[0], 1.0), "0", "no negative zero");
+    }
+
+    #[test]
+    fn the_pareto_front_keeps_undominated_cells() {
+        let pts = [
+            (100.0, 5.0),
+            (200.0, 6.0),
+            (150.0, 9.0),
+            (300.0, 20.0),
+            (250.0, 25.0),
+        ];
+        assert_eq!(
+            pareto_front(&pts),
+            vec![(100.0, 5.0), (200.0, 6.0), (300.0, 20.0)]
+        );
+        assert!(pareto_front(&[]).is_empty());
     }
 
     #[test]

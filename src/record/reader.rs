@@ -37,67 +37,41 @@ pub struct Record {
 }
 
 pub fn read(path: &Path) -> Result<Record, String> {
-    let text = std::fs::read(path).map_err(|e| crate::util::io_error(path, &e))?;
-    let text = String::from_utf8_lossy(&text);
     let mut rec = Record {
         path: path.to_path_buf(),
         ..Record::default()
     };
-    let mut lines = 0usize;
-    for line in text.lines() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        lines += 1;
-        let Ok(parsed) = serde_json::from_str::<Line>(line) else {
-            rec.bad_lines += 1;
-            continue;
-        };
-        match parsed {
-            Line::Header(h) => {
-                if let Some(m) = &h.model {
-                    rec.model = Some(m.clone());
-                }
-                rec.header = Some(*h);
-            }
-            Line::Event(e) => {
-                match &e.event {
-                    RunEvent::RunStarted { model, .. } if rec.model.is_none() => {
-                        rec.model = Some(model.clone());
-                    }
-                    RunEvent::StatsReset => {
-                        rec.last_reset = Some((rec.requests.len(), rec.steps.len()));
-                    }
-                    _ => {}
-                }
-                rec.events.push(e);
-            }
-            Line::Telemetry(s) => {
-                rec.telemetry_lines += 1;
-                rec.resources.observe_sample(&s);
-            }
-            Line::Request(r) => {
-                rec.resources.observe_request(&r.request);
-                rec.requests.push(r.request);
-            }
-            Line::RequestFailed(f) => rec.failed.push(f),
-            Line::Step(s) => rec.steps.push(s),
-            Line::Footer(f) => rec.footer = Some(f),
-            Line::Unknown => {}
+    for line in parse_lines(path)? {
+        match line {
+            Some(parsed) => rec.push(parsed),
+            None => rec.bad_lines += 1,
         }
     }
-    if rec.header.is_none() {
+    Ok(rec)
+}
+
+/// Every non-empty line of a record, parsed (`None`: not whole JSON, at most the last line
+/// after a crash); an error when the file has no header line (not a record).
+pub fn parse_lines(path: &Path) -> Result<Vec<Option<Line>>, String> {
+    let text = std::fs::read(path).map_err(|e| crate::util::io_error(path, &e))?;
+    let text = String::from_utf8_lossy(&text);
+    let lines: Vec<Option<Line>> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str::<Line>(l).ok())
+        .collect();
+    if !lines.iter().any(|l| matches!(l, Some(Line::Header(_)))) {
         return Err(format!(
             "{}: not an infertop record (no header line{}); make one with --record FILE",
             path.display(),
-            if lines == 0 {
+            if lines.is_empty() {
                 ", the file is empty"
             } else {
                 ""
             }
         ));
     }
-    Ok(rec)
+    Ok(lines)
 }
 
 /// Recomputes the summary a run printed from its record. ITL comes from step lines when the run
@@ -107,6 +81,42 @@ pub fn summary_of(path: &Path) -> Result<RunSummary, String> {
 }
 
 impl Record {
+    /// Folds one line in (lines of a sweep's grid are skipped here; see `record::sweep`).
+    pub fn push(&mut self, line: Line) {
+        match line {
+            Line::Header(h) => {
+                if let Some(m) = &h.model {
+                    self.model = Some(m.clone());
+                }
+                self.header = Some(*h);
+            }
+            Line::Event(e) => {
+                match &e.event {
+                    RunEvent::RunStarted { model, .. } if self.model.is_none() => {
+                        self.model = Some(model.clone());
+                    }
+                    RunEvent::StatsReset => {
+                        self.last_reset = Some((self.requests.len(), self.steps.len()));
+                    }
+                    _ => {}
+                }
+                self.events.push(e);
+            }
+            Line::Telemetry(s) => {
+                self.telemetry_lines += 1;
+                self.resources.observe_sample(&s);
+            }
+            Line::Request(r) => {
+                self.resources.observe_request(&r.request);
+                self.requests.push(r.request);
+            }
+            Line::RequestFailed(f) => self.failed.push(f),
+            Line::Step(s) => self.steps.push(s),
+            Line::Footer(f) => self.footer = Some(f),
+            Line::Sweep(_) | Line::Cell(_) | Line::CellEnd(_) | Line::Unknown => {}
+        }
+    }
+
     /// The summary the run printed, recomputed (see `summary_of`).
     pub fn summary(&self) -> RunSummary {
         summary_of_record(self)

@@ -212,7 +212,7 @@ fn gpu_name(rec: &Record) -> Option<String> {
     rec.header.as_ref()?.machine.gpu.clone()
 }
 
-fn peak_for(rec: &Record, dtype: &str, opts: &ReportOptions) -> Peak {
+pub(crate) fn peak_for(rec: &Record, dtype: &str, opts: &ReportOptions) -> Peak {
     let mut peak = Peak::default();
     if let Some(bw) = opts.peak_bw {
         peak.bandwidth = Some(bw);

@@ -103,6 +103,12 @@ impl Recorder {
         }
     }
 
+    /// Writes one line and flushes it (a sweep's grid, cell markers and cell summaries).
+    pub fn write_line(&mut self, line: &Line) {
+        self.line(line);
+        self.flush();
+    }
+
     /// Records one event; request lines are flushed at once.
     pub fn on_event(&mut self, t_s: f64, ev: &Event) {
         let event = |event| Line::Event(EventLine { t_s, event });

@@ -1,0 +1,302 @@
+//! A sweep's record read back: its header and grid, then per cell the lines between its `cell`
+//! and `cell_end` markers as an ordinary run `Record`, so `report` recomputes every cell with
+//! the same code as a run's, and `compare` compares two sweeps cell by cell with the same
+//! bootstrap. A sweep killed mid-cell keeps that cell's finished requests (without a
+//! `cell_end`: it reads as stopped).
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::{CellEnding, CellResult, CellTally};
+use crate::event::StopReason;
+use crate::record::compare::{compare_records, CompareOptions, MetricChange, Verdict};
+use crate::record::line::{CellEnd, CellParams, CellStatus, Footer, Header, Line, SweepConfig};
+use crate::record::reader::{parse_lines, Record};
+use crate::stats::Slo;
+
+/// One cell of a sweep's record.
+#[derive(Debug)]
+pub struct RecordedCell {
+    pub cell: usize,
+    pub params: CellParams,
+    /// The cell's lines as a run's record (header: the sweep's, with the cell's workload).
+    pub record: Record,
+    /// `None` when the record ends inside the cell.
+    pub end: Option<CellEnd>,
+}
+
+/// A sweep's record.
+#[derive(Debug)]
+pub struct SweepRecord {
+    pub header: Header,
+    pub config: SweepConfig,
+    pub cells: Vec<RecordedCell>,
+    pub footer: Option<Footer>,
+}
+
+/// Reads `path`; `Ok(None)` when it is a run's record, not a sweep's.
+pub fn read_sweep(path: &Path) -> Result<Option<SweepRecord>, String> {
+    let lines = parse_lines(path)?;
+    let mut header: Option<Header> = None;
+    let mut config: Option<SweepConfig> = None;
+    let mut cells: Vec<RecordedCell> = Vec::new();
+    let mut footer = None;
+    let mut open = false;
+    for line in lines {
+        let Some(line) = line else {
+            if let Some(c) = cells.last_mut().filter(|_| open) {
+                c.record.bad_lines += 1;
+            }
+            continue;
+        };
+        match line {
+            Line::Header(h) => header = Some(*h),
+            Line::Sweep(s) => config = Some(s),
+            Line::Cell(c) => {
+                let mut h = header.clone().unwrap_or_default();
+                h.config.batch = c.params.batch;
+                h.config.prompt_tokens = c.params.prompt_tokens.clone();
+                h.config.output_tokens = c.params.output_tokens.clone();
+                h.config.concurrency = c.params.concurrency;
+                h.config.rate = c.params.rate;
+                let mut record = Record {
+                    path: path.to_path_buf(),
+                    ..Record::default()
+                };
+                record.push(Line::Header(Box::new(h)));
+                cells.push(RecordedCell {
+                    cell: c.cell,
+                    params: c.params,
+                    record,
+                    end: None,
+                });
+                open = true;
+            }
+            Line::CellEnd(end) => {
+                if let Some(c) = cells.last_mut().filter(|c| open && c.cell == end.cell) {
+                    c.record.push(Line::Footer(Footer {
+                        stop: StopReason::RequestLimit,
+                        elapsed_s: end.elapsed_s,
+                        summary: end.summary.clone(),
+                    }));
+                    c.end = Some(end);
+                }
+                open = false;
+            }
+            Line::Footer(f) => footer = Some(f),
+            other => {
+                if let Some(c) = cells.last_mut().filter(|_| open) {
+                    c.record.push(other);
+                }
+            }
+        }
+    }
+    let (Some(header), Some(config)) = (header, config) else {
+        return Ok(None);
+    };
+    Ok(Some(SweepRecord {
+        header,
+        config,
+        cells,
+        footer,
+    }))
+}
+
+impl RecordedCell {
+    /// The cell's row, recomputed from its lines (the SLO decides goodput).
+    pub fn result(&self, slo: &Slo) -> CellResult {
+        let mut tally = CellTally::default();
+        for r in self.record.steady() {
+            tally.observe(r, slo, self.record.model.as_ref());
+        }
+        let ending = match &self.end {
+            Some(e) => CellEnding {
+                status: e.status.clone(),
+                reason: e.reason.clone(),
+                elapsed_s: e.elapsed_s,
+                steady_wall_s: e.steady_wall_s,
+            },
+            None => CellEnding {
+                status: CellStatus::Stopped,
+                reason: Some("the record ends inside this cell".into()),
+                elapsed_s: 0.0,
+                steady_wall_s: None,
+            },
+        };
+        let summary = self.record.summary();
+        CellResult::new(self.cell, self.params.clone(), ending, &summary, &tally)
+    }
+}
+
+impl SweepRecord {
+    pub fn results(&self, slo: &Slo) -> Vec<CellResult> {
+        self.cells.iter().map(|c| c.result(slo)).collect()
+    }
+
+    /// Cells of the grid with no line in the record (the sweep was cut short).
+    pub fn not_run(&self) -> usize {
+        self.config.cells.len().saturating_sub(self.cells.len())
+    }
+}
+
+/// One cell of two sweeps, compared.
+#[derive(Clone, Debug, Serialize)]
+pub struct CellComparison {
+    pub params: CellParams,
+    /// TTFT, TPOT and E2E: the median difference (B − A) with its bootstrap CI and verdict.
+    pub metrics: Vec<MetricChange>,
+    /// Requests of this cell that generated different tokens in B than in A.
+    pub outputs_differing: usize,
+}
+
+/// Two sweeps compared cell by cell (cells matched by their parameters).
+#[derive(Clone, Debug, Serialize)]
+pub struct SweepComparison {
+    pub base: String,
+    pub other: String,
+    pub cells: Vec<CellComparison>,
+    /// Cells of one sweep the other does not have.
+    pub unmatched: Vec<CellParams>,
+    pub options: CompareOptions,
+}
+
+/// Compares `other` against `base` cell by cell, with `compare`'s bootstrap per cell.
+pub fn compare_sweeps(
+    base: SweepRecord,
+    base_name: &str,
+    other: SweepRecord,
+    other_name: &str,
+    opts: &CompareOptions,
+) -> SweepComparison {
+    let mut other_cells: Vec<Option<RecordedCell>> = other.cells.into_iter().map(Some).collect();
+    let mut cells = Vec::new();
+    let mut unmatched = Vec::new();
+    for a in base.cells {
+        let found = other_cells
+            .iter_mut()
+            .find(|b| b.as_ref().is_some_and(|b| b.params == a.params))
+            .and_then(Option::take);
+        let Some(b) = found else {
+            unmatched.push(a.params);
+            continue;
+        };
+        let params = a.params.clone();
+        let cmp = compare_records(&[a.record, b.record], opts);
+        let (metrics, outputs_differing) = cmp
+            .pairs
+            .into_iter()
+            .next()
+            .map(|p| {
+                (
+                    p.metrics
+                        .into_iter()
+                        .filter(|m| m.median_diff.is_some())
+                        .collect(),
+                    p.outputs.differing,
+                )
+            })
+            .unwrap_or_default();
+        cells.push(CellComparison {
+            params,
+            metrics,
+            outputs_differing,
+        });
+    }
+    unmatched.extend(other_cells.into_iter().flatten().map(|c| c.params));
+    SweepComparison {
+        base: base_name.to_string(),
+        other: other_name.to_string(),
+        cells,
+        unmatched,
+        options: *opts,
+    }
+}
+
+fn signed_ms(v: f64) -> String {
+    format!("{}{:.3} ms", if v < 0.0 { "−" } else { "+" }, v.abs() * 1e3)
+}
+
+impl SweepComparison {
+    /// `compare`'s exit code: 3 when any cell generated different outputs.
+    pub fn exit_code(&self) -> i32 {
+        if self.cells.iter().any(|c| c.outputs_differing > 0) {
+            crate::record::compare::EXIT_OUTPUTS_DIFFER
+        } else {
+            0
+        }
+    }
+
+    pub fn to_markdown(&self) -> String {
+        let o = &self.options;
+        let mut out = format!(
+            "\n## {} vs {}, cell by cell\n\nMedian of B − median of A with a bootstrap {:.0} % CI ({} resamples, seed {}); B = `{}`, A = `{}`.\n\n",
+            self.other, self.base, o.confidence * 100.0, o.resamples, o.seed, self.other, self.base
+        );
+        out.push_str("| batch | prompt | output | conc | rate | TTFT | TPOT | E2E |\n|---:|---|---|---:|---:|---|---|---|\n");
+        for c in &self.cells {
+            let p = &c.params;
+            let verdict = |key: &str| {
+                c.metrics
+                    .iter()
+                    .find(|m| m.metric == key)
+                    .and_then(|m| Some((m.median_diff?, m.verdict?)))
+                    .map_or("-".to_string(), |(d, v)| {
+                        let word = match v {
+                            Verdict::Faster | Verdict::Slower => format!("**{}**", v.words()),
+                            _ => v.words().to_string(),
+                        };
+                        format!(
+                            "{word} {} [{}, {}] (n {} vs {})",
+                            signed_ms(d.diff),
+                            signed_ms(d.lo),
+                            signed_ms(d.hi),
+                            d.n_base,
+                            d.n_other
+                        )
+                    })
+            };
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                p.batch,
+                p.prompt_tokens,
+                p.output_tokens,
+                p.concurrency.map_or("-".into(), |x| x.to_string()),
+                p.rate.map_or("-".into(), |x| x.to_string()),
+                verdict("ttft_s"),
+                verdict("tpot_s"),
+                verdict("e2e_s"),
+            ));
+        }
+        for c in self.cells.iter().filter(|c| c.outputs_differing > 0) {
+            out.push_str(&format!(
+                "\n**!!! OUTPUTS DIFFER in cell batch {}, prompt {}, output {}: {} requests generated different tokens**\n",
+                c.params.batch, c.params.prompt_tokens, c.params.output_tokens, c.outputs_differing
+            ));
+        }
+        for p in &self.unmatched {
+            out.push_str(&format!(
+                "\n- Only in one sweep: batch {}, prompt {}, output {}{}{}.",
+                p.batch,
+                p.prompt_tokens,
+                p.output_tokens,
+                p.concurrency
+                    .map(|c| format!(", concurrency {c}"))
+                    .unwrap_or_default(),
+                p.rate.map(|r| format!(", rate {r}/s")).unwrap_or_default()
+            ));
+        }
+        if !self.unmatched.is_empty() {
+            out.push('\n');
+        }
+        out
+    }
+
+    pub fn to_json(&self) -> String {
+        let mut v = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert("type".into(), "sweep_comparison".into());
+        }
+        v.to_string() + "\n"
+    }
+}

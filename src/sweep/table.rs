@@ -1,0 +1,260 @@
+//! The sweep's table, llama-bench style but with tails: one row per cell (its parameters, TTFT,
+//! TPOT, ITL and E2E at p50/p90/p99 with n, throughputs, peak memory), then the findings in
+//! words. Markdown, CSV, one JSON document, or JSON lines (one per cell, then the findings).
+
+use serde_json::{json, Value};
+
+use super::analysis::Findings;
+use super::{is_server, CellResult};
+use crate::record::line::CellStatus;
+use crate::stats::Summary;
+
+/// `infertop sweep --format` (and `report` of a sweep record).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SweepFormat {
+    #[default]
+    Md,
+    Csv,
+    Json,
+    Jsonl,
+}
+
+impl SweepFormat {
+    pub const NAMES: [&'static str; 4] = ["md", "csv", "json", "jsonl"];
+
+    pub fn parse(s: &str) -> Option<SweepFormat> {
+        match s {
+            "md" | "markdown" => Some(SweepFormat::Md),
+            "csv" => Some(SweepFormat::Csv),
+            "json" => Some(SweepFormat::Json),
+            "jsonl" => Some(SweepFormat::Jsonl),
+            _ => None,
+        }
+    }
+}
+
+/// A finished (or interrupted) sweep as printed.
+#[derive(Clone, Debug)]
+pub struct SweepTable<'a> {
+    /// One line above the table: the model, device and how cells were measured.
+    pub title: String,
+    pub cells: &'a [CellResult],
+    pub findings: &'a Findings,
+    /// Cells of the grid that never ran (the sweep was interrupted).
+    pub not_run: usize,
+    /// Why the sweep ended early, in words.
+    pub interrupted: Option<String>,
+}
+
+fn ms(v: f64) -> String {
+    format!("{:.3}", v * 1e3)
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".into(), |x| format!("{x:.digits$}"))
+}
+
+/// `512.0 MiB`, `1.2 GiB`.
+pub fn mem(bytes: Option<u64>) -> String {
+    bytes.map_or("-".into(), crate::cli::human_bytes)
+}
+
+fn tails(s: &Summary) -> [String; 3] {
+    if s.n == 0 {
+        return ["-".into(), "-".into(), "-".into()];
+    }
+    [ms(s.p50), ms(s.p90), ms(s.p99)]
+}
+
+fn status_text(c: &CellResult) -> String {
+    match (&c.status, &c.reason) {
+        (CellStatus::Ok, r) => {
+            let mut notes = Vec::new();
+            if c.failed_requests > 0 {
+                notes.push(format!("{} failed requests", c.failed_requests));
+            }
+            notes.extend(r.clone());
+            if notes.is_empty() {
+                "ok".into()
+            } else {
+                format!("ok ({})", notes.join("; "))
+            }
+        }
+        (CellStatus::Failed, r) => format!("FAILED: {}", r.as_deref().unwrap_or("?")),
+        (CellStatus::Stopped, r) => r.clone().unwrap_or_else(|| "stopped".into()),
+    }
+}
+
+/// A cell as one JSON object (`json` lists them, `jsonl` prints one per line).
+pub fn cell_json(c: &CellResult) -> Value {
+    let mut v = serde_json::to_value(c).unwrap_or(Value::Null);
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("type".into(), "sweep_cell".into());
+    }
+    v
+}
+
+impl SweepTable<'_> {
+    fn server(&self) -> bool {
+        self.cells.iter().any(|c| is_server(&c.params))
+    }
+
+    pub fn render(&self, format: SweepFormat) -> String {
+        match format {
+            SweepFormat::Md => self.to_markdown(),
+            SweepFormat::Csv => self.to_csv(),
+            SweepFormat::Json => self.to_json().to_string() + "\n",
+            SweepFormat::Jsonl => {
+                let mut out = String::new();
+                for c in self.cells {
+                    out.push_str(&cell_json(c).to_string());
+                    out.push('\n');
+                }
+                let mut f = serde_json::to_value(self.findings).unwrap_or(Value::Null);
+                if let Some(obj) = f.as_object_mut() {
+                    obj.insert("type".into(), "sweep_findings".into());
+                    obj.insert("not_run".into(), self.not_run.into());
+                    obj.insert("interrupted".into(), json!(self.interrupted));
+                }
+                out.push_str(&f.to_string());
+                out.push('\n');
+                out
+            }
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        json!({
+            "type": "sweep",
+            "title": self.title,
+            "cells": self.cells.iter().map(cell_json).collect::<Vec<_>>(),
+            "findings": self.findings,
+            "not_run": self.not_run,
+            "interrupted": self.interrupted,
+        })
+    }
+
+    fn to_markdown(&self) -> String {
+        let server = self.server();
+        let mut out = format!("\n{}\n\n", self.title);
+        let mut head = String::from("| cell | batch | prompt | output |");
+        if server {
+            head.push_str(" conc | rate |");
+        }
+        head.push_str(" n | TTFT p50 | p90 | p99 | TPOT p50 | p90 | p99 | ITL p50 | p90 | p99 | E2E p50 | p90 | p99 |");
+        head.push_str(if server {
+            " out tok/s | goodput seq/s |"
+        } else {
+            " prefill tok/s | decode tok/s |"
+        });
+        head.push_str(" peak mem | status |\n");
+        out.push_str(&head);
+        let cols = head.matches('|').count() - 1;
+        out.push_str("|---:|---:|---|---|");
+        out.push_str(&"---:|".repeat(cols - 5));
+        out.push_str("---|\n");
+        for c in self.cells {
+            let p = &c.params;
+            let mut row = format!(
+                "| {} | {} | {} | {} |",
+                c.cell, p.batch, p.prompt_tokens, p.output_tokens
+            );
+            if server {
+                row.push_str(&format!(
+                    " {} | {} |",
+                    p.concurrency.map_or("-".into(), |x| x.to_string()),
+                    p.rate.map_or("-".into(), |x| x.to_string())
+                ));
+            }
+            row.push_str(&format!(" {} |", c.n));
+            for s in [&c.ttft, &c.tpot, &c.itl, &c.e2e] {
+                for t in tails(s) {
+                    row.push_str(&format!(" {t} |"));
+                }
+            }
+            if server {
+                row.push_str(&format!(
+                    " {} | {} |",
+                    opt(c.output_tok_s, 1),
+                    opt(c.goodput_seq_s, 2)
+                ));
+            } else {
+                row.push_str(&format!(
+                    " {} | {} |",
+                    opt(c.prefill_tok_s, 1),
+                    opt(c.decode_tok_s, 1)
+                ));
+            }
+            row.push_str(&format!(
+                " {} | {} |\n",
+                mem(c.peak_memory_bytes),
+                status_text(c)
+            ));
+            out.push_str(&row);
+        }
+        out.push_str(
+            "\nLatencies in ms over each cell's steady requests (warmup excluded); n = steady requests (ITL: their decode steps).\n",
+        );
+        if let Some(why) = &self.interrupted {
+            out.push_str(&format!(
+                "\nThe sweep was {why}; {} cell{} not run.\n",
+                self.not_run,
+                if self.not_run == 1 { "" } else { "s" }
+            ));
+        }
+        out.push_str(&self.findings.to_markdown(self.cells));
+        out
+    }
+
+    fn to_csv(&self) -> String {
+        let mut out = String::from(
+            "cell,status,batch,prompt_tokens,output_tokens,concurrency,rate,n,warmup_requests,failed_requests",
+        );
+        for m in ["ttft", "tpot", "itl", "e2e"] {
+            out.push_str(&format!(",{m}_p50_s,{m}_p90_s,{m}_p99_s,{m}_n"));
+        }
+        out.push_str(
+            ",prefill_tok_s,decode_tok_s,output_tok_s,goodput_seq_s,peak_memory_bytes,reason\n",
+        );
+        let num = |v: Option<f64>| v.map_or(String::new(), |x| x.to_string());
+        for c in self.cells {
+            let p = &c.params;
+            let status = serde_json::to_value(&c.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "{},{status},{},{},{},{},{},{},{},{}",
+                c.cell,
+                p.batch,
+                p.prompt_tokens,
+                p.output_tokens,
+                p.concurrency.map_or(String::new(), |x| x.to_string()),
+                num(p.rate),
+                c.n,
+                c.warmup_requests,
+                c.failed_requests
+            ));
+            for s in [&c.ttft, &c.tpot, &c.itl, &c.e2e] {
+                let v = |x: f64| {
+                    if s.n > 0 {
+                        x.to_string()
+                    } else {
+                        String::new()
+                    }
+                };
+                out.push_str(&format!(",{},{},{},{}", v(s.p50), v(s.p90), v(s.p99), s.n));
+            }
+            let reason = c.reason.as_deref().unwrap_or("").replace('"', "'");
+            out.push_str(&format!(
+                ",{},{},{},{},{},\"{reason}\"\n",
+                num(c.prefill_tok_s),
+                num(c.decode_tok_s),
+                num(c.output_tok_s),
+                num(c.goodput_seq_s),
+                c.peak_memory_bytes.map_or(String::new(), |x| x.to_string()),
+            ));
+        }
+        out
+    }
+}

@@ -1,0 +1,503 @@
+//! `infertop sweep` end to end: a grid on the synthetic tiny model (every cell with n as asked,
+//! a cell the model cannot take reported as failed while the sweep goes on), a server sweep
+//! against an in-process server with injected timings (TTFT as injected, throughput rising with
+//! concurrency), the record read back by `report` and `compare`, the plot, and Ctrl-C.
+#![allow(clippy::unwrap_used)]
+
+#[path = "common/stream_server.rs"]
+mod stream_server;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use assert_cmd::prelude::*;
+use serde_json::Value;
+
+fn infertop() -> Command {
+    Command::cargo_bin("infertop").unwrap()
+}
+
+/// Runs `infertop sweep ARGS --format json`; returns (exit code, the JSON document, stderr).
+fn sweep_json(args: &[&str]) -> (Option<i32>, Value, String) {
+    let out = infertop()
+        .arg("sweep")
+        .args(args)
+        .args(["--no-telemetry", "--format", "json"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let doc: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}\nstdout: {stdout}\nstderr: {stderr}"));
+    (out.status.code(), doc, stderr)
+}
+
+fn cells(doc: &Value) -> &Vec<Value> {
+    doc["cells"].as_array().unwrap()
+}
+
+/// A small grid on the tiny synthetic model, recorded.
+const TINY_GRID: &[&str] = &[
+    "--model",
+    "synthetic:tiny",
+    "--batch",
+    "1,2",
+    "-p",
+    "8,16",
+    "-n",
+    "4",
+    "--warmup",
+    "1",
+    "--repetitions",
+    "3",
+    "--no-probe",
+];
+
+#[test]
+fn every_cell_of_a_small_grid_is_measured_with_n_as_asked_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("sweep.jsonl");
+    let mut args = TINY_GRID.to_vec();
+    args.extend(["--record", record.to_str().unwrap()]);
+    let (code, doc, stderr) = sweep_json(&args);
+    assert_eq!(code, Some(0), "{stderr}");
+    let cells = cells(&doc);
+    let shape: Vec<(u64, &str)> = cells
+        .iter()
+        .map(|c| {
+            (
+                c["params"]["batch"].as_u64().unwrap(),
+                c["params"]["prompt_tokens"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(shape, [(1, "8"), (2, "8"), (1, "16"), (2, "16")]);
+    for c in cells {
+        assert_eq!(c["status"], "ok", "{c}");
+        assert_eq!(c["n"], 3, "{c}");
+        assert_eq!(c["warmup_requests"], 1, "{c}");
+        for m in ["ttft", "tpot", "e2e"] {
+            assert_eq!(c[m]["n"], 3, "{m}: {c}");
+        }
+        // Three decode steps per request (4 tokens, the first from prefill).
+        assert_eq!(c["itl"]["n"], 9, "{c}");
+        let tpot = c["tpot"]["p50"].as_f64().unwrap();
+        let decode = c["decode_tok_s"].as_f64().unwrap();
+        let batch = c["params"]["batch"].as_f64().unwrap();
+        // decode tok/s is the median of B / TPOT: within the spread of three requests.
+        assert!(decode > 0.0 && tpot > 0.0);
+        assert!((decode * tpot / batch - 1.0).abs() < 0.5, "{c}");
+    }
+    // One progress line per cell, in order, as they complete.
+    let done: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("/4 (") && l.contains(": n "))
+        .collect();
+    assert_eq!(done.len(), 4, "{stderr}");
+    assert!(done[0].contains("cell 1/4 (batch 1, prompt 8, output 4)"));
+    // The findings: one knee line per prompt length.
+    assert_eq!(doc["findings"]["knees"].as_array().unwrap().len(), 2);
+
+    // The record: header, grid, per cell a marker, its requests and a summary, then a footer.
+    let text = std::fs::read_to_string(&record).unwrap();
+    let types: Vec<String> = text
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(types[0], "header");
+    assert_eq!(types[1], "sweep");
+    assert_eq!(types.iter().filter(|t| *t == "cell").count(), 4);
+    assert_eq!(types.iter().filter(|t| *t == "cell_end").count(), 4);
+    assert_eq!(types.iter().filter(|t| *t == "request").count(), 16);
+    assert_eq!(types.last().unwrap(), "footer");
+
+    // `report` prints the same cells again, from the record's lines.
+    let out = infertop()
+        .args(["report", "--no-probe", "--format", "json"])
+        .arg(&record)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let again: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (a, b) in cells.iter().zip(cells_of(&again)) {
+        for m in ["ttft", "tpot", "itl", "e2e"] {
+            assert_eq!(a[m], b[m], "{m}");
+        }
+        for k in [
+            "params",
+            "n",
+            "status",
+            "decode_tok_s",
+            "prefill_tok_s",
+            "output_tok_s",
+        ] {
+            assert_eq!(a[k], b[k], "{k}");
+        }
+    }
+    let md = infertop()
+        .args(["report", "--no-probe"])
+        .arg(&record)
+        .output()
+        .unwrap();
+    let md = String::from_utf8_lossy(&md.stdout);
+    assert!(md.contains("| cell | batch | prompt | output |"), "{md}");
+    assert!(md.contains("## What the sweep found"), "{md}");
+
+    // The plot: latency against batch per prompt length, and the Pareto front.
+    let svg = dir.path().join("sweep.svg");
+    let out = infertop()
+        .args(["report", "--no-probe", "--plot"])
+        .arg(&svg)
+        .arg(&record)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("Pareto front"));
+    assert!(svg.contains("prompt 16, output 4"));
+
+    // Two sweeps of the same grid: a verdict per cell, same outputs (exit 0).
+    let record_b = dir.path().join("sweep-b.jsonl");
+    let mut args = TINY_GRID.to_vec();
+    args.extend(["--record", record_b.to_str().unwrap()]);
+    let (code, _, _) = sweep_json(&args);
+    assert_eq!(code, Some(0));
+    let out = infertop()
+        .args(["compare", "--format", "json"])
+        .arg(&record)
+        .arg(&record_b)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cmp: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(cmp["type"], "sweep_comparison");
+    let per_cell = cmp["cells"].as_array().unwrap();
+    assert_eq!(per_cell.len(), 4);
+    for c in per_cell {
+        assert_eq!(c["outputs_differing"], 0);
+        let verdicts: Vec<&str> = c["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["verdict"].as_str().unwrap())
+            .collect();
+        assert_eq!(verdicts.len(), 3, "{c}");
+        assert!(verdicts.iter().all(|v| *v == "too_few_requests"
+            || *v == "no_detectable_change"
+            || *v == "faster"
+            || *v == "slower"));
+    }
+}
+
+fn cells_of(doc: &Value) -> Vec<Value> {
+    doc["cells"].as_array().cloned().unwrap_or_default()
+}
+
+#[test]
+fn a_cell_the_model_cannot_take_fails_alone_and_the_sweep_goes_on() {
+    // The tiny model has 4096 positions: a 5000-token prompt cannot run.
+    let (code, doc, stderr) = sweep_json(&[
+        "--model",
+        "synthetic:tiny",
+        "-p",
+        "8,5000,16",
+        "-n",
+        "3",
+        "--warmup",
+        "0",
+        "--repetitions",
+        "2",
+        "--no-probe",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let cells = cells(&doc);
+    let status: Vec<&str> = cells
+        .iter()
+        .map(|c| c["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(status, ["ok", "failed", "ok"]);
+    let reason = cells[1]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("exceed the model's 4096 positions"),
+        "{reason}"
+    );
+    assert_eq!(cells[2]["n"], 2);
+    assert!(
+        stderr.contains("cell 2/3 (batch 1, prompt 5000, output 3): FAILED: "),
+        "{stderr}"
+    );
+    // The table says so too.
+    let out = infertop()
+        .args([
+            "sweep",
+            "--model",
+            "synthetic:tiny",
+            "-p",
+            "8,5000",
+            "-n",
+            "2",
+        ])
+        .args([
+            "--warmup",
+            "0",
+            "--repetitions",
+            "1",
+            "--no-telemetry",
+            "--no-probe",
+        ])
+        .output()
+        .unwrap();
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        md.contains("FAILED: prompt + output tokens (5002) exceed"),
+        "{md}"
+    );
+    assert!(md.contains("Cell 1 failed: "), "{md}");
+}
+
+#[test]
+fn precision_stops_each_cell_between_the_minimum_and_the_cap() {
+    let (code, doc, stderr) = sweep_json(&[
+        "--model",
+        "synthetic:tiny",
+        "-p",
+        "8",
+        "-n",
+        "4",
+        "--batch",
+        "1,2",
+        "--warmup",
+        "1",
+        "--repetitions",
+        "4",
+        "--precision",
+        "50%",
+        "--max-repetitions",
+        "12",
+        "--no-probe",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    for c in cells(&doc) {
+        let n = c["n"].as_u64().unwrap();
+        assert!((4..=12).contains(&n), "{c}");
+        assert_eq!(c["status"], "ok");
+    }
+}
+
+fn near_ms(measured_s: f64, truth_ms: f64, tol_ms: f64) -> bool {
+    (measured_s * 1e3 - truth_ms).abs() <= tol_ms
+}
+
+#[test]
+fn a_server_sweep_gets_the_injected_ttft_and_throughput_rising_with_concurrency() {
+    let url = stream_server::start(stream_server::Timing {
+        ttft: Duration::from_millis(30),
+        itl: Duration::from_millis(4),
+        tokens: 6,
+    })
+    .unwrap();
+    let (code, doc, stderr) = sweep_json(&[
+        "--endpoint",
+        &url,
+        "--served-model",
+        "m",
+        "--concurrency",
+        "1,2,4",
+        "-n",
+        "6",
+        "-p",
+        "16",
+        "--warmup",
+        "1",
+        "--repetitions",
+        "12",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let cells = cells(&doc);
+    assert_eq!(cells.len(), 3);
+    let mut tput = Vec::new();
+    for (c, conc) in cells.iter().zip([1, 2, 4]) {
+        assert_eq!(c["params"]["concurrency"], conc);
+        assert_eq!(c["n"], 12, "{c}");
+        let ttft = c["ttft"]["p50"].as_f64().unwrap();
+        assert!(
+            near_ms(ttft, 30.0, 10.0),
+            "concurrency {conc}: TTFT p50 {ttft}"
+        );
+        let tpot = c["tpot"]["p50"].as_f64().unwrap();
+        assert!(
+            near_ms(tpot, 4.0, 3.0),
+            "concurrency {conc}: TPOT p50 {tpot}"
+        );
+        tput.push(c["output_tok_s"].as_f64().unwrap());
+        assert!(c["goodput_seq_s"].as_f64().unwrap() > 0.0);
+    }
+    // One request is 30 + 5 × 4 = 50 ms for 6 tokens, so ~120 tok/s at concurrency 1; the
+    // server answers requests in parallel, so throughput grows with concurrency.
+    assert!(tput[0] > 60.0 && tput[0] < 150.0, "{tput:?}");
+    assert!(tput[1] > 1.5 * tput[0], "{tput:?}");
+    assert!(tput[2] > 2.5 * tput[0], "{tput:?}");
+    let f = &doc["findings"];
+    assert_eq!(f["axis"], "concurrency");
+    assert_eq!(f["knees"][0]["why"], "still_scaling", "{f}");
+    assert_eq!(f["saturation"][0]["oversaturated_at"], Value::Null, "{f}");
+}
+
+#[test]
+fn every_request_failing_is_a_failed_cell_with_its_reason() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let url = format!("http://127.0.0.1:{port}");
+    let (code, doc, stderr) = sweep_json(&[
+        "--endpoint",
+        &url,
+        "--served-model",
+        "m",
+        "--concurrency",
+        "1,2",
+        "--warmup",
+        "0",
+        "--repetitions",
+        "2",
+    ]);
+    assert_eq!(code, Some(1), "{stderr}");
+    for c in cells(&doc) {
+        assert_eq!(c["status"], "failed");
+        assert!(
+            c["reason"].as_str().unwrap().contains("connection refused"),
+            "{c}"
+        );
+    }
+    assert!(
+        stderr.contains("every cell of the sweep failed"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn ctrl_c_stops_the_sweep_with_what_it_measured_printed_and_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("cut.jsonl");
+    let mut child = infertop()
+        .args(["sweep", "--model", "synthetic:tiny", "-p", "8", "-n", "4"])
+        .args([
+            "--batch",
+            "1,2,4,8,16,32",
+            "--warmup",
+            "0",
+            "--repetitions",
+            "400",
+        ])
+        .args([
+            "--no-telemetry",
+            "--no-probe",
+            "--format",
+            "json",
+            "--record",
+        ])
+        .arg(&record)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    // Wait for the first cell to finish, then Ctrl-C during the second (400 requests).
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if stderr.read_line(&mut line).unwrap() == 0 {
+            panic!("sweep ended early: {seen}");
+        }
+        seen.push_str(&line);
+        if line.contains("cell 1/6 (batch 1") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{seen}");
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let ok = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cells = cells(&doc);
+    assert_eq!(cells.len(), 2, "{doc}");
+    assert_eq!(cells[0]["status"], "ok");
+    assert_eq!(cells[0]["n"], 400);
+    assert_eq!(cells[1]["status"], "stopped");
+    assert_eq!(doc["not_run"], 4);
+    assert_eq!(doc["interrupted"], "stopped by Ctrl-C");
+    // The record has both cells and a footer; `report` reads it.
+    let text = std::fs::read_to_string(&record).unwrap();
+    assert_eq!(text.matches("\"type\":\"cell_end\"").count(), 2);
+    assert!(text.lines().last().unwrap().contains("\"type\":\"footer\""));
+    let rep = infertop()
+        .args(["report", "--no-probe", "--format", "json"])
+        .arg(&record)
+        .output()
+        .unwrap();
+    assert!(rep.status.success());
+    let again: Value = serde_json::from_slice(&rep.stdout).unwrap();
+    assert_eq!(cells_of(&again).len(), 2);
+    assert_eq!(again["not_run"], 4);
+}
+
+#[test]
+fn an_open_loop_rate_sweep_has_one_cell_per_rate() {
+    let url = stream_server::start(stream_server::Timing {
+        ttft: Duration::from_millis(20),
+        itl: Duration::from_millis(2),
+        tokens: 4,
+    })
+    .unwrap();
+    let (code, doc, stderr) = sweep_json(&[
+        "--endpoint",
+        &url,
+        "--served-model",
+        "m",
+        "--rate",
+        "20,40",
+        "-n",
+        "4",
+        "--warmup",
+        "1",
+        "--repetitions",
+        "8",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let cells = cells(&doc);
+    let rates: Vec<f64> = cells
+        .iter()
+        .map(|c| c["params"]["rate"].as_f64().unwrap())
+        .collect();
+    assert_eq!(rates, [20.0, 40.0]);
+    for c in cells {
+        assert_eq!(c["n"], 8, "{c}");
+        assert!(c["params"].get("concurrency").is_none(), "{c}");
+        // Far below what the server takes: TTFT is the injected one.
+        let ttft = c["ttft"]["p50"].as_f64().unwrap();
+        assert!(near_ms(ttft, 20.0, 15.0), "{c}");
+    }
+    assert_eq!(doc["findings"]["axis"], "rate");
+}
