@@ -28,12 +28,18 @@ fn infertop(args: &[&str]) -> std::process::Output {
 }
 
 fn make_gguf(dir: &Path, gguf_type: &str) -> PathBuf {
-    let out = dir.join(format!("tiny-{gguf_type}.gguf"));
+    make_gguf_arch(dir, "llama", gguf_type)
+}
+
+fn make_gguf_arch(dir: &Path, arch: &str, gguf_type: &str) -> PathBuf {
+    let out = dir.join(format!("tiny-{arch}-{gguf_type}.gguf"));
     let o = infertop(&[
         "make-model",
         out.to_str().unwrap(),
         "--preset",
         "tiny",
+        "--arch",
+        arch,
         "--gguf",
         "--gguf-type",
         gguf_type,
@@ -191,9 +197,10 @@ fn llama_python() -> Option<PathBuf> {
     }
 }
 
-/// llama.cpp loads the GGUF make-model writes, tokenizes text as infertop does, and its greedy
-/// ids equal infertop's. f32 and f16 weights agree to the last id; q8_0 is not compared id for
-/// id: both quantize activations to q8_0 but round differently, which flips near-tied argmaxes.
+/// llama.cpp loads the GGUFs make-model writes (llama, qwen2, qwen3), tokenizes text as infertop
+/// does, and its greedy ids equal infertop's. f32 and f16 weights agree to the last id; q8_0 is
+/// not compared id for id: both quantize activations to q8_0 but round differently, which flips
+/// near-tied argmaxes.
 #[test]
 fn llama_cpp_loads_the_gguf_and_agrees_on_ids() {
     let Some(python) = llama_python() else {
@@ -201,8 +208,13 @@ fn llama_cpp_loads_the_gguf_and_agrees_on_ids() {
     };
     let dir = tempfile::tempdir().unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/llama_cpp_greedy.py");
-    for gguf_type in ["f32", "f16"] {
-        let gguf = make_gguf(dir.path(), gguf_type);
+    for (arch, gguf_type) in [
+        ("llama", "f32"),
+        ("llama", "f16"),
+        ("qwen2", "f32"),
+        ("qwen3", "f32"),
+    ] {
+        let gguf = make_gguf_arch(dir.path(), arch, gguf_type);
         let tk = infertop::model::gguf::read_tokenizer(&gguf).unwrap();
         let o = Command::new(&python)
             .arg(&script)
@@ -227,7 +239,10 @@ fn llama_cpp_loads_the_gguf_and_agrees_on_ids() {
                 .map(|&i| u64::from(i))
                 .collect();
             let want_prompt: Vec<u64> = serde_json::from_value(want["prompt"].clone()).unwrap();
-            assert_eq!(ids, want_prompt, "{gguf_type}: prompt ids of {prompt:?}");
+            assert_eq!(
+                ids, want_prompt,
+                "{arch} {gguf_type}: prompt ids of {prompt:?}"
+            );
             let o = infertop(&[
                 "--model",
                 gguf.to_str().unwrap(),
@@ -245,7 +260,10 @@ fn llama_cpp_loads_the_gguf_and_agrees_on_ids() {
             assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
             let got = generated_ids(&o.stdout).remove(0);
             let want_ids: Vec<u64> = serde_json::from_value(want["greedy"].clone()).unwrap();
-            assert_eq!(got, want_ids, "{gguf_type}: greedy ids of {prompt:?}");
+            assert_eq!(
+                got, want_ids,
+                "{arch} {gguf_type}: greedy ids of {prompt:?}"
+            );
             firsts.push(got[0]);
         }
         firsts.dedup();

@@ -3,7 +3,8 @@
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Activation, VarBuilder};
 use candle_transformers::models::{
-    llama, mistral, mixtral, phi3, quantized_llama, quantized_qwen2, qwen2, qwen3, qwen3_moe,
+    llama, mistral, mixtral, phi3, quantized_llama, quantized_qwen2, quantized_qwen3, qwen2, qwen3,
+    qwen3_moe,
 };
 
 use super::config::{Arch, ArchConfig};
@@ -34,6 +35,7 @@ pub enum CausalLm {
     Gemma(GemmaModel),
     QuantLlama(quantized_llama::ModelWeights),
     QuantQwen2(quantized_qwen2::ModelWeights),
+    QuantQwen3(quantized_qwen3::ModelWeights),
 }
 
 impl CausalLm {
@@ -90,6 +92,7 @@ impl CausalLm {
             CausalLm::Gemma(m) => m.clear_kv_cache(),
             CausalLm::QuantLlama(m) => m.clear_kv_cache(),
             CausalLm::QuantQwen2(m) => m.clear_kv_cache(),
+            CausalLm::QuantQwen3(m) => m.clear_kv_cache(),
         }
     }
 
@@ -106,6 +109,7 @@ impl CausalLm {
             CausalLm::Gemma(m) => m.forward(ids, pos)?,
             CausalLm::QuantLlama(m) => m.forward(ids, pos)?,
             CausalLm::QuantQwen2(m) => m.forward(ids, pos)?,
+            CausalLm::QuantQwen3(m) => m.forward(ids, pos)?,
         };
         let logits = if logits.rank() == 3 {
             logits.squeeze(1)?

@@ -1,4 +1,4 @@
-//! GGUF files through candle's quantized llama and qwen2, with the tokenizer they carry.
+//! GGUF files through candle's quantized llama, qwen2 and qwen3, with the tokenizer they carry.
 
 pub mod tokenizer;
 
@@ -8,7 +8,7 @@ use std::path::Path;
 
 use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
-use candle_transformers::models::{quantized_llama, quantized_qwen2};
+use candle_transformers::models::{quantized_llama, quantized_qwen2, quantized_qwen3};
 
 use crate::model::arch::CausalLm;
 use crate::model::config::{Arch, ArchConfig};
@@ -76,8 +76,9 @@ fn arch_of(ct: &gguf_file::Content, path: &Path) -> Result<Arch, ModelError> {
     match arch_name.as_str() {
         "llama" | "mistral" => Ok(Arch::Llama),
         "qwen2" => Ok(Arch::Qwen2),
+        "qwen3" => Ok(Arch::Qwen3),
         other => Err(ModelError::new(format!(
-            "{}: GGUF architecture `{other}` is not supported (supported: llama, mistral, qwen2)",
+            "{}: GGUF architecture `{other}` is not supported (supported: llama, mistral, qwen2, qwen3)",
             path.display()
         ))),
     }
@@ -91,11 +92,7 @@ pub fn load(
 ) -> Result<(CausalLm, ModelInfo), ModelError> {
     let (mut file, ct) = open(path)?;
     let arch = arch_of(&ct, path)?;
-    let p = if arch == Arch::Qwen2 {
-        "qwen2"
-    } else {
-        "llama"
-    };
+    let p = gguf_prefix(arch);
     let need = |k: &str| {
         md_u32(&ct, &format!("{p}.{k}")).ok_or_else(|| {
             ModelError::new(format!(
@@ -109,6 +106,17 @@ pub fn load(
     let layers = need("block_count")?;
     let hidden = need("embedding_length")?;
     let context = md_u32(&ct, &format!("{p}.context_length")).unwrap_or(GGUF_MAX_POSITIONS);
+    // Qwen3's head width is its own (`key_length`), not hidden / heads.
+    let head_dim = match arch {
+        Arch::Qwen3 => need("attention.key_length")?,
+        _ => hidden / heads.max(1),
+    };
+    // candle's quantized llama and qwen2 precompute RoPE for a fixed length; qwen3 for the
+    // file's context length.
+    let max_positions = match arch {
+        Arch::Qwen3 => context,
+        _ => context.min(GGUF_MAX_POSITIONS),
+    };
     for required in [
         "token_embd.weight",
         "output_norm.weight",
@@ -146,6 +154,8 @@ pub fn load(
     let model = match arch {
         Arch::Qwen2 => quantized_qwen2::ModelWeights::from_gguf(ct, &mut file, device)
             .map(CausalLm::QuantQwen2),
+        Arch::Qwen3 => quantized_qwen3::ModelWeights::from_gguf(ct, &mut file, device)
+            .map(CausalLm::QuantQwen3),
         _ => quantized_llama::ModelWeights::from_gguf(ct, &mut file, device).map(CausalLm::QuantLlama),
     }
     .map_err(|e| {
@@ -155,7 +165,6 @@ pub fn load(
             one_line(&e.to_string())
         ))
     })?;
-    let head_dim = hidden / heads.max(1);
     let info = ModelInfo {
         name: path
             .file_name()
@@ -170,7 +179,7 @@ pub fn load(
         kv_bytes_per_token: 2 * (layers * kv_heads * head_dim * 4) as u64,
         dtype,
         device: display_device.to_string(),
-        max_positions: context.min(GGUF_MAX_POSITIONS),
+        max_positions,
         layers,
         hidden,
         heads,
@@ -193,20 +202,17 @@ pub fn write_synthetic(
 ) -> Result<(), ModelError> {
     if cfg.arch == Arch::Mistral {
         return Err(ModelError::new(
-            "--gguf writes llama or qwen2; use --arch llama for a Mistral-shaped GGUF".to_string(),
+            "--gguf writes llama, qwen2 or qwen3; use --arch llama for a Mistral-shaped GGUF"
+                .to_string(),
         ));
     }
-    if !matches!(cfg.arch, Arch::Llama | Arch::Qwen2) {
+    if !matches!(cfg.arch, Arch::Llama | Arch::Qwen2 | Arch::Qwen3) {
         return Err(ModelError::new(format!(
-            "--gguf writes llama or qwen2, not {}; write a Hugging Face directory instead (drop --gguf)",
+            "--gguf writes llama, qwen2 or qwen3, not {}; write a Hugging Face directory instead (drop --gguf)",
             cfg.arch.name()
         )));
     }
-    let prefix = if cfg.arch == Arch::Qwen2 {
-        "qwen2"
-    } else {
-        "llama"
-    };
+    let prefix = gguf_prefix(cfg.arch);
     let cerr = |e: candle_core::Error| ModelError::new(format!("writing {}: {e}", path.display()));
     let mut tensors: Vec<(String, QTensor)> = Vec::new();
     for spec in cfg.tensor_specs() {
@@ -266,6 +272,14 @@ pub fn write_synthetic(
         ),
         ("general.file_type".into(), V::U32(quant.file_type())),
     ];
+    if cfg.arch == Arch::Qwen3 {
+        for key in ["key_length", "value_length"] {
+            md.push((
+                format!("{prefix}.attention.{key}"),
+                V::U32(cfg.head_dim as u32),
+            ));
+        }
+    }
     md.extend(tokenizer::metadata_for(tk, cfg.vocab_size)?);
     let md_refs: Vec<(&str, &V)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
     let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
@@ -323,6 +337,15 @@ impl GgufType {
     }
 }
 
+/// The metadata prefix (`general.architecture`) of an architecture's GGUF.
+fn gguf_prefix(arch: Arch) -> &'static str {
+    match arch {
+        Arch::Qwen2 => "qwen2",
+        Arch::Qwen3 => "qwen3",
+        _ => "llama",
+    }
+}
+
 /// HF tensor name → llama.cpp tensor name.
 fn gguf_name(hf: &str) -> String {
     match hf {
@@ -343,6 +366,8 @@ fn gguf_name(hf: &str) -> String {
         "self_attn.k_proj.bias" => "attn_k.bias",
         "self_attn.v_proj.bias" => "attn_v.bias",
         "self_attn.o_proj.weight" => "attn_output.weight",
+        "self_attn.q_norm.weight" => "attn_q_norm.weight",
+        "self_attn.k_norm.weight" => "attn_k_norm.weight",
         "mlp.gate_proj.weight" => "ffn_gate.weight",
         "mlp.up_proj.weight" => "ffn_up.weight",
         "mlp.down_proj.weight" => "ffn_down.weight",
