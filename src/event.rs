@@ -7,6 +7,10 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Events the channel from the engine and the sampler holds before producers wait
+/// (about 40 s of decode steps of the tiny model; a few MB preallocated).
+pub const EVENT_QUEUE: usize = 1 << 16;
+
 /// What a run is doing, as shown in the dashboard header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -7,6 +7,7 @@ use clap::Args;
 
 use super::{say, Failure};
 use crate::model::{self, presets};
+use crate::util::{human_bytes, human_count};
 
 #[derive(Args, Debug, Clone)]
 pub struct MakeModelArgs {
@@ -55,28 +56,6 @@ pub fn presets_table() -> String {
         ));
     }
     out
-}
-
-pub fn human_count(n: u64) -> String {
-    match n {
-        n if n >= 1_000_000_000 => format!("{:.2}B", n as f64 / 1e9),
-        n if n >= 1_000_000 => format!("{:.1}M", n as f64 / 1e6),
-        n if n >= 1_000 => format!("{:.1}K", n as f64 / 1e3),
-        n => n.to_string(),
-    }
-}
-
-pub fn human_bytes(b: u64) -> String {
-    let b = b as f64;
-    if b >= 1e9 {
-        format!("{:.1} GB", b / 1e9)
-    } else if b >= 1e6 {
-        format!("{:.1} MB", b / 1e6)
-    } else if b >= 1e3 {
-        format!("{:.1} KB", b / 1e3)
-    } else {
-        format!("{b} B")
-    }
 }
 
 /// `infertop make-model`.

@@ -16,9 +16,11 @@ use std::io::Write;
 
 use clap::{Parser, Subcommand};
 
+pub use crate::event::EVENT_QUEUE;
 pub use crate::run::{EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
-pub use make_model::{human_bytes, human_count, make_model, presets_table, MakeModelArgs};
-pub use run::{RunArgs, EVENT_QUEUE};
+pub use crate::util::{human_bytes, human_count};
+pub use make_model::{make_model, presets_table, MakeModelArgs};
+pub use run::RunArgs;
 
 /// Prints a line to stderr, ignoring failure: stderr may be a terminal that has hung up, and
 /// `eprintln!` would panic there before the record is closed.

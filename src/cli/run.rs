@@ -25,10 +25,6 @@ use crate::stats::Slo;
 use crate::telemetry;
 use crate::ui::ColorMode;
 
-/// Events the channel from the engine and the sampler holds before producers wait
-/// (about 40 s of decode steps of the tiny model; a few MB preallocated).
-pub const EVENT_QUEUE: usize = 1 << 16;
-
 /// `--dtype`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum DTypeArg {
@@ -574,7 +570,7 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
     // Bounded, so a consumer that stalls (a frozen SSH connection blocks the dashboard in its
     // terminal write) cannot make memory grow for hours: once full, the engine waits between
     // steps, outside every timed region, and goes on when the consumer does.
-    let (ev_tx, ev_rx) = crossbeam_channel::bounded::<Event>(EVENT_QUEUE);
+    let (ev_tx, ev_rx) = crossbeam_channel::bounded::<Event>(crate::event::EVENT_QUEUE);
     let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded::<Control>();
     let started = Instant::now();
     let telemetry_device = plan.engine.telemetry_device();

@@ -561,7 +561,9 @@ pub fn report_sweep(
     };
     let found = findings(&cells, &slo, peak.as_ref(), unavailable);
     if let Some(out) = plot {
-        let svg = crate::record::plot::sweep_plot_svg(&cells, found.axis);
+        let svg = crate::record::plot::sweep_plot_svg(&crate::sweep::plot::sweep_plot(
+            &cells, found.axis,
+        ));
         crate::record::plot::write_plot(out, &svg).map_err(Failure::usage)?;
         say!("wrote {}", out.display());
     }

@@ -707,28 +707,13 @@ const CURVE_COLORS: [&str; 6] = [
     "#0891b2",
 ];
 
-/// The cells of one curve (same workload, load increasing) as (load, value) points.
-fn curve_points(
-    cells: &[&crate::sweep::CellResult],
-    axis: crate::sweep::LoadAxis,
-    value: impl Fn(&crate::sweep::CellResult) -> Option<f64>,
-) -> Vec<(f64, f64)> {
-    let mut pts: Vec<(f64, f64)> = cells
-        .iter()
-        .filter(|c| c.measured())
-        .filter_map(|c| Some((axis.load(&c.params), value(c)?)))
-        .collect();
-    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-    pts
-}
-
 /// Latency (ms) against load, one line per workload.
 fn sweep_load_panel(
     svg: &mut Svg,
     f: &Frame,
     title: &str,
     curves: &[(String, Vec<(f64, f64)>)],
-    axis: crate::sweep::LoadAxis,
+    load_name: &str,
 ) {
     svg.text(f.x, f.y - 8.0, "start", "ptitle", title);
     svg.rect(f.x, f.y, f.w, f.h, "frame");
@@ -750,7 +735,7 @@ fn sweep_load_panel(
         px_lo: f.y + f.h,
         px_hi: f.y,
     };
-    draw_axes(svg, f, &xs, &ys, axis.name(), "p50 (ms)", false);
+    draw_axes(svg, f, &xs, &ys, load_name, "p50 (ms)", false);
     for (i, (name, pts)) in curves.iter().enumerate() {
         let color = CURVE_COLORS[i % CURVE_COLORS.len()];
         let px: Vec<(f64, f64)> = pts.iter().map(|&(x, y)| (xs.map(x), ys.map(y))).collect();
@@ -787,13 +772,8 @@ pub fn pareto_front(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
 }
 
 /// Throughput against latency p50 and p99 over every cell, with the Pareto front of each.
-fn sweep_pareto_panel(
-    svg: &mut Svg,
-    f: &Frame,
-    cells: &[crate::sweep::CellResult],
-    latency: Metric,
-) {
-    let label = latency.label();
+fn sweep_pareto_panel(svg: &mut Svg, f: &Frame, plot: &SweepPlot, latency: &SweepLatency) {
+    let label = latency.label.as_str();
     svg.text(
         f.x,
         f.y - 8.0,
@@ -802,30 +782,13 @@ fn sweep_pareto_panel(
         &format!("Throughput vs {label} p50 and p99 (lines: Pareto front)"),
     );
     svg.rect(f.x, f.y, f.w, f.h, "frame");
-    let summary = |c: &crate::sweep::CellResult| match latency {
-        Metric::Tpot => c.tpot,
-        Metric::Ttft => c.ttft,
-        _ => c.e2e,
-    };
-    type Series<'a> = (&'a str, &'a str, Vec<(f64, f64)>);
-    let series: Vec<Series> = [("p50", "#16a34a"), ("p99", "#dc2626")]
-        .iter()
-        .map(|&(name, color)| {
-            let pts = cells
-                .iter()
-                .filter(|c| c.measured() && summary(c).n > 0)
-                .filter_map(|c| {
-                    let s = summary(c);
-                    let t = crate::sweep::analysis::throughput(c)?;
-                    Some((t, if name == "p50" { s.p50 } else { s.p99 } * 1e3))
-                })
-                .collect();
-            (name, color, pts)
-        })
-        .collect();
+    let series = [
+        ("p50", "#16a34a", &latency.p50),
+        ("p99", "#dc2626", &latency.p99),
+    ];
     let (mut x_hi, mut y_hi) = (1e-6f64, 1e-6f64);
     for (_, _, pts) in &series {
-        for &(x, y) in pts {
+        for &(x, y) in pts.iter() {
             x_hi = x_hi.max(x);
             y_hi = y_hi.max(y);
         }
@@ -842,15 +805,17 @@ fn sweep_pareto_panel(
         px_lo: f.y + f.h,
         px_hi: f.y,
     };
-    let server = cells.iter().any(|c| crate::sweep::is_server(&c.params));
-    let x_label = if server {
-        "output tok/s"
-    } else {
-        "decode tok/s"
-    };
-    draw_axes(svg, f, &xs, &ys, x_label, &format!("{label} (ms)"), false);
+    draw_axes(
+        svg,
+        f,
+        &xs,
+        &ys,
+        &plot.throughput_name,
+        &format!("{label} (ms)"),
+        false,
+    );
     for (i, (name, color, pts)) in series.iter().enumerate() {
-        for &(x, y) in pts {
+        for &(x, y) in pts.iter() {
             svg.circle(xs.map(x), ys.map(y), 3.0, color);
         }
         let front: Vec<(f64, f64)> = pareto_front(pts)
@@ -869,46 +834,52 @@ fn sweep_pareto_panel(
     }
 }
 
+/// What a sweep's plot shows, prepared by the sweep: curves of p50 latency against the load per
+/// workload, and (throughput, latency) points per measured cell.
+#[derive(Clone, Debug, Default)]
+pub struct SweepPlot {
+    /// The load axis: `batch`, `concurrency` or `rate`.
+    pub load_name: String,
+    /// `decode tok/s` (candle) or `output tok/s` (servers).
+    pub throughput_name: String,
+    pub cells: usize,
+    pub measured: usize,
+    /// (workload, (load, p50 ms) points in load order), one curve per workload.
+    pub tpot_curves: Vec<(String, Vec<(f64, f64)>)>,
+    pub ttft_curves: Vec<(String, Vec<(f64, f64)>)>,
+    pub tpot: SweepLatency,
+    pub ttft: SweepLatency,
+}
+
+/// (throughput, latency ms) points of every measured cell, at p50 and at p99.
+#[derive(Clone, Debug, Default)]
+pub struct SweepLatency {
+    pub label: String,
+    pub p50: Vec<(f64, f64)>,
+    pub p99: Vec<(f64, f64)>,
+}
+
 /// The SVG for a sweep: TPOT and TTFT against the load per workload, and throughput against
 /// latency (the Pareto front). Cells that failed are left out.
-pub fn sweep_plot_svg(cells: &[crate::sweep::CellResult], axis: crate::sweep::LoadAxis) -> String {
+pub fn sweep_plot_svg(plot: &SweepPlot) -> String {
     let mut svg = Svg::new(WIDTH, HEIGHT);
     svg.text(
         20.0,
         28.0,
         "start",
         "title",
-        &format!("Sweep: latency against {}", axis.name()),
+        &format!("Sweep: latency against {}", plot.load_name),
     );
-    let measured = cells.iter().filter(|c| c.measured()).count();
     svg.text(
         20.0,
         46.0,
         "start",
         "sub",
         &format!(
-            "{measured} of {} cells measured; p50 over each cell's steady requests",
-            cells.len()
+            "{} of {} cells measured; p50 over each cell's steady requests",
+            plot.measured, plot.cells
         ),
     );
-    let mut workloads: Vec<(String, Vec<&crate::sweep::CellResult>)> = Vec::new();
-    for c in cells {
-        let name = format!(
-            "prompt {}, output {}",
-            c.params.prompt_tokens, c.params.output_tokens
-        );
-        match workloads.iter_mut().find(|(n, _)| *n == name) {
-            Some((_, v)) => v.push(c),
-            None => workloads.push((name, vec![c])),
-        }
-    }
-    let curves = |value: &dyn Fn(&crate::sweep::CellResult) -> Option<f64>| -> Vec<(String, Vec<(f64, f64)>)> {
-        workloads
-            .iter()
-            .map(|(name, v)| (name.clone(), curve_points(v, axis, |c| value(c))))
-            .collect()
-    };
-    let ms_p50 = |s: Summary| (s.n > 0).then_some(s.p50 * 1e3);
     let (w, h) = ((WIDTH - 140.0) / 2.0, 300.0);
     let left = Frame {
         x: 70.0,
@@ -926,15 +897,15 @@ pub fn sweep_plot_svg(cells: &[crate::sweep::CellResult], axis: crate::sweep::Lo
         &mut svg,
         &left,
         "TPOT against load",
-        &curves(&|c| ms_p50(c.tpot)),
-        axis,
+        &plot.tpot_curves,
+        &plot.load_name,
     );
     sweep_load_panel(
         &mut svg,
         &right,
         "TTFT against load",
-        &curves(&|c| ms_p50(c.ttft)),
-        axis,
+        &plot.ttft_curves,
+        &plot.load_name,
     );
     let bottom_left = Frame {
         x: 70.0,
@@ -948,8 +919,8 @@ pub fn sweep_plot_svg(cells: &[crate::sweep::CellResult], axis: crate::sweep::Lo
         w,
         h: 340.0,
     };
-    sweep_pareto_panel(&mut svg, &bottom_left, cells, Metric::Tpot);
-    sweep_pareto_panel(&mut svg, &bottom_right, cells, Metric::Ttft);
+    sweep_pareto_panel(&mut svg, &bottom_left, plot, &plot.tpot);
+    sweep_pareto_panel(&mut svg, &bottom_right, plot, &plot.ttft);
     svg.finish()
 }
 

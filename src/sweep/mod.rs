@@ -8,6 +8,7 @@
 //! the same updates over a channel.
 
 pub mod analysis;
+pub mod plot;
 pub mod record;
 pub mod table;
 
@@ -450,7 +451,7 @@ fn measure_cell(
     observe: &mut dyn FnMut(Update),
 ) -> (CellResult, CellRun, Option<StopReason>) {
     let t0 = Instant::now();
-    let (ev_tx, ev_rx) = crossbeam_channel::bounded::<Event>(crate::cli::EVENT_QUEUE);
+    let (ev_tx, ev_rx) = crossbeam_channel::bounded::<Event>(crate::event::EVENT_QUEUE);
     let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded::<Control>();
     let finish = match start(params, ev_tx, ctl_rx) {
         Ok(f) => f,

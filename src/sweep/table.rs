@@ -56,7 +56,7 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 
 /// `512.0 MiB`, `1.2 GiB`.
 pub fn mem(bytes: Option<u64>) -> String {
-    bytes.map_or("-".into(), crate::cli::human_bytes)
+    bytes.map_or("-".into(), crate::util::human_bytes)
 }
 
 fn tails(s: &Summary) -> [String; 3] {
