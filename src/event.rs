@@ -46,6 +46,19 @@ pub struct WorkloadDesc {
     pub prompt_tokens: String,
     pub output_tokens: String,
     pub batch: usize,
+    /// A server engine's load instead of a batch: `concurrency 8` or `rate 4/s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<String>,
+}
+
+impl WorkloadDesc {
+    /// The load part of the workload: `batch 4`, or a server's `concurrency 8` / `rate 4/s`.
+    pub fn load_text(&self) -> String {
+        match &self.load {
+            Some(l) => l.clone(),
+            None => format!("batch {}", self.batch),
+        }
+    }
 }
 
 /// Sent once, when the model has loaded and the first request is about to start.
@@ -204,6 +217,9 @@ pub enum Control {
     AdjustOutputTokens(i64),
     /// Change prompt tokens by this factor step (×2 / ÷2) from the next request on.
     AdjustPromptTokens(i64),
+    /// Double (+1) or halve (−1) the load from the next request on: the batch (candle engine),
+    /// the requests in flight (server, closed loop) or the request rate (server, open loop).
+    AdjustLoad(i64),
     Stop(StopReason),
 }
 

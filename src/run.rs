@@ -347,6 +347,7 @@ mod tests {
                 prompt_tokens: "8".into(),
                 output_tokens: "3".into(),
                 batch: 1,
+                load: None,
             },
             warmup_requests: 1,
             threads: 0,

@@ -608,6 +608,50 @@ fn the_summary_breaks_latency_and_errors_down_per_endpoint() {
     assert_eq!(json["endpoints"].as_array().unwrap().len(), 3);
 }
 
+/// The load keys against a server: `B` doubles the requests in flight (closed loop) from the
+/// next request on, and the engine says so.
+#[test]
+fn the_load_keys_change_a_servers_concurrency() {
+    let server = Server::start(Script::Stream {
+        ttft: Duration::from_millis(30),
+        itl: Duration::from_millis(2),
+        tokens: 3,
+        usage: None,
+    });
+    let (tx, rx) = bounded(1 << 16);
+    let (ctl, ctl_rx) = unbounded::<Control>();
+    ctl.send(Control::AdjustLoad(2)).unwrap();
+    let handle = http::spawn(config(&server.url(), 8), tx, ctl_rx).unwrap();
+    let mut events = Vec::new();
+    while let Ok(e) = rx.recv_timeout(Duration::from_secs(30)) {
+        let end = matches!(e, Event::Finished(_));
+        events.push(e);
+        if end {
+            break;
+        }
+    }
+    handle.join().unwrap();
+    let loads: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            Event::WorkloadChanged(w) => Some(w.load_text()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(loads, ["concurrency 4"]);
+    // Four requests start before the first one ends.
+    let first_done = events
+        .iter()
+        .position(|e| matches!(e, Event::RequestDone(_)))
+        .unwrap();
+    let started_before = events[..first_done]
+        .iter()
+        .filter(|e| matches!(e, Event::RequestStarted { .. }))
+        .count();
+    assert_eq!(started_before, 4, "{events:?}");
+    assert_eq!(done(&events).len(), 8);
+}
+
 fn infertop() -> std::process::Command {
     std::process::Command::cargo_bin("infertop").unwrap()
 }

@@ -152,6 +152,7 @@ fn soak(total_steps: u64, mark_every: u64) -> Soaked {
         prompt_tokens: "512".into(),
         output_tokens: "4".into(),
         batch: 1,
+        load: None,
     };
     soak.feed(Event::RunStarted(Box::new(RunInfo {
         model: model_info(),

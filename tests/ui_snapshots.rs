@@ -51,6 +51,7 @@ fn workload(prompt: usize, output: usize) -> WorkloadDesc {
         prompt_tokens: prompt.to_string(),
         output_tokens: output.to_string(),
         batch: 1,
+        load: None,
     }
 }
 

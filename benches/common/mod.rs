@@ -45,6 +45,7 @@ fn workload(prompt: usize) -> WorkloadDesc {
         prompt_tokens: prompt.to_string(),
         output_tokens: OUTPUT_TOKENS.to_string(),
         batch: 1,
+        load: None,
     }
 }
 

@@ -81,6 +81,7 @@ impl Inbox<'_> {
         &mut self,
         workload: &mut Workload,
         max_positions: usize,
+        max_batch: usize,
         tx: &Sender<Event>,
     ) -> Option<StopReason> {
         if let Some(r) = self.poll_stop() {
@@ -108,6 +109,24 @@ impl Inbox<'_> {
                 Control::AdjustOutputTokens(delta) => adjust(workload, max_positions, tx, |w| {
                     w.output = w.output.map(|n| (n as i64 + delta).max(1) as usize);
                 }),
+                Control::AdjustLoad(steps) => {
+                    let batch = if steps >= 0 {
+                        workload.batch << steps.min(8)
+                    } else {
+                        workload.batch >> (-steps).min(8)
+                    }
+                    .clamp(1, max_batch);
+                    if batch == workload.batch {
+                        let _ = tx.send(Event::Error {
+                            message: format!(
+                                "batch stays {batch} (this model runs batch 1 to {max_batch})"
+                            ),
+                            fatal: false,
+                        });
+                    } else {
+                        adjust(workload, max_positions, tx, |w| w.batch = batch);
+                    }
+                }
                 Control::AdjustPromptTokens(steps) => adjust(workload, max_positions, tx, |w| {
                     if let Some(p) = &w.prompt {
                         w.prompt = Some(p.map(|n| {
@@ -220,10 +239,12 @@ fn run(
         fault,
         sampler: cfg.sampling.clone().map(Sampler::new),
     };
+    // candle's quantized (GGUF) models run batch 1 only (see the check in `plan`).
+    let max_batch = if info.source == "gguf" { 1 } else { MAX_BATCH };
     let mut index: u64 = 0;
     loop {
         // Request boundary: apply control messages, honour limits.
-        if let Some(reason) = inbox.apply(&mut cfg.workload, info.max_positions, tx) {
+        if let Some(reason) = inbox.apply(&mut cfg.workload, info.max_positions, max_batch, tx) {
             return Ok(reason);
         }
         if cfg.requests.is_some_and(|n| index >= n) {
@@ -285,6 +306,9 @@ fn request_failed(
         shape.batch, shape.prompt_tokens, shape.output_tokens,
     )
 }
+
+/// The largest batch the load keys go to.
+const MAX_BATCH: usize = 1024;
 
 fn adjust(
     w: &mut Workload,

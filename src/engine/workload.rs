@@ -137,6 +137,7 @@ impl Workload {
             prompt_tokens: prompt,
             output_tokens: self.output.to_string(),
             batch: self.batch,
+            load: None,
         }
     }
 

@@ -32,6 +32,8 @@ pub enum Action {
     OutputLess,
     PromptMore,
     PromptLess,
+    LoadMore,
+    LoadLess,
     NextTheme,
     CycleView,
     Help,
@@ -39,7 +41,7 @@ pub enum Action {
 
 impl Action {
     /// Every action with its name in the keys file, its default keys and its help text.
-    pub const TABLE: [(Action, &'static str, &'static [&'static str], &'static str); 12] = [
+    pub const TABLE: [(Action, &'static str, &'static [&'static str], &'static str); 14] = [
         (
             Action::Quit,
             "quit",
@@ -93,6 +95,18 @@ impl Action {
             "prompt_less",
             &["["],
             "halve prompt tokens (next request)",
+        ),
+        (
+            Action::LoadMore,
+            "load_more",
+            &["B"],
+            "double the load: batch, or a server's concurrency / rate",
+        ),
+        (
+            Action::LoadLess,
+            "load_less",
+            &["b"],
+            "halve the load: batch, or a server's concurrency / rate",
         ),
         (Action::NextTheme, "theme", &["t"], "next colour theme"),
         (
@@ -298,6 +312,8 @@ struct KeysFile {
     output_less: Option<Spanned<KeyList>>,
     prompt_more: Option<Spanned<KeyList>>,
     prompt_less: Option<Spanned<KeyList>>,
+    load_more: Option<Spanned<KeyList>>,
+    load_less: Option<Spanned<KeyList>>,
     theme: Option<Spanned<KeyList>>,
     view: Option<Spanned<KeyList>>,
     help: Option<Spanned<KeyList>>,
@@ -315,6 +331,8 @@ impl KeysFile {
             (Action::OutputLess, self.output_less),
             (Action::PromptMore, self.prompt_more),
             (Action::PromptLess, self.prompt_less),
+            (Action::LoadMore, self.load_more),
+            (Action::LoadLess, self.load_less),
             (Action::NextTheme, self.theme),
             (Action::CycleView, self.view),
             (Action::Help, self.help),

@@ -459,8 +459,10 @@ impl App {
                 self.log(
                     Level::Info,
                     format!(
-                        "workload: prompt {}, output {}, batch {}",
-                        desc.prompt_tokens, desc.output_tokens, desc.batch
+                        "workload: prompt {}, output {}, {}",
+                        desc.prompt_tokens,
+                        desc.output_tokens,
+                        desc.load_text()
                     ),
                 );
                 self.workload = Some(desc.clone());
@@ -727,6 +729,8 @@ impl App {
             }
             Action::PromptMore if live => Update::Send(Control::AdjustPromptTokens(1)),
             Action::PromptLess if live => Update::Send(Control::AdjustPromptTokens(-1)),
+            Action::LoadMore if live => Update::Send(Control::AdjustLoad(1)),
+            Action::LoadLess if live => Update::Send(Control::AdjustLoad(-1)),
             Action::ToggleWarmup => {
                 self.include_warmup = !self.include_warmup;
                 self.dirty = true;
@@ -754,7 +758,9 @@ impl App {
             | Action::OutputMore
             | Action::OutputLess
             | Action::PromptMore
-            | Action::PromptLess => Update::None,
+            | Action::PromptLess
+            | Action::LoadMore
+            | Action::LoadLess => Update::None,
         }
     }
 
@@ -854,6 +860,7 @@ mod tests {
             prompt_tokens: "16".into(),
             output_tokens: "4".into(),
             batch: 1,
+            load: None,
         }));
         app.refresh();
         app.apply(&done(40, false, 0.030));

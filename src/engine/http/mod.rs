@@ -90,9 +90,38 @@ impl HttpConfig {
             },
             output_tokens: self.output.to_string(),
             batch: 1,
+            load: Some(match (self.rate, self.concurrency) {
+                (Some(r), Some(cap)) => format!("rate {r}/s (≤ {cap} in flight)"),
+                (Some(r), None) => format!("rate {r}/s"),
+                (None, c) => format!("concurrency {}", c.unwrap_or(1)),
+            }),
+        }
+    }
+
+    /// Requests in flight at most: the concurrency (default 1), or with a rate its cap (none).
+    fn in_flight_cap(&self) -> usize {
+        match self.rate {
+            Some(_) => self.concurrency.unwrap_or(usize::MAX),
+            None => self.concurrency.unwrap_or(1),
+        }
+        .max(1)
+    }
+
+    /// `Control::AdjustLoad`: the rate of an open loop, else the concurrency, ×2 per step.
+    fn adjust_load(&mut self, steps: i64) {
+        let factor = 2f64.powi(steps.clamp(-16, 16) as i32);
+        match self.rate {
+            Some(r) => self.rate = Some((r * factor).clamp(1e-3, 1e6)),
+            None => {
+                let c = self.concurrency.unwrap_or(1) as f64 * factor;
+                self.concurrency = Some((c.round() as usize).clamp(1, MAX_CONCURRENCY));
+            }
         }
     }
 }
+
+/// The most requests in flight the load keys go to.
+const MAX_CONCURRENCY: usize = 4096;
 
 /// Starts the engine on a named thread. It reports through `events` and ends with
 /// `Event::Finished`; a panic inside it is caught and reported as a fatal error.
@@ -143,11 +172,7 @@ async fn run(
     if cfg.endpoints.is_empty() {
         return Err("no --endpoint given".into());
     }
-    let in_flight_cap = match cfg.rate {
-        Some(_) => cfg.concurrency.unwrap_or(usize::MAX),
-        None => cfg.concurrency.unwrap_or(1),
-    }
-    .max(1);
+    let mut in_flight_cap = cfg.in_flight_cap();
     let client = reqwest::Client::builder()
         .tcp_nodelay(true)
         .pool_max_idle_per_host(in_flight_cap.min(4096))
@@ -214,6 +239,13 @@ async fn run(
                 }
                 Ok(Control::AdjustOutputTokens(delta)) => {
                     cfg.output = cfg.output.map(|n| (n as i64 + delta).max(1) as usize);
+                    let _ = tx.send(Event::WorkloadChanged(cfg.describe()));
+                }
+                Ok(Control::AdjustLoad(steps)) => {
+                    cfg.adjust_load(steps);
+                    in_flight_cap = cfg.in_flight_cap();
+                    arrivals = Arrivals::new(cfg.rate, cfg.burstiness, cfg.seed ^ index)?;
+                    next_due = next_due.min(Instant::now() + Duration::from_secs(1));
                     let _ = tx.send(Event::WorkloadChanged(cfg.describe()));
                 }
                 Ok(Control::AdjustPromptTokens(steps)) => {

@@ -36,8 +36,11 @@ fn top_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
     );
     let workload = app.workload.as_ref().map(|w| {
         format!(
-            " {} prompt {}{sep}out {}{sep}batch {}",
-            app.glyphs.sep, w.prompt_tokens, w.output_tokens, w.batch
+            " {} prompt {}{sep}out {}{sep}{}",
+            app.glyphs.sep,
+            w.prompt_tokens,
+            w.output_tokens,
+            w.load_text()
         )
     });
     let Some(run) = &app.run.info else {

@@ -31,7 +31,7 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
         " Sparkline marks: w warmup request, | workload change, ! outlier",
         " (above the running p99). Table: ! crosses the SLO.",
         " Charts do not scroll: the newest is just left of the gap.",
-        " +/- and ]/[ take effect from the next request.",
+        " +/-, ]/[ and b/B take effect from the next request.",
         " Esc or ? closes this help.",
     ];
     lines.extend(legend.iter().map(|l| Line::styled(*l, theme.dim)));
