@@ -131,7 +131,13 @@ pub fn spawn(
     control: Receiver<Control>,
 ) -> std::io::Result<JoinHandle<()>> {
     crate::engine::spawn_engine(HTTP_THREAD, "http engine", events, move |tx| {
-        let rt = tokio::runtime::Builder::new_current_thread()
+        // Streams are read on several threads, so that one busy thread does not make every
+        // chunk's timestamp late (see BENCHMARKS.md, "HTTP client"); the scheduler itself runs
+        // on this engine thread.
+        let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4));
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers)
+            .thread_name("infertop-http")
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the http client runtime: {e}"))?;
