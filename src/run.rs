@@ -3,14 +3,18 @@
 //! events to the same fold, so both print the same summary from the same code; the dashboard
 //! keeps only its view (histories, events pane, outliers) beside it.
 //!
-//! Also the one place that turns a signal into a stop reason and an exit code.
+//! Also the one place that turns a signal into a stop reason and an exit code, and the one
+//! headless consumer loop step (`Consumer`) that runs and sweeps share.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use crate::event::{Event, RequestDone, RunInfo, StopReason};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+
+use crate::event::{Control, Event, RequestDone, RunInfo, StopReason};
 use crate::record::resources::Resources;
-use crate::record::RunSummary;
+use crate::record::{Recorder, RunSummary};
 use crate::stats::{EndpointStats, RunStats};
 
 /// Exit codes (README, "Exit codes and errors").
@@ -141,6 +145,51 @@ impl Run {
             failed: self.failed.clone(),
         }
     }
+}
+
+/// A headless consumer of one engine's events: passes a signal on as a stop (once), then takes
+/// each event, records it and folds it into the run, in that order.
+pub struct Consumer<'a> {
+    pub events: &'a Receiver<Event>,
+    pub control: &'a Sender<Control>,
+    pub signals: &'a Signals,
+    /// The stop a signal asked for, once one has.
+    pub interrupted: Option<StopReason>,
+}
+
+impl Consumer<'_> {
+    /// The next event, already recorded (at `t_s` seconds, when there is a recorder) and folded
+    /// into `run`; `None` when there was none for 50 ms, or when the channel closed without
+    /// `Finished` (then `run` is marked failed and no longer live).
+    pub fn next(
+        &mut self,
+        run: &mut Run,
+        recorder: Option<&mut Recorder>,
+        t_s: impl FnOnce() -> f64,
+    ) -> Option<Event> {
+        if let (Some(reason), None) = (self.signals.stop_reason(), &self.interrupted) {
+            self.interrupted = Some(reason.clone());
+            let _ = self.control.send(Control::Stop(reason));
+        }
+        let ev = match self.events.recv_timeout(Duration::from_millis(50)) {
+            Ok(ev) => ev,
+            Err(RecvTimeoutError::Timeout) => return None,
+            Err(RecvTimeoutError::Disconnected) => {
+                run.disconnected();
+                return None;
+            }
+        };
+        if let Some(r) = recorder {
+            r.on_event(t_s(), &ev);
+        }
+        run.apply(&ev);
+        Some(ev)
+    }
+}
+
+/// Seconds since `started`, for record lines.
+pub fn since(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64()
 }
 
 /// What a run hands back to the command that started it, whatever ran it.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use candle_core::DType;
 use clap::Args;
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, Sender};
 
 use super::prompt::{load_tokenizer, prompt_source};
 use super::{args, say, Failure};
@@ -20,7 +20,7 @@ use crate::event::{Control, Event, StopReason};
 use crate::model::{self, DeviceSpec, ModelSpec};
 use crate::record::line::{Header, Machine, RunConfig, RECORD_FORMAT};
 use crate::record::{Recorder, SummaryFormat};
-use crate::run::{Outcome, Run, Signals, EXIT_FAILURE};
+use crate::run::{since, Consumer, Outcome, Run, Signals, EXIT_FAILURE};
 use crate::stats::Slo;
 use crate::telemetry;
 use crate::ui::ColorMode;
@@ -664,27 +664,17 @@ fn run_headless(
     steps: bool,
 ) -> Outcome {
     let mut run = Run::new();
-    let mut asked = StopReason::UserStop;
-    let mut asked_stop = false;
+    let mut consumer = Consumer {
+        events,
+        control,
+        signals,
+        interrupted: None,
+    };
     let stdout = std::io::stdout();
     while run.live() {
-        if let (Some(reason), false) = (signals.stop_reason(), asked_stop) {
-            asked_stop = true;
-            asked = reason.clone();
-            let _ = control.send(Control::Stop(reason));
-        }
-        let ev = match events.recv_timeout(Duration::from_millis(50)) {
-            Ok(ev) => ev,
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => {
-                run.disconnected();
-                break;
-            }
+        let Some(ev) = consumer.next(&mut run, recorder.as_deref_mut(), || since(started)) else {
+            continue;
         };
-        if let Some(r) = recorder.as_deref_mut() {
-            r.on_event(started.elapsed().as_secs_f64(), &ev);
-        }
-        run.apply(&ev);
         let mut out = stdout.lock();
         match &ev {
             Event::DecodeStep {
@@ -720,5 +710,5 @@ fn run_headless(
             run.last_failure.as_deref().unwrap_or("")
         );
     }
-    run.outcome(asked)
+    run.outcome(consumer.interrupted.unwrap_or(StopReason::UserStop))
 }

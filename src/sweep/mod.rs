@@ -12,9 +12,9 @@ pub mod plot;
 pub mod record;
 pub mod table;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, Sender};
 use serde::Serialize;
 
 use crate::engine::workload::LenSpec;
@@ -22,7 +22,7 @@ use crate::event::{Control, Event, ModelInfo, RequestDone, StopReason};
 use crate::record::compare::{bootstrap_median_ci, CompareOptions};
 use crate::record::line::{CellEnd, CellLine, CellParams, CellStatus, Line, SweepConfig};
 use crate::record::{Recorder, RunSummary};
-use crate::run::{Run, Signals};
+use crate::run::{since, Consumer, Run, Signals};
 use crate::stats::{roofline, Metric, Slo, Summary};
 
 /// Bootstrap resamples for the stopping rule (checked after every steady request).
@@ -480,27 +480,20 @@ fn measure_cell(
     };
     let mut run = Run::new();
     let mut tally = CellTally::default();
-    let mut interrupted: Option<StopReason> = None;
+    let mut consumer = Consumer {
+        events: &ev_rx,
+        control: &ctl_tx,
+        signals,
+        interrupted: None,
+    };
     let mut stop_sent = false;
     let mut first_steady: Option<Instant> = None;
     let mut last_steady: Option<Instant> = None;
     while run.live() {
-        if let (Some(reason), None) = (signals.stop_reason(), &interrupted) {
-            interrupted = Some(reason.clone());
-            let _ = ctl_tx.send(Control::Stop(reason));
-        }
-        let ev = match ev_rx.recv_timeout(Duration::from_millis(50)) {
-            Ok(ev) => ev,
-            Err(RecvTimeoutError::Timeout) => continue,
-            Err(RecvTimeoutError::Disconnected) => {
-                run.disconnected();
-                break;
-            }
+        let Some(ev) = consumer.next(&mut run, recorder.as_deref_mut(), || since(sweep_started))
+        else {
+            continue;
         };
-        if let Some(r) = recorder.as_deref_mut() {
-            r.on_event(sweep_started.elapsed().as_secs_f64(), &ev);
-        }
-        run.apply(&ev);
         match &ev {
             Event::RequestStarted { warmup: false, .. } => {
                 first_steady.get_or_insert_with(Instant::now);
@@ -518,7 +511,9 @@ fn measure_cell(
         }
         observe(Update::Event { cell, event: &ev });
     }
+    let interrupted = consumer.interrupted.take();
     // Nobody reads any more: a producer blocked on a full queue fails its send and ends.
+    drop(consumer);
     drop(ev_rx);
     let _ = ctl_tx.send(Control::Stop(
         interrupted.clone().unwrap_or(StopReason::RequestLimit),
