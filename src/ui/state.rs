@@ -125,12 +125,21 @@ pub struct CurrentRequest {
     pub ttft_s: Option<f64>,
     /// Decode steps done so far.
     pub steps: u32,
+    /// Run time when it started.
+    pub started: Duration,
 }
 
+/// A request shows its progress once it has run this long: shorter ones would only flicker a
+/// counter every frame (bytes on an SSH link) that nobody can read.
+pub const SHOW_PROGRESS_AFTER: Duration = Duration::from_secs(1);
+
 impl CurrentRequest {
-    /// `#12 prefill` or `#12 step 7/15` (a request of G tokens has G − 1 decode steps).
-    pub fn progress(&self) -> String {
-        if self.ttft_s.is_none() && self.steps == 0 {
+    /// `#12`, then after `SHOW_PROGRESS_AFTER` `#12 prefill` or `#12 step 7/15` (a request of
+    /// G tokens has G − 1 decode steps).
+    pub fn progress(&self, now: Duration) -> String {
+        if now.saturating_sub(self.started) < SHOW_PROGRESS_AFTER {
+            format!("#{}", self.index)
+        } else if self.ttft_s.is_none() && self.steps == 0 {
             format!("#{} prefill", self.index)
         } else {
             format!(
@@ -396,6 +405,7 @@ impl App {
                     output_tokens: *output_tokens,
                     batch: *batch,
                     ttft_s: None,
+                    started: self.now,
                     steps: 0,
                 });
                 if matches!(self.phase, RunPhase::Warmup | RunPhase::Running) {
@@ -788,6 +798,23 @@ pub fn stop_text(reason: &StopReason) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A short request shows only its number; one that runs long shows where it is.
+    #[test]
+    fn progress_shows_after_a_second() {
+        let c = CurrentRequest {
+            index: 3,
+            warmup: false,
+            prompt_tokens: 8,
+            output_tokens: 16,
+            batch: 1,
+            ttft_s: Some(0.1),
+            steps: 7,
+            started: Duration::from_secs(10),
+        };
+        assert_eq!(c.progress(Duration::from_millis(10_500)), "#3");
+        assert_eq!(c.progress(Duration::from_millis(11_000)), "#3 step 7/15");
+    }
     use crate::event::RequestDone;
 
     fn done(index: u64, warmup: bool, ttft_s: f64) -> Event {

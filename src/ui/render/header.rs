@@ -120,7 +120,7 @@ fn status_line<'a>(app: &App, sep: &str) -> Line<'a> {
     }
     if let Some(c) = &app.current {
         spans.push(Span::styled(sep.to_string(), theme.dim));
-        spans.push(Span::styled(c.progress(), theme.dim));
+        spans.push(Span::styled(c.progress(app.elapsed()), theme.dim));
     }
     if let Some(reason) = &app.run.stop {
         spans.push(Span::styled(sep.to_string(), theme.dim));

@@ -61,7 +61,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     ))];
     if let Some(c) = &app.current {
         title.push(Span::styled(
-            format!(" {} request {}", app.glyphs.sep, c.progress()),
+            format!(" {} request {}", app.glyphs.sep, c.progress(app.elapsed())),
             theme.dim,
         ));
     }
