@@ -10,6 +10,7 @@ pub mod event;
 pub mod model;
 pub mod record;
 pub mod run;
+pub mod scrape;
 pub mod stats;
 pub mod sweep;
 pub mod telemetry;

@@ -55,6 +55,18 @@ const CASES: &[Case] = &[
         code: 2,
     },
     Case {
+        input: "`watch` of something that is not a URL",
+        args: &["watch", "notaurl"],
+        message: "watch: `notaurl` is not a URL (relative URL without a base); write e.g. http://localhost:8000/metrics",
+        code: 2,
+    },
+    Case {
+        input: "`watch --interval` too short",
+        args: &["watch", "http://127.0.0.1:9", "--interval", "10ms"],
+        message: "--interval: below 100ms (use e.g. 1s; servers update their metrics about once a second)",
+        code: 2,
+    },
+    Case {
         input: "`--fps` out of range",
         args: &[H, "--fps", "0"],
         message: "--fps: 0 is out of range (use 1 to 120)",

@@ -11,6 +11,7 @@ mod prompt;
 mod report;
 pub mod run;
 mod sweep;
+mod watch;
 
 use std::io::Write;
 
@@ -62,6 +63,9 @@ pub enum Command {
     /// --endpoint, --concurrency or --rate), each cell measured like a run; print one row per
     /// cell and what the grid shows (knee, best cell, saturation, roofline).
     Sweep(Box<sweep::SweepArgs>),
+    /// Watch a running server's own Prometheus metrics (no load generated): request rate,
+    /// running/waiting, KV cache, and its TTFT/ITL/E2E percentiles per window.
+    Watch(watch::WatchArgs),
 }
 
 /// A failure with its exit code; the message is one line.
@@ -110,6 +114,7 @@ pub fn main() -> i32 {
         Some(Command::Report(args)) => report::report(&args),
         Some(Command::Compare(args)) => compare::compare(&args),
         Some(Command::Sweep(args)) => sweep::sweep(&args),
+        Some(Command::Watch(args)) => watch::watch(&args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,344 @@
+//! A serving engine's own view: its Prometheus `/metrics`, read as vLLM, SGLang, TGI and
+//! llama.cpp's server name them, turned into per-window figures (requests running and waiting,
+//! KV-cache usage, preemptions, and TTFT / inter-token / E2E percentiles from the histograms'
+//! bucket deltas over the window).
+//!
+//! Percentiles from histograms are Prometheus' `histogram_quantile`: linear within the bucket
+//! that holds the rank, so they are only as fine as the server's buckets (and not numpy's
+//! percentiles of the samples, which a server does not export).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// One scrape: every sample summed over its label sets, histogram buckets kept apart by `le`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Scrape {
+    values: BTreeMap<String, f64>,
+    /// Histogram name (without `_bucket`) → (upper bound, cumulative count).
+    buckets: BTreeMap<String, Vec<(f64, f64)>>,
+}
+
+/// Parses Prometheus text exposition. Lines it cannot read are skipped (a server may export
+/// anything); `Err` only when nothing at all was a sample.
+pub fn parse(text: &str) -> Result<Scrape, String> {
+    let mut s = Scrape::default();
+    let mut samples = 0;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (name, labels, rest) = match line.find('{') {
+            Some(open) => match line[open..].find('}') {
+                Some(close) => (
+                    &line[..open],
+                    &line[open + 1..open + close],
+                    &line[open + close + 1..],
+                ),
+                None => continue,
+            },
+            None => match line.split_once(char::is_whitespace) {
+                Some((n, r)) => (n, "", r),
+                None => continue,
+            },
+        };
+        let Some(value) = rest
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+        else {
+            continue;
+        };
+        samples += 1;
+        if let Some(hist) = name.strip_suffix("_bucket") {
+            let Some(le) = label(labels, "le").and_then(|v| v.parse::<f64>().ok()) else {
+                continue;
+            };
+            let b = s.buckets.entry(hist.to_string()).or_default();
+            match b.iter_mut().find(|(bound, _)| *bound == le) {
+                Some((_, count)) => *count += value,
+                None => b.push((le, value)),
+            }
+        } else {
+            *s.values.entry(name.to_string()).or_insert(0.0) += value;
+        }
+    }
+    for b in s.buckets.values_mut() {
+        b.sort_by(|x, y| x.0.total_cmp(&y.0));
+    }
+    if samples == 0 {
+        return Err("no Prometheus samples in the response".into());
+    }
+    Ok(s)
+}
+
+fn label<'a>(labels: &'a str, key: &str) -> Option<&'a str> {
+    labels.split(',').find_map(|kv| {
+        let (k, v) = kv.split_once('=')?;
+        (k.trim() == key).then(|| v.trim().trim_matches('"'))
+    })
+}
+
+/// The names each figure has in vLLM, SGLang, TGI and llama.cpp's server (first found wins).
+const RUNNING: &[&str] = &[
+    "vllm:num_requests_running",
+    "sglang:num_running_reqs",
+    "tgi_batch_current_size",
+    "llamacpp:requests_processing",
+];
+const WAITING: &[&str] = &[
+    "vllm:num_requests_waiting",
+    "sglang:num_queue_reqs",
+    "tgi_queue_size",
+    "llamacpp:requests_deferred",
+];
+const KV_USAGE: &[&str] = &[
+    "vllm:kv_cache_usage_perc",
+    "vllm:gpu_cache_usage_perc",
+    "sglang:token_usage",
+    "llamacpp:kv_cache_usage_ratio",
+];
+const PREEMPTIONS: &[&str] = &["vllm:num_preemptions_total", "vllm:num_preemptions"];
+const PREFIX_HITS: &[&str] = &["vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits"];
+const PREFIX_QUERIES: &[&str] = &[
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_queries",
+];
+const PREFIX_HIT_RATE: &[&str] = &["sglang:cache_hit_rate"];
+const TTFT: &[&str] = &[
+    "vllm:time_to_first_token_seconds",
+    "sglang:time_to_first_token_seconds",
+];
+const ITL: &[&str] = &[
+    "vllm:inter_token_latency_seconds",
+    "vllm:time_per_output_token_seconds",
+    "sglang:inter_token_latency_seconds",
+    "sglang:time_per_output_token_seconds",
+    "tgi_request_mean_time_per_token_duration",
+];
+const E2E: &[&str] = &[
+    "vllm:e2e_request_latency_seconds",
+    "sglang:e2e_request_latency_seconds",
+    "tgi_request_duration",
+];
+
+impl Scrape {
+    fn value(&self, names: &[&str]) -> Option<f64> {
+        names.iter().find_map(|n| self.values.get(*n).copied())
+    }
+
+    fn histogram(&self, names: &[&str]) -> Option<&Vec<(f64, f64)>> {
+        names.iter().find_map(|n| self.buckets.get(*n))
+    }
+
+    /// Which server family the names say this is.
+    pub fn server(&self) -> &'static str {
+        let has = |prefix: &str| {
+            self.values
+                .keys()
+                .chain(self.buckets.keys())
+                .any(|k| k.starts_with(prefix))
+        };
+        if has("vllm:") {
+            "vllm"
+        } else if has("sglang:") {
+            "sglang"
+        } else if has("tgi_") {
+            "tgi"
+        } else if has("llamacpp:") {
+            "llama.cpp"
+        } else {
+            "unknown"
+        }
+    }
+}
+
+/// Percentiles of one histogram over a window, and how many observations it had.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Quantiles {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub n: u64,
+}
+
+/// What the server did between two scrapes.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Window {
+    pub seconds: f64,
+    pub server: &'static str,
+    /// Requests finished per second (the E2E histogram's count).
+    pub requests_per_s: Option<f64>,
+    pub running: Option<f64>,
+    pub waiting: Option<f64>,
+    /// KV-cache usage, 0 to 1.
+    pub kv_usage: Option<f64>,
+    pub preemptions: Option<f64>,
+    /// Prefix-cache hit rate, 0 to 1.
+    pub prefix_hit_rate: Option<f64>,
+    pub ttft_s: Option<Quantiles>,
+    pub itl_s: Option<Quantiles>,
+    pub e2e_s: Option<Quantiles>,
+}
+
+/// The window from `before` to `after`, `seconds` apart. Gauges are `after`'s; counters and
+/// histograms are differences (a counter that went down means the server restarted: then
+/// `after` alone counts).
+pub fn window(before: &Scrape, after: &Scrape, seconds: f64) -> Window {
+    let delta = |names: &[&str]| {
+        let a = after.value(names)?;
+        let b = before.value(names).unwrap_or(0.0);
+        Some(if a >= b { a - b } else { a })
+    };
+    let hist = |names: &[&str]| {
+        let a = after.histogram(names)?;
+        let b = before.histogram(names);
+        let diff: Vec<(f64, f64)> = a
+            .iter()
+            .map(|&(le, count)| {
+                let prev = b
+                    .and_then(|b| b.iter().find(|(l, _)| *l == le))
+                    .map_or(0.0, |p| p.1);
+                (le, if count >= prev { count - prev } else { count })
+            })
+            .collect();
+        quantiles(&diff)
+    };
+    let e2e_count = after.histogram(E2E).and_then(|a| {
+        let total = a.last()?.1;
+        let prev = before
+            .histogram(E2E)
+            .and_then(|b| b.last())
+            .map_or(0.0, |p| p.1);
+        Some(if total >= prev { total - prev } else { total })
+    });
+    let prefix_hit_rate = match (delta(PREFIX_HITS), delta(PREFIX_QUERIES)) {
+        (Some(h), Some(q)) if q > 0.0 => Some(h / q),
+        _ => after.value(PREFIX_HIT_RATE),
+    };
+    Window {
+        seconds,
+        server: after.server(),
+        requests_per_s: e2e_count.map(|n| n / seconds.max(1e-9)),
+        running: after.value(RUNNING),
+        waiting: after.value(WAITING),
+        kv_usage: after.value(KV_USAGE),
+        preemptions: delta(PREEMPTIONS),
+        prefix_hit_rate,
+        ttft_s: hist(TTFT),
+        itl_s: hist(ITL),
+        e2e_s: hist(E2E),
+    }
+}
+
+/// Prometheus' histogram_quantile over cumulative (upper bound, count) buckets; `None` when the
+/// window had no observation.
+pub fn quantiles(buckets: &[(f64, f64)]) -> Option<Quantiles> {
+    let total = buckets.last()?.1;
+    if total <= 0.0 {
+        return None;
+    }
+    let q = |q: f64| {
+        let rank = q * total;
+        let mut lower = (0.0, 0.0);
+        for &(le, cum) in buckets {
+            if cum >= rank {
+                if le.is_infinite() {
+                    // Past the last finite bound: that bound is all that is known.
+                    return lower.0;
+                }
+                let in_bucket = cum - lower.1;
+                if in_bucket <= 0.0 {
+                    return le;
+                }
+                return lower.0 + (le - lower.0) * (rank - lower.1) / in_bucket;
+            }
+            lower = (le, cum);
+        }
+        lower.0
+    };
+    Some(Quantiles {
+        p50: q(0.50),
+        p90: q(0.90),
+        p99: q(0.99),
+        n: total.round() as u64,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const VLLM_0: &str = r#"
+# HELP vllm:num_requests_running Number of requests running.
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{model_name="m"} 2.0
+vllm:num_requests_waiting{model_name="m"} 0.0
+vllm:kv_cache_usage_perc{model_name="m"} 0.10
+vllm:num_preemptions_total{model_name="m"} 1.0
+vllm:time_to_first_token_seconds_bucket{le="0.1",model_name="m"} 10.0
+vllm:time_to_first_token_seconds_bucket{le="0.2",model_name="m"} 10.0
+vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"} 10.0
+vllm:time_to_first_token_seconds_count{model_name="m"} 10.0
+vllm:e2e_request_latency_seconds_bucket{le="1.0",model_name="m"} 10.0
+vllm:e2e_request_latency_seconds_bucket{le="+Inf",model_name="m"} 10.0
+"#;
+
+    const VLLM_1: &str = r#"
+vllm:num_requests_running{model_name="m"} 5.0
+vllm:num_requests_waiting{model_name="m"} 3.0
+vllm:kv_cache_usage_perc{model_name="m"} 0.45
+vllm:num_preemptions_total{model_name="m"} 3.0
+vllm:time_to_first_token_seconds_bucket{le="0.1",model_name="m"} 10.0
+vllm:time_to_first_token_seconds_bucket{le="0.2",model_name="m"} 30.0
+vllm:time_to_first_token_seconds_bucket{le="+Inf",model_name="m"} 30.0
+vllm:e2e_request_latency_seconds_bucket{le="1.0",model_name="m"} 30.0
+vllm:e2e_request_latency_seconds_bucket{le="+Inf",model_name="m"} 30.0
+"#;
+
+    /// Percentiles come from the window's bucket deltas only: the 20 new TTFTs all fell in
+    /// (0.1, 0.2], so p50 is that bucket's middle, whatever came before.
+    #[test]
+    fn a_window_is_the_difference_of_two_scrapes() {
+        let a = parse(VLLM_0).unwrap();
+        let b = parse(VLLM_1).unwrap();
+        let w = window(&a, &b, 2.0);
+        assert_eq!(w.server, "vllm");
+        assert_eq!(
+            (w.running, w.waiting, w.kv_usage),
+            (Some(5.0), Some(3.0), Some(0.45))
+        );
+        assert_eq!(w.preemptions, Some(2.0));
+        assert_eq!(w.requests_per_s, Some(10.0));
+        let ttft = w.ttft_s.unwrap();
+        assert_eq!(ttft.n, 20);
+        assert!((ttft.p50 - 0.15).abs() < 1e-12, "{ttft:?}");
+        assert!((ttft.p99 - 0.199).abs() < 1e-12, "{ttft:?}");
+        assert!(w.itl_s.is_none(), "no ITL histogram exported");
+    }
+
+    #[test]
+    fn histogram_quantile_as_prometheus_computes_it() {
+        // 4 observations ≤ 1, 4 in (1, 2], 2 past the last bound.
+        let b = [(1.0, 4.0), (2.0, 8.0), (f64::INFINITY, 10.0)];
+        let q = quantiles(&b).unwrap();
+        assert_eq!(q.n, 10);
+        assert!((q.p50 - 1.25).abs() < 1e-12);
+        assert_eq!(q.p90, 2.0, "in the +Inf bucket: the last finite bound");
+        assert!(quantiles(&[(1.0, 0.0), (f64::INFINITY, 0.0)]).is_none());
+    }
+
+    #[test]
+    fn other_servers_and_odd_lines() {
+        let sglang = "sglang:num_running_reqs{a=\"x\"} 4\nsglang:num_running_reqs{a=\"y\"} 2\nsglang:num_queue_reqs 1\ngarbage line\n";
+        let s = parse(sglang).unwrap();
+        assert_eq!(s.server(), "sglang");
+        let w = window(&Scrape::default(), &s, 1.0);
+        assert_eq!((w.running, w.waiting), (Some(6.0), Some(1.0)));
+        let llama = "llamacpp:requests_processing 1\nllamacpp:kv_cache_usage_ratio 0.5\n";
+        assert_eq!(parse(llama).unwrap().server(), "llama.cpp");
+        assert!(parse("<html>not metrics</html>").is_err());
+    }
+}
