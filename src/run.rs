@@ -15,7 +15,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use crate::event::{Control, Event, RequestDone, RunInfo, StopReason};
 use crate::record::resources::Resources;
 use crate::record::{Recorder, RunSummary};
-use crate::stats::{EndpointStats, RunStats};
+use crate::stats::{EndpointStats, RunStats, Window, RECENT_REQUESTS};
 
 /// Exit codes (README, "Exit codes and errors").
 pub const EXIT_OK: i32 = 0;
@@ -35,8 +35,14 @@ pub struct Run {
     pub resources: Resources,
     /// Requests finished since the start (not reset by `r`).
     pub requests_done: u64,
+    /// Requests started since the start (not reset by `r`).
+    pub started_requests: u64,
     /// Requests that completed since the start (not reset by `r`).
     pub completed_requests: u64,
+    /// A server engine's send delays (schedule → send) of the last requests, and their p99:
+    /// a client that cannot keep its schedule shows here first.
+    send_delays: Option<Window>,
+    pub send_delay_p99_s: Option<f64>,
     /// Requests that failed since the start (not reset by `r`): never latency samples.
     pub failed_requests: u64,
     /// The last failure's reason, for the end-of-run line when every request failed.
@@ -59,7 +65,10 @@ impl Run {
         self.resources.observe(event);
         match event {
             Event::RunStarted(info) => self.info = Some(info.as_ref().clone()),
-            Event::RequestStarted { warmup, .. } => self.in_flight_warmup = *warmup,
+            Event::RequestStarted { warmup, .. } => {
+                self.in_flight_warmup = *warmup;
+                self.started_requests += 1;
+            }
             Event::DecodeStep { index, itl_s, .. } => {
                 // With several requests in flight (a server engine), a step belongs to its own
                 // request: warmup is decided by its index, as the engines number them.
@@ -104,8 +113,21 @@ impl Run {
     fn request_done(&mut self, r: &RequestDone) {
         self.stats.record_request(r);
         self.endpoints.record_request(r);
+        if let Some(c) = &r.client {
+            let w = self
+                .send_delays
+                .get_or_insert_with(|| Window::new(RECENT_REQUESTS));
+            w.push(c.send_delay_s);
+            self.send_delay_p99_s = Some(w.summary().p99);
+        }
         self.requests_done = self.requests_done.max(r.index + 1);
         self.completed_requests += 1;
+    }
+
+    /// Requests started and not yet ended (a server engine has many).
+    pub fn in_flight(&self) -> u64 {
+        self.started_requests
+            .saturating_sub(self.completed_requests + self.failed_requests)
     }
 
     /// Failed requests as a fraction of all that ended (0 when none has).
@@ -385,6 +407,32 @@ mod tests {
         let s = run.summary();
         assert_eq!(s.requests, 1);
         assert!(run.failed.is_none());
+        assert_eq!(run.in_flight(), 0);
+    }
+
+    /// A server run's header figures: requests in flight, and the p99 of the send delays.
+    #[test]
+    fn in_flight_and_send_delay_follow_the_events() {
+        let mut run = Run::new();
+        for i in 0..3 {
+            run.apply(&started(i, false));
+        }
+        assert_eq!(run.in_flight(), 3);
+        for (i, delay) in [(0, 0.001), (1, 0.003)] {
+            let mut d = match done(i, false) {
+                Event::RequestDone(d) => d,
+                _ => unreachable!(),
+            };
+            d.client = Some(Box::new(crate::event::ClientDetail {
+                endpoint: "http://a".into(),
+                send_delay_s: delay,
+                ..Default::default()
+            }));
+            run.apply(&Event::RequestDone(d));
+        }
+        assert_eq!(run.in_flight(), 1);
+        // numpy: np.percentile([0.001, 0.003], 99) == 0.00298
+        assert!((run.send_delay_p99_s.unwrap() - 0.00298).abs() < 1e-12);
     }
 
     #[test]

@@ -118,7 +118,37 @@ fn status_line<'a>(app: &App, sep: &str) -> Line<'a> {
         spans.push(Span::styled(format::si(rate), theme.text));
         spans.push(Span::styled(" tok/s", theme.dim));
     }
-    if let Some(c) = &app.current {
+    let server = app
+        .run
+        .info
+        .as_ref()
+        .is_some_and(|i| i.model.source == "http");
+    if server {
+        // A server run has many requests at once: how many, how many failed, and whether the
+        // client keeps its schedule (send delay).
+        spans.push(Span::styled(sep.to_string(), theme.dim));
+        spans.push(Span::styled(app.run.in_flight().to_string(), theme.text));
+        spans.push(Span::styled(" in flight", theme.dim));
+        if app.run.failed_requests > 0 {
+            spans.push(Span::styled(sep.to_string(), theme.dim));
+            spans.push(Span::styled(
+                format!(
+                    "{} errors ({:.1}%)",
+                    app.run.failed_requests,
+                    100.0 * app.run.error_rate()
+                ),
+                theme.text,
+            ));
+        }
+        if let Some(d) = app.run.send_delay_p99_s {
+            spans.push(Span::styled(sep.to_string(), theme.dim));
+            spans.push(Span::styled("send delay p99 ", theme.dim));
+            spans.push(Span::styled(
+                format::duration(d, app.glyphs.ascii),
+                theme.text,
+            ));
+        }
+    } else if let Some(c) = &app.current {
         spans.push(Span::styled(sep.to_string(), theme.dim));
         spans.push(Span::styled(c.progress(app.elapsed()), theme.dim));
     }
