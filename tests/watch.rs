@@ -67,7 +67,8 @@ fn windows_come_from_the_difference_of_scrapes() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let windows: Vec<&Value> = lines.iter().filter(|v| v["type"] == "window").collect();
-    assert!((3..=6).contains(&windows.len()), "{lines:?}");
+    // About 5 windows; fewer when a loaded machine delays the scrapes.
+    assert!((2..=6).contains(&windows.len()), "{lines:?}");
     for (i, w) in windows.iter().enumerate() {
         assert_eq!(w["server"], "vllm");
         assert_eq!(w["running"], (i + 1) as f64, "{w}");
@@ -78,8 +79,13 @@ fn windows_come_from_the_difference_of_scrapes() {
             (w["ttft_s"]["p50"].as_f64().unwrap() - 0.15).abs() < 1e-9,
             "{w}"
         );
-        let rate = w["requests_per_s"].as_f64().unwrap();
-        assert!(rate > 20.0 / 0.4 && rate < 20.0 / 0.1, "{w}");
+        // 20 requests over the window's own length (200 ms asked; 0.1–2 s allowed for load).
+        let (rate, secs) = (
+            w["requests_per_s"].as_f64().unwrap(),
+            w["seconds"].as_f64().unwrap(),
+        );
+        assert!((0.1..2.0).contains(&secs), "{w}");
+        assert!((rate * secs - 20.0).abs() < 1e-6, "{w}");
         assert!(w["itl_s"].is_null(), "no ITL histogram exported");
     }
     let total = lines.last().unwrap();
