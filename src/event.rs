@@ -196,6 +196,8 @@ pub enum Event {
     Resumed,
     StatsReset,
     WorkloadChanged(WorkloadDesc),
+    /// The server's own view over the last window (`--server-metrics`).
+    ServerMetrics(Box<ServerWindow>),
     /// A worker or telemetry error. `fatal` errors end the run.
     Error {
         message: String,
@@ -203,6 +205,36 @@ pub enum Event {
     },
     /// The worker has stopped; no more events follow from it.
     Finished(StopReason),
+}
+
+/// Percentiles of one histogram over a window, and how many observations it had.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServerQuantiles {
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub n: u64,
+}
+
+/// What a server did between two scrapes of its Prometheus metrics (`watch`,
+/// `--server-metrics`), as `scrape::window` computes it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServerWindow {
+    pub seconds: f64,
+    /// vllm, sglang, tgi, llama.cpp or unknown.
+    pub server: String,
+    /// Requests finished per second (the E2E histogram's count).
+    pub requests_per_s: Option<f64>,
+    pub running: Option<f64>,
+    pub waiting: Option<f64>,
+    /// KV-cache usage, 0 to 1.
+    pub kv_usage: Option<f64>,
+    pub preemptions: Option<f64>,
+    /// Prefix-cache hit rate, 0 to 1.
+    pub prefix_hit_rate: Option<f64>,
+    pub ttft_s: Option<ServerQuantiles>,
+    pub itl_s: Option<ServerQuantiles>,
+    pub e2e_s: Option<ServerQuantiles>,
 }
 
 /// Messages into the worker.

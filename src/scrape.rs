@@ -8,8 +8,14 @@
 //! percentiles of the samples, which a server does not export).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-use serde::Serialize;
+use crossbeam_channel::Sender;
+
+use crate::event::{Event, ServerQuantiles as Quantiles, ServerWindow as Window};
 
 /// One scrape: every sample summed over its label sets, histogram buckets kept apart by `le`.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -154,34 +160,6 @@ impl Scrape {
     }
 }
 
-/// Percentiles of one histogram over a window, and how many observations it had.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct Quantiles {
-    pub p50: f64,
-    pub p90: f64,
-    pub p99: f64,
-    pub n: u64,
-}
-
-/// What the server did between two scrapes.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Window {
-    pub seconds: f64,
-    pub server: &'static str,
-    /// Requests finished per second (the E2E histogram's count).
-    pub requests_per_s: Option<f64>,
-    pub running: Option<f64>,
-    pub waiting: Option<f64>,
-    /// KV-cache usage, 0 to 1.
-    pub kv_usage: Option<f64>,
-    pub preemptions: Option<f64>,
-    /// Prefix-cache hit rate, 0 to 1.
-    pub prefix_hit_rate: Option<f64>,
-    pub ttft_s: Option<Quantiles>,
-    pub itl_s: Option<Quantiles>,
-    pub e2e_s: Option<Quantiles>,
-}
-
 /// The window from `before` to `after`, `seconds` apart. Gauges are `after`'s; counters and
 /// histograms are differences (a counter that went down means the server restarted: then
 /// `after` alone counts).
@@ -219,7 +197,7 @@ pub fn window(before: &Scrape, after: &Scrape, seconds: f64) -> Window {
     };
     Window {
         seconds,
-        server: after.server(),
+        server: after.server().to_string(),
         requests_per_s: e2e_count.map(|n| n / seconds.max(1e-9)),
         running: after.value(RUNNING),
         waiting: after.value(WAITING),
@@ -264,6 +242,94 @@ pub fn quantiles(buckets: &[(f64, f64)]) -> Option<Quantiles> {
         p99: q(0.99),
         n: total.round() as u64,
     })
+}
+
+/// A metrics URL: as given, or the base URL's `/metrics`.
+pub fn metrics_url(raw: &str) -> Result<reqwest::Url, String> {
+    let mut url = reqwest::Url::parse(raw.trim()).map_err(|e| {
+        format!("`{raw}` is not a URL ({e}); write e.g. http://localhost:8000/metrics")
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!(
+            "`{raw}` is not http or https (write e.g. http://localhost:8000/metrics)"
+        ));
+    }
+    if url.path().trim_end_matches('/').is_empty() {
+        url.set_path("/metrics");
+    }
+    Ok(url)
+}
+
+/// One scrape of `url`.
+pub async fn fetch(client: &reqwest::Client, url: &reqwest::Url) -> Result<Scrape, String> {
+    let resp = client
+        .get(url.clone())
+        .send()
+        .await
+        .map_err(|e| crate::util::one_line(&e.to_string()))?;
+    let status = resp.status();
+    let body = resp
+        .text()
+        .await
+        .map_err(|e| crate::util::one_line(&e.to_string()))?;
+    if !status.is_success() {
+        return Err(format!("HTTP {}", status.as_u16()));
+    }
+    parse(&body)
+}
+
+/// `--server-metrics`: scrapes `url` every `interval` on its own thread and sends each window
+/// as `Event::ServerMetrics` until `stop` is set. A server that cannot be read is said as a
+/// non-fatal error (at most every 30 s); the run goes on.
+pub fn spawn_scraper(
+    url: reqwest::Url,
+    interval: Duration,
+    events: Sender<Event>,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("infertop-scrape".into())
+        .spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            let Ok(client) = reqwest::Client::builder().timeout(interval * 5).build() else {
+                return;
+            };
+            let mut prev: Option<(Scrape, Instant)> = None;
+            let mut warned: Option<Instant> = None;
+            let mut next = Instant::now();
+            while !stop.load(Ordering::Relaxed) {
+                if Instant::now() < next {
+                    std::thread::sleep(Duration::from_millis(20).min(next - Instant::now()));
+                    continue;
+                }
+                next += interval;
+                match rt.block_on(fetch(&client, &url)) {
+                    Ok(s) => {
+                        let now = Instant::now();
+                        if let Some((before, t)) = &prev {
+                            let w = window(before, &s, now.duration_since(*t).as_secs_f64());
+                            if events.send(Event::ServerMetrics(Box::new(w))).is_err() {
+                                return;
+                            }
+                        }
+                        prev = Some((s, now));
+                    }
+                    Err(e) if warned.is_none_or(|w| w.elapsed() >= Duration::from_secs(30)) => {
+                        warned = Some(Instant::now());
+                        let _ = events.send(Event::Error {
+                            message: format!("server metrics: cannot read {url} ({e})"),
+                            fatal: false,
+                        });
+                    }
+                    Err(_) => {}
+                }
+            }
+        })
 }
 
 #[cfg(test)]

@@ -67,6 +67,12 @@ const CASES: &[Case] = &[
         code: 2,
     },
     Case {
+        input: "`--server-metrics` that is not http",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--server-metrics", "ftp://x"],
+        message: "--server-metrics: `ftp://x` is not http or https (write e.g. http://localhost:8000/metrics)",
+        code: 2,
+    },
+    Case {
         input: "`--fps` out of range",
         args: &[H, "--fps", "0"],
         message: "--fps: 0 is out of range (use 1 to 120)",

@@ -11,6 +11,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+#[path = "common/stream_server.rs"]
+mod stream_server;
+
 const BIN: &str = env!("CARGO_BIN_EXE_infertop");
 
 /// Scrape k: k requests running, 20·k TTFTs in (0.1, 0.2] s, 20·k requests finished.
@@ -109,4 +112,52 @@ fn a_server_without_metrics_is_one_clear_line() {
         err.contains("cannot read") && err.contains("/metrics"),
         "{err}"
     );
+}
+
+/// `--server-metrics` during a load run: the server's windows go to the record beside the
+/// client's requests, and the run's own numbers are unchanged by them.
+#[test]
+fn a_load_run_records_the_servers_own_view() {
+    let endpoint = stream_server::start(stream_server::Timing {
+        ttft: std::time::Duration::from_millis(20),
+        itl: std::time::Duration::from_millis(5),
+        tokens: 8,
+    })
+    .unwrap();
+    let metrics = serve();
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("run.jsonl");
+    let o = Command::new(BIN)
+        .args(["--endpoint", &endpoint, "--served-model", "m", "--headless"])
+        .args(["--requests", "40", "--warmup", "0", "-p", "8", "-n", "8"])
+        .args(["--server-metrics", &format!("{metrics}/metrics")])
+        .args(["--record", record.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lines: Vec<Value> = std::fs::read_to_string(&record)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let server: Vec<&Value> = lines
+        .iter()
+        .filter(|v| v["type"] == "server_metrics")
+        .collect();
+    assert!(
+        !server.is_empty(),
+        "a 40-request run lasts over 2 s: {lines:?}"
+    );
+    for w in &server {
+        assert_eq!(w["server"], "vllm");
+        assert_eq!(w["ttft_s"]["n"], 20, "{w}");
+        assert!(w["t_s"].as_f64().unwrap() > 0.0);
+    }
+    assert_eq!(lines.iter().filter(|v| v["type"] == "request").count(), 40);
+    // The record still reads back (the new line type is known to the reader).
+    let o = Command::new(BIN)
+        .args(["report", record.to_str().unwrap(), "--format", "json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }

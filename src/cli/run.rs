@@ -5,6 +5,8 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use candle_core::DType;
@@ -168,6 +170,10 @@ pub struct RunArgs {
     /// 1 burstier, above 1 more regular; the mean rate stays --rate).
     #[arg(long, value_name = "B", default_value = "1", value_parser = args::burstiness, requires = "rate")]
     pub burstiness: f64,
+    /// With --endpoint: also read the server's Prometheus metrics every second (default: the
+    /// first endpoint's /metrics) and show and record them beside the client's numbers.
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "", requires = "endpoint")]
+    pub server_metrics: Option<String>,
     /// With --endpoint: a request still unfinished after this long fails (e.g. 30s, 5m).
     #[arg(long, default_value = "5m", value_parser = args::duration)]
     pub request_timeout: Duration,
@@ -184,6 +190,8 @@ struct RunPlan {
     engine: EnginePlan,
     slo: Slo,
     dashboard: Option<crate::ui::DashboardOptions>,
+    /// `--server-metrics`: the URL to scrape.
+    server_metrics: Option<reqwest::Url>,
 }
 
 /// Checks every flag and file before anything starts, so a mistake is one line and exit 2.
@@ -223,10 +231,24 @@ fn plan(args: &RunArgs, signals: &Signals) -> Result<RunPlan, Failure> {
         crate::ui::validate_options(&opts).map_err(|e| Failure::usage(e.to_string()))?;
         (!headless).then_some(opts)
     };
+    let server_metrics = match &args.server_metrics {
+        None => None,
+        Some(given) => {
+            let raw = match (given.trim(), args.endpoint.first()) {
+                ("", Some(e)) => e.url("/metrics").to_string(),
+                (u, _) => u.to_string(),
+            };
+            Some(
+                crate::scrape::metrics_url(&raw)
+                    .map_err(|e| Failure::usage(format!("--server-metrics: {e}")))?,
+            )
+        }
+    };
     Ok(RunPlan {
         engine,
         slo,
         dashboard,
+        server_metrics,
     })
 }
 
@@ -582,6 +604,19 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
             started,
         )
     });
+    let scrape_stop = Arc::new(AtomicBool::new(false));
+    let scraper = match &plan.server_metrics {
+        Some(url) => Some(
+            crate::scrape::spawn_scraper(
+                url.clone(),
+                Duration::from_secs(1),
+                ev_tx.clone(),
+                scrape_stop.clone(),
+            )
+            .map_err(|e| Failure::runtime(format!("cannot start the metrics thread: {e}")))?,
+        ),
+        None => None,
+    };
     let dashboard = plan.dashboard;
     let handle = plan
         .engine
@@ -629,6 +664,10 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
     drop(ev_rx);
     if let Some(s) = sampler {
         s.stop();
+    }
+    scrape_stop.store(true, Ordering::Relaxed);
+    if let Some(s) = scraper {
+        let _ = s.join();
     }
     // The worker got a stop (or finished); it ends within one decode step.
     let _ = ctl_tx.send(Control::Stop(outcome.stop.clone()));

@@ -10,8 +10,9 @@ use std::time::{Duration, Instant};
 use clap::Args;
 
 use super::{args, print_stdout, say, Failure};
+use crate::event::{ServerQuantiles as Quantiles, ServerWindow as Window};
 use crate::run::{Signals, EXIT_OK};
-use crate::scrape::{self, Quantiles, Scrape, Window};
+use crate::scrape;
 
 /// `--format` of watch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -40,40 +41,6 @@ pub struct WatchArgs {
     pub headless: bool,
 }
 
-fn metrics_url(raw: &str) -> Result<reqwest::Url, Failure> {
-    let mut url = reqwest::Url::parse(raw.trim()).map_err(|e| {
-        Failure::usage(format!(
-            "watch: `{raw}` is not a URL ({e}); write e.g. http://localhost:8000/metrics"
-        ))
-    })?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(Failure::usage(format!(
-            "watch: `{raw}` is not http or https (write e.g. http://localhost:8000/metrics)"
-        )));
-    }
-    if url.path().trim_end_matches('/').is_empty() {
-        url.set_path("/metrics");
-    }
-    Ok(url)
-}
-
-async fn fetch(client: &reqwest::Client, url: &reqwest::Url) -> Result<Scrape, String> {
-    let resp = client
-        .get(url.clone())
-        .send()
-        .await
-        .map_err(|e| crate::util::one_line(&e.to_string()))?;
-    let status = resp.status();
-    let body = resp
-        .text()
-        .await
-        .map_err(|e| crate::util::one_line(&e.to_string()))?;
-    if !status.is_success() {
-        return Err(format!("HTTP {}", status.as_u16()));
-    }
-    scrape::parse(&body)
-}
-
 /// `infertop watch`.
 pub fn watch(args: &WatchArgs) -> Result<i32, Failure> {
     if args.interval < Duration::from_millis(100) {
@@ -81,7 +48,7 @@ pub fn watch(args: &WatchArgs) -> Result<i32, Failure> {
             "--interval: below 100ms (use e.g. 1s; servers update their metrics about once a second)",
         ));
     }
-    let url = metrics_url(&args.url)?;
+    let url = scrape::metrics_url(&args.url).map_err(|e| Failure::usage(format!("watch: {e}")))?;
     let signals =
         Signals::register().map_err(|e| Failure::runtime(format!("cannot watch signals: {e}")))?;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -93,7 +60,7 @@ pub fn watch(args: &WatchArgs) -> Result<i32, Failure> {
         .build()
         .map_err(|e| Failure::runtime(format!("cannot build the http client: {e}")))?;
     let started = Instant::now();
-    let first = rt.block_on(fetch(&client, &url)).map_err(|e| {
+    let first = rt.block_on(scrape::fetch(&client, &url)).map_err(|e| {
         Failure::runtime(format!(
             "watch: cannot read {url} ({e}); is the server up and does it export Prometheus metrics?"
         ))
@@ -116,7 +83,7 @@ pub fn watch(args: &WatchArgs) -> Result<i32, Failure> {
         }
         next += args.interval;
         let now = Instant::now();
-        match rt.block_on(fetch(&client, &url)) {
+        match rt.block_on(scrape::fetch(&client, &url)) {
             Ok(s) => {
                 let w = scrape::window(&prev, &s, now.duration_since(prev_t).as_secs_f64());
                 print_stdout(&render(&w, args.format, started.elapsed().as_secs_f64()))?;

@@ -5,7 +5,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::event::{ModelInfo, RequestDone, RequestFailed, Sample, StopReason, WorkloadDesc};
+use crate::event::{
+    ModelInfo, RequestDone, RequestFailed, Sample, ServerWindow, StopReason, WorkloadDesc,
+};
 use crate::stats::Slo;
 
 /// The record format version (`header.record_format`), bumped when a field changes meaning.
@@ -21,6 +23,8 @@ pub enum Line {
     RequestFailed(RequestFailed),
     Step(StepLine),
     Telemetry(Sample),
+    /// The server's own view over one window (`--server-metrics`).
+    ServerMetrics(ServerMetricsLine),
     Footer(Footer),
     /// A sweep's grid and how each cell is measured (line 2 of a sweep's record).
     Sweep(SweepConfig),
@@ -31,6 +35,14 @@ pub enum Line {
     /// A `type` this version does not know (written by a newer one): skipped.
     #[serde(other)]
     Unknown,
+}
+
+/// `{"type":"server_metrics","t_s":…,…}`: a window of the server's own metrics.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServerMetricsLine {
+    pub t_s: f64,
+    #[serde(flatten)]
+    pub window: ServerWindow,
 }
 
 /// Line 1: who wrote the record, how the run was configured, on what machine.

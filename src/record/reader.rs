@@ -30,6 +30,8 @@ pub struct Record {
     pub last_reset: Option<(usize, usize)>,
     /// Number of `telemetry` lines.
     pub telemetry_lines: usize,
+    /// The server's own windows (`--server-metrics`), in order.
+    pub server_metrics: Vec<super::line::ServerMetricsLine>,
     /// Memory and energy, folded over request and telemetry lines in order (as the run did).
     pub resources: super::resources::Resources,
     /// Lines that were not whole JSON (at most the last one after a crash).
@@ -111,6 +113,7 @@ impl Record {
                 self.requests.push(r.request);
             }
             Line::RequestFailed(f) => self.failed.push(f),
+            Line::ServerMetrics(m) => self.server_metrics.push(m),
             Line::Step(s) => self.steps.push(s),
             Line::Footer(f) => self.footer = Some(f),
             Line::Sweep(_) | Line::Cell(_) | Line::CellEnd(_) | Line::Unknown => {}

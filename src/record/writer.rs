@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 
 use crate::event::{Event, RequestDone, RequestFailed, StopReason};
 
-use super::line::{ErrorDetail, EventLine, Footer, Header, Line, RequestLine, RunEvent, StepLine};
+use super::line::{
+    ErrorDetail, EventLine, Footer, Header, Line, RequestLine, RunEvent, ServerMetricsLine,
+    StepLine,
+};
 use super::RunSummary;
 
 /// The request line both stdout and the record carry.
@@ -137,6 +140,10 @@ impl Recorder {
                 gpu_s: *gpu_s,
             })),
             Event::Telemetry(s) => self.line(&Line::Telemetry(s.as_ref().clone())),
+            Event::ServerMetrics(w) => self.line(&Line::ServerMetrics(ServerMetricsLine {
+                t_s,
+                window: w.as_ref().clone(),
+            })),
             Event::Paused => self.line(&event(RunEvent::Paused)),
             Event::Resumed => self.line(&event(RunEvent::Resumed)),
             Event::StatsReset => self.line(&event(RunEvent::StatsReset)),

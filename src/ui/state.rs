@@ -271,6 +271,8 @@ pub struct App {
     outlier_ttft: Summary,
     outlier_tpot: Summary,
     pub decode_tok_s: Option<f64>,
+    /// The server's own view over its last window (`--server-metrics`).
+    pub server: Option<crate::event::ServerWindow>,
     dirty: bool,
 
     // Bookkeeping for events that are noticed rather than sent.
@@ -328,6 +330,7 @@ impl App {
             outlier_ttft: Summary::default(),
             outlier_tpot: Summary::default(),
             decode_tok_s: None,
+            server: None,
             dirty: true,
             pending_boundary: false,
             warmup_seen: false,
@@ -445,6 +448,10 @@ impl App {
                 );
             }
             Event::Telemetry(sample) => self.telemetry_sample(sample),
+            Event::ServerMetrics(w) => {
+                self.server = Some(w.as_ref().clone());
+                self.dirty = true;
+            }
             Event::Paused => {
                 if self.worker_live() {
                     self.phase = RunPhase::Paused;

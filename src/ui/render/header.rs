@@ -148,6 +148,23 @@ fn status_line<'a>(app: &App, sep: &str) -> Line<'a> {
                 theme.text,
             ));
         }
+        // The server's own view (`--server-metrics`), beside the client's.
+        if let Some(w) = &app.server {
+            let mut part = |label: &str, value: String| {
+                spans.push(Span::styled(sep.to_string(), theme.dim));
+                spans.push(Span::styled(format!("server {label} "), theme.dim));
+                spans.push(Span::styled(value, theme.text));
+            };
+            if let (Some(r), Some(q)) = (w.running, w.waiting) {
+                part("running/waiting", format!("{r:.0}/{q:.0}"));
+            }
+            if let Some(kv) = w.kv_usage {
+                part("KV", format!("{:.0}%", kv * 100.0));
+            }
+            if let Some(t) = w.ttft_s {
+                part("TTFT p50", format::duration(t.p50, app.glyphs.ascii));
+            }
+        }
     } else if let Some(c) = &app.current {
         spans.push(Span::styled(sep.to_string(), theme.dim));
         spans.push(Span::styled(c.progress(app.elapsed()), theme.dim));
