@@ -198,6 +198,8 @@ pub enum Event {
     WorkloadChanged(WorkloadDesc),
     /// The server's own view over the last window (`--server-metrics`).
     ServerMetrics(Box<ServerWindow>),
+    /// A sweep's cell started or ended (`infertop sweep` in a terminal): the dashboard's grid.
+    SweepCell(Box<SweepCellView>),
     /// A worker or telemetry error. `fatal` errors end the run.
     Error {
         message: String,
@@ -235,6 +237,26 @@ pub struct ServerWindow {
     pub ttft_s: Option<ServerQuantiles>,
     pub itl_s: Option<ServerQuantiles>,
     pub e2e_s: Option<ServerQuantiles>,
+}
+
+/// One cell of a sweep as the dashboard's grid shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SweepCellView {
+    /// 0-based, of `cells`.
+    pub cell: usize,
+    pub cells: usize,
+    /// The cell's load and workload, e.g. `batch 4 · prompt 512 · out 16`.
+    pub label: String,
+    /// `None` while it runs; then whether it was measured (`false`: failed or stopped).
+    pub ok: Option<bool>,
+    pub tpot_p50_s: Option<f64>,
+    pub ttft_p50_s: Option<f64>,
+    /// Decode tok/s (candle) or output tok/s (servers).
+    pub throughput: Option<f64>,
+    /// Share of steady requests that met the SLO (only with `--slo`).
+    pub slo_met_share: Option<f64>,
+    /// Why it failed, in one line.
+    pub reason: Option<String>,
 }
 
 /// Messages into the worker.

@@ -746,3 +746,48 @@ fn every_view_at_once_when_there_is_room() {
     }
     insta::assert_snapshot!("all_views_160x48", terminal.backend());
 }
+
+/// `infertop sweep` in a terminal: the grid fills in where the events pane was — measured cells
+/// with their TPOT, TTFT and throughput, a failed one with its reason, the running one marked.
+#[test]
+fn sweep_grid() {
+    use infertop::event::SweepCellView;
+    let mut s = Sim::steady();
+    let view = |cell: usize, batch: usize, ok: Option<bool>, tpot_ms: f64| SweepCellView {
+        cell,
+        cells: 6,
+        label: format!("batch {batch}, prompt 128"),
+        ok,
+        tpot_p50_s: ok.filter(|o| *o).map(|_| tpot_ms / 1e3),
+        ttft_p50_s: ok.filter(|o| *o).map(|_| 0.050 * batch as f64),
+        throughput: ok.filter(|o| *o).map(|_| batch as f64 * 1e3 / tpot_ms),
+        slo_met_share: ok
+            .filter(|o| *o)
+            .map(|_| if batch >= 4 { 0.5 } else { 1.0 }),
+        reason: (ok == Some(false)).then(|| "out of memory".to_string()),
+    };
+    for v in [
+        view(0, 1, Some(true), 2.0),
+        view(1, 2, Some(true), 3.0),
+        view(2, 4, Some(true), 5.0),
+        view(3, 8, Some(false), 0.0),
+        view(4, 16, None, 0.0),
+    ] {
+        s.app.apply(&Event::SweepCell(Box::new(v)));
+    }
+    s.app.refresh();
+    let terminal = draw(&s.app, 100, 40);
+    let text = text_of(terminal.backend().buffer());
+    assert!(text.contains("Sweep · 4 of 6 cells"), "{text}");
+    assert!(text.contains("+ batch 1, prompt 128 TPOT 2.00ms"), "{text}");
+    assert!(
+        text.contains("! batch 4, prompt 128"),
+        "SLO missed by some: {text}"
+    );
+    assert!(
+        text.contains("x batch 8, prompt 128 out of memory"),
+        "{text}"
+    );
+    assert!(text.contains("> batch 16, prompt 128"), "running: {text}");
+    insta::assert_snapshot!("sweep_grid_100x40", terminal.backend());
+}

@@ -194,14 +194,17 @@ struct RunPlan {
     server_metrics: Option<reqwest::Url>,
 }
 
-/// Checks every flag and file before anything starts, so a mistake is one line and exit 2.
-fn plan(args: &RunArgs, signals: &Signals) -> Result<RunPlan, Failure> {
-    let engine = plan_engine(args)?;
-    let slo = args.slo.unwrap_or_default();
+/// The dashboard's options, checked (in headless runs too: a mistake in a script should not pass
+/// unnoticed until the same command is run in a terminal); `None` when the run is headless.
+pub(crate) fn dashboard_options(
+    args: &RunArgs,
+    slo: Slo,
+    signals: &Signals,
+) -> Result<Option<crate::ui::DashboardOptions>, Failure> {
     let headless = args.headless || !std::io::stdout().is_terminal();
     // The dashboard's flags and files are checked in headless runs too: a mistake in a script
     // should not pass unnoticed until the same command is run in a terminal.
-    let dashboard = {
+    {
         let baseline = match &args.baseline {
             Some(path) => {
                 let summary = crate::record::reader::summary_of(path)
@@ -229,8 +232,15 @@ fn plan(args: &RunArgs, signals: &Signals) -> Result<RunPlan, Failure> {
             signals: signals.clone(),
         };
         crate::ui::validate_options(&opts).map_err(|e| Failure::usage(e.to_string()))?;
-        (!headless).then_some(opts)
-    };
+        Ok((!headless).then_some(opts))
+    }
+}
+
+/// Checks every flag and file before anything starts, so a mistake is one line and exit 2.
+fn plan(args: &RunArgs, signals: &Signals) -> Result<RunPlan, Failure> {
+    let engine = plan_engine(args)?;
+    let slo = args.slo.unwrap_or_default();
+    let dashboard = dashboard_options(args, slo, signals)?;
     let server_metrics = match &args.server_metrics {
         None => None,
         Some(given) => {

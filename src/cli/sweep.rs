@@ -259,6 +259,27 @@ fn cell_words(p: &CellParams) -> String {
 }
 
 /// The progress line of a finished cell.
+/// A cell as the dashboard's grid shows it: running (`result` none) or ended.
+fn cell_view(
+    cell: usize,
+    of: usize,
+    params: &CellParams,
+    result: Option<&CellResult>,
+) -> crate::event::SweepCellView {
+    let p50 = |s: &crate::stats::Summary| (s.n > 0).then_some(s.p50);
+    crate::event::SweepCellView {
+        cell,
+        cells: of,
+        label: cell_words(params),
+        ok: result.map(|r| r.status == CellStatus::Ok),
+        tpot_p50_s: result.and_then(|r| p50(&r.tpot)),
+        ttft_p50_s: result.and_then(|r| p50(&r.ttft)),
+        throughput: result.and_then(sweep::analysis::throughput),
+        slo_met_share: result.and_then(|r| r.slo_met_share),
+        reason: result.and_then(|r| r.reason.clone()),
+    }
+}
+
 fn progress_line(of: usize, c: &CellResult) -> String {
     let head = format!("cell {}/{of} ({})", c.cell + 1, cell_words(&c.params));
     if c.status == CellStatus::Failed {
@@ -429,14 +450,78 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, Failure> {
         Update::CellDone { of, result } => say!("infertop: {}", progress_line(of, result)),
         Update::CellStarted { .. } | Update::Event { .. } => {}
     };
-    let outcome = sweep::run_cells(
-        &config,
-        &slo,
-        &mut start,
-        recorder.as_mut(),
-        &signals,
-        &mut observe,
-    );
+    let outcome = match run_cli::dashboard_options(&a.run, slo, &signals)? {
+        None => sweep::run_cells(
+            &config,
+            &slo,
+            &mut start,
+            recorder.as_mut(),
+            &signals,
+            &mut observe,
+        ),
+        // In a terminal: the cells run on a thread and the dashboard shows the current cell
+        // live, with the grid filling in where the events pane was.
+        Some(opts) => {
+            let (ui_tx, ui_rx) = crossbeam_channel::bounded(crate::event::EVENT_QUEUE);
+            let (ui_ctl, ui_ctl_rx) = crossbeam_channel::unbounded::<crate::event::Control>();
+            let dashboard = std::thread::scope(|scope| {
+                let recorder = recorder.as_mut();
+                let (config, slo, signals) = (&config, &slo, &signals);
+                let start = &mut start;
+                let cells = scope.spawn(move || {
+                    let tx = ui_tx.clone();
+                    let mut forward = |u: Update| {
+                        let _ = match u {
+                            Update::CellStarted { cell, of, params } => {
+                                tx.send(crate::event::Event::StatsReset).and_then(|_| {
+                                    tx.send(crate::event::Event::SweepCell(Box::new(cell_view(
+                                        cell, of, params, None,
+                                    ))))
+                                })
+                            }
+                            Update::Event { event, .. } => match event {
+                                crate::event::Event::Finished(_) => Ok(()),
+                                e => tx.send(e.clone()),
+                            },
+                            Update::CellDone { of, result } => {
+                                tx.send(crate::event::Event::SweepCell(Box::new(cell_view(
+                                    result.cell,
+                                    of,
+                                    &result.params,
+                                    Some(result),
+                                ))))
+                            }
+                        };
+                    };
+                    let outcome =
+                        sweep::run_cells(config, slo, start, recorder, signals, &mut forward);
+                    let reason = outcome
+                        .interrupted
+                        .clone()
+                        .unwrap_or(crate::event::StopReason::RequestLimit);
+                    let _ = ui_tx.send(crate::event::Event::Finished(reason));
+                    outcome
+                });
+                // Quitting the dashboard stops the sweep as Ctrl-C would.
+                let stopper = scope.spawn(move || {
+                    for c in ui_ctl_rx.iter() {
+                        if let crate::event::Control::Stop(_) = c {
+                            signals.raise(2);
+                        }
+                    }
+                });
+                let shown = crate::ui::run_dashboard(ui_rx, ui_ctl, opts, &mut |_| {});
+                let outcome = cells.join();
+                let _ = stopper.join();
+                (shown, outcome)
+            });
+            match dashboard {
+                (Ok(_), Ok(outcome)) => outcome,
+                (Err(e), _) => return Err(Failure::runtime(format!("dashboard: {e}"))),
+                (_, Err(_)) => return Err(Failure::runtime("the sweep thread panicked")),
+            }
+        }
+    };
 
     let model = outcome.model.clone();
     let (peak, peak_unavailable) = match &model {

@@ -273,6 +273,8 @@ pub struct App {
     pub decode_tok_s: Option<f64>,
     /// The server's own view over its last window (`--server-metrics`).
     pub server: Option<crate::event::ServerWindow>,
+    /// A sweep's cells so far, in grid order (`infertop sweep` in a terminal).
+    pub sweep: Vec<crate::event::SweepCellView>,
     dirty: bool,
 
     // Bookkeeping for events that are noticed rather than sent.
@@ -331,6 +333,7 @@ impl App {
             outlier_tpot: Summary::default(),
             decode_tok_s: None,
             server: None,
+            sweep: Vec::new(),
             dirty: true,
             pending_boundary: false,
             warmup_seen: false,
@@ -450,6 +453,13 @@ impl App {
             Event::Telemetry(sample) => self.telemetry_sample(sample),
             Event::ServerMetrics(w) => {
                 self.server = Some(w.as_ref().clone());
+                self.dirty = true;
+            }
+            Event::SweepCell(v) => {
+                match self.sweep.iter_mut().find(|c| c.cell == v.cell) {
+                    Some(c) => *c = v.as_ref().clone(),
+                    None => self.sweep.push(v.as_ref().clone()),
+                }
                 self.dirty = true;
             }
             Event::Paused => {
