@@ -790,4 +790,12 @@ fn sweep_grid() {
     );
     assert!(text.contains("> batch 16, prompt 128"), "running: {text}");
     insta::assert_snapshot!("sweep_grid_100x40", terminal.backend());
+    // Wide enough, the curve so far (throughput against TPOT) stands beside the lines.
+    let wide = text_of(draw(&s.app, 240, 60).backend().buffer());
+    assert!(wide.contains("TPOT ≤5.5ms"), "{wide}");
+    assert!(wide.contains("tok/s"), "{wide}");
+    assert!(
+        wide.chars().any(|c| ('\u{2801}'..='\u{28ff}').contains(&c)),
+        "{wide}"
+    );
 }

@@ -50,8 +50,19 @@ fn sweep_grid(frame: &mut Frame, app: &App, rect: Rect) {
     let cells = app.sweep.first().map_or(0, |c| c.cells);
     let done = app.sweep.iter().filter(|c| c.ok.is_some()).count();
     let block = panel(app, format!("Sweep · {done} of {cells} cells"));
-    let inner = block.inner(rect);
+    let mut inner = block.inner(rect);
     frame.render_widget(block, rect);
+    // Room to spare: the curve so far beside the lines.
+    if inner.width >= 56 && inner.height >= 5 {
+        let chart_w = inner.width * 2 / 5;
+        let chart = Rect {
+            x: inner.x + inner.width - chart_w,
+            width: chart_w,
+            ..inner
+        };
+        inner.width -= chart_w + 1;
+        curve(frame, app, chart);
+    }
     let ms = |v: Option<f64>| v.map_or("-".to_string(), |s| format::duration(s, app.glyphs.ascii));
     let skip = app.sweep.len().saturating_sub(inner.height as usize);
     let lines: Vec<Line> = app
@@ -83,4 +94,41 @@ fn sweep_grid(frame: &mut Frame, app: &App, rect: Rect) {
         })
         .collect();
     frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// Throughput (x) against TPOT p50 (y) of the cells measured so far, as braille points: the
+/// tuning curve (where latency starts to climb for little more throughput).
+fn curve(frame: &mut Frame, app: &App, rect: Rect) {
+    use ratatui::symbols::Marker;
+    use ratatui::widgets::{Axis, Chart, Dataset, GraphType};
+    let theme = app.theme();
+    let points: Vec<(f64, f64)> = app
+        .sweep
+        .iter()
+        .filter_map(|c| Some((c.throughput?, c.tpot_p50_s? * 1e3)))
+        .collect();
+    let x_hi = points.iter().map(|p| p.0).fold(1e-9, f64::max) * 1.1;
+    let y_hi = points.iter().map(|p| p.1).fold(1e-9, f64::max) * 1.1;
+    let marker = if app.glyphs.ascii {
+        Marker::Dot
+    } else {
+        Marker::Braille
+    };
+    let data = [Dataset::default()
+        .marker(marker)
+        .graph_type(GraphType::Scatter)
+        .style(theme.text)
+        .data(&points)];
+    let chart = Chart::new(data.to_vec())
+        .x_axis(
+            Axis::default()
+                .bounds([0.0, x_hi])
+                .title(Span::styled("tok/s", theme.dim)),
+        )
+        .y_axis(
+            Axis::default()
+                .bounds([0.0, y_hi])
+                .title(Span::styled(format!("TPOT ≤{y_hi:.1}ms"), theme.dim)),
+        );
+    frame.render_widget(chart, rect);
 }
