@@ -99,7 +99,6 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect, metric: Metric) {
     let chart_w = per * bins as u16;
     let bar_rows = inner.height - 1;
     let most = counts.iter().copied().max().unwrap_or(0).max(1);
-    let set = &app.glyphs.bars;
     let buf = frame.buffer_mut();
     for (i, &c) in counts.iter().enumerate() {
         if c == 0 {
@@ -109,21 +108,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect, metric: Metric) {
         let e = e.max(1);
         for dx in 0..per {
             let x = inner.x + i as u16 * per + dx;
-            for r in 0..bar_rows {
-                let level = e.saturating_sub(u32::from(bar_rows - 1 - r) * 8).min(8);
-                let symbol = match level {
-                    0 => continue,
-                    1 => set.one_eighth,
-                    2 => set.one_quarter,
-                    3 => set.three_eighths,
-                    4 => set.half,
-                    5 => set.five_eighths,
-                    6 => set.three_quarters,
-                    7 => set.seven_eighths,
-                    _ => set.full,
-                };
-                buf[(x, inner.y + r)].set_symbol(symbol).set_style(style);
-            }
+            super::history::draw_bar(buf, app, x, inner.y, bar_rows, e, style);
         }
     }
     if summary.n == 0 {

@@ -122,7 +122,15 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect, h: History) {
 }
 
 /// One bar of `e` eighths, bottom up, in column `x` of the rows `y..y + rows`.
-fn draw_bar(buf: &mut Buffer, app: &App, x: u16, y: u16, rows: u16, e: u32, style: Style) {
+pub(super) fn draw_bar(
+    buf: &mut Buffer,
+    app: &App,
+    x: u16,
+    y: u16,
+    rows: u16,
+    e: u32,
+    style: Style,
+) {
     let set = &app.glyphs.bars;
     for r in 0..rows {
         let row_bottom = u32::from(rows - 1 - r) * 8;
