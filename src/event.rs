@@ -237,6 +237,27 @@ pub struct ServerWindow {
     pub ttft_s: Option<ServerQuantiles>,
     pub itl_s: Option<ServerQuantiles>,
     pub e2e_s: Option<ServerQuantiles>,
+    /// The window's bucket deltas, trimmed to those that decide a quantile, so that windows
+    /// add up to a whole run's percentiles (`stats::ServerSpan`).
+    #[serde(default, skip_serializing_if = "ServerHistograms::is_empty")]
+    pub histograms: ServerHistograms,
+}
+
+/// A window's histogram deltas as cumulative `(upper bound, count)` buckets.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerHistograms {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ttft: Vec<(f64, f64)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub itl: Vec<(f64, f64)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub e2e: Vec<(f64, f64)>,
+}
+
+impl ServerHistograms {
+    pub fn is_empty(&self) -> bool {
+        self.ttft.is_empty() && self.itl.is_empty() && self.e2e.is_empty()
+    }
 }
 
 /// One cell of a sweep as the dashboard's grid shows it.

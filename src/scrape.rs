@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 
-use crate::event::{Event, ServerQuantiles as Quantiles, ServerWindow as Window};
+use crate::event::{Event, ServerHistograms, ServerWindow as Window};
+use crate::stats::histogram_quantiles as quantiles;
 
 /// One scrape: every sample summed over its label sets, histogram buckets kept apart by `le`.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -181,7 +182,12 @@ pub fn window(before: &Scrape, after: &Scrape, seconds: f64) -> Window {
                 (le, if count >= prev { count - prev } else { count })
             })
             .collect();
-        quantiles(&diff)
+        Some(crate::stats::trim_buckets(&diff))
+    };
+    let histograms = ServerHistograms {
+        ttft: hist(TTFT).unwrap_or_default(),
+        itl: hist(ITL).unwrap_or_default(),
+        e2e: hist(E2E).unwrap_or_default(),
     };
     let e2e_count = after.histogram(E2E).and_then(|a| {
         let total = a.last()?.1;
@@ -204,44 +210,11 @@ pub fn window(before: &Scrape, after: &Scrape, seconds: f64) -> Window {
         kv_usage: after.value(KV_USAGE),
         preemptions: delta(PREEMPTIONS),
         prefix_hit_rate,
-        ttft_s: hist(TTFT),
-        itl_s: hist(ITL),
-        e2e_s: hist(E2E),
+        ttft_s: quantiles(&histograms.ttft),
+        itl_s: quantiles(&histograms.itl),
+        e2e_s: quantiles(&histograms.e2e),
+        histograms,
     }
-}
-
-/// Prometheus' histogram_quantile over cumulative (upper bound, count) buckets; `None` when the
-/// window had no observation.
-pub fn quantiles(buckets: &[(f64, f64)]) -> Option<Quantiles> {
-    let total = buckets.last()?.1;
-    if total <= 0.0 {
-        return None;
-    }
-    let q = |q: f64| {
-        let rank = q * total;
-        let mut lower = (0.0, 0.0);
-        for &(le, cum) in buckets {
-            if cum >= rank {
-                if le.is_infinite() {
-                    // Past the last finite bound: that bound is all that is known.
-                    return lower.0;
-                }
-                let in_bucket = cum - lower.1;
-                if in_bucket <= 0.0 {
-                    return le;
-                }
-                return lower.0 + (le - lower.0) * (rank - lower.1) / in_bucket;
-            }
-            lower = (le, cum);
-        }
-        lower.0
-    };
-    Some(Quantiles {
-        p50: q(0.50),
-        p90: q(0.90),
-        p99: q(0.99),
-        n: total.round() as u64,
-    })
 }
 
 /// A metrics URL: as given, or the base URL's `/metrics`.
@@ -383,17 +356,6 @@ vllm:e2e_request_latency_seconds_bucket{le="+Inf",model_name="m"} 30.0
         assert!((ttft.p50 - 0.15).abs() < 1e-12, "{ttft:?}");
         assert!((ttft.p99 - 0.199).abs() < 1e-12, "{ttft:?}");
         assert!(w.itl_s.is_none(), "no ITL histogram exported");
-    }
-
-    #[test]
-    fn histogram_quantile_as_prometheus_computes_it() {
-        // 4 observations ≤ 1, 4 in (1, 2], 2 past the last bound.
-        let b = [(1.0, 4.0), (2.0, 8.0), (f64::INFINITY, 10.0)];
-        let q = quantiles(&b).unwrap();
-        assert_eq!(q.n, 10);
-        assert!((q.p50 - 1.25).abs() < 1e-12);
-        assert_eq!(q.p90, 2.0, "in the +Inf bucket: the last finite bound");
-        assert!(quantiles(&[(1.0, 0.0), (f64::INFINITY, 0.0)]).is_none());
     }
 
     #[test]

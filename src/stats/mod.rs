@@ -6,6 +6,7 @@ mod percentile;
 pub mod roofline;
 mod run;
 pub mod scale;
+mod server;
 pub mod slices;
 mod slo;
 pub mod steady;
@@ -15,6 +16,10 @@ pub use endpoints::{EndpointStats, EndpointSummary};
 pub use percentile::percentile_sorted;
 pub use run::{
     Metric, RunStats, Table, WindowKind, RECENT_REQUESTS, RECENT_STEPS, REQUEST_WINDOW, STEP_WINDOW,
+};
+pub use server::{
+    quantiles as histogram_quantiles, trim as trim_buckets, HistogramSum, ServerSpan,
+    ServerSpanSummary,
 };
 pub use slo::{parse_duration_s, Slo};
 pub use steady::{settle_point, warmup_cost_s, SettleRule};
