@@ -15,7 +15,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use crate::event::{Control, Event, RequestDone, RunInfo, StopReason};
 use crate::record::resources::Resources;
 use crate::record::{Recorder, RunSummary};
-use crate::stats::{EndpointStats, RunStats, Window, RECENT_REQUESTS};
+use crate::stats::{EndpointStats, RunStats, ServerSteady, Window, RECENT_REQUESTS};
 
 /// Exit codes (README, "Exit codes and errors").
 pub const EXIT_OK: i32 = 0;
@@ -49,6 +49,12 @@ pub struct Run {
     pub last_failure: Option<String>,
     /// Whether the request in flight is warmup: its decode steps are counted with it.
     in_flight_warmup: bool,
+    /// Decode steps of requests in flight, by request: their ITLs enter the statistics when
+    /// the request completes, and never when it fails (a failed request is no sample). One
+    /// entry per request in flight; emptied at a reset, as the record's reader does.
+    pending_steps: Vec<(u64, Vec<f64>)>,
+    /// The server's own view (`--server-metrics`): its last window and its steady span.
+    pub server: ServerSteady,
     /// Set by `Event::Finished`: the engine has stopped and says why.
     pub stop: Option<StopReason>,
     /// The fatal error that ended the run, if one did.
@@ -64,7 +70,10 @@ impl Run {
     pub fn apply(&mut self, event: &Event) {
         self.resources.observe(event);
         match event {
-            Event::RunStarted(info) => self.info = Some(info.as_ref().clone()),
+            Event::RunStarted(info) => {
+                self.server = ServerSteady::new(info.warmup_requests);
+                self.info = Some(info.as_ref().clone());
+            }
             Event::RequestStarted { warmup, .. } => {
                 self.in_flight_warmup = *warmup;
                 self.started_requests += 1;
@@ -75,17 +84,35 @@ impl Run {
                 if let Some(info) = &self.info {
                     self.in_flight_warmup = *index < info.warmup_requests;
                 }
-                self.stats.record_step(*itl_s, self.in_flight_warmup)
+                match self.pending_steps.iter_mut().rev().find(|p| p.0 == *index) {
+                    Some(p) => p.1.push(*itl_s),
+                    None => self.pending_steps.push((*index, vec![*itl_s])),
+                }
             }
-            Event::RequestDone(r) => self.request_done(r),
+            Event::RequestDone(r) => {
+                if let Some(steps) = self.take_steps(r.index) {
+                    for itl_s in steps {
+                        self.stats.record_step(itl_s, r.warmup);
+                    }
+                }
+                self.server.request_ended(r.warmup);
+                self.request_done(r)
+            }
             Event::RequestFailed(f) => {
+                self.take_steps(f.index);
+                self.server.request_ended(f.warmup);
                 self.endpoints.record_failure(f);
                 self.failed_requests += 1;
                 self.last_failure = Some(f.reason.clone());
             }
+            Event::ServerMetrics(w) => self.server.window(w),
             Event::StatsReset => {
                 self.stats.reset();
                 self.endpoints.reset();
+                self.server.reset();
+                for p in &mut self.pending_steps {
+                    p.1.clear();
+                }
             }
             Event::Error { message, fatal } if *fatal => self.failed = Some(message.clone()),
             Event::Finished(reason) => {
@@ -108,6 +135,11 @@ impl Run {
             .get_or_insert_with(|| "the engine exited without finishing".into());
         self.stop = Some(StopReason::Error);
         true
+    }
+
+    fn take_steps(&mut self, index: u64) -> Option<Vec<f64>> {
+        let at = self.pending_steps.iter().rposition(|p| p.0 == index)?;
+        Some(self.pending_steps.swap_remove(at).1)
     }
 
     fn request_done(&mut self, r: &RequestDone) {
@@ -156,6 +188,7 @@ impl Run {
             .with_resources(self.resources.clone())
             .with_failures(self.failed_requests)
             .with_endpoints(self.endpoints.summaries())
+            .with_server(self.server.summary.clone())
     }
 
     /// How the run ended: the engine's own reason when it said one, else `asked` (the stop
@@ -458,9 +491,44 @@ mod tests {
         ] {
             run.apply(&ev);
         }
+        // Steps count when their request completes.
+        assert_eq!(run.stats.summary(Metric::Itl, WindowKind::All, true).n, 0);
+        run.apply(&done(1, false));
+        run.apply(&done(0, true));
         assert_eq!(run.stats.warmup_summary(Metric::Itl).n, 1);
         let itl = run.stats.summary(Metric::Itl, WindowKind::Steady, false);
         assert_eq!((itl.n, itl.max), (1, 0.002));
+    }
+
+    #[test]
+    fn a_failed_request_leaves_no_step_in_the_statistics() {
+        let mut run = Run::new();
+        for ev in [
+            started(0, false),
+            started(1, false),
+            step(0, 0.002),
+            step(1, 9.0),
+            step(0, 0.002),
+        ] {
+            run.apply(&ev);
+        }
+        run.apply(&Event::RequestFailed(Box::new(
+            crate::event::RequestFailed {
+                index: 1,
+                warmup: false,
+                reason: "stream cut after 2 content chunks".into(),
+                status: None,
+                endpoint: None,
+                elapsed_s: 1.0,
+            },
+        )));
+        run.apply(&done(0, false));
+        let itl = run.stats.summary(Metric::Itl, WindowKind::Steady, false);
+        assert_eq!((itl.n, itl.max), (2, 0.002));
+        assert!(
+            run.pending_steps.is_empty(),
+            "nothing kept once requests end"
+        );
     }
 
     #[test]

@@ -799,3 +799,65 @@ fn sweep_grid() {
         "{wide}"
     );
 }
+
+/// `--server-metrics`: the table shows the client's p50/p99 beside the server's own (its
+/// histograms over the windows after warmup) and the gap; `s` toggles back to the full table.
+#[test]
+fn client_beside_server() {
+    use infertop::event::{ServerHistograms, ServerWindow};
+    use infertop::ui::keys::Action;
+    let window = |ttft: Vec<(f64, f64)>, running: f64| {
+        let histograms = ServerHistograms {
+            ttft,
+            itl: vec![(0.001, 0.0), (0.002, 150.0)],
+            e2e: vec![(0.02, 0.0), (0.05, 10.0)],
+        };
+        Event::ServerMetrics(Box::new(ServerWindow {
+            seconds: 1.0,
+            server: "vllm".into(),
+            requests_per_s: Some(10.0),
+            running: Some(running),
+            waiting: Some(0.0),
+            kv_usage: Some(0.4),
+            preemptions: Some(0.0),
+            prefix_hit_rate: Some(0.8),
+            ttft_s: infertop::stats::histogram_quantiles(&histograms.ttft),
+            itl_s: infertop::stats::histogram_quantiles(&histograms.itl),
+            e2e_s: infertop::stats::histogram_quantiles(&histograms.e2e),
+            histograms,
+        }))
+    };
+    let mut s = Sim::default();
+    s.start(5, 128, 16);
+    let mut info = model();
+    info.name = "m".into();
+    info.source = "http".into();
+    s.apply(Event::RunStarted(Box::new(RunInfo {
+        model: info,
+        workload: workload(128, 16),
+        warmup_requests: 5,
+        threads: 2,
+    })));
+    s.requests(0, 5, 5);
+    // The warmup's window is slow; it is not in the server's steady figures.
+    s.apply(window(vec![(0.5, 0.0), (1.0, 5.0)], 1.0));
+    s.requests(5, 20, 5);
+    for _ in 0..3 {
+        s.apply(window(vec![(0.005, 0.0), (0.01, 10.0)], 2.0));
+    }
+    s.app.refresh();
+    let terminal = draw(&s.app, 80, 24);
+    let text = text_of(terminal.backend().buffer());
+    assert!(text.contains("srv p50") && text.contains("gap"), "{text}");
+    // histogram_quantile: 30 TTFTs in (5, 10] ms put p50 at 7.5 ms.
+    assert!(text.contains("7.50ms"), "{text}");
+    assert!(
+        text.contains("20/30") && text.contains("300/450"),
+        "client n / server n: {text}"
+    );
+    assert!(text.contains("server vllm"), "{text}");
+    insta::assert_snapshot!("client_beside_server_80x24", terminal.backend());
+    s.app.update(Action::ToggleServer);
+    let text = text_of(draw(&s.app, 80, 24).backend().buffer());
+    assert!(text.contains("mean") && !text.contains("srv p50"), "{text}");
+}

@@ -131,10 +131,12 @@ fn a_load_run_records_the_servers_own_view() {
         .args(["--endpoint", &endpoint, "--served-model", "m", "--headless"])
         .args(["--requests", "40", "--warmup", "0", "-p", "8", "-n", "8"])
         .args(["--server-metrics", &format!("{metrics}/metrics")])
-        .args(["--record", record.to_str().unwrap()])
+        .args(["--record", record.to_str().unwrap(), "--format", "json"])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let live: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     let lines: Vec<Value> = std::fs::read_to_string(&record)
         .unwrap()
         .lines()
@@ -154,10 +156,30 @@ fn a_load_run_records_the_servers_own_view() {
         assert!(w["t_s"].as_f64().unwrap() > 0.0);
     }
     assert_eq!(lines.iter().filter(|v| v["type"] == "request").count(), 40);
-    // The record still reads back (the new line type is known to the reader).
+    // The summary puts the server's own percentiles over the run beside the client's: every
+    // window counts (no warmup), each with 20 TTFTs in (0.1, 0.2] s.
+    let srv = &live["server"];
+    assert_eq!(srv["server"], "vllm", "{live}");
+    let windows = srv["windows"].as_u64().unwrap();
+    assert!(windows >= 1 && windows <= server.len() as u64, "{srv}");
+    assert_eq!(srv["ttft_s"]["n"], 20 * windows, "{srv}");
+    assert!((srv["ttft_s"]["p50"].as_f64().unwrap() - 0.15).abs() < 1e-9);
+    assert_eq!(live["metrics"]["ttft_s"]["n"], 40);
+    // The record reads back to the same summary, the server's view included.
     let o = Command::new(BIN)
         .args(["report", record.to_str().unwrap(), "--format", "json"])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["server"], live["server"]);
+    let md = Command::new(BIN)
+        .args(["report", record.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let md = String::from_utf8_lossy(&md.stdout);
+    assert!(
+        md.contains("| TTFT |") && md.contains("client − server"),
+        "{md}"
+    );
 }

@@ -32,6 +32,8 @@ pub struct Record {
     pub telemetry_lines: usize,
     /// The server's own windows (`--server-metrics`), in order.
     pub server_metrics: Vec<super::line::ServerMetricsLine>,
+    /// The server's view folded in line order, exactly as the run folded it.
+    pub server: crate::stats::ServerSteady,
     /// Memory and energy, folded over request and telemetry lines in order (as the run did).
     pub resources: super::resources::Resources,
     /// Lines that were not whole JSON (at most the last one after a crash).
@@ -94,10 +96,16 @@ impl Record {
             }
             Line::Event(e) => {
                 match &e.event {
-                    RunEvent::RunStarted { model, .. } if self.model.is_none() => {
-                        self.model = Some(model.clone());
+                    RunEvent::RunStarted { model, .. } => {
+                        // As the run did: the server's view starts with the run.
+                        let warmup = self.header.as_ref().map_or(0, |h| h.config.warmup);
+                        self.server = crate::stats::ServerSteady::new(warmup);
+                        if self.model.is_none() {
+                            self.model = Some(model.clone());
+                        }
                     }
                     RunEvent::StatsReset => {
+                        self.server.reset();
                         self.last_reset = Some((self.requests.len(), self.steps.len()));
                     }
                     _ => {}
@@ -109,11 +117,18 @@ impl Record {
                 self.resources.observe_sample(&s);
             }
             Line::Request(r) => {
+                self.server.request_ended(r.request.warmup);
                 self.resources.observe_request(&r.request);
                 self.requests.push(r.request);
             }
-            Line::RequestFailed(f) => self.failed.push(f),
-            Line::ServerMetrics(m) => self.server_metrics.push(m),
+            Line::RequestFailed(f) => {
+                self.server.request_ended(f.warmup);
+                self.failed.push(f);
+            }
+            Line::ServerMetrics(m) => {
+                self.server.window(&m.window);
+                self.server_metrics.push(m);
+            }
             Line::Step(s) => self.steps.push(s),
             Line::Footer(f) => self.footer = Some(f),
             Line::Sweep(_) | Line::Cell(_) | Line::CellEnd(_) | Line::Unknown => {}
@@ -184,8 +199,16 @@ fn summary_of_record(rec: &Record) -> RunSummary {
         .filter(|r| r.warmup)
         .map(|r| r.index)
         .collect();
+    // As the run counted them: a request's steps when it completed, in completion order (not
+    // those of a request that failed or was cut off by the stop).
+    let mut steps: std::collections::HashMap<u64, Vec<f64>> = Default::default();
     for s in rec.counted_steps() {
-        stats.record_step(s.itl_s, warm.contains(&s.index));
+        steps.entry(s.index).or_default().push(s.itl_s);
+    }
+    for r in &rec.requests {
+        for itl_s in steps.remove(&r.index).unwrap_or_default() {
+            stats.record_step(itl_s, warm.contains(&r.index));
+        }
     }
     let mut endpoints = crate::stats::EndpointStats::default();
     for r in rec.counted() {
@@ -198,7 +221,8 @@ fn summary_of_record(rec: &Record) -> RunSummary {
     let mut summary = RunSummary::from_stats(&stats)
         .with_resources(rec.resources.clone())
         .with_failures(rec.failed.len() as u64)
-        .with_endpoints(endpoints.summaries());
+        .with_endpoints(endpoints.summaries())
+        .with_server(rec.server.summary.clone());
     if rec.steps.is_empty() {
         if let Some(itl) = footer_metric(rec.footer.as_ref(), "metrics", Metric::Itl) {
             set(&mut summary.steady, Metric::Itl, itl);

@@ -2,7 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::stats::{EndpointSummary, Metric, RunStats, Summary, Table, WindowKind};
+use crate::event::ServerQuantiles;
+
+use crate::stats::{
+    EndpointSummary, Metric, RunStats, ServerSpanSummary, Summary, Table, WindowKind,
+};
 
 /// `--format` of runs and `report`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -37,6 +41,9 @@ pub struct RunSummary {
     /// A server run's figures per endpoint (empty for the candle engine).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<EndpointSummary>,
+    /// The server's own histograms over the steady state (`--server-metrics`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerSpanSummary>,
 }
 
 impl RunSummary {
@@ -49,7 +56,14 @@ impl RunSummary {
             resources: Default::default(),
             failed_requests: 0,
             endpoints: Vec::new(),
+            server: None,
         }
+    }
+
+    /// The summary with the server's own view beside the client's.
+    pub fn with_server(mut self, server: Option<ServerSpanSummary>) -> RunSummary {
+        self.server = server;
+        self
     }
 
     /// The summary with its per-endpoint breakdown.
@@ -103,6 +117,9 @@ impl RunSummary {
                 })
                 .collect();
         }
+        if let Some(srv) = &self.server {
+            out["server"] = serde_json::to_value(srv).unwrap_or_default();
+        }
         out
     }
 
@@ -143,6 +160,44 @@ impl RunSummary {
         }
         out.push_str(&self.resources.markdown());
         out.push_str(&self.endpoints_markdown());
+        out.push_str(&self.server_markdown());
+        out
+    }
+
+    /// The client's percentiles beside the server's own (`--server-metrics`): the difference
+    /// is the network and whatever queueing the server does not count.
+    fn server_markdown(&self) -> String {
+        let Some(srv) = &self.server else {
+            return String::new();
+        };
+        let mut out = format!(
+            "\nthe server's own view: {} histograms over {} windows ({:.0} s) after warmup, {} requests, {} preemptions (histogram_quantile: as fine as its buckets)\n\n",
+            srv.server, srv.windows, srv.seconds, srv.requests, srv.preemptions
+        );
+        out.push_str("| metric | client p50 | server p50 | client − server | client p99 | server p99 | client − server | n client / server |\n");
+        out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        for (m, q) in server_pairs(srv) {
+            let c = self.steady.get(m);
+            let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format_value(m, v));
+            let client = |v: f64| (c.n > 0).then_some(v);
+            let gap = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                (Some(a), Some(b)) => format!("{:+.3} ms", (a - b) * 1e3),
+                _ => "-".to_string(),
+            };
+            let (s50, s99) = (q.map(|q| q.p50), q.map(|q| q.p99));
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} / {} |\n",
+                m.label(),
+                cell(client(c.p50)),
+                cell(s50),
+                gap(client(c.p50), s50),
+                cell(client(c.p99)),
+                cell(s99),
+                gap(client(c.p99), s99),
+                c.n,
+                q.map_or(0, |q| q.n),
+            ));
+        }
         out
     }
 
@@ -213,8 +268,32 @@ impl RunSummary {
                 }
             }
         }
+        if let Some(srv) = &self.server {
+            // The server's histograms have no mean, p95 or max.
+            for (m, q) in server_pairs(srv) {
+                if let Some(q) = q {
+                    out.push_str(&format!(
+                        "server,{},,{},{},,{},,{}\n",
+                        m.key(),
+                        q.p50,
+                        q.p90,
+                        q.p99,
+                        q.n
+                    ));
+                }
+            }
+        }
         out
     }
+}
+
+/// The client's metrics that a server's histograms also measure, with the server's figures.
+pub fn server_pairs(srv: &ServerSpanSummary) -> [(Metric, Option<ServerQuantiles>); 3] {
+    [
+        (Metric::Ttft, srv.ttft_s),
+        (Metric::Itl, srv.itl_s),
+        (Metric::E2e, srv.e2e_s),
+    ]
 }
 
 fn summary_json(s: &Summary) -> serde_json::Value {

@@ -19,7 +19,7 @@ pub use run::{
 };
 pub use server::{
     quantiles as histogram_quantiles, trim as trim_buckets, HistogramSum, ServerSpan,
-    ServerSpanSummary,
+    ServerSpanSummary, ServerSteady,
 };
 pub use slo::{parse_duration_s, Slo};
 pub use steady::{settle_point, warmup_cost_s, SettleRule};

@@ -168,6 +168,56 @@ pub struct ServerSpanSummary {
     pub e2e_s: Option<ServerQuantiles>,
 }
 
+/// The server's view of a run, folded from its windows in event order, by the run (live) and
+/// by a record's reader (`report`) alike. The steady span adds only windows that began after
+/// every warmup request had ended (the window in which warmup ends may hold some of it), and
+/// starts again after a statistics reset, so it covers what the client's steady table covers;
+/// other traffic on the server is in it too.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServerSteady {
+    warmup_requests: u64,
+    warmup_ended: u64,
+    open: bool,
+    /// The last window, for the live view (gauges, per-window percentiles).
+    pub last: Option<ServerWindow>,
+    pub span: ServerSpan,
+    /// The span's percentiles, computed once per window.
+    pub summary: Option<ServerSpanSummary>,
+}
+
+impl ServerSteady {
+    pub fn new(warmup_requests: u64) -> ServerSteady {
+        ServerSteady {
+            warmup_requests,
+            open: warmup_requests == 0,
+            ..ServerSteady::default()
+        }
+    }
+
+    /// A request ended, completed or failed.
+    pub fn request_ended(&mut self, warmup: bool) {
+        if warmup {
+            self.warmup_ended += 1;
+        }
+    }
+
+    pub fn window(&mut self, w: &ServerWindow) {
+        if self.open {
+            self.span.add(w);
+            self.summary = Some(self.span.summary(&w.server));
+        }
+        self.open = self.warmup_ended >= self.warmup_requests;
+        self.last = Some(w.clone());
+    }
+
+    /// Statistics reset: the span starts again from the next whole window.
+    pub fn reset(&mut self) {
+        self.span = ServerSpan::default();
+        self.summary = None;
+        self.open = false;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -208,6 +258,55 @@ mod tests {
         // Observations past the last finite bound keep the +Inf bucket.
         let b = [(0.1, 0.0), (0.2, 1.0), (INF, 4.0)];
         assert_eq!(trim(&b), b.to_vec());
+    }
+
+    fn window(ttft: &[(f64, f64)]) -> ServerWindow {
+        ServerWindow {
+            seconds: 1.0,
+            server: "vllm".into(),
+            requests_per_s: None,
+            running: None,
+            waiting: None,
+            kv_usage: None,
+            preemptions: None,
+            prefix_hit_rate: None,
+            ttft_s: quantiles(ttft),
+            itl_s: None,
+            e2e_s: None,
+            histograms: ServerHistograms {
+                ttft: ttft.to_vec(),
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn the_steady_span_starts_after_warmup_and_after_a_reset() {
+        let slow = window(&[(0.5, 0.0), (1.0, 2.0)]);
+        let fast = window(&[(0.01, 0.0), (0.02, 3.0)]);
+        let mut s = ServerSteady::new(2);
+        s.window(&slow);
+        s.request_ended(true);
+        s.window(&slow); // warmup still running at its start
+        s.request_ended(true);
+        s.request_ended(false);
+        s.window(&slow); // began before the last warmup request ended
+        assert_eq!(s.summary, None);
+        s.window(&fast);
+        s.window(&fast);
+        let q = s.summary.as_ref().unwrap().ttft_s.unwrap();
+        assert_eq!(q.n, 6);
+        assert!(q.p99 <= 0.02, "no warmup window in the span: {q:?}");
+        assert_eq!(s.last.as_ref().unwrap().ttft_s, fast.ttft_s);
+        s.reset();
+        assert_eq!(s.summary, None);
+        s.window(&slow); // spans the reset
+        s.window(&fast);
+        assert_eq!(s.summary.as_ref().unwrap().ttft_s.unwrap().n, 3);
+        // Without warmup every window counts.
+        let mut s = ServerSteady::new(0);
+        s.window(&slow);
+        assert_eq!(s.summary.as_ref().unwrap().ttft_s.unwrap().n, 2);
     }
 
     #[test]

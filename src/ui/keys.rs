@@ -36,12 +36,13 @@ pub enum Action {
     LoadLess,
     NextTheme,
     CycleView,
+    ToggleServer,
     Help,
 }
 
 impl Action {
     /// Every action with its name in the keys file, its default keys and its help text.
-    pub const TABLE: [(Action, &'static str, &'static [&'static str], &'static str); 14] = [
+    pub const TABLE: [(Action, &'static str, &'static [&'static str], &'static str); 15] = [
         (
             Action::Quit,
             "quit",
@@ -100,13 +101,13 @@ impl Action {
             Action::LoadMore,
             "load_more",
             &["B"],
-            "double the load: batch, or a server's concurrency / rate",
+            "double the load (batch, concurrency or rate)",
         ),
         (
             Action::LoadLess,
             "load_less",
             &["b"],
-            "halve the load: batch, or a server's concurrency / rate",
+            "halve the load (batch, concurrency or rate)",
         ),
         (Action::NextTheme, "theme", &["t"], "next colour theme"),
         (
@@ -114,6 +115,12 @@ impl Action {
             "view",
             &["v"],
             "charts: per request, distributions, bands, heatmap",
+        ),
+        (
+            Action::ToggleServer,
+            "server",
+            &["s"],
+            "table: client vs server (--server-metrics)",
         ),
         (Action::Help, "help", &["?"], "this help"),
     ];
@@ -316,6 +323,7 @@ struct KeysFile {
     load_less: Option<Spanned<KeyList>>,
     theme: Option<Spanned<KeyList>>,
     view: Option<Spanned<KeyList>>,
+    server: Option<Spanned<KeyList>>,
     help: Option<Spanned<KeyList>>,
 }
 
@@ -335,6 +343,7 @@ impl KeysFile {
             (Action::LoadLess, self.load_less),
             (Action::NextTheme, self.theme),
             (Action::CycleView, self.view),
+            (Action::ToggleServer, self.server),
             (Action::Help, self.help),
         ]
         .into_iter()

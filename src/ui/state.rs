@@ -271,8 +271,9 @@ pub struct App {
     outlier_ttft: Summary,
     outlier_tpot: Summary,
     pub decode_tok_s: Option<f64>,
-    /// The server's own view over its last window (`--server-metrics`).
-    pub server: Option<crate::event::ServerWindow>,
+    /// Whether the table shows the client's percentiles beside the server's own (when the run
+    /// has `--server-metrics`; `s` toggles).
+    pub server_columns: bool,
     /// A sweep's cells so far, in grid order (`infertop sweep` in a terminal).
     pub sweep: Vec<crate::event::SweepCellView>,
     dirty: bool,
@@ -332,7 +333,7 @@ impl App {
             outlier_ttft: Summary::default(),
             outlier_tpot: Summary::default(),
             decode_tok_s: None,
-            server: None,
+            server_columns: true,
             sweep: Vec::new(),
             dirty: true,
             pending_boundary: false,
@@ -451,10 +452,7 @@ impl App {
                 );
             }
             Event::Telemetry(sample) => self.telemetry_sample(sample),
-            Event::ServerMetrics(w) => {
-                self.server = Some(w.as_ref().clone());
-                self.dirty = true;
-            }
+            Event::ServerMetrics(_) => self.dirty = true,
             Event::SweepCell(v) => {
                 match self.sweep.iter_mut().find(|c| c.cell == v.cell) {
                     Some(c) => *c = v.as_ref().clone(),
@@ -772,6 +770,10 @@ impl App {
                 self.view = self.view.next();
                 Update::None
             }
+            Action::ToggleServer => {
+                self.server_columns = !self.server_columns;
+                Update::None
+            }
             Action::NextTheme => {
                 self.theme_index = (self.theme_index + 1) % self.themes.len();
                 Update::None
@@ -944,14 +946,16 @@ mod tests {
         for _ in 0..150_000 {
             app.apply(&step);
         }
+        app.apply(&done(0, false, 0.01));
         app.refresh();
         assert_eq!(app.table.get(Metric::Itl).n, crate::stats::STEP_WINDOW);
         app.apply(&Event::DecodeStep {
-            index: 0,
-            step: 2,
+            index: 1,
+            step: 1,
             itl_s: 0.5,
             gpu_s: None,
         });
+        app.apply(&done(1, false, 0.01));
         app.refresh();
         assert_eq!(app.table.get(Metric::Itl).max, 0.5);
     }

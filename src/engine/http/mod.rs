@@ -23,7 +23,7 @@ use crate::event::{
     WorkloadDesc,
 };
 use crate::util::{fnv1a, SplitMix64};
-use request::{Ask, Failure, Measured};
+use request::{Ask, Failure, Measured, Token};
 pub use request::{Endpoint, PromptWords};
 
 /// The engine thread's name (an engine thread: see `util::quiet_engine_panics`).
@@ -463,8 +463,16 @@ fn launch(
             &ask,
             scheduled,
             shared.timeout,
-            |ttft_s| {
-                let _ = events.send(Event::PrefillDone { index, ttft_s });
+            |token| {
+                let _ = events.send(match token {
+                    Token::First { ttft_s } => Event::PrefillDone { index, ttft_s },
+                    Token::Step { step, itl_s } => Event::DecodeStep {
+                        index,
+                        step,
+                        itl_s,
+                        gpu_s: None,
+                    },
+                });
             },
         )
         .await;
@@ -472,16 +480,8 @@ fn launch(
     });
 }
 
-/// A measured stream as every consumer sees it: its decode steps, then the request.
+/// A measured stream ends as a request (its decode steps went out as they arrived).
 fn finish(cfg: &HttpConfig, launched: Launched, m: Measured, tx: &Sender<Event>) {
-    for (i, itl_s) in m.itls_s.iter().enumerate() {
-        let _ = tx.send(Event::DecodeStep {
-            index: launched.index,
-            step: (i + 1) as u32,
-            itl_s: *itl_s,
-            gpu_s: None,
-        });
-    }
     let done = request_done(cfg.record_tokens, &launched, m);
     let _ = tx.send(Event::RequestDone(Box::new(done)));
 }

@@ -136,6 +136,15 @@ impl Failure {
     }
 }
 
+/// A content chunk as it arrives.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Token {
+    /// The first: scheduled send → now.
+    First { ttft_s: f64 },
+    /// Chunk `step` (1 for the second chunk) after the first, `itl_s` after the one before.
+    Step { step: u32, itl_s: f64 },
+}
+
 /// How far a request got, kept outside the timed future so a timeout can say it.
 #[derive(Debug, Default)]
 pub struct Progress {
@@ -145,7 +154,8 @@ pub struct Progress {
 }
 
 /// Sends `ask` to `endpoint` and reads the whole stream. `scheduled` is when the request was
-/// due (open loop) or is now (closed loop); `on_first_token` gets the TTFT as soon as it is known.
+/// due (open loop) or is now (closed loop); `on_token` hears of each content chunk as it
+/// arrives (the TTFT, then each step's interval), so that a dashboard sees a long stream live.
 #[allow(clippy::too_many_arguments)]
 pub async fn measure(
     client: &Client,
@@ -154,7 +164,7 @@ pub async fn measure(
     ask: &Ask,
     scheduled: Instant,
     timeout: Duration,
-    on_first_token: impl FnOnce(f64),
+    on_token: impl FnMut(Token),
 ) -> Result<Measured, Failure> {
     let mut progress = Progress::default();
     let run = stream(
@@ -164,7 +174,7 @@ pub async fn measure(
         ask,
         scheduled,
         &mut progress,
-        on_first_token,
+        on_token,
     );
     match tokio::time::timeout(timeout, run).await {
         Ok(r) => r,
@@ -189,7 +199,7 @@ async fn stream(
     ask: &Ask,
     scheduled: Instant,
     progress: &mut Progress,
-    on_first_token: impl FnOnce(f64),
+    mut on_token: impl FnMut(Token),
 ) -> Result<Measured, Failure> {
     let path = match ask.api {
         Api::Completions => "/v1/completions",
@@ -243,7 +253,6 @@ async fn stream(
     let mut first: Option<Instant> = None; // the first content chunk
     let mut last: Option<Instant> = None;
     let mut done: Option<Instant> = None;
-    let mut on_first = Some(on_first_token);
     let mut end: Instant;
     loop {
         let next = resp.chunk().await;
@@ -292,13 +301,16 @@ async fn stream(
                 None => {
                     first = Some(end);
                     out.ttft_s = since(end);
-                    if let Some(f) = on_first.take() {
-                        f(out.ttft_s);
-                    }
+                    on_token(Token::First { ttft_s: out.ttft_s });
                 }
-                Some(prev) => out
-                    .itls_s
-                    .push(end.saturating_duration_since(prev).as_secs_f64()),
+                Some(prev) => {
+                    let itl_s = end.saturating_duration_since(prev).as_secs_f64();
+                    out.itls_s.push(itl_s);
+                    on_token(Token::Step {
+                        step: out.itls_s.len() as u32,
+                        itl_s,
+                    });
+                }
             }
             last = Some(end);
             out.content_chunks += 1;

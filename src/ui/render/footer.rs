@@ -29,6 +29,14 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         items.push((vec![Action::PauseResume], pause));
         items.push((vec![Action::ResetStats], "reset"));
     }
+    if app.run.server.last.is_some() && app.baseline.is_none() {
+        let what = if app.server_columns {
+            "client table"
+        } else {
+            "vs server"
+        };
+        items.push((vec![Action::ToggleServer], what));
+    }
     if app.run.info.is_some() {
         items.push((vec![Action::CycleView], app.view.next().label()));
         items.push((vec![Action::ToggleWarmup], warmup));

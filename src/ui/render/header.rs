@@ -149,7 +149,7 @@ fn status_line<'a>(app: &App, sep: &str) -> Line<'a> {
             ));
         }
         // The server's own view (`--server-metrics`), beside the client's.
-        if let Some(w) = &app.server {
+        if let Some(w) = &app.run.server.last {
             let mut part = |label: &str, value: String| {
                 spans.push(Span::styled(sep.to_string(), theme.dim));
                 spans.push(Span::styled(format!("server {label} "), theme.dim));

@@ -9,6 +9,7 @@ use ratatui::widgets::{Cell, Row, Table};
 use ratatui::Frame;
 
 use super::panel;
+use crate::event::ServerQuantiles;
 use crate::stats::{Metric, Summary};
 use crate::ui::format;
 use crate::ui::keys::Action;
@@ -17,6 +18,9 @@ use crate::ui::state::App;
 const HEADINGS: [&str; 8] = ["", "mean", "p50", "p90", "p95", "p99", "max", "n"];
 const BASELINE_HEADINGS: [&str; 8] = [
     "", "p50", "base p50", "dp50", "p99", "base p99", "dp99", "n",
+];
+const SERVER_HEADINGS: [&str; 8] = [
+    "", "p50", "srv p50", "gap", "p99", "srv p99", "gap", "n/srv",
 ];
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
@@ -45,8 +49,14 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     if let Some(base) = &app.baseline {
         block = block.title_bottom(Line::styled(format!("baseline: {}", base.name), theme.dim));
     }
+    let server = app.server_columns && app.baseline.is_none() && app.run.server.last.is_some();
+    if server {
+        block = block.title_bottom(Line::styled(server_note(app), theme.dim));
+    }
     let headings = if app.baseline.is_some() {
         &BASELINE_HEADINGS
+    } else if server {
+        &SERVER_HEADINGS
     } else {
         &HEADINGS
     };
@@ -61,6 +71,10 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         let mut cells = vec![Cell::from(Span::styled(metric.label(), theme.text))];
         if let Some(base) = &app.baseline {
             baseline_cells(&mut cells, app, *metric, s, &base.table.get(*metric));
+            return Row::new(cells);
+        }
+        if server {
+            server_cells(&mut cells, app, *metric, s);
             return Row::new(cells);
         }
         for v in values(s) {
@@ -86,7 +100,21 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     });
     let mut widths = vec![Constraint::Length(13)];
     widths.extend([Constraint::Fill(1); 6]);
-    widths.push(Constraint::Fill(1));
+    if server {
+        // Both counts must show whole: the column is as wide as the widest.
+        let widest = app
+            .table
+            .rows
+            .iter()
+            .map(|(m, s)| server_n(s, server_quantiles(app, *m)).chars().count())
+            .max()
+            .unwrap_or(1);
+        widths.push(Constraint::Length(
+            widest.max(SERVER_HEADINGS[7].len()) as u16
+        ));
+    } else {
+        widths.push(Constraint::Fill(1));
+    }
     let table = Table::new(rows, widths)
         .header(header)
         .column_spacing(1)
@@ -129,6 +157,85 @@ fn baseline_cells(
     cells.push(Cell::from(
         Line::styled(format!("{} ", live.n), theme.dim).right_aligned(),
     ));
+}
+
+/// The server's figure for a table row: its own histogram over the steady state, for the
+/// metrics a server measures (TTFT, ITL, E2E).
+fn server_quantiles(app: &App, metric: Metric) -> Option<ServerQuantiles> {
+    let span = app.run.server.summary.as_ref()?;
+    match metric {
+        Metric::Ttft => span.ttft_s,
+        Metric::Itl => span.itl_s,
+        Metric::E2e => span.e2e_s,
+        _ => None,
+    }
+}
+
+/// Client p50, server p50, client − server, the same at p99, and both n: the gap is the
+/// network plus whatever queueing the server's own timers do not see.
+fn server_cells(cells: &mut Vec<Cell>, app: &App, metric: Metric, live: &Summary) {
+    let theme = app.theme();
+    let ascii = app.glyphs.ascii;
+    let fmt = |v: Option<f64>| match v {
+        Some(v) if metric.is_latency() => format::duration(v, ascii),
+        Some(v) => format::si(v),
+        None => "-".to_string(),
+    };
+    let client = |v: f64| (live.n > 0).then_some(v);
+    let srv = server_quantiles(app, metric);
+    for (now, theirs) in [
+        (client(live.p50), srv.map(|q| q.p50)),
+        (client(live.p99), srv.map(|q| q.p99)),
+    ] {
+        cells.push(Cell::from(
+            Line::styled(format!("{} ", fmt(now)), theme.text).right_aligned(),
+        ));
+        cells.push(Cell::from(
+            Line::styled(format!("{} ", fmt(theirs)), theme.dim).right_aligned(),
+        ));
+        let gap = match (now, theirs) {
+            (Some(a), Some(b)) => {
+                let sign = if a >= b { "+" } else { "-" };
+                format!("{sign}{} ", format::duration((a - b).abs(), ascii))
+            }
+            _ => "- ".to_string(),
+        };
+        cells.push(Cell::from(Line::styled(gap, theme.text).right_aligned()));
+    }
+    cells.push(Cell::from(
+        Line::styled(server_n(live, srv), theme.dim).right_aligned(),
+    ));
+}
+
+/// `client n/server n`, or the client's alone for a row the server does not measure.
+fn server_n(live: &Summary, srv: Option<ServerQuantiles>) -> String {
+    match srv {
+        Some(q) => format!("{}/{} ", live.n, q.n),
+        None => format!("{} ", live.n),
+    }
+}
+
+/// `server vllm · 12 s after warmup · prefix hits 80% · 3 preemptions`, the bottom title of
+/// the table in client-vs-server mode.
+fn server_note(app: &App) -> String {
+    let sep = app.glyphs.sep;
+    let mut parts = Vec::new();
+    if let Some(w) = &app.run.server.last {
+        parts.push(format!("server {}", w.server));
+    }
+    match &app.run.server.summary {
+        Some(span) => parts.push(format!("{:.0} s after warmup", span.seconds)),
+        None => parts.push("waiting for a window after warmup".into()),
+    }
+    if let Some(h) = app.run.server.last.as_ref().and_then(|w| w.prefix_hit_rate) {
+        parts.push(format!("prefix hits {:.0}%", h * 100.0));
+    }
+    if let Some(span) = &app.run.server.summary {
+        if span.preemptions > 0 {
+            parts.push(format!("{} preemptions", span.preemptions));
+        }
+    }
+    parts.join(&format!(" {sep} "))
 }
 
 fn values(s: &Summary) -> [f64; 6] {
