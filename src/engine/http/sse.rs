@@ -4,6 +4,8 @@
 //! each `data:` line is one payload (multi-line events are not used by any of them). Comments
 //! (`:`), `event:`, `id:` and `retry:` lines and blank lines carry nothing we time.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 /// Longest line accepted before the stream is called malformed (a server bug or not SSE).
@@ -120,8 +122,82 @@ pub struct Chunk {
     pub completion_tokens: Option<usize>,
 }
 
-/// Reads one `data:` JSON payload of `/v1/completions` or `/v1/chat/completions`.
+/// The fields of a chunk that matter, borrowed from the payload where no escape forces a copy:
+/// the common case, read without building a map of every field.
+#[derive(serde::Deserialize)]
+struct Typed<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<TypedChoice<'a>>,
+    #[serde(default)]
+    usage: Option<TypedUsage>,
+    #[serde(default)]
+    error: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(serde::Deserialize)]
+struct TypedChoice<'a> {
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    delta: Option<TypedDelta<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(serde::Deserialize)]
+struct TypedDelta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
+}
+
+#[derive(serde::Deserialize)]
+struct TypedUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+/// Reads one `data:` JSON payload of `/v1/completions` or `/v1/chat/completions`. A chunk of
+/// the usual shape takes the typed path; anything else (an error object, a field of an odd
+/// type, not an object, not JSON) is read as a JSON value, which decides what it means.
 pub fn parse_chunk(payload: &str) -> Result<Chunk, String> {
+    match serde_json::from_str::<Typed>(payload) {
+        Ok(t) if t.error.is_none() => Ok(typed_chunk(t)),
+        _ => parse_value(payload),
+    }
+}
+
+fn typed_chunk(t: Typed) -> Chunk {
+    let mut chunk = Chunk::default();
+    if let Some(u) = t.usage {
+        chunk.prompt_tokens = u.prompt_tokens.and_then(|n| usize::try_from(n).ok());
+        chunk.completion_tokens = u.completion_tokens.and_then(|n| usize::try_from(n).ok());
+    }
+    for choice in t.choices {
+        let delta = choice.delta;
+        let (content, reasoning_content, reasoning) = match delta {
+            Some(d) => (d.content, d.reasoning_content, d.reasoning),
+            None => (None, None, None),
+        };
+        for part in [choice.text, content, reasoning_content, reasoning]
+            .into_iter()
+            .flatten()
+        {
+            chunk.text.push_str(&part);
+        }
+        if let Some(r) = choice.finish_reason {
+            chunk.finish_reason = Some(r.into_owned());
+        }
+    }
+    chunk
+}
+
+fn parse_value(payload: &str) -> Result<Chunk, String> {
     let v: Value = serde_json::from_str(payload)
         .map_err(|e| format!("malformed JSON in SSE data ({e}): {}", excerpt(payload, 80)))?;
     let Some(obj) = v.as_object() else {
@@ -248,6 +324,28 @@ mod tests {
         assert!(parse_chunk("[1,2]").is_err());
         let err = parse_chunk(r#"{"error":{"message":"overloaded"}}"#).unwrap_err();
         assert!(err.contains("overloaded"), "{err}");
+    }
+
+    #[test]
+    fn the_typed_path_reads_what_the_value_path_reads() {
+        let payloads = [
+            r#"{"id":"x","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":" the","logprobs":null,"finish_reason":null}]}"#,
+            r#"{"choices":[{"delta":{"role":"assistant","content":"a\nb\u00e9\"q\""},"finish_reason":null}]}"#,
+            r#"{"choices":[{"delta":{"reasoning_content":"think","content":null}}],"usage":null}"#,
+            r#"{"choices":[{"delta":{"reasoning":"r"}},{"text":"two"}],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":7.5,"completion_tokens":3}}"#,
+            r#"{"choices":[{"text":5,"finish_reason":"length"}]}"#,
+            r#"{"choices":{"text":"not a list"}}"#,
+            r#"{"choices":[{"text":"x","finish_reason":"stop"}],"error":null}"#,
+            r#"{"error":"plain"}"#,
+            r#"{"usage":{"prompt_tokens":-1}}"#,
+            r#"{}"#,
+            r#""a string""#,
+            r#"null"#,
+        ];
+        for p in payloads {
+            assert_eq!(parse_chunk(p), parse_value(p), "{p}");
+        }
     }
 
     #[test]
