@@ -260,15 +260,19 @@ fn windows(n: u64, text: fn(u64) -> String) -> Vec<ServerWindow> {
         .collect()
 }
 
-fn watch_state(server: &str) -> WatchState {
-    WatchState::new(WatchConfig {
+fn config(server: &str) -> WatchConfig {
+    WatchConfig {
         url: "http://vllm-0.prod:8000/metrics".into(),
         server: server.into(),
         interval: Duration::from_secs(1),
         themes: vec![Theme::fallback()],
         glyphs: Glyphs::new(false),
         keys: KeyMap::default(),
-    })
+    }
+}
+
+fn watch_state(server: &str) -> WatchState {
+    WatchState::new(config(server))
 }
 
 /// A watch that has read `n` windows of `text`, at `n` seconds.
@@ -429,6 +433,15 @@ fn the_loop_applies_windows_keys_and_signals() {
     };
     let stop = watch::run_loop(&mut terminal, &mut input, &rx, &mut state, &opts).unwrap();
     assert_eq!(stop, StopReason::DurationLimit);
+    // A scraper that died (its sender dropped) is an error, not a frozen screen.
+    drop(tx);
+    let opts = WatchLoop {
+        signals: Signals::none(),
+        started: Instant::now(),
+        deadline: None,
+    };
+    let err = watch::run_loop(&mut terminal, &mut input, &rx, &mut state, &opts).unwrap_err();
+    assert!(err.to_string().contains("scraper"), "{err}");
 }
 
 /// `--headless` in a terminal prints the lines a pipe gets.
@@ -495,4 +508,37 @@ fn in_a_terminal_a_hangup_restores_it() {
     let status = s.wait_exit(Duration::from_secs(20));
     assert_eq!(status.exit_code(), 129, "{}", s.contents());
     s.assert_restored();
+}
+
+/// p99 is drawn behind p50 in its own style (colours are not in the snapshots).
+#[test]
+fn p99_and_p50_bars_have_their_own_styles() {
+    let theme = Theme::builtin("default").unwrap();
+    let mut s = WatchState::new(WatchConfig {
+        themes: vec![theme.clone()],
+        ..config("vllm")
+    });
+    for (k, w) in windows(30, vllm_text).into_iter().enumerate() {
+        s.apply(WatchEvent::Window {
+            t_s: (k + 1) as f64,
+            window: Box::new(w),
+        });
+    }
+    let terminal = draw(&s, 80, 24);
+    let buf = terminal.backend().buffer();
+    let regions = render::layout(buf.area).unwrap();
+    for (chart, front) in [(3, theme.ttft), (4, theme.itl)] {
+        assert_ne!(front.fg, theme.outlier.fg, "the theme tells them apart");
+        let r = regions.charts[chart];
+        let fgs: Vec<_> = (r.y + 1..r.bottom() - 1)
+            .flat_map(|y| (r.x + 1..r.right() - 1).map(move |x| (x, y)))
+            .filter(|&(x, y)| buf[(x, y)].symbol() != " ")
+            .map(|(x, y)| buf[(x, y)].fg)
+            .collect();
+        assert!(
+            fgs.contains(&theme.outlier.fg.unwrap()),
+            "no p99 in chart {chart}"
+        );
+        assert!(fgs.contains(&front.fg.unwrap()), "no p50 in chart {chart}");
+    }
 }

@@ -16,6 +16,7 @@ use super::{args, print_stdout, say, Failure};
 use crate::event::{ServerQuantiles as Quantiles, ServerWindow as Window};
 use crate::run::{Signals, EXIT_OK};
 use crate::scrape;
+use crate::ui::theme::{ColorDepth, ColorMode, Theme};
 
 /// `--format` of watch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -43,6 +44,15 @@ pub struct WatchArgs {
     /// what a pipe, a file or `--format json` gets.
     #[arg(long)]
     pub headless: bool,
+    /// Theme of the live screen: a name (default, light, high-contrast, mono) or a TOML file.
+    #[arg(long, default_value = "default")]
+    pub theme: String,
+    /// Colour in the live screen.
+    #[arg(long, value_enum, default_value_t = ColorMode::Auto)]
+    pub color: ColorMode,
+    /// Only ASCII characters in the live screen.
+    #[arg(long)]
+    pub ascii: bool,
 }
 
 /// `infertop watch`.
@@ -53,6 +63,15 @@ pub fn watch(args: &WatchArgs) -> Result<i32, Failure> {
         ));
     }
     let url = scrape::metrics_url(&args.url).map_err(|e| Failure::usage(format!("watch: {e}")))?;
+    // The theme is checked in headless watches too, as runs check theirs: a mistake in a script
+    // should not wait for the same command in a terminal to show.
+    let depth = ColorDepth::from_env(args.color);
+    let themes: Vec<Theme> = Theme::load(&args.theme)
+        .and_then(Theme::cycle)
+        .map_err(|e| Failure::usage(crate::util::one_line(&e.to_string())))?
+        .into_iter()
+        .map(|t| t.for_depth(depth))
+        .collect();
     let signals =
         Signals::register().map_err(|e| Failure::runtime(format!("cannot watch signals: {e}")))?;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -89,7 +108,7 @@ pub fn watch(args: &WatchArgs) -> Result<i32, Failure> {
         started,
     };
     if dashboard {
-        return watch_dashboard(args, scraper, &signals);
+        return watch_dashboard(args, scraper, themes, &signals);
     }
     if args.format == WatchFormat::Text {
         print_stdout(&format!("{}\n", text_header()))?;
@@ -155,22 +174,21 @@ impl Scraper {
 /// The live screen: the scrapes go on in a thread that sends a `WatchEvent` per scrape; the
 /// screen runs here until q, a signal or `--duration`; then the whole watch's summary is
 /// printed on the restored terminal, as the headless watch prints it.
-fn watch_dashboard(args: &WatchArgs, scraper: Scraper, signals: &Signals) -> Result<i32, Failure> {
-    use crate::ui::theme::{ColorDepth, ColorMode, Glyphs, Theme};
+fn watch_dashboard(
+    args: &WatchArgs,
+    scraper: Scraper,
+    themes: Vec<Theme>,
+    signals: &Signals,
+) -> Result<i32, Failure> {
+    use crate::ui::theme::Glyphs;
     use crate::ui::watch::{WatchConfig, WatchEvent, WatchLoop};
 
-    let depth = ColorDepth::from_env(ColorMode::Auto);
-    let themes = Theme::cycle(Theme::fallback())
-        .map_err(|e| Failure::runtime(format!("watch: the built-in themes: {e}")))?
-        .into_iter()
-        .map(|t| t.for_depth(depth))
-        .collect();
     let config = WatchConfig {
         url: scraper.url.to_string(),
         server: scraper.first.server().to_string(),
         interval: args.interval,
         themes,
-        glyphs: Glyphs::new(false),
+        glyphs: Glyphs::new(args.ascii),
         keys: crate::ui::KeyMap::default(),
     };
     let opts = WatchLoop {
@@ -219,23 +237,29 @@ fn watch_dashboard(args: &WatchArgs, scraper: Scraper, signals: &Signals) -> Res
             })
             .map_err(|e| Failure::runtime(format!("watch: cannot start the scraper: {e}")))?
     };
-    let result = crate::ui::watch::run(rx, config, &opts);
+    // A panic in the screen has restored the terminal (ratatui's hook) and printed itself;
+    // catching it here still prints what was measured.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::ui::watch::run(rx, config, &opts)
+    }));
+    // The thread ends at its next look at `stop`, or with the process: quitting never waits
+    // on a scrape in flight.
     stop.store(true, Ordering::Relaxed);
-    // Only wait for a thread that is between scrapes; one stuck in a request is left to exit
-    // with the process.
-    if thread.is_finished() {
-        let _ = thread.join();
-    }
-    let total = shared.lock().map(|t| t.clone()).ok();
-    if let Some(total) = total {
-        // The terminal may have hung up (SIGHUP): nothing better to do with a failed write.
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(summary(&total, WatchFormat::Text).as_bytes());
-        let _ = out.flush();
-    }
+    drop(thread);
+    let total = match shared.lock() {
+        Ok(t) => t.clone(),
+        Err(poisoned) => poisoned.into_inner().clone(),
+    };
+    // The terminal may have hung up (SIGHUP): nothing better to do with a failed write.
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(summary(&total, WatchFormat::Text).as_bytes());
+    let _ = out.flush();
     match result {
-        Ok(_) => Ok(signals.exit_code().unwrap_or(EXIT_OK)),
-        Err(e) => Err(Failure::runtime(format!("watch: the screen failed ({e})"))),
+        Ok(Ok(_)) => Ok(signals.exit_code().unwrap_or(EXIT_OK)),
+        Ok(Err(e)) => Err(Failure::runtime(format!("watch: the screen failed ({e})"))),
+        Err(_) => Err(Failure::runtime(
+            "watch: the screen panicked (see above); the summary covers every window read",
+        )),
     }
 }
 

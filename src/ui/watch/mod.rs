@@ -75,8 +75,10 @@ where
                     next_draw = Instant::now();
                 }
                 Err(TryRecvError::Empty) => break,
-                // The scraper only stops when told to; if it went, the screen stays as it is.
-                Err(TryRecvError::Disconnected) => break,
+                // The scraper only stops when told to: gone means it failed (a panic).
+                Err(TryRecvError::Disconnected) => {
+                    anyhow::bail!("the scraper thread stopped; the summary covers what it read")
+                }
             }
         }
         if let Some(reason) = opts.signals.stop_reason() {
