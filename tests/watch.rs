@@ -8,11 +8,23 @@ use std::net::TcpListener;
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use infertop::event::{ServerWindow, StopReason};
+use infertop::run::Signals;
+use infertop::scrape;
+use infertop::ui::theme::{Glyphs, Theme};
+use infertop::ui::watch::{self, render, WatchConfig, WatchEvent, WatchLoop, WatchState};
+use infertop::ui::KeyMap;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{Event as TermEvent, KeyCode, KeyEvent, KeyModifiers};
+use ratatui::Terminal;
 use serde_json::Value;
 
 #[path = "common/stream_server.rs"]
 mod stream_server;
+
+mod common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_infertop");
 
@@ -182,4 +194,373 @@ fn a_load_run_records_the_servers_own_view() {
         md.contains("| TTFT |") && md.contains("client − server"),
         "{md}"
     );
+}
+
+/// A triangle wave 0..=10 over 20 windows: load that rises and falls.
+fn tri(k: u64) -> u64 {
+    let p = k % 20;
+    if p <= 10 {
+        p
+    } else {
+        20 - p
+    }
+}
+
+/// Cumulative vLLM metrics after `upto` windows of known load: window k finishes 10 + tri(k)
+/// requests, a slow TTFT/E2E tail every 7th window, a long ITL tail every 5th.
+fn vllm_text(upto: u64) -> String {
+    let (mut ttft, mut itl, mut e2e) = ([0u64; 5], [0u64; 4], [0u64; 4]);
+    let (mut preempt, mut hits, mut queries) = (0, 0, 0);
+    for k in 1..=upto {
+        let n = 10 + tri(k);
+        let slow = if k % 7 == 0 { 3 } else { 0 };
+        let mid = n / 3;
+        for (i, c) in [2, n - 2 - mid - slow, mid, 0, slow].iter().enumerate() {
+            ttft[i] += c;
+        }
+        let tail = k % 5;
+        for (i, c) in [4 * n, 5 * n, n - tail, tail].iter().enumerate() {
+            itl[i] += c;
+        }
+        for (i, c) in [n / 2, n - n / 2 - slow, slow, 0].iter().enumerate() {
+            e2e[i] += c;
+        }
+        preempt += u64::from(k % 11 == 0);
+        hits += 50 + 2 * tri(k);
+        queries += 100;
+    }
+    let t = tri(upto);
+    let mut out = format!(
+        "vllm:num_requests_running{{model_name=\"m\"}} {}\n\
+         vllm:num_requests_waiting{{model_name=\"m\"}} {}\n\
+         vllm:kv_cache_usage_perc{{model_name=\"m\"}} {}\n\
+         vllm:num_preemptions_total{{model_name=\"m\"}} {preempt}\n\
+         vllm:prefix_cache_hits_total{{model_name=\"m\"}} {hits}\n\
+         vllm:prefix_cache_queries_total{{model_name=\"m\"}} {queries}\n",
+        4 + t / 2,
+        t.saturating_sub(7),
+        (20 + 6 * t) as f64 / 100.0,
+    );
+    let mut hist = |name: &str, bounds: &[&str], counts: &[u64]| {
+        let mut cum = 0;
+        for (b, c) in bounds.iter().zip(counts) {
+            cum += c;
+            out.push_str(&format!(
+                "{name}_bucket{{le=\"{b}\",model_name=\"m\"}} {cum}\n"
+            ));
+        }
+        out.push_str(&format!(
+            "{name}_bucket{{le=\"+Inf\",model_name=\"m\"}} {cum}\n"
+        ));
+    };
+    hist(
+        "vllm:time_to_first_token_seconds",
+        &["0.05", "0.1", "0.25", "0.5", "1"],
+        &ttft,
+    );
+    hist(
+        "vllm:inter_token_latency_seconds",
+        &["0.01", "0.02", "0.04", "0.08"],
+        &itl,
+    );
+    hist(
+        "vllm:e2e_request_latency_seconds",
+        &["1", "2", "5", "10"],
+        &e2e,
+    );
+    out
+}
+
+/// The windows between scrapes 0..=n of `text`, one a second.
+fn windows(n: u64, text: fn(u64) -> String) -> Vec<ServerWindow> {
+    (1..=n)
+        .map(|k| {
+            let a = scrape::parse(&text(k - 1)).unwrap();
+            let b = scrape::parse(&text(k)).unwrap();
+            scrape::window(&a, &b, 1.0)
+        })
+        .collect()
+}
+
+fn config(server: &str) -> WatchConfig {
+    WatchConfig {
+        url: "http://vllm-0.prod:8000/metrics".into(),
+        server: server.into(),
+        interval: Duration::from_secs(1),
+        themes: vec![Theme::fallback()],
+        glyphs: Glyphs::new(false),
+        keys: KeyMap::default(),
+    }
+}
+
+fn watch_state(server: &str) -> WatchState {
+    WatchState::new(config(server))
+}
+
+/// A watch that has read `n` windows of `text`, at `n` seconds.
+fn watched(server: &str, n: u64, text: fn(u64) -> String) -> WatchState {
+    let mut s = watch_state(server);
+    for (k, w) in windows(n, text).into_iter().enumerate() {
+        s.apply(WatchEvent::Window {
+            t_s: (k + 1) as f64,
+            window: Box::new(w),
+        });
+    }
+    s.tick(Duration::from_secs(n));
+    s
+}
+
+fn draw(s: &WatchState, width: u16, height: u16) -> Terminal<TestBackend> {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal.draw(|f| render::render(f, s)).unwrap();
+    terminal
+}
+
+#[test]
+fn watch_screen_at_both_sizes() {
+    let s = watched("vllm", 45, vllm_text);
+    insta::assert_snapshot!("watch_vllm_80x24", draw(&s, 80, 24).backend());
+    insta::assert_snapshot!("watch_vllm_200x60", draw(&s, 200, 60).backend());
+}
+
+/// TGI exports no TTFT, ITL, KV usage, prefix cache or preemptions: those read `-` or "not
+/// exported"; a failing scrape is a warning in the header; pausing holds windows.
+fn tgi_text(upto: u64) -> String {
+    let n = 6 * upto;
+    format!(
+        "tgi_batch_current_size 3\ntgi_queue_size 1\n\
+         tgi_request_duration_bucket{{le=\"0.5\"}} {}\n\
+         tgi_request_duration_bucket{{le=\"1\"}} {n}\n\
+         tgi_request_duration_bucket{{le=\"+Inf\"}} {n}\n",
+        n / 2
+    )
+}
+
+#[test]
+fn watch_screen_of_a_server_without_most_metrics_failing_and_paused() {
+    let mut s = watched("tgi", 12, tgi_text);
+    s.update(infertop::ui::Action::PauseResume);
+    let w = windows(13, tgi_text).pop().unwrap();
+    s.apply(WatchEvent::Window {
+        t_s: 13.0,
+        window: Box::new(w),
+    });
+    for t in [14.0, 15.0] {
+        s.apply(WatchEvent::ScrapeFailed {
+            t_s: t,
+            message: "HTTP 503".into(),
+        });
+    }
+    s.tick(Duration::from_secs(15));
+    insta::assert_snapshot!("watch_tgi_failing_paused_80x24", draw(&s, 80, 24).backend());
+}
+
+#[test]
+fn watch_screen_before_the_first_window_with_help_and_too_small() {
+    let mut s = watch_state("vllm");
+    s.tick(Duration::from_millis(400));
+    insta::assert_snapshot!("watch_first_window_80x24", draw(&s, 80, 24).backend());
+    let mut s = watched("vllm", 10, vllm_text);
+    s.update(infertop::ui::Action::Help);
+    insta::assert_snapshot!("watch_help_80x24", draw(&s, 80, 24).backend());
+    insta::assert_snapshot!("watch_too_small_70x20", draw(&s, 70, 20).backend());
+}
+
+/// The table's whole-watch percentiles, summed window by window from the trimmed bucket
+/// deltas, equal those of one window from the first scrape to the last.
+#[test]
+fn whole_watch_percentiles_are_those_of_one_window_over_everything() {
+    let n = 45;
+    let s = watched("vllm", n, vllm_text);
+    let first = scrape::parse(&vllm_text(0)).unwrap();
+    let last = scrape::parse(&vllm_text(n)).unwrap();
+    let all = scrape::window(&first, &last, n as f64);
+    let span = &s.span_summary;
+    assert_eq!(span.windows, n);
+    for (got, want) in [
+        (span.ttft_s, all.ttft_s),
+        (span.itl_s, all.itl_s),
+        (span.e2e_s, all.e2e_s),
+    ] {
+        let (got, want) = (got.unwrap(), want.unwrap());
+        assert_eq!(got.n, want.n);
+        for (g, w) in [
+            (got.p50, want.p50),
+            (got.p90, want.p90),
+            (got.p99, want.p99),
+        ] {
+            assert!((g - w).abs() < 1e-12, "{got:?} vs {want:?}");
+        }
+    }
+    // The slow tail (every 7th window) is in the whole watch's p99, not in most windows'.
+    assert!(span.ttft_s.unwrap().p99 > 0.5);
+    assert!(s.last.as_ref().unwrap().ttft_s.unwrap().p99 < 0.25);
+}
+
+/// Input scripted as a list; `None` entries are idle waits.
+struct Script(std::collections::VecDeque<Option<TermEvent>>);
+
+impl infertop::ui::Input for Script {
+    fn next(&mut self, _timeout: Duration) -> std::io::Result<Option<TermEvent>> {
+        Ok(self.0.pop_front().flatten())
+    }
+}
+
+fn key(c: char) -> Option<TermEvent> {
+    Some(TermEvent::Key(KeyEvent::new(
+        KeyCode::Char(c),
+        KeyModifiers::NONE,
+    )))
+}
+
+/// The loop drains the scraper's channel into the state, draws, and turns keys and signals
+/// into the way the watch ends.
+#[test]
+fn the_loop_applies_windows_keys_and_signals() {
+    let (tx, rx) = crossbeam_channel::unbounded();
+    for (k, w) in windows(3, vllm_text).into_iter().enumerate() {
+        tx.send(WatchEvent::Window {
+            t_s: (k + 1) as f64,
+            window: Box::new(w),
+        })
+        .unwrap();
+    }
+    let opts = WatchLoop {
+        signals: Signals::none(),
+        started: Instant::now(),
+        deadline: None,
+    };
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    let mut state = watch_state("vllm");
+    let mut input = Script([None, key(' '), None, key('q'), key('q')].into());
+    let stop = watch::run_loop(&mut terminal, &mut input, &rx, &mut state, &opts).unwrap();
+    assert_eq!(stop, StopReason::UserStop);
+    assert_eq!(state.windows_read, 3);
+    assert!(state.paused);
+    let screen = format!("{}", terminal.backend());
+    assert!(
+        screen.contains(" PAUSED ") && screen.contains("space resume"),
+        "{screen}"
+    );
+
+    // A signal ends it whatever the keys say; so does --duration.
+    opts.signals.raise(1);
+    let mut input = Script(std::iter::repeat_n(None, 3).collect());
+    let stop = watch::run_loop(&mut terminal, &mut input, &rx, &mut state, &opts).unwrap();
+    assert_eq!(stop, StopReason::Signal("SIGHUP".into()));
+    let opts = WatchLoop {
+        signals: Signals::none(),
+        started: Instant::now(),
+        deadline: Some(Instant::now()),
+    };
+    let stop = watch::run_loop(&mut terminal, &mut input, &rx, &mut state, &opts).unwrap();
+    assert_eq!(stop, StopReason::DurationLimit);
+    // A scraper that died (its sender dropped) is an error, not a frozen screen.
+    drop(tx);
+    let opts = WatchLoop {
+        signals: Signals::none(),
+        started: Instant::now(),
+        deadline: None,
+    };
+    let err = watch::run_loop(&mut terminal, &mut input, &rx, &mut state, &opts).unwrap_err();
+    assert!(err.to_string().contains("scraper"), "{err}");
+}
+
+/// `--headless` in a terminal prints the lines a pipe gets.
+#[test]
+fn headless_in_a_terminal_prints_lines() {
+    let url = serve();
+    let mut s = common::pty::Session::start(
+        &[
+            "watch",
+            &url,
+            "--interval",
+            "200ms",
+            "--duration",
+            "700ms",
+            "--headless",
+        ],
+        120,
+        24,
+        100,
+    );
+    let status = s.wait_exit(Duration::from_secs(30));
+    assert!(status.success(), "{}", s.contents());
+    assert!(
+        !s.raw_text().contains("\x1b[?1049h"),
+        "took over the screen"
+    );
+    s.wait_for(
+        &["req/s", "the whole watch", "| TTFT |"],
+        Duration::from_secs(5),
+    );
+}
+
+/// In a real terminal: the screen draws from the server's windows, q quits, the terminal is
+/// restored and the whole watch's summary is printed under it.
+#[test]
+fn in_a_terminal_the_screen_draws_and_q_prints_the_summary() {
+    let url = serve();
+    let mut s = common::pty::Session::start(&["watch", &url, "--interval", "200ms"], 80, 24, 100);
+    s.wait_for(
+        &[
+            " WATCH ",
+            "Requests/s",
+            "TTFT p50/p99",
+            "q quit",
+            "scrape ok",
+        ],
+        Duration::from_secs(60),
+    );
+    // 20 TTFTs a window in (0.1, 0.2]: the last window's p50 is 150ms.
+    s.wait_for(&["p50 150ms"], Duration::from_secs(60));
+    s.send("q");
+    let status = s.wait_exit(Duration::from_secs(20));
+    assert!(status.success(), "{status:?}; screen:\n{}", s.contents());
+    s.assert_restored();
+    s.wait_for(&["the whole watch", "| TTFT |"], Duration::from_secs(5));
+}
+
+#[test]
+fn in_a_terminal_a_hangup_restores_it() {
+    let url = serve();
+    let mut s = common::pty::Session::start(&["watch", &url, "--interval", "200ms"], 80, 24, 100);
+    s.wait_for(&[" WATCH ", "q quit"], Duration::from_secs(60));
+    s.signal("HUP");
+    let status = s.wait_exit(Duration::from_secs(20));
+    assert_eq!(status.exit_code(), 129, "{}", s.contents());
+    s.assert_restored();
+}
+
+/// p99 is drawn behind p50 in its own style (colours are not in the snapshots).
+#[test]
+fn p99_and_p50_bars_have_their_own_styles() {
+    let theme = Theme::builtin("default").unwrap();
+    let mut s = WatchState::new(WatchConfig {
+        themes: vec![theme.clone()],
+        ..config("vllm")
+    });
+    for (k, w) in windows(30, vllm_text).into_iter().enumerate() {
+        s.apply(WatchEvent::Window {
+            t_s: (k + 1) as f64,
+            window: Box::new(w),
+        });
+    }
+    let terminal = draw(&s, 80, 24);
+    let buf = terminal.backend().buffer();
+    let regions = render::layout(buf.area).unwrap();
+    for (chart, front) in [(3, theme.ttft), (4, theme.itl)] {
+        assert_ne!(front.fg, theme.outlier.fg, "the theme tells them apart");
+        let r = regions.charts[chart];
+        let fgs: Vec<_> = (r.y + 1..r.bottom() - 1)
+            .flat_map(|y| (r.x + 1..r.right() - 1).map(move |x| (x, y)))
+            .filter(|&(x, y)| buf[(x, y)].symbol() != " ")
+            .map(|(x, y)| buf[(x, y)].fg)
+            .collect();
+        assert!(
+            fgs.contains(&theme.outlier.fg.unwrap()),
+            "no p99 in chart {chart}"
+        );
+        assert!(fgs.contains(&front.fg.unwrap()), "no p50 in chart {chart}");
+    }
 }

@@ -5,6 +5,9 @@
 //! as JSON lines with `--format json`. On exit (`--duration`, Ctrl-C), the whole watch is one
 //! more window: the first scrape to the last.
 
+use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Args;
@@ -13,6 +16,7 @@ use super::{args, print_stdout, say, Failure};
 use crate::event::{ServerQuantiles as Quantiles, ServerWindow as Window};
 use crate::run::{Signals, EXIT_OK};
 use crate::scrape;
+use crate::ui::theme::{ColorDepth, ColorMode, Theme};
 
 /// `--format` of watch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -36,9 +40,19 @@ pub struct WatchArgs {
     pub duration: Option<Duration>,
     #[arg(long, value_enum, default_value = "text")]
     pub format: WatchFormat,
-    /// Accepted for symmetry with runs: watch always prints lines.
+    /// Print lines even in a terminal (the default there is the live screen). Lines are also
+    /// what a pipe, a file or `--format json` gets.
     #[arg(long)]
     pub headless: bool,
+    /// Theme of the live screen: a name (default, light, high-contrast, mono) or a TOML file.
+    #[arg(long, default_value = "default")]
+    pub theme: String,
+    /// Colour in the live screen.
+    #[arg(long, value_enum, default_value_t = ColorMode::Auto)]
+    pub color: ColorMode,
+    /// Only ASCII characters in the live screen.
+    #[arg(long)]
+    pub ascii: bool,
 }
 
 /// `infertop watch`.
@@ -49,6 +63,15 @@ pub fn watch(args: &WatchArgs) -> Result<i32, Failure> {
         ));
     }
     let url = scrape::metrics_url(&args.url).map_err(|e| Failure::usage(format!("watch: {e}")))?;
+    // The theme is checked in headless watches too, as runs check theirs: a mistake in a script
+    // should not wait for the same command in a terminal to show.
+    let depth = ColorDepth::from_env(args.color);
+    let themes: Vec<Theme> = Theme::load(&args.theme)
+        .and_then(Theme::cycle)
+        .map_err(|e| Failure::usage(crate::util::one_line(&e.to_string())))?
+        .into_iter()
+        .map(|t| t.for_depth(depth))
+        .collect();
     let signals =
         Signals::register().map_err(|e| Failure::runtime(format!("cannot watch signals: {e}")))?;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -60,44 +83,184 @@ pub fn watch(args: &WatchArgs) -> Result<i32, Failure> {
         .build()
         .map_err(|e| Failure::runtime(format!("cannot build the http client: {e}")))?;
     let started = Instant::now();
+    // The first scrape decides, before the terminal is taken over, whether there is anything
+    // to watch: a server that cannot be read is one line and exit 1.
     let first = rt.block_on(scrape::fetch(&client, &url)).map_err(|e| {
         Failure::runtime(format!(
             "watch: cannot read {url} ({e}); is the server up and does it export Prometheus metrics?"
         ))
     })?;
+    let dashboard =
+        !args.headless && args.format == WatchFormat::Text && std::io::stdout().is_terminal();
     say!(
-        "infertop: watching {url} ({}), a window every {:?}; Ctrl-C stops",
+        "infertop: watching {url} ({}), a window every {:?}; {} stops",
         first.server(),
-        args.interval
+        args.interval,
+        if dashboard { "q or Ctrl-C" } else { "Ctrl-C" }
     );
+    let scraper = Scraper {
+        rt,
+        client,
+        url,
+        first: first.clone(),
+        prev: first,
+        prev_t: Instant::now(),
+        started,
+    };
+    if dashboard {
+        return watch_dashboard(args, scraper, themes, &signals);
+    }
     if args.format == WatchFormat::Text {
         print_stdout(&format!("{}\n", text_header()))?;
     }
-    let (mut prev, mut prev_t) = (first.clone(), Instant::now());
-    let mut last = first.clone();
-    let mut next = prev_t + args.interval;
+    let mut scraper = scraper;
+    let mut next = scraper.prev_t + args.interval;
     while signals.stop_reason().is_none() && args.duration.is_none_or(|d| started.elapsed() < d) {
         if Instant::now() < next {
             std::thread::sleep(Duration::from_millis(20).min(next - Instant::now()));
             continue;
         }
         next += args.interval;
-        let now = Instant::now();
-        match rt.block_on(scrape::fetch(&client, &url)) {
-            Ok(s) => {
-                let w = scrape::window(&prev, &s, now.duration_since(prev_t).as_secs_f64());
-                print_stdout(&render(&w, args.format, started.elapsed().as_secs_f64()))?;
-                (prev, prev_t, last) = (s.clone(), now, s);
-            }
+        match scraper.next() {
+            Ok(w) => print_stdout(&render(&w, args.format, started.elapsed().as_secs_f64()))?,
             Err(e) => say!(
-                "infertop: warning: scrape of {url} failed ({e}); next in {:?}",
+                "infertop: warning: scrape of {} failed ({e}); next in {:?}",
+                scraper.url,
                 args.interval
             ),
         }
     }
-    let total = scrape::window(&first, &last, prev_t.duration_since(started).as_secs_f64());
-    print_stdout(&summary(&total, args.format))?;
+    print_stdout(&summary(&scraper.total(), args.format))?;
     Ok(signals.exit_code().unwrap_or(EXIT_OK))
+}
+
+/// The scrapes so far: the first (the whole watch starts there) and the last good one (the
+/// next window starts there).
+struct Scraper {
+    rt: tokio::runtime::Runtime,
+    client: reqwest::Client,
+    url: reqwest::Url,
+    first: scrape::Scrape,
+    prev: scrape::Scrape,
+    prev_t: Instant,
+    started: Instant,
+}
+
+impl Scraper {
+    /// One more scrape: the window since the last good one, or why it could not be read (the
+    /// URL is not in the message: the caller says it where it is needed).
+    fn next(&mut self) -> Result<Window, String> {
+        let now = Instant::now();
+        let s = self.rt.block_on(scrape::fetch(&self.client, &self.url))?;
+        let w = scrape::window(
+            &self.prev,
+            &s,
+            now.duration_since(self.prev_t).as_secs_f64(),
+        );
+        (self.prev, self.prev_t) = (s, now);
+        Ok(w)
+    }
+
+    /// The whole watch as one window: from the first scrape to the last good one.
+    fn total(&self) -> Window {
+        scrape::window(
+            &self.first,
+            &self.prev,
+            self.prev_t.duration_since(self.started).as_secs_f64(),
+        )
+    }
+}
+
+/// The live screen: the scrapes go on in a thread that sends a `WatchEvent` per scrape; the
+/// screen runs here until q, a signal or `--duration`; then the whole watch's summary is
+/// printed on the restored terminal, as the headless watch prints it.
+fn watch_dashboard(
+    args: &WatchArgs,
+    scraper: Scraper,
+    themes: Vec<Theme>,
+    signals: &Signals,
+) -> Result<i32, Failure> {
+    use crate::ui::theme::Glyphs;
+    use crate::ui::watch::{WatchConfig, WatchEvent, WatchLoop};
+
+    let config = WatchConfig {
+        url: scraper.url.to_string(),
+        server: scraper.first.server().to_string(),
+        interval: args.interval,
+        themes,
+        glyphs: Glyphs::new(args.ascii),
+        keys: crate::ui::KeyMap::default(),
+    };
+    let opts = WatchLoop {
+        signals: signals.clone(),
+        started: scraper.started,
+        deadline: args.duration.map(|d| scraper.started + d),
+    };
+    let (tx, rx) = crossbeam_channel::unbounded();
+    let stop = Arc::new(AtomicBool::new(false));
+    // The scrapes so far, for the summary: shared, so that quitting never waits on a scrape
+    // in flight (up to 5 intervals when the server hangs).
+    let shared = Arc::new(Mutex::new(scraper.total()));
+    let interval = args.interval;
+    let thread = {
+        let (stop, shared) = (stop.clone(), shared.clone());
+        let mut scraper = scraper;
+        std::thread::Builder::new()
+            .name("infertop-watch".into())
+            .spawn(move || {
+                let mut next = scraper.prev_t + interval;
+                while !stop.load(Ordering::Relaxed) {
+                    if Instant::now() < next {
+                        std::thread::sleep(Duration::from_millis(20).min(next - Instant::now()));
+                        continue;
+                    }
+                    next += interval;
+                    let ev = match scraper.next() {
+                        Ok(w) => {
+                            if let Ok(mut total) = shared.lock() {
+                                *total = scraper.total();
+                            }
+                            WatchEvent::Window {
+                                t_s: scraper.started.elapsed().as_secs_f64(),
+                                window: Box::new(w),
+                            }
+                        }
+                        Err(message) => WatchEvent::ScrapeFailed {
+                            t_s: scraper.started.elapsed().as_secs_f64(),
+                            message,
+                        },
+                    };
+                    if tx.send(ev).is_err() {
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| Failure::runtime(format!("watch: cannot start the scraper: {e}")))?
+    };
+    // A panic in the screen has restored the terminal (ratatui's hook) and printed itself;
+    // catching it here still prints what was measured.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::ui::watch::run(rx, config, &opts)
+    }));
+    // The thread ends at its next look at `stop`, or with the process: quitting never waits
+    // on a scrape in flight.
+    stop.store(true, Ordering::Relaxed);
+    drop(thread);
+    let total = match shared.lock() {
+        Ok(t) => t.clone(),
+        Err(poisoned) => poisoned.into_inner().clone(),
+    };
+    // The terminal may have hung up (SIGHUP): nothing better to do with a failed write.
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(summary(&total, WatchFormat::Text).as_bytes());
+    let _ = out.flush();
+    match result {
+        Ok(Ok(_)) => Ok(signals.exit_code().unwrap_or(EXIT_OK)),
+        Ok(Err(e)) => Err(Failure::runtime(format!("watch: the screen failed ({e})"))),
+        Err(_) => Err(Failure::runtime(
+            "watch: the screen panicked (see above); the summary covers every window read",
+        )),
+    }
 }
 
 fn ms(q: Option<Quantiles>) -> String {

@@ -16,6 +16,7 @@ pub mod ring;
 pub mod state;
 pub mod theme;
 mod tty;
+pub mod watch;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -117,20 +118,7 @@ pub fn run_dashboard(
 ) -> anyhow::Result<Outcome> {
     tty::lower_ui_priority();
     let mut app = App::new(app_config(&opts)?);
-    let mut terminal = match ratatui::try_init().and_then(|t| {
-        // try_init set up raw mode, the alternate screen and the panic hook; the terminal it
-        // returns is replaced by one whose backend bridges short gaps (fewer bytes a frame).
-        std::mem::forget(t);
-        Terminal::new(coalesce::Coalesce::new(
-            ratatui::backend::CrosstermBackend::new(std::io::stdout()),
-        ))
-    }) {
-        Ok(t) => t,
-        Err(e) => {
-            restore_terminal();
-            return Err(anyhow::anyhow!("cannot set up the terminal: {e}"));
-        }
-    };
+    let mut terminal = enter_terminal()?;
     // ratatui's hook restores the terminal on a panic on any thread; a worker panic is the
     // worker's to report (as ERROR in the dashboard), so it must not reach that hook.
     crate::util::quiet_engine_panics();
@@ -148,14 +136,42 @@ pub fn run_dashboard(
         &loop_opts,
         on_event,
     );
+    leave_terminal(terminal);
+    let stop = result?;
+    Ok(app.run.outcome(stop))
+}
+
+/// The dashboard's terminal, as `run_dashboard` and `watch` draw on it.
+pub(crate) type DashboardTerminal =
+    Terminal<coalesce::Coalesce<ratatui::backend::CrosstermBackend<std::io::Stdout>>>;
+
+/// Takes over the terminal: raw mode, the alternate screen, and ratatui's panic hook (which
+/// restores the terminal on a panic on any thread). On failure the terminal is restored.
+pub(crate) fn enter_terminal() -> anyhow::Result<DashboardTerminal> {
+    match ratatui::try_init().and_then(|t| {
+        // try_init set up raw mode, the alternate screen and the panic hook; the terminal it
+        // returns is replaced by one whose backend bridges short gaps (fewer bytes a frame).
+        std::mem::forget(t);
+        Terminal::new(coalesce::Coalesce::new(
+            ratatui::backend::CrosstermBackend::new(std::io::stdout()),
+        ))
+    }) {
+        Ok(t) => Ok(t),
+        Err(e) => {
+            restore_terminal();
+            Err(anyhow::anyhow!("cannot set up the terminal: {e}"))
+        }
+    }
+}
+
+/// Gives the terminal back: cursor shown, raw mode and the alternate screen left.
+pub(crate) fn leave_terminal(mut terminal: DashboardTerminal) {
     // Terminal's Drop reports a failure to show the cursor with eprintln!, which panics when
     // stderr is a hung-up terminal (an SSH connection dropped); show it here, ignoring errors,
     // and skip the Drop so the run can still write its record footer and exit cleanly.
     let _ = terminal.show_cursor();
     std::mem::forget(terminal);
     restore_terminal();
-    let stop = result?;
-    Ok(app.run.outcome(stop))
 }
 
 /// Leaves raw mode and the alternate screen and shows the cursor; errors are reported, not

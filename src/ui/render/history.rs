@@ -52,7 +52,7 @@ pub struct History<'a> {
 }
 
 /// Height of a bar in eighths of a cell, for `rows` rows.
-fn eighths(v: f64, floor: f64, top: f64, rows: u16) -> u32 {
+pub(crate) fn eighths(v: f64, floor: f64, top: f64, rows: u16) -> u32 {
     let span = top - floor;
     if span <= 0.0 || !v.is_finite() {
         return 0;
@@ -131,7 +131,19 @@ pub(super) fn draw_bar(
     e: u32,
     style: Style,
 ) {
-    let set = &app.glyphs.bars;
+    draw_bar_with(buf, &app.glyphs.bars, x, y, rows, e, style);
+}
+
+/// `draw_bar` with the bar glyphs given (for views that have no `App`, such as `watch`).
+pub(crate) fn draw_bar_with(
+    buf: &mut Buffer,
+    set: &ratatui::symbols::bar::Set,
+    x: u16,
+    y: u16,
+    rows: u16,
+    e: u32,
+    style: Style,
+) {
     for r in 0..rows {
         let row_bottom = u32::from(rows - 1 - r) * 8;
         let level = e.saturating_sub(row_bottom).min(8);

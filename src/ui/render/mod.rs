@@ -46,7 +46,7 @@ mod footer;
 mod header;
 mod heatmap;
 mod help;
-mod history;
+pub(crate) mod history;
 mod loading;
 mod memory;
 mod requests;
