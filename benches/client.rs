@@ -143,7 +143,7 @@ fn measure(streams: usize, chunks: u32, itl: Duration) -> Figures {
         served_model: Some("bench".into()),
         api_key: None,
         prompt: LenSpec::Fixed(8),
-        prompt_words: None,
+        prompts: Default::default(),
         output: LenSpec::Fixed(chunks as usize),
         seed: 0,
         concurrency: Some(streams),

@@ -220,7 +220,7 @@ fn config(url: &str, requests: u64) -> HttpConfig {
         served_model: None,
         api_key: None,
         prompt: LenSpec::Fixed(16),
-        prompt_words: None,
+        prompts: Default::default(),
         output: LenSpec::Fixed(8),
         seed: 0,
         concurrency: None,
@@ -410,7 +410,7 @@ fn a_tokenizer_makes_prompts_of_exact_length() {
     let tk = infertop::model::tokenizer::train_bpe(2048).unwrap();
     let mut cfg = config(&server.url(), 4);
     cfg.prompt = LenSpec::parse("5,100,37,1000").unwrap();
-    cfg.prompt_words = Some(std::sync::Arc::new(
+    cfg.prompts = infertop::engine::http::Prompts::Words(std::sync::Arc::new(
         infertop::engine::http::PromptWords::from_tokenizer(&tk).unwrap(),
     ));
     let events = run_engine(cfg);
@@ -832,4 +832,77 @@ fn endpoint_flag_mistakes_are_one_line_and_exit_2() {
         assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
         assert!(stderr.contains(message), "{args:?}: {stderr}");
     }
+}
+
+/// `--prompt-file` against a server: the given texts go out as they are, cycled per request, and
+/// with `--tokenizer` their lengths are counted in it (else estimated, and said to be).
+#[test]
+fn prompt_files_are_sent_as_written() {
+    let server = Server::start(Script::Stream {
+        ttft: Duration::from_millis(2),
+        itl: Duration::from_millis(2),
+        tokens: 2,
+        usage: None,
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let tk_path = dir.path().join("tk.json");
+    let tk = infertop::model::tokenizer::train_bpe(2048).unwrap();
+    tk.save(&tk_path, false).unwrap();
+    let lines = [
+        "The quick brown fox jumps over the lazy dog.",
+        "Summarise the following: a measuring instrument must not change what it measures.",
+        "\"Quotes\", tabs\tand ünïcödé survive the trip.",
+    ];
+    let prompts = dir.path().join("prompts.txt");
+    std::fs::write(
+        &prompts,
+        format!("{}\n\n{}\n{}\n", lines[0], lines[1], lines[2]),
+    )
+    .unwrap();
+    let record = dir.path().join("run.jsonl");
+    for (tokenizer, from) in [(true, "tokenizer"), (false, "approx")] {
+        let mut cmd = infertop();
+        cmd.args(["--endpoint", &server.url(), "--served-model", "m"])
+            .args(["--requests", "6", "--warmup", "0", "-n", "2", "--headless"])
+            .arg("--prompt-file")
+            .arg(&prompts)
+            .arg("--record")
+            .arg(&record);
+        if tokenizer {
+            cmd.arg("--tokenizer").arg(&tk_path);
+        }
+        let out = cmd.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(&record).unwrap();
+        let requests: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .filter(|v| v["type"] == "request")
+            .collect();
+        assert_eq!(requests.len(), 6);
+        for r in &requests {
+            let i = r["index"].as_u64().unwrap() as usize;
+            let c = &r["client"];
+            assert_eq!(c["prompt_tokens_from"], from, "{r}");
+            if tokenizer {
+                let n = tk.encode(lines[i % 3], false).unwrap().get_ids().len();
+                assert_eq!(r["prompt_tokens"], n, "{r}");
+            }
+        }
+    }
+    // Both runs sent every line twice, byte for byte.
+    let seen = server.seen.lock().unwrap();
+    let mut sent: Vec<String> = seen
+        .iter()
+        .filter_map(|(_, body)| serde_json::from_str::<Value>(body).ok())
+        .filter_map(|b| b["prompt"].as_str().map(str::to_string))
+        .collect();
+    sent.sort();
+    let mut want: Vec<String> = lines.iter().flat_map(|l| vec![l.to_string(); 4]).collect();
+    want.sort();
+    assert_eq!(sent, want);
 }

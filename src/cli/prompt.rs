@@ -30,6 +30,23 @@ pub(super) fn prompt_source(
     Ok(PromptSource::Synthetic)
 }
 
+/// `--prompt` or `--prompt-file` as texts (for a server, which tokenizes them itself); `None`
+/// when neither is given.
+pub(super) fn prompt_texts(args: &RunArgs) -> Result<Option<Vec<String>>, Failure> {
+    if let Some(text) = &args.prompt {
+        if text.trim().is_empty() {
+            return Err(Failure::usage(
+                "--prompt: the prompt is empty (give some text, or --prompt-tokens N)",
+            ));
+        }
+        return Ok(Some(vec![text.clone()]));
+    }
+    match &args.prompt_file {
+        Some(file) => read_prompt_file(file).map(Some),
+        None => Ok(None),
+    }
+}
+
 /// The run's tokenizer: `--tokenizer FILE` when given, else the model's own (a synthetic model's
 /// trained BPE, a directory's tokenizer.json, a GGUF's `tokenizer.ggml.*` metadata, or for a GGUF
 /// without that metadata a tokenizer.json beside it).

@@ -313,11 +313,6 @@ impl EnginePlan {
 
 /// `--endpoint`: the http engine's configuration.
 fn plan_http(args: &RunArgs) -> Result<HttpConfig, Failure> {
-    if args.prompt.is_some() || args.prompt_file.is_some() {
-        return Err(Failure::usage(
-            "--prompt/--prompt-file: not supported with --endpoint yet (use --prompt-tokens N)",
-        ));
-    }
     if args.batch > 1 {
         return Err(Failure::usage(format!(
             "--batch {}: with --endpoint every request is one sequence; use --concurrency for parallel requests",
@@ -330,22 +325,33 @@ fn plan_http(args: &RunArgs) -> Result<HttpConfig, Failure> {
             .ok()
             .filter(|k| !k.trim().is_empty()),
     };
-    let prompt_words = match &args.tokenizer {
+    let tokenizer = match &args.tokenizer {
+        Some(path) => Some(super::prompt::tokenizer_flag(path)?),
         None => None,
-        Some(path) => {
-            let tk = super::prompt::tokenizer_flag(path)?;
-            let words = http::PromptWords::from_tokenizer(&tk).map_err(|why| {
-                Failure::usage(format!(
-                    "--tokenizer {}: cannot make prompts of exact length with it ({why}); drop --tokenizer for approximate prompts",
-                    path.display()
-                ))
-            })?;
-            Some(std::sync::Arc::new(words))
-        }
+    };
+    let prompts = match super::prompt::prompt_texts(args)? {
+        Some(texts) => http::Prompts::Texts(std::sync::Arc::new(
+            texts
+                .into_iter()
+                .map(|t| http::PromptText::new(t, tokenizer.as_ref()))
+                .collect(),
+        )),
+        None => match (&tokenizer, &args.tokenizer) {
+            (Some(tk), Some(path)) => {
+                let words = http::PromptWords::from_tokenizer(tk).map_err(|why| {
+                    Failure::usage(format!(
+                        "--tokenizer {}: cannot make prompts of exact length with it ({why}); drop --tokenizer for approximate prompts",
+                        path.display()
+                    ))
+                })?;
+                http::Prompts::Words(std::sync::Arc::new(words))
+            }
+            _ => http::Prompts::Approximate,
+        },
     };
     Ok(HttpConfig {
         endpoints: args.endpoint.clone(),
-        prompt_words,
+        prompts,
         api: args.api,
         served_model: args.served_model.clone(),
         api_key,

@@ -49,6 +49,42 @@ pub enum Api {
     Chat,
 }
 
+/// Where a request's prompt text comes from.
+#[derive(Clone, Debug, Default)]
+pub enum Prompts {
+    /// Made-up text of about `prompt` tokens; the server's usage chunk says how long it was.
+    #[default]
+    Approximate,
+    /// Made of the server's one-token words (from `--tokenizer`): exactly `prompt` tokens.
+    Words(Arc<PromptWords>),
+    /// Given texts (`--prompt`, `--prompt-file`), cycled per request.
+    Texts(Arc<Vec<PromptText>>),
+}
+
+/// A given prompt and how many tokens it is, as far as the client knows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PromptText {
+    pub text: String,
+    pub tokens: usize,
+    /// Counted with the server's tokenizer (`--tokenizer`), not estimated.
+    pub exact: bool,
+}
+
+impl PromptText {
+    /// A prompt counted with `tokenizer` when there is one, else estimated (about four
+    /// characters a token, as BPE vocabularies of English text average).
+    pub fn new(text: String, tokenizer: Option<&tokenizers::Tokenizer>) -> PromptText {
+        let counted = tokenizer
+            .and_then(|tk| tk.encode(text.as_str(), false).ok())
+            .map(|e| e.get_ids().len());
+        PromptText {
+            tokens: counted.unwrap_or_else(|| text.chars().count().div_ceil(4).max(1)),
+            exact: counted.is_some(),
+            text,
+        }
+    }
+}
+
 /// Everything the engine needs; built and validated by the CLI.
 #[derive(Clone, Debug)]
 pub struct HttpConfig {
@@ -59,10 +95,10 @@ pub struct HttpConfig {
     pub served_model: Option<String>,
     /// Sent as a bearer token; never written anywhere.
     pub api_key: Option<String>,
+    /// Prompt lengths, for made-up prompts.
     pub prompt: LenSpec,
-    /// The server's one-token words (from `--tokenizer`): prompts of exact length. `None`:
-    /// approximate prompts, and the server's usage chunk says how long they were.
-    pub prompt_words: Option<Arc<PromptWords>>,
+    /// What the prompts are made of.
+    pub prompts: Prompts,
     pub output: LenSpec,
     pub seed: u64,
     /// Closed loop: requests in flight (default 1). With a rate: the cap (default none).
@@ -84,9 +120,11 @@ pub struct HttpConfig {
 impl HttpConfig {
     pub fn describe(&self) -> WorkloadDesc {
         WorkloadDesc {
-            prompt_tokens: match self.prompt_words {
-                Some(_) => self.prompt.to_string(),
-                None => format!("~{}", self.prompt),
+            prompt_tokens: match &self.prompts {
+                Prompts::Words(_) => self.prompt.to_string(),
+                Prompts::Approximate => format!("~{}", self.prompt),
+                Prompts::Texts(t) if t.len() == 1 => format!("text ({} tokens)", t[0].tokens),
+                Prompts::Texts(t) => format!("{} texts", t.len()),
             },
             output_tokens: self.output.to_string(),
             batch: 1,
@@ -424,17 +462,31 @@ fn launch(
     tasks: &mut JoinSet<(Launched, Result<Measured, Failure>)>,
 ) {
     let mut rng = SplitMix64::new(cfg.seed ^ index.wrapping_mul(0xA24B_AED4_963E_E407));
-    let prompt_tokens = cfg.prompt.pick(index, &mut rng);
+    let made_up_tokens = cfg.prompt.pick(index, &mut rng);
     let output_tokens = cfg.output.pick(index, &mut rng);
+    let given = match &cfg.prompts {
+        Prompts::Texts(texts) => texts.get((index as usize) % texts.len().max(1)),
+        _ => None,
+    };
+    let (prompt, prompt_tokens, exact_prompt) = match (given, &cfg.prompts) {
+        (Some(t), _) => (t.text.clone(), t.tokens, t.exact),
+        (None, Prompts::Words(words)) => (
+            words.prompt(made_up_tokens, rng.next_u64()),
+            made_up_tokens,
+            true,
+        ),
+        (None, _) => (
+            request::approximate_prompt(made_up_tokens, rng.next_u64()),
+            made_up_tokens,
+            false,
+        ),
+    };
     let endpoint = cfg.endpoints[(index as usize) % cfg.endpoints.len()].clone();
     let warmup = index < cfg.warmup;
     let ask = Ask {
         model: model.to_string(),
         api: cfg.api,
-        prompt: match &cfg.prompt_words {
-            Some(words) => words.prompt(prompt_tokens, rng.next_u64()),
-            None => request::approximate_prompt(prompt_tokens, rng.next_u64()),
-        },
+        prompt,
         output_tokens,
         exact_output: cfg.exact_output,
     };
@@ -450,7 +502,7 @@ fn launch(
         warmup,
         endpoint,
         requested_prompt_tokens: prompt_tokens,
-        exact_prompt: cfg.prompt_words.is_some(),
+        exact_prompt,
         scheduled,
     };
     let shared = shared.clone();
