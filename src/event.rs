@@ -225,6 +225,9 @@ pub struct ServerWindow {
     pub seconds: f64,
     /// vllm, sglang, tgi, llama.cpp or unknown.
     pub server: String,
+    /// How many servers' metrics the window adds up (replicas with `--server-metrics` each).
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub sources: usize,
     /// Requests finished per second (the E2E histogram's count).
     pub requests_per_s: Option<f64>,
     pub running: Option<f64>,
@@ -241,6 +244,14 @@ pub struct ServerWindow {
     /// add up to a whole run's percentiles (`stats::ServerSpan`).
     #[serde(default, skip_serializing_if = "ServerHistograms::is_empty")]
     pub histograms: ServerHistograms,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
 }
 
 /// A window's histogram deltas as cumulative `(upper bound, count)` buckets.

@@ -18,12 +18,16 @@ use crossbeam_channel::Sender;
 use crate::event::{Event, ServerHistograms, ServerWindow as Window};
 use crate::stats::histogram_quantiles as quantiles;
 
-/// One scrape: every sample summed over its label sets, histogram buckets kept apart by `le`.
+/// One scrape: every sample summed over its label sets (with how many there were, so that a
+/// ratio can be averaged), histogram buckets kept apart by `le`. Several servers' scrapes merge
+/// into one (`merge`): replicas, or a data-parallel server's engines, add up.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Scrape {
-    values: BTreeMap<String, f64>,
+    values: BTreeMap<String, (f64, u32)>,
     /// Histogram name (without `_bucket`) → (upper bound, cumulative count).
     buckets: BTreeMap<String, Vec<(f64, f64)>>,
+    /// How many servers' scrapes this is.
+    pub sources: usize,
 }
 
 /// Parses Prometheus text exposition. Lines it cannot read are skipped (a server may export
@@ -68,7 +72,9 @@ pub fn parse(text: &str) -> Result<Scrape, String> {
                 None => b.push((le, value)),
             }
         } else {
-            *s.values.entry(name.to_string()).or_insert(0.0) += value;
+            let v = s.values.entry(name.to_string()).or_insert((0.0, 0));
+            v.0 += value;
+            v.1 += 1;
         }
     }
     for b in s.buckets.values_mut() {
@@ -77,7 +83,33 @@ pub fn parse(text: &str) -> Result<Scrape, String> {
     if samples == 0 {
         return Err("no Prometheus samples in the response".into());
     }
+    s.sources = 1;
     Ok(s)
+}
+
+/// Several servers' scrapes as one: counters, gauges and buckets add up; ratios (KV-cache usage,
+/// a hit rate) are averaged over every label set of every server.
+pub fn merge(scrapes: Vec<Scrape>) -> Scrape {
+    let mut out = Scrape::default();
+    for s in scrapes {
+        out.sources += s.sources;
+        for (name, (sum, n)) in s.values {
+            let v = out.values.entry(name).or_insert((0.0, 0));
+            v.0 += sum;
+            v.1 += n;
+        }
+        for (name, buckets) in s.buckets {
+            let b = out.buckets.entry(name).or_default();
+            for (le, count) in buckets {
+                match b.iter_mut().find(|(bound, _)| *bound == le) {
+                    Some((_, c)) => *c += count,
+                    None => b.push((le, count)),
+                }
+            }
+            b.sort_by(|x, y| x.0.total_cmp(&y.0));
+        }
+    }
+    out
 }
 
 fn label<'a>(labels: &'a str, key: &str) -> Option<&'a str> {
@@ -132,7 +164,15 @@ const E2E: &[&str] = &[
 
 impl Scrape {
     fn value(&self, names: &[&str]) -> Option<f64> {
-        names.iter().find_map(|n| self.values.get(*n).copied())
+        names.iter().find_map(|n| self.values.get(*n).map(|v| v.0))
+    }
+
+    /// A ratio's mean over the label sets (and servers) that export it.
+    fn mean(&self, names: &[&str]) -> Option<f64> {
+        names
+            .iter()
+            .find_map(|n| self.values.get(*n))
+            .map(|&(sum, n)| sum / f64::from(n.max(1)))
     }
 
     fn histogram(&self, names: &[&str]) -> Option<&Vec<(f64, f64)>> {
@@ -199,15 +239,16 @@ pub fn window(before: &Scrape, after: &Scrape, seconds: f64) -> Window {
     });
     let prefix_hit_rate = match (delta(PREFIX_HITS), delta(PREFIX_QUERIES)) {
         (Some(h), Some(q)) if q > 0.0 => Some(h / q),
-        _ => after.value(PREFIX_HIT_RATE),
+        _ => after.mean(PREFIX_HIT_RATE),
     };
     Window {
         seconds,
         server: after.server().to_string(),
+        sources: after.sources,
         requests_per_s: e2e_count.map(|n| n / seconds.max(1e-9)),
         running: after.value(RUNNING),
         waiting: after.value(WAITING),
-        kv_usage: after.value(KV_USAGE),
+        kv_usage: after.mean(KV_USAGE),
         preemptions: delta(PREEMPTIONS),
         prefix_hit_rate,
         ttft_s: quantiles(&histograms.ttft),
@@ -251,11 +292,39 @@ pub async fn fetch(client: &reqwest::Client, url: &reqwest::Url) -> Result<Scrap
     parse(&body)
 }
 
-/// `--server-metrics`: scrapes `url` every `interval` on its own thread and sends each window
-/// as `Event::ServerMetrics` until `stop` is set. A server that cannot be read is said as a
-/// non-fatal error (at most every 30 s); the run goes on.
+/// One scrape of every URL at once, merged (`merge`); an error names the first that failed.
+pub async fn fetch_all(client: &reqwest::Client, urls: &[reqwest::Url]) -> Result<Scrape, String> {
+    let mut set = tokio::task::JoinSet::new();
+    for (i, url) in urls.iter().enumerate() {
+        let (client, url) = (client.clone(), url.clone());
+        set.spawn(async move { (i, fetch(&client, &url).await) });
+    }
+    let mut got: Vec<(usize, Scrape)> = Vec::with_capacity(urls.len());
+    let mut failed: Option<(usize, String)> = None;
+    while let Some(joined) = set.join_next().await {
+        match joined {
+            Ok((i, Ok(s))) => got.push((i, s)),
+            Ok((i, Err(e))) if failed.as_ref().is_none_or(|f| i < f.0) => failed = Some((i, e)),
+            Ok(_) => {}
+            Err(e) => failed = failed.or(Some((usize::MAX, e.to_string()))),
+        }
+    }
+    if let Some((i, e)) = failed {
+        return Err(match urls.get(i) {
+            Some(url) => format!("{url} ({e})"),
+            None => e,
+        });
+    }
+    got.sort_by_key(|g| g.0);
+    Ok(merge(got.into_iter().map(|g| g.1).collect()))
+}
+
+/// `--server-metrics`: scrapes `urls` every `interval` on its own thread (all at once, merged:
+/// replicas add up) and sends each window as `Event::ServerMetrics` until `stop` is set. A
+/// server that cannot be read is said as a non-fatal error (at most every 30 s), the window
+/// waits for the next scrape that reads them all, and the run goes on.
 pub fn spawn_scraper(
-    url: reqwest::Url,
+    urls: Vec<reqwest::Url>,
     interval: Duration,
     events: Sender<Event>,
     stop: Arc<AtomicBool>,
@@ -281,7 +350,7 @@ pub fn spawn_scraper(
                     continue;
                 }
                 next += interval;
-                match rt.block_on(fetch(&client, &url)) {
+                match rt.block_on(fetch_all(&client, &urls)) {
                     Ok(s) => {
                         let now = Instant::now();
                         if let Some((before, t)) = &prev {
@@ -295,7 +364,7 @@ pub fn spawn_scraper(
                     Err(e) if warned.is_none_or(|w| w.elapsed() >= Duration::from_secs(30)) => {
                         warned = Some(Instant::now());
                         let _ = events.send(Event::Error {
-                            message: format!("server metrics: cannot read {url} ({e})"),
+                            message: format!("server metrics: cannot read {e}"),
                             fatal: false,
                         });
                     }
@@ -356,6 +425,41 @@ vllm:e2e_request_latency_seconds_bucket{le="+Inf",model_name="m"} 30.0
         assert!((ttft.p50 - 0.15).abs() < 1e-12, "{ttft:?}");
         assert!((ttft.p99 - 0.199).abs() < 1e-12, "{ttft:?}");
         assert!(w.itl_s.is_none(), "no ITL histogram exported");
+    }
+
+    #[test]
+    fn replicas_add_up_and_ratios_average() {
+        // One server with two data-parallel engines, and a second server.
+        let a = parse(
+            "vllm:num_requests_running{engine=\"0\"} 2\nvllm:num_requests_running{engine=\"1\"} 1\n\
+             vllm:kv_cache_usage_perc{engine=\"0\"} 0.2\nvllm:kv_cache_usage_perc{engine=\"1\"} 0.4\n\
+             vllm:time_to_first_token_seconds_bucket{le=\"0.1\"} 3\nvllm:time_to_first_token_seconds_bucket{le=\"+Inf\"} 4\n",
+        )
+        .unwrap();
+        let b = parse(
+            "vllm:num_requests_running 5\nvllm:kv_cache_usage_perc 0.9\n\
+             vllm:time_to_first_token_seconds_bucket{le=\"0.1\"} 1\nvllm:time_to_first_token_seconds_bucket{le=\"+Inf\"} 6\n",
+        )
+        .unwrap();
+        let one = window(&Scrape::default(), &a, 1.0);
+        assert_eq!(one.running, Some(3.0));
+        assert!(
+            (one.kv_usage.unwrap() - 0.3).abs() < 1e-12,
+            "engines average"
+        );
+        let both = window(&Scrape::default(), &merge(vec![a, b]), 1.0);
+        assert_eq!(both.sources, 2);
+        assert_eq!(both.running, Some(8.0));
+        assert!(
+            (both.kv_usage.unwrap() - 0.5).abs() < 1e-12,
+            "{:?}",
+            both.kv_usage
+        );
+        assert_eq!(both.ttft_s.unwrap().n, 10);
+        assert_eq!(
+            both.histograms.ttft,
+            vec![(0.1, 4.0), (f64::INFINITY, 10.0)]
+        );
     }
 
     #[test]

@@ -815,6 +815,7 @@ fn client_beside_server() {
         Event::ServerMetrics(Box::new(ServerWindow {
             seconds: 1.0,
             server: "vllm".into(),
+            sources: 1,
             requests_per_s: Some(10.0),
             running: Some(running),
             waiting: Some(0.0),

@@ -196,6 +196,42 @@ fn a_load_run_records_the_servers_own_view() {
     );
 }
 
+/// Replicas: `--server-metrics` given twice reads both servers each second and adds them up (a
+/// bare flag does the same for every `--endpoint`).
+#[test]
+fn replicas_metrics_add_up() {
+    let endpoint = stream_server::start(stream_server::Timing {
+        ttft: std::time::Duration::from_millis(20),
+        itl: std::time::Duration::from_millis(5),
+        tokens: 8,
+    })
+    .unwrap();
+    let (a, b) = (serve(), serve());
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("run.jsonl");
+    let o = Command::new(BIN)
+        .args(["--endpoint", &endpoint, "--served-model", "m", "--headless"])
+        .args(["--requests", "40", "--warmup", "0", "-p", "8", "-n", "8"])
+        .args(["--server-metrics", &a, "--server-metrics", &b])
+        .args(["--record", record.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let server: Vec<Value> = std::fs::read_to_string(&record)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["type"] == "server_metrics")
+        .collect();
+    assert!(!server.is_empty());
+    for w in &server {
+        assert_eq!(w["sources"], 2, "{w}");
+        // Each server: 20 TTFTs a scrape, running k at scrape k; KV 25 % on both.
+        assert_eq!(w["ttft_s"]["n"], 40, "{w}");
+        assert_eq!(w["kv_usage"], 0.25, "{w}");
+    }
+}
+
 /// A triangle wave 0..=10 over 20 windows: load that rises and falls.
 fn tri(k: u64) -> u64 {
     let p = k % 20;

@@ -170,10 +170,11 @@ pub struct RunArgs {
     /// 1 burstier, above 1 more regular; the mean rate stays --rate).
     #[arg(long, value_name = "B", default_value = "1", value_parser = args::burstiness, requires = "rate")]
     pub burstiness: f64,
-    /// With --endpoint: also read the server's Prometheus metrics every second (default: the
-    /// first endpoint's /metrics) and show and record them beside the client's numbers.
+    /// With --endpoint: also read the server's Prometheus metrics every second (default: every
+    /// endpoint's /metrics; repeat the flag for several URLs, which add up) and show and record
+    /// them beside the client's numbers.
     #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "", requires = "endpoint")]
-    pub server_metrics: Option<String>,
+    pub server_metrics: Vec<String>,
     /// With --endpoint: a request still unfinished after this long fails (e.g. 30s, 5m).
     #[arg(long, default_value = "5m", value_parser = args::duration)]
     pub request_timeout: Duration,
@@ -190,8 +191,8 @@ struct RunPlan {
     engine: EnginePlan,
     slo: Slo,
     dashboard: Option<crate::ui::DashboardOptions>,
-    /// `--server-metrics`: the URL to scrape.
-    server_metrics: Option<reqwest::Url>,
+    /// `--server-metrics`: the URLs to scrape (their windows add up); empty without the flag.
+    server_metrics: Vec<reqwest::Url>,
 }
 
 /// The dashboard's options, checked (in headless runs too: a mistake in a script should not pass
@@ -241,25 +242,35 @@ fn plan(args: &RunArgs, signals: &Signals) -> Result<RunPlan, Failure> {
     let engine = plan_engine(args)?;
     let slo = args.slo.unwrap_or_default();
     let dashboard = dashboard_options(args, slo, signals)?;
-    let server_metrics = match &args.server_metrics {
-        None => None,
-        Some(given) => {
-            let raw = match (given.trim(), args.endpoint.first()) {
-                ("", Some(e)) => e.url("/metrics").to_string(),
-                (u, _) => u.to_string(),
-            };
-            Some(
-                crate::scrape::metrics_url(&raw)
-                    .map_err(|e| Failure::usage(format!("--server-metrics: {e}")))?,
-            )
-        }
-    };
+    let server_metrics = server_metrics_urls(&args.server_metrics, &args.endpoint)?;
     Ok(RunPlan {
         engine,
         slo,
         dashboard,
         server_metrics,
     })
+}
+
+/// `--server-metrics`: the URLs given, or for a bare flag every endpoint's `/metrics` (each
+/// replica of a round-robin run; the windows add them up).
+fn server_metrics_urls(
+    given: &[String],
+    endpoints: &[Endpoint],
+) -> Result<Vec<reqwest::Url>, Failure> {
+    let mut raw: Vec<String> = Vec::new();
+    for g in given {
+        match g.trim() {
+            "" => raw.extend(endpoints.iter().map(|e| e.url("/metrics").to_string())),
+            u => raw.push(u.to_string()),
+        }
+    }
+    raw.dedup();
+    raw.iter()
+        .map(|r| {
+            crate::scrape::metrics_url(r)
+                .map_err(|e| Failure::usage(format!("--server-metrics: {e}")))
+        })
+        .collect()
 }
 
 /// Frames per second when `--fps` is not given: fewer over SSH (`SSH_CONNECTION` or `SSH_TTY`
@@ -621,17 +632,17 @@ pub fn run(args: RunArgs) -> Result<i32, Failure> {
         )
     });
     let scrape_stop = Arc::new(AtomicBool::new(false));
-    let scraper = match &plan.server_metrics {
-        Some(url) => Some(
+    let scraper = match plan.server_metrics.is_empty() {
+        false => Some(
             crate::scrape::spawn_scraper(
-                url.clone(),
+                plan.server_metrics.clone(),
                 Duration::from_secs(1),
                 ev_tx.clone(),
                 scrape_stop.clone(),
             )
             .map_err(|e| Failure::runtime(format!("cannot start the metrics thread: {e}")))?,
         ),
-        None => None,
+        true => None,
     };
     let dashboard = plan.dashboard;
     let handle = plan

@@ -264,6 +264,7 @@ mod tests {
         ServerWindow {
             seconds: 1.0,
             server: "vllm".into(),
+            sources: 1,
             requests_per_s: None,
             running: None,
             waiting: None,

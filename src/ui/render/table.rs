@@ -221,7 +221,10 @@ fn server_note(app: &App) -> String {
     let sep = app.glyphs.sep;
     let mut parts = Vec::new();
     if let Some(w) = &app.run.server.last {
-        parts.push(format!("server {}", w.server));
+        match w.sources {
+            0 | 1 => parts.push(format!("server {}", w.server)),
+            n => parts.push(format!("{n} servers ({})", w.server)),
+        }
     }
     match &app.run.server.summary {
         Some(span) => parts.push(format!("{:.0} s after warmup", span.seconds)),

@@ -268,6 +268,7 @@ mod tests {
             window: Box::new(ServerWindow {
                 seconds: 1.0,
                 server: "vllm".into(),
+                sources: 1,
                 requests_per_s: q.map(|q| q.n as f64),
                 running: Some(1.0),
                 waiting: Some(0.0),
