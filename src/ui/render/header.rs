@@ -133,8 +133,13 @@ fn status_line<'a>(app: &App, sep: &str) -> Line<'a> {
             spans.push(Span::styled(sep.to_string(), theme.dim));
             spans.push(Span::styled(
                 format!(
-                    "{} errors ({:.1}%)",
+                    "{} error{} ({:.1}%)",
                     app.run.failed_requests,
+                    if app.run.failed_requests == 1 {
+                        ""
+                    } else {
+                        "s"
+                    },
                     100.0 * app.run.error_rate()
                 ),
                 theme.text,

@@ -235,7 +235,8 @@ fn server_note(app: &App) -> String {
     }
     if let Some(span) = &app.run.server.summary {
         if span.preemptions > 0 {
-            parts.push(format!("{} preemptions", span.preemptions));
+            let s = if span.preemptions == 1 { "" } else { "s" };
+            parts.push(format!("{} preemption{s}", span.preemptions));
         }
     }
     parts.join(&format!(" {sep} "))
