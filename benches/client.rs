@@ -120,12 +120,52 @@ fn start_server(chunks: u32, itl: Duration) -> String {
     format!("http://127.0.0.1:{}", rx.recv().unwrap())
 }
 
+/// CPU seconds used so far by each of the client's threads (the engine thread and its
+/// runtime's workers: named `infertop-…`; the bench's server and consumer are not), by thread id.
+/// Called while the engine runs, so threads that end keep their last reading.
+fn client_cpu(seen: &mut std::collections::HashMap<String, f64>, ticks_per_s: f64) {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return;
+    };
+    for task in tasks.flatten() {
+        let path = task.path();
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        if !comm.starts_with("infertop-") {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
+            continue;
+        };
+        // After "pid (comm) ": state is field 3, utime field 14 and stime field 15.
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        let cpu = (ticks(11) + ticks(12)) / ticks_per_s;
+        seen.insert(task.file_name().to_string_lossy().into_owned(), cpu);
+    }
+}
+
+fn clock_ticks_per_s() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
 struct Figures {
     streams: usize,
     requests: usize,
     failed: usize,
     chunks: usize,
     chunks_per_s: f64,
+    /// CPU seconds the client's own threads used: chunks / this is what the client can take
+    /// per core, whatever the server on the same cores leaves it.
+    client_cpu_s: f64,
     /// Per chunk after the first: |client's inter-token latency − the server's|, the error a
     /// late timestamp puts into ITL and TPOT.
     itl_error: Summary,
@@ -164,7 +204,14 @@ fn measure(streams: usize, chunks: u32, itl: Duration) -> Figures {
     let mut itl_errors = Vec::new();
     let mut firsts = Vec::new();
     let (mut failed, mut total_chunks) = (0, 0);
+    let ticks_per_s = clock_ticks_per_s();
+    let mut cpu: std::collections::HashMap<String, f64> = Default::default();
+    let mut sampled = Instant::now();
     loop {
+        if sampled.elapsed() >= Duration::from_millis(100) {
+            client_cpu(&mut cpu, ticks_per_s);
+            sampled = Instant::now();
+        }
         match rx.recv().unwrap() {
             Event::DecodeStep { index, itl_s, .. } => steps.entry(index).or_default().push(itl_s),
             Event::RequestDone(r) => {
@@ -186,7 +233,10 @@ fn measure(streams: usize, chunks: u32, itl: Duration) -> Figures {
                 total_chunks += written.len();
             }
             Event::RequestFailed(_) => failed += 1,
-            Event::Finished(_) => break,
+            Event::Finished(_) => {
+                client_cpu(&mut cpu, ticks_per_s);
+                break;
+            }
             _ => {}
         }
     }
@@ -198,6 +248,7 @@ fn measure(streams: usize, chunks: u32, itl: Duration) -> Figures {
         failed,
         chunks: total_chunks,
         chunks_per_s: total_chunks as f64 / wall,
+        client_cpu_s: cpu.values().sum(),
         itl_error: Summary::of(&itl_errors),
         first: Summary::of(&firsts),
     }
@@ -213,18 +264,20 @@ fn main() {
         itl.as_millis()
     );
     println!(
-        "| streams | requests | failed | chunks | chunks/s | ITL error p50 | ITL error p99 | ITL error max | first-chunk lag p50 / p99 |"
+        "| streams | requests | failed | chunks | chunks/s | client CPU s | chunks per client CPU-s | ITL error p50 | ITL error p99 | ITL error max | first-chunk lag p50 / p99 |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for n in streams {
         let f = measure(n as usize, chunks, itl);
         println!(
-            "| {} | {} | {} | {} | {:.0} | {:.3} ms | {:.3} ms | {:.3} ms | {:.3} / {:.3} ms |",
+            "| {} | {} | {} | {} | {:.0} | {:.2} | {:.0} | {:.3} ms | {:.3} ms | {:.3} ms | {:.3} / {:.3} ms |",
             f.streams,
             f.requests,
             f.failed,
             f.chunks,
             f.chunks_per_s,
+            f.client_cpu_s,
+            f.chunks as f64 / f.client_cpu_s.max(1e-9),
             f.itl_error.p50 * 1e3,
             f.itl_error.p99 * 1e3,
             f.itl_error.max * 1e3,
