@@ -197,78 +197,135 @@ fn llama_python() -> Option<PathBuf> {
     }
 }
 
-/// llama.cpp loads the GGUFs make-model writes (llama, qwen2, qwen3), tokenizes text as infertop
-/// does, and its greedy ids equal infertop's. f32 and f16 weights agree to the last id; q8_0 is
-/// not compared id for id: both quantize activations to q8_0 but round differently, which flips
-/// near-tied argmaxes.
+/// llama.cpp's prompt ids and greedy ids of each of [`PROMPTS`] on `gguf`.
+fn llama_cpp_greedy(python: &Path, gguf: &Path, n: usize) -> Vec<(Vec<u64>, Vec<u64>)> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/llama_cpp_greedy.py");
+    let o = Command::new(python)
+        .arg(&script)
+        .arg(gguf)
+        .arg(n.to_string())
+        .args(PROMPTS)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let lines: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), PROMPTS.len());
+    lines
+        .into_iter()
+        .map(|v| {
+            (
+                serde_json::from_value(v["prompt"].clone()).unwrap(),
+                serde_json::from_value(v["greedy"].clone()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// infertop's greedy ids of `prompt` on `gguf` (a headless run, as users run it).
+fn infertop_greedy(gguf: &Path, prompt: &str, n: usize) -> Vec<u64> {
+    let o = infertop(&[
+        "--model",
+        gguf.to_str().unwrap(),
+        "--prompt",
+        prompt,
+        "-n",
+        &n.to_string(),
+        "--requests",
+        "1",
+        "--warmup",
+        "0",
+        "--headless",
+        "--record-tokens",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    generated_ids(&o.stdout).remove(0)
+}
+
+/// llama.cpp tokenizes each prompt as infertop does and its greedy ids equal infertop's.
+fn assert_llama_cpp_agrees(python: &Path, gguf: &Path, what: &str) {
+    let tk = infertop::model::gguf::read_tokenizer(gguf).unwrap();
+    let reference = llama_cpp_greedy(python, gguf, 12);
+    let mut firsts = Vec::new();
+    for (prompt, (want_prompt, want_ids)) in PROMPTS.iter().zip(&reference) {
+        let ids: Vec<u64> = tk
+            .encode(*prompt, false)
+            .unwrap()
+            .get_ids()
+            .iter()
+            .map(|&i| u64::from(i))
+            .collect();
+        assert_eq!(&ids, want_prompt, "{what}: prompt ids of {prompt:?}");
+        let got = infertop_greedy(gguf, prompt, 12);
+        assert_eq!(&got, want_ids, "{what}: greedy ids of {prompt:?}");
+        firsts.push(got[0]);
+    }
+    firsts.dedup();
+    assert!(
+        firsts.len() > 1,
+        "{what}: prompts should not all continue alike"
+    );
+}
+
+/// A Gemma 3 of the tiny shape whose window matters: six layers (five sliding, one full) and a
+/// window of 8, which the longest prompt and its continuation outgrow.
+fn windowed_gemma3(dir: &Path) -> PathBuf {
+    use infertop::model::config::Gemma;
+    use infertop::model::{presets, Arch};
+    let tiny = (presets::find("tiny").unwrap().config)();
+    let mut cfg = presets::with_arch(tiny, Arch::Gemma3);
+    cfg.num_hidden_layers = 6;
+    cfg.sliding_window = Some(8);
+    cfg.gemma = Gemma::published(Arch::Gemma3, 6, cfg.head_dim);
+    let path = dir.join("windowed-gemma3.gguf");
+    let tk = infertop::model::tokenizer::train_bpe(2048).unwrap();
+    infertop::model::gguf::write_synthetic(
+        &cfg,
+        0,
+        infertop::model::gguf::GgufType::F32,
+        &tk,
+        &path,
+    )
+    .unwrap();
+    path
+}
+
+/// llama.cpp loads the GGUFs make-model writes (llama, qwen2, qwen3, gemma2, gemma3, phi3),
+/// tokenizes text as infertop does, and its greedy ids equal infertop's. f32 and f16 weights
+/// agree to the last id (the quantized types are compared in
+/// `llama_cpp_and_infertop_differ_only_at_near_ties_when_quantized`).
 #[test]
 fn llama_cpp_loads_the_gguf_and_agrees_on_ids() {
     let Some(python) = llama_python() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/llama_cpp_greedy.py");
     for (arch, gguf_type) in [
         ("llama", "f32"),
         ("llama", "f16"),
         ("qwen2", "f32"),
         ("qwen3", "f32"),
+        ("gemma2", "f32"),
+        ("gemma3", "f32"),
+        ("gemma3", "f16"),
+        ("phi3", "f32"),
     ] {
         let gguf = make_gguf_arch(dir.path(), arch, gguf_type);
-        let tk = infertop::model::gguf::read_tokenizer(&gguf).unwrap();
-        let o = Command::new(&python)
-            .arg(&script)
-            .arg(&gguf)
-            .arg("12")
-            .args(PROMPTS)
-            .output()
-            .unwrap();
-        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-        let reference: Vec<Value> = String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        assert_eq!(reference.len(), PROMPTS.len());
-        let mut firsts = Vec::new();
-        for (prompt, want) in PROMPTS.iter().zip(&reference) {
-            let ids: Vec<u64> = tk
-                .encode(*prompt, false)
-                .unwrap()
-                .get_ids()
-                .iter()
-                .map(|&i| u64::from(i))
-                .collect();
-            let want_prompt: Vec<u64> = serde_json::from_value(want["prompt"].clone()).unwrap();
-            assert_eq!(
-                ids, want_prompt,
-                "{arch} {gguf_type}: prompt ids of {prompt:?}"
-            );
-            let o = infertop(&[
-                "--model",
-                gguf.to_str().unwrap(),
-                "--prompt",
-                prompt,
-                "-n",
-                "12",
-                "--requests",
-                "1",
-                "--warmup",
-                "0",
-                "--headless",
-                "--record-tokens",
-            ]);
-            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-            let got = generated_ids(&o.stdout).remove(0);
-            let want_ids: Vec<u64> = serde_json::from_value(want["greedy"].clone()).unwrap();
-            assert_eq!(
-                got, want_ids,
-                "{arch} {gguf_type}: greedy ids of {prompt:?}"
-            );
-            firsts.push(got[0]);
-        }
-        firsts.dedup();
-        assert!(firsts.len() > 1, "prompts should not all continue alike");
+        assert_llama_cpp_agrees(&python, &gguf, &format!("{arch} {gguf_type}"));
     }
+    // Sliding layers, a full one, and sequences longer than the window (where candle's own
+    // quantized_gemma3 and llama.cpp part ways).
+    let gguf = windowed_gemma3(dir.path());
+    let tk = infertop::model::gguf::read_tokenizer(&gguf).unwrap();
+    let longest = PROMPTS
+        .iter()
+        .map(|p| tk.encode(*p, false).unwrap().get_ids().len())
+        .max()
+        .unwrap();
+    assert!(longest > 8, "a prompt of {longest} tokens fits the window");
+    assert_llama_cpp_agrees(&python, &gguf, "gemma3 with window 8");
 }
 
 /// A llama.cpp server process, killed when dropped.

@@ -3,12 +3,12 @@
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Activation, VarBuilder};
 use candle_transformers::models::{
-    llama, mistral, mixtral, phi3, quantized_llama, quantized_qwen2, quantized_qwen3, qwen2, qwen3,
-    qwen3_moe,
+    llama, mistral, mixtral, phi3, quantized_llama, quantized_phi3, quantized_qwen2,
+    quantized_qwen3, qwen2, qwen3, qwen3_moe,
 };
 
 use super::config::{Arch, ArchConfig};
-use super::gemma::GemmaModel;
+use super::gemma::{GemmaModel, HfWeights};
 
 /// A loaded causal LM. `forward` returns last-position logits as `(batch, vocab)`.
 // One per process, owned by the worker: the variants' size difference costs nothing.
@@ -36,6 +36,7 @@ pub enum CausalLm {
     QuantLlama(quantized_llama::ModelWeights),
     QuantQwen2(quantized_qwen2::ModelWeights),
     QuantQwen3(quantized_qwen3::ModelWeights),
+    QuantPhi3(quantized_phi3::ModelWeights),
 }
 
 impl CausalLm {
@@ -73,7 +74,9 @@ impl CausalLm {
                 vb,
             )?),
             Arch::Gemma2 | Arch::Gemma3 => match &cfg.gemma {
-                Some(g) => CausalLm::Gemma(GemmaModel::load(cfg, g, vb, dtype, device)?),
+                Some(g) => {
+                    CausalLm::Gemma(GemmaModel::load(cfg, g, &mut HfWeights(vb), dtype, device)?)
+                }
                 None => candle_core::bail!("{} config without its Gemma settings", cfg.arch.name()),
             },
         })
@@ -93,6 +96,8 @@ impl CausalLm {
             CausalLm::QuantLlama(m) => m.clear_kv_cache(),
             CausalLm::QuantQwen2(m) => m.clear_kv_cache(),
             CausalLm::QuantQwen3(m) => m.clear_kv_cache(),
+            // candle's quantized phi3 resets its cache at position 0.
+            CausalLm::QuantPhi3(_) => {}
         }
     }
 
@@ -110,6 +115,7 @@ impl CausalLm {
             CausalLm::QuantLlama(m) => m.forward(ids, pos)?,
             CausalLm::QuantQwen2(m) => m.forward(ids, pos)?,
             CausalLm::QuantQwen3(m) => m.forward(ids, pos)?,
+            CausalLm::QuantPhi3(m) => m.forward(ids, pos)?,
         };
         let logits = if logits.rank() == 3 {
             logits.squeeze(1)?
