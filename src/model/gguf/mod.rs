@@ -59,7 +59,7 @@ pub fn read_tokenizer(path: &Path) -> Result<tokenizers::Tokenizer, ModelError> 
 /// Reads the GGUF header only: a corrupt or truncated file is reported before anything starts.
 pub fn check_header(path: &Path) -> Result<(), ModelError> {
     let (file, ct) = open(path)?;
-    arch_of(&ct, path)?;
+    check_arch_settings(&ct, arch_of(&ct, path)?, path)?;
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     // In file order, so the message names the first tensor cut off (the map's order is random).
     let mut infos: Vec<_> = ct.tensor_infos.iter().collect();
@@ -166,13 +166,11 @@ pub fn load(
         .max_by_key(|(_, b)| **b)
         .map(|(d, _)| d.clone())
         .unwrap_or_default();
+    check_arch_settings(&ct, arch, path)?;
     let gemma_cfg = match arch {
         Arch::Gemma2 | Arch::Gemma3 => Some(gemma_config(&ct, arch, path)?),
         _ => None,
     };
-    if arch == Arch::Phi3 {
-        check_phi3(&ct, head_dim, path)?;
-    }
     let mut ct = ct;
     if arch == Arch::Phi3 {
         // candle's phi3 allocates its KV cache for the whole context on the first token.
@@ -332,6 +330,20 @@ fn gemma_config(
         gemma: None,
     };
     Ok((cfg, gemma))
+}
+
+/// The settings an architecture's GGUF needs and the implementation can compute, checked before
+/// any weight is read.
+fn check_arch_settings(ct: &gguf_file::Content, arch: Arch, path: &Path) -> Result<(), ModelError> {
+    match arch {
+        Arch::Gemma2 | Arch::Gemma3 => gemma_config(ct, arch, path).map(|_| ()),
+        Arch::Phi3 => {
+            let hidden = md_u32(ct, "phi3.embedding_length").unwrap_or(0);
+            let heads = md_u32(ct, "phi3.attention.head_count").unwrap_or(1).max(1);
+            check_phi3(ct, hidden / heads, path)
+        }
+        _ => Ok(()),
+    }
 }
 
 /// What candle's quantized phi3 computes correctly: RoPE over the whole head at base 10000
