@@ -280,6 +280,12 @@ fn gguf_f32_is_the_same_model_as_the_directory() {
         let mut b = load(&ModelSpec::Gguf(gguf));
         assert_eq!(b.info.arch, arch);
         assert_eq!(a.info.params, b.info.params, "{arch}: parameters");
+        assert_eq!(
+            (a.info.kv_bytes_per_token, a.info.kv_window),
+            (b.info.kv_bytes_per_token, b.info.kv_window),
+            "{arch}: KV cache"
+        );
+        assert_eq!(b.info.kv_window.is_some(), arch.starts_with("gemma"));
         check(arch, &mut a.model, &mut b.model);
     }
     // Five sliding layers and one full, with a window the prompt outgrows.

@@ -374,6 +374,19 @@ impl ArchConfig {
         self.params() - moe_layers * idle * per_expert
     }
 
+    /// The layers whose KV cache holds only the window (Gemma's sliding layers: our Gemma keeps
+    /// no more). Other architectures' windows, where candle applies them, still cache every
+    /// position.
+    pub fn kv_window(&self) -> Option<crate::event::KvWindow> {
+        let g = self.gemma.as_ref()?;
+        let window = self.sliding_window?;
+        let sliding_layers = g.sliding_layers.iter().filter(|&&s| s).count();
+        (sliding_layers > 0).then_some(crate::event::KvWindow {
+            sliding_layers,
+            window,
+        })
+    }
+
     /// 2 × layers × kv heads × head dim × dtype bytes.
     pub fn kv_bytes_per_token(&self, dtype_bytes: usize) -> u64 {
         2 * (self.num_hidden_layers * self.num_key_value_heads * self.head_dim * dtype_bytes) as u64

@@ -223,6 +223,13 @@ pub fn load(
         weight_bytes: bytes,
         // candle's quantized models keep the KV cache in f32.
         kv_bytes_per_token: 2 * (layers * kv_heads * head_dim * 4) as u64,
+        kv_window: gemma_cfg.as_ref().and_then(|(cfg, g)| {
+            ArchConfig {
+                gemma: Some(g.clone()),
+                ..cfg.clone()
+            }
+            .kv_window()
+        }),
         dtype,
         device: display_device.to_string(),
         max_positions,
