@@ -270,7 +270,8 @@ fn assert_llama_cpp_agrees(python: &Path, gguf: &Path, what: &str) {
 }
 
 /// A Gemma 3 of the tiny shape whose window matters: six layers (five sliding, one full) and a
-/// window of 8, which the longest prompt and its continuation outgrow.
+/// window of 8, which the longest prompt and its continuation outgrow; the full layer's RoPE
+/// linearly scaled.
 fn windowed_gemma3(dir: &Path) -> PathBuf {
     use infertop::model::config::Gemma;
     use infertop::model::{presets, Arch};
@@ -279,6 +280,10 @@ fn windowed_gemma3(dir: &Path) -> PathBuf {
     cfg.num_hidden_layers = 6;
     cfg.sliding_window = Some(8);
     cfg.gemma = Gemma::published(Arch::Gemma3, 6, cfg.head_dim);
+    // Linear RoPE scaling on the full layers, as Gemma 3 4B and larger have (factor 8).
+    if let Some(g) = cfg.gemma.as_mut() {
+        g.rope_linear_factor = Some(8.0);
+    }
     let path = dir.join("windowed-gemma3.gguf");
     let tk = infertop::model::tokenizer::train_bpe(2048).unwrap();
     infertop::model::gguf::write_synthetic(
@@ -315,8 +320,8 @@ fn llama_cpp_loads_the_gguf_and_agrees_on_ids() {
         let gguf = make_gguf_arch(dir.path(), arch, gguf_type);
         assert_llama_cpp_agrees(&python, &gguf, &format!("{arch} {gguf_type}"));
     }
-    // Sliding layers, a full one, and sequences longer than the window (where candle's own
-    // quantized_gemma3 and llama.cpp part ways).
+    // Sliding layers, a full one with scaled RoPE, and sequences longer than the window (where
+    // candle's own quantized_gemma3 and llama.cpp part ways).
     let gguf = windowed_gemma3(dir.path());
     let tk = infertop::model::gguf::read_tokenizer(&gguf).unwrap();
     let longest = PROMPTS
@@ -325,7 +330,7 @@ fn llama_cpp_loads_the_gguf_and_agrees_on_ids() {
         .max()
         .unwrap();
     assert!(longest > 8, "a prompt of {longest} tokens fits the window");
-    assert_llama_cpp_agrees(&python, &gguf, "gemma3 with window 8");
+    assert_llama_cpp_agrees(&python, &gguf, "gemma3 with window 8, RoPE scaled by 8");
 }
 
 /// A llama.cpp server process, killed when dropped.

@@ -231,8 +231,8 @@ fn phi3_warns_when_a_run_outgrows_its_unapplied_window() {
     assert!(!short.contains("declares sliding_window"), "{short}");
 }
 
-/// A Gemma 3 of the tiny shape whose window matters: six layers (five sliding, one full) and a
-/// window of 8 under prompts of 12 tokens and more.
+/// A Gemma 3 of the tiny shape whose window matters: six layers (five sliding, one full, its
+/// RoPE scaled by 8) and a window of 8 under prompts of 12 tokens and more.
 fn windowed_gemma3() -> infertop::model::ArchConfig {
     use infertop::model::config::Gemma;
     use infertop::model::{presets, Arch};
@@ -241,6 +241,10 @@ fn windowed_gemma3() -> infertop::model::ArchConfig {
     cfg.num_hidden_layers = 6;
     cfg.sliding_window = Some(8);
     cfg.gemma = Gemma::published(Arch::Gemma3, 6, cfg.head_dim);
+    // Linear RoPE scaling on the full layer, as Gemma 3 4B and larger have.
+    if let Some(g) = cfg.gemma.as_mut() {
+        g.rope_linear_factor = Some(8.0);
+    }
     cfg
 }
 
