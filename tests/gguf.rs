@@ -297,6 +297,25 @@ fn windowed_gemma3(dir: &Path) -> PathBuf {
     path
 }
 
+/// The tiny Phi-3 with another RoPE base, as f32 GGUF.
+fn phi3_with_rope_base(dir: &Path, base: f64) -> PathBuf {
+    use infertop::model::{presets, Arch};
+    let tiny = (presets::find("tiny").unwrap().config)();
+    let mut cfg = presets::with_arch(tiny, Arch::Phi3);
+    cfg.rope_theta = base;
+    let path = dir.join("phi3-rope.gguf");
+    let tk = infertop::model::tokenizer::train_bpe(2048).unwrap();
+    infertop::model::gguf::write_synthetic(
+        &cfg,
+        0,
+        infertop::model::gguf::GgufType::F32,
+        &tk,
+        &path,
+    )
+    .unwrap();
+    path
+}
+
 /// llama.cpp loads the GGUFs make-model writes (llama, qwen2, qwen3, gemma2, gemma3, phi3),
 /// tokenizes text as infertop does, and its greedy ids equal infertop's. f32 and f16 weights
 /// agree to the last id (the quantized types are compared in
@@ -320,6 +339,9 @@ fn llama_cpp_loads_the_gguf_and_agrees_on_ids() {
         let gguf = make_gguf_arch(dir.path(), arch, gguf_type);
         assert_llama_cpp_agrees(&python, &gguf, &format!("{arch} {gguf_type}"));
     }
+    // Phi-4's RoPE base (250000; candle's own quantized_phi3 would use 10000).
+    let gguf = phi3_with_rope_base(dir.path(), 250_000.0);
+    assert_llama_cpp_agrees(&python, &gguf, "phi3 with RoPE base 250000");
     // Sliding layers, a full one with scaled RoPE, and sequences longer than the window (where
     // candle's own quantized_gemma3 and llama.cpp part ways).
     let gguf = windowed_gemma3(dir.path());
@@ -624,18 +646,18 @@ fn rewrite_gguf(
     gguf_file::write(&mut w, &md_refs, &t_refs).unwrap();
 }
 
-/// candle's quantized Phi-3 fixes RoPE at base 10000 over whole heads: a Phi-4-like file
-/// (base 250000) is refused in one line that says why, not run wrongly.
+/// A Phi-3 GGUF infertop would compute wrongly (here RoPE over 32 of 64 dimensions, as
+/// Phi-4-mini's partial rotary) is refused in one line that says why, not run.
 #[test]
 fn a_phi3_gguf_candle_would_compute_wrongly_is_refused() {
     use candle_core::quantized::gguf_file::Value as V;
     let dir = tempfile::tempdir().unwrap();
     let good = make_gguf_arch(dir.path(), "phi3", "q8_0");
-    let bad = dir.path().join("phi4-like.gguf");
+    let bad = dir.path().join("partial-rotary.gguf");
     rewrite_gguf(&good, &bad, |md| {
         for (k, v) in md.iter_mut() {
-            if k == "phi3.rope.freq_base" {
-                *v = V::F32(250_000.0);
+            if k == "phi3.rope.dimension_count" {
+                *v = V::U32(32);
             }
         }
     });
@@ -659,8 +681,8 @@ fn a_phi3_gguf_candle_would_compute_wrongly_is_refused() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.contains("phi4-like.gguf: Phi-3 GGUF with RoPE base 250000")
-            && err.contains("candle's quantized Phi-3"),
+        err.contains("partial-rotary.gguf: Phi-3 GGUF rotating 32 of 64 dimensions per head")
+            && err.contains("without LongRoPE"),
         "{err}"
     );
 }

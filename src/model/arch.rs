@@ -3,8 +3,8 @@
 use candle_core::{DType, Device, Tensor};
 use candle_nn::{Activation, VarBuilder};
 use candle_transformers::models::{
-    llama, mistral, mixtral, phi3, quantized_llama, quantized_phi3, quantized_qwen2,
-    quantized_qwen3, qwen2, qwen3, qwen3_moe,
+    llama, mistral, mixtral, phi3, quantized_llama, quantized_qwen2, quantized_qwen3, qwen2, qwen3,
+    qwen3_moe,
 };
 
 use super::config::{Arch, ArchConfig};
@@ -36,7 +36,6 @@ pub enum CausalLm {
     QuantLlama(quantized_llama::ModelWeights),
     QuantQwen2(quantized_qwen2::ModelWeights),
     QuantQwen3(quantized_qwen3::ModelWeights),
-    QuantPhi3(quantized_phi3::ModelWeights),
 }
 
 impl CausalLm {
@@ -96,8 +95,6 @@ impl CausalLm {
             CausalLm::QuantLlama(m) => m.clear_kv_cache(),
             CausalLm::QuantQwen2(m) => m.clear_kv_cache(),
             CausalLm::QuantQwen3(m) => m.clear_kv_cache(),
-            // candle's quantized phi3 resets its cache at position 0.
-            CausalLm::QuantPhi3(_) => {}
         }
     }
 
@@ -115,7 +112,6 @@ impl CausalLm {
             CausalLm::QuantLlama(m) => m.forward(ids, pos)?,
             CausalLm::QuantQwen2(m) => m.forward(ids, pos)?,
             CausalLm::QuantQwen3(m) => m.forward(ids, pos)?,
-            CausalLm::QuantPhi3(m) => m.forward(ids, pos)?,
         };
         let logits = if logits.rank() == 3 {
             logits.squeeze(1)?

@@ -1,5 +1,5 @@
-//! GGUF files through candle's quantized llama, qwen2, qwen3 and phi3, and our own Gemma 2/3
-//! (`model::gemma`), with the tokenizer they carry.
+//! GGUF files through candle's quantized llama (llama, mistral, and phi3 with its fused matrices
+//! split), qwen2 and qwen3, and our own Gemma 2/3 (`model::gemma`), with the tokenizer they carry.
 
 pub mod tokenizer;
 
@@ -10,9 +10,7 @@ use std::path::Path;
 use candle_core::quantized::QMatMul;
 use candle_core::quantized::{gguf_file, GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
-use candle_transformers::models::{
-    quantized_llama, quantized_phi3, quantized_qwen2, quantized_qwen3,
-};
+use candle_transformers::models::{quantized_llama, quantized_qwen2, quantized_qwen3};
 
 use crate::model::arch::CausalLm;
 use crate::model::config::{Arch, ArchConfig, Gemma};
@@ -173,11 +171,7 @@ pub fn load(
     };
     let mut ct = ct;
     if arch == Arch::Phi3 {
-        // candle's phi3 allocates its KV cache for the whole context on the first token.
-        ct.metadata.insert(
-            "phi3.context_length".into(),
-            gguf_file::Value::U32(max_positions as u32),
-        );
+        phi3_as_llama(&mut ct, path)?;
     }
     let model = match arch {
         Arch::Gemma2 | Arch::Gemma3 => match &gemma_cfg {
@@ -196,8 +190,6 @@ pub fn load(
             .map(CausalLm::Gemma),
             None => Err(candle_core::Error::Msg("no Gemma settings".into())),
         },
-        Arch::Phi3 => quantized_phi3::ModelWeights::from_gguf(false, ct, &mut file, device)
-            .map(CausalLm::QuantPhi3),
         Arch::Qwen2 => quantized_qwen2::ModelWeights::from_gguf(ct, &mut file, device)
             .map(CausalLm::QuantQwen2),
         Arch::Qwen3 => quantized_qwen3::ModelWeights::from_gguf(ct, &mut file, device)
@@ -353,19 +345,16 @@ fn check_arch_settings(ct: &gguf_file::Content, arch: Arch, path: &Path) -> Resu
     }
 }
 
-/// What candle's quantized phi3 computes correctly: RoPE over the whole head at base 10000
-/// (it ignores `rope.freq_base` and `rope.dimension_count` below the head width) and no
-/// LongRoPE factors (Phi-3-mini/medium 4k; not Phi-3.5, Phi-3 128k or Phi-4).
+/// Phi-3 is llama with fused matrices and NEOX RoPE, which candle's quantized llama applies to
+/// a `phi3` file: what it cannot compute is refused here. candle's own quantized_phi3 is not
+/// used: it fixes RoPE at base 10000 (Phi-4's is 250000).
 fn check_phi3(ct: &gguf_file::Content, head_dim: usize, path: &Path) -> Result<(), ModelError> {
     let refuse = |what: String| {
         Err(ModelError::new(format!(
-            "{}: {what}; candle's quantized Phi-3 would compute it wrongly (it supports RoPE base 10000 over whole heads, without LongRoPE: Phi-3 mini/medium 4k)",
+            "{}: {what}; candle's quantized llama, which runs Phi-3 GGUFs, rotates whole heads without LongRoPE (Phi-3 mini/medium 4k, Phi-4 run)",
             path.display()
         )))
     };
-    if let Some(base) = md_f32(ct, "phi3.rope.freq_base").filter(|&b| b != 10_000.0) {
-        return refuse(format!("Phi-3 GGUF with RoPE base {base}"));
-    }
     if let Some(dims) = md_u32(ct, "phi3.rope.dimension_count").filter(|&d| d != head_dim) {
         return refuse(format!(
             "Phi-3 GGUF rotating {dims} of {head_dim} dimensions per head"
@@ -373,6 +362,90 @@ fn check_phi3(ct: &gguf_file::Content, head_dim: usize, path: &Path) -> Result<(
     }
     if let Some(name) = ct.tensor_infos.keys().find(|n| n.contains("rope_factors")) {
         return refuse(format!("Phi-3 GGUF with LongRoPE factors (`{name}`)"));
+    }
+    Ok(())
+}
+
+/// Presents a Phi-3 GGUF as candle's quantized llama reads one: `llama.*` copies of the
+/// `phi3.*` metadata, and the fused `attn_qkv` (q, k, v rows) and `ffn_up` (gate, then up rows)
+/// as separate tensors over the same bytes (a row of any GGML type is a whole number of blocks).
+/// `general.architecture` stays `phi3`, for which candle applies NEOX RoPE as llama.cpp does.
+fn phi3_as_llama(ct: &mut gguf_file::Content, path: &Path) -> Result<(), ModelError> {
+    let copies: Vec<(String, gguf_file::Value)> = ct
+        .metadata
+        .iter()
+        .filter_map(|(k, v)| {
+            k.strip_prefix("phi3.")
+                .map(|rest| (format!("llama.{rest}"), v.clone()))
+        })
+        .collect();
+    ct.metadata.extend(copies);
+    let need = |k: &str| {
+        md_u32(ct, &format!("phi3.{k}")).ok_or_else(|| {
+            ModelError::new(format!(
+                "{}: GGUF metadata `phi3.{k}` is missing or not an integer",
+                path.display()
+            ))
+        })
+    };
+    let layers = need("block_count")?;
+    let hidden = need("embedding_length")?;
+    let heads = need("attention.head_count")?.max(1);
+    let kv_heads = need("attention.head_count_kv")?;
+    let ff = need("feed_forward_length")?;
+    let head_dim = hidden / heads;
+    for l in 0..layers {
+        let split = |ct: &mut gguf_file::Content,
+                     fused: &str,
+                     parts: &[(&str, usize)]|
+         -> Result<(), ModelError> {
+            let name = format!("blk.{l}.{fused}.weight");
+            let Some(info) = ct.tensor_infos.get(&name) else {
+                return Ok(()); // already separate, or missing: the loader names it
+            };
+            let (rows, cols) = match info.shape.dims() {
+                [r, c] => (*r, *c),
+                _ => (0, 0),
+            };
+            let want: usize = parts.iter().map(|(_, r)| r).sum();
+            let block = info.ggml_dtype.block_size();
+            if rows != want || cols % block != 0 {
+                return Err(ModelError::new(format!(
+                    "{}: tensor `{name}` has shape {:?}, the metadata implies [{want}, {hidden}]",
+                    path.display(),
+                    info.shape.dims()
+                )));
+            }
+            let row_bytes = (cols / block * info.ggml_dtype.type_size()) as u64;
+            let (dtype, mut offset) = (info.ggml_dtype, info.offset);
+            for (part, part_rows) in parts {
+                ct.tensor_infos.insert(
+                    format!("blk.{l}.{part}.weight"),
+                    gguf_file::TensorInfo {
+                        ggml_dtype: dtype,
+                        shape: candle_core::Shape::from((*part_rows, cols)),
+                        offset,
+                    },
+                );
+                offset += row_bytes * *part_rows as u64;
+            }
+            Ok(())
+        };
+        split(
+            ct,
+            "attn_qkv",
+            &[
+                ("attn_q", heads * head_dim),
+                ("attn_k", kv_heads * head_dim),
+                ("attn_v", kv_heads * head_dim),
+            ],
+        )?;
+        if !ct
+            .tensor_infos
+            .contains_key(&format!("blk.{l}.ffn_gate.weight"))
+        {
+            split(ct, "ffn_up", &[("ffn_gate", ff), ("ffn_up", ff)])?;
+        }
     }
     Ok(())
 }
