@@ -124,8 +124,8 @@ pub fn load(
         Arch::Qwen3 | Arch::Gemma2 | Arch::Gemma3 => need("attention.key_length")?,
         _ => hidden / heads.max(1),
     };
-    // candle's quantized llama and qwen2 precompute RoPE for a fixed length, and its phi3 a KV
-    // cache of the file's context length (capped below); qwen3 and Gemma the file's length.
+    // candle's quantized llama (which also runs phi3) and qwen2 precompute RoPE for a fixed
+    // length; qwen3 for the file's context length, and our Gemma grows its tables on demand.
     let max_positions = match arch {
         Arch::Qwen3 | Arch::Gemma2 | Arch::Gemma3 => context,
         _ => context.min(GGUF_MAX_POSITIONS),
