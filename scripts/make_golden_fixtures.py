@@ -130,6 +130,23 @@ ARCHS = {
              sliding_window=8, layer_types=["sliding_attention", "full_attention"],
              tie_word_embeddings=True, pad_token_id=0),
     ),
+    "gemma3_vision": (
+        "gemma3",
+        "Gemma3ForConditionalGeneration",
+        # The vision-wrapped Gemma 3 that the published 4B and larger ship: the text model of the
+        # gemma3 fixture in `text_config`, its tensors under `model.language_model.`, and a tiny
+        # vision tower (one SigLIP layer of width 16, 28-pixel images of 14-pixel patches, 4
+        # tokens per image) that infertop must ignore.
+        dict(
+            text_config=dict(num_hidden_layers=2, head_dim=32, rms_norm_eps=1e-6,
+                             query_pre_attn_scalar=24, sliding_window=8,
+                             layer_types=["sliding_attention", "full_attention"],
+                             tie_word_embeddings=True, pad_token_id=0),
+            vision_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                               num_attention_heads=2, image_size=28, patch_size=14),
+            mm_tokens_per_image=4,
+        ),
+    ),
     "phi3": (
         "phi3",
         "Phi3ForCausalLM",
@@ -179,7 +196,7 @@ def rescale_(model: torch.nn.Module, seed: int, gemma: bool) -> None:
                 # Gemma stores norms as w in x * (1 + w) and inits them to 0; the others init to 1.
                 # Random values around the init catch a loader that gets the offset wrong.
                 p.copy_(p + NORM_STD * noise)
-                if gemma and name == "model.norm.weight":
+                if gemma and name in ("model.norm.weight", "model.language_model.norm.weight"):
                     p.add_(GEMMA_FINAL_NORM_SHIFT)
             elif name.endswith("bias"):
                 p.copy_(BIAS_STD * noise)
@@ -236,9 +253,16 @@ def dumps_compact(value) -> str:
 
 def build(name: str, vocab: int, seed: int):
     model_type, cls_name, overrides = ARCHS[name]
-    kwargs = dict(COMMON)
-    kwargs.update(overrides)
-    kwargs["vocab_size"] = vocab
+    if "text_config" in overrides:
+        # A vision-wrapped model: the common shape is its text model's.
+        text = dict(COMMON)
+        text.update(overrides["text_config"])
+        text["vocab_size"] = vocab
+        kwargs = dict(overrides, text_config=text)
+    else:
+        kwargs = dict(COMMON)
+        kwargs.update(overrides)
+        kwargs["vocab_size"] = vocab
     config = AutoConfig.for_model(model_type, **kwargs)
     config._attn_implementation = "eager"
     torch.manual_seed(seed)

@@ -375,7 +375,12 @@ pub struct ModelInfo {
     /// Bytes of weights as held on the device.
     pub weight_bytes: u64,
     /// KV-cache bytes per token per sequence: 2 × layers × kv heads × head dim × dtype bytes.
+    /// Layers in `kv_window` stop growing at their window (see [`Self::kv_bytes_at`]).
     pub kv_bytes_per_token: u64,
+    /// Layers whose KV cache keeps only the last `window` positions (Gemma's sliding layers).
+    /// Absent (older records, other models): every layer grows with the context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_window: Option<KvWindow>,
     /// `f32`, `f16`, `bf16`, or the GGUF quantization such as `q8_0`.
     pub dtype: String,
     /// `cpu` or `cuda:N`.
@@ -387,6 +392,13 @@ pub struct ModelInfo {
     pub kv_heads: usize,
     pub head_dim: usize,
     pub vocab: usize,
+}
+
+/// Of a model's layers, how many keep only a window of positions in their KV cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KvWindow {
+    pub sliding_layers: usize,
+    pub window: usize,
 }
 
 impl ModelInfo {
@@ -401,6 +413,7 @@ impl ModelInfo {
             active_params: 0,
             weight_bytes: 0,
             kv_bytes_per_token: 0,
+            kv_window: None,
             dtype: "?".into(),
             device: device.to_string(),
             max_positions: 0,
@@ -436,8 +449,44 @@ impl ModelInfo {
         (self.weight_bytes as u128 * self.active() as u128 / self.params as u128) as u64
     }
 
+    /// KV-cache bytes of one sequence at `context` positions: the full layers hold every
+    /// position, the sliding ones at most their window.
+    pub fn kv_bytes_at(&self, context: f64) -> f64 {
+        self.kv_bytes_per_token as f64 * self.kv_layers_at(|w| context.min(w))
+    }
+
+    /// KV-cache bytes one decode step of a request reads per sequence, averaged over its steps
+    /// (context from `prompt` to `prompt + output`, continuously): `P + G/2` positions on full
+    /// layers, the mean of `min(context, window)` on sliding ones.
+    pub fn decode_kv_bytes(&self, prompt: usize, output: usize) -> f64 {
+        let (p, g) = (prompt as f64, output as f64);
+        let mean_min = |w: f64| {
+            if g <= 0.0 || p + g <= w {
+                (p + g / 2.0).min(w)
+            } else if p >= w {
+                w
+            } else {
+                // ∫ from p to p + g of min(c, w) dc, over g.
+                ((w * w - p * p) / 2.0 + w * (p + g - w)) / g
+            }
+        };
+        self.kv_bytes_per_token as f64 * self.kv_layers_at(mean_min)
+    }
+
+    /// Positions held per layer, on average over the layers: `held(window)` on sliding layers,
+    /// `held(∞)` (the whole context) on full ones.
+    fn kv_layers_at(&self, held: impl Fn(f64) -> f64) -> f64 {
+        match self.kv_window {
+            Some(w) if self.layers > 0 && w.sliding_layers <= self.layers => {
+                let full = (self.layers - w.sliding_layers) as f64 * held(f64::INFINITY);
+                (full + w.sliding_layers as f64 * held(w.window as f64)) / self.layers as f64
+            }
+            _ => held(f64::INFINITY),
+        }
+    }
+
     /// Expected KV-cache bytes for `tokens` positions of `batch` sequences.
     pub fn expected_kv_bytes(&self, tokens: usize, batch: usize) -> u64 {
-        self.kv_bytes_per_token * tokens as u64 * batch as u64
+        (self.kv_bytes_at(tokens as f64) * batch as f64) as u64
     }
 }

@@ -307,19 +307,19 @@ const CASES: &[Case] = &[
     Case {
         input: "config.json without an architecture",
         args: &[H, "--model", "no-arch"],
-        message: "no-arch/config.json: names no architecture (neither `architectures` nor `model_type`); supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM",
+        message: "no-arch/config.json: names no architecture (neither `architectures` nor `model_type`); supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3ForConditionalGeneration",
         code: 2,
     },
     Case {
         input: "config.json of an unsupported architecture",
         args: &[H, "--model", "gpt2"],
-        message: "gpt2/config.json: architecture `GPT2LMHeadModel` is not supported (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM)",
+        message: "gpt2/config.json: architecture `GPT2LMHeadModel` is not supported (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Gemma3ForConditionalGeneration)",
         code: 2,
     },
     Case {
-        input: "Gemma 3 with vision (only the text model is read)",
+        input: "Gemma 3 with vision without its `text_config` (the text model is read from it)",
         args: &[H, "--model", "gemma3-vision"],
-        message: "gemma3-vision/config.json: architecture `Gemma3ForConditionalGeneration` is not supported (supported: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Phi3ForCausalLM, MixtralForCausalLM, Qwen3MoeForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM)",
+        message: "gemma3-vision/config.json: `text_config`: missing; a Gemma3ForConditionalGeneration config.json holds the text model's settings there",
         code: 2,
     },
     Case {
@@ -416,7 +416,7 @@ const CASES: &[Case] = &[
     Case {
         input: "GGUF of an unsupported architecture",
         args: &[H, "--model", "bloom.gguf"],
-        message: "bloom.gguf: GGUF architecture `bloom` is not supported (supported: llama, mistral, qwen2, qwen3)",
+        message: "bloom.gguf: GGUF architecture `bloom` is not supported (supported: llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3)",
         code: 2,
     },
     // ---- sweeps

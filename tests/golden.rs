@@ -22,6 +22,7 @@ const SUPPORTED: &[&str] = &[
     "qwen3_moe",
     "gemma2",
     "gemma3",
+    "gemma3_vision",
 ];
 
 /// Prefill logits may differ from torch's by float rounding only. Measured: at most 1.4e-5 (logits
@@ -96,21 +97,21 @@ fn greedy(lm: &mut model::CausalLm, prompt: &[u32], n: usize) -> (Vec<u32>, Vec<
 }
 
 fn check(name: &str) {
-    let dir = fixture_dir(name);
-    let (arch, prompts) = golden(&dir);
-    assert_eq!(
-        arch,
-        name,
-        "{}: golden.json names its fixture",
-        dir.display()
-    );
+    check_dir(name, &fixture_dir(name), name);
+}
+
+/// The fixture `name`'s golden.json against the model directory `dir`, which infertop loads as
+/// `arch`.
+fn check_dir(name: &str, dir: &Path, arch_loaded: &str) {
+    let (arch, prompts) = golden(&fixture_dir(name));
+    assert_eq!(arch, name, "{name}: golden.json names its fixture");
     assert!(prompts.len() >= 4, "{name}: golden.json has its prompts");
 
     let spec = ModelSpec::parse(dir.to_str().unwrap(), 0).unwrap();
     let progress: model::Progress = Arc::new(|_: &str, _: u64, _: u64| {});
     let mut loaded = model::load(&spec, &Device::Cpu, DeviceSpec::Cpu, DType::F32, progress)
         .unwrap_or_else(|e| panic!("{name}: {e}"));
-    assert_eq!(loaded.info.arch, name);
+    assert_eq!(loaded.info.arch, arch_loaded);
     let tokenizer = model::tokenizer::load(&dir.join("tokenizer.json")).unwrap();
 
     for p in &prompts {
@@ -175,6 +176,47 @@ fn gemma2_matches_transformers() {
 #[test]
 fn gemma3_matches_transformers() {
     check("gemma3");
+}
+
+/// Gemma3ForConditionalGeneration as transformers 5.24 saves it (text tower under
+/// `language_model.model.`, a tiny vision tower beside it): the text model is read, the vision
+/// tower ignored. Its text weights are the gemma3 fixture's (same seed, same order of draws), so
+/// its ids are too.
+#[test]
+fn gemma3_with_vision_matches_transformers() {
+    check_dir("gemma3_vision", &fixture_dir("gemma3_vision"), "gemma3");
+    let (_, wrapped) = golden(&fixture_dir("gemma3_vision"));
+    let (_, plain) = golden(&fixture_dir("gemma3"));
+    let greedy = |p: &[Prompt]| p.iter().map(|p| p.greedy.clone()).collect::<Vec<_>>();
+    assert_eq!(greedy(&wrapped), greedy(&plain));
+}
+
+/// The same model in the layout transformers holds in memory (and some versions saved):
+/// `model.language_model.`, `model.vision_tower.`, `model.multi_modal_projector.`.
+#[test]
+fn gemma3_with_vision_in_the_current_layout_matches_transformers() {
+    let src = fixture_dir("gemma3_vision");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("gemma3_vision");
+    std::fs::create_dir(&dir).unwrap();
+    for f in ["config.json", "tokenizer.json"] {
+        std::fs::copy(src.join(f), dir.join(f)).unwrap();
+    }
+    let tensors =
+        candle_core::safetensors::load(src.join("model.safetensors"), &Device::Cpu).unwrap();
+    let renamed: std::collections::HashMap<String, Tensor> = tensors
+        .into_iter()
+        .map(|(name, t)| {
+            let name = match name.strip_prefix("language_model.model.") {
+                Some(rest) => format!("model.language_model.{rest}"),
+                None => format!("model.{name}"),
+            };
+            (name, t)
+        })
+        .collect();
+    assert!(renamed.contains_key("model.vision_tower.embeddings.patch_embedding.weight"));
+    candle_core::safetensors::save(&renamed, dir.join("model.safetensors")).unwrap();
+    check_dir("gemma3_vision", &dir, "gemma3");
 }
 
 /// Every fixture directory is complete, and the supported ones are each tested above.

@@ -74,6 +74,7 @@ fn model_info() -> ModelInfo {
         active_params: 8_030_000_000,
         weight_bytes: 16_060_000_000,
         kv_bytes_per_token: 131_072,
+        kv_window: None,
         dtype: "bf16".into(),
         device: "cuda:0".into(),
         max_positions: 8192,

@@ -34,6 +34,7 @@ fn model() -> ModelInfo {
         active_params: 4_620_000,
         weight_bytes: 18_480_000,
         kv_bytes_per_token: 4096,
+        kv_window: None,
         dtype: "f32".into(),
         device: "cpu".into(),
         max_positions: 2048,

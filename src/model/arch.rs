@@ -8,7 +8,7 @@ use candle_transformers::models::{
 };
 
 use super::config::{Arch, ArchConfig};
-use super::gemma::GemmaModel;
+use super::gemma::{GemmaModel, HfWeights};
 
 /// A loaded causal LM. `forward` returns last-position logits as `(batch, vocab)`.
 // One per process, owned by the worker: the variants' size difference costs nothing.
@@ -73,7 +73,9 @@ impl CausalLm {
                 vb,
             )?),
             Arch::Gemma2 | Arch::Gemma3 => match &cfg.gemma {
-                Some(g) => CausalLm::Gemma(GemmaModel::load(cfg, g, vb, dtype, device)?),
+                Some(g) => {
+                    CausalLm::Gemma(GemmaModel::load(cfg, g, &mut HfWeights(vb), dtype, device)?)
+                }
                 None => candle_core::bail!("{} config without its Gemma settings", cfg.arch.name()),
             },
         })

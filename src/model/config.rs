@@ -21,6 +21,7 @@ pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
     "Qwen3MoeForCausalLM",
     "Gemma2ForCausalLM",
     "Gemma3ForCausalLM",
+    "Gemma3ForConditionalGeneration",
 ];
 
 #[derive(
@@ -38,7 +39,8 @@ pub enum Arch {
     #[value(name = "qwen3_moe")]
     Qwen3Moe,
     Gemma2,
-    /// Gemma 3 text-only (`gemma3_text`; the vision model's directories are not read).
+    /// Gemma 3's text model (`gemma3_text`; of the vision model, `Gemma3ForConditionalGeneration`,
+    /// only the text tower is read).
     Gemma3,
 }
 
@@ -89,8 +91,11 @@ impl Arch {
             "mixtral" | "mixtralforcausallm" => Some(Arch::Mixtral),
             "qwen3_moe" | "qwen3moeforcausallm" => Some(Arch::Qwen3Moe),
             "gemma2" | "gemma2forcausallm" => Some(Arch::Gemma2),
-            // `gemma3` alone is the vision model's type (Gemma3ForConditionalGeneration).
-            "gemma3_text" | "gemma3forcausallm" => Some(Arch::Gemma3),
+            // `gemma3` is the vision model's type (Gemma3ForConditionalGeneration), whose text
+            // tower infertop reads (`text_config`).
+            "gemma3_text" | "gemma3forcausallm" | "gemma3" | "gemma3forconditionalgeneration" => {
+                Some(Arch::Gemma3)
+            }
             _ => None,
         }
     }
@@ -264,7 +269,17 @@ impl ArchConfig {
         if !v.is_object() {
             return Err("config.json must be a JSON object".to_string());
         }
-        let arch = deserialize::<RawArchNames>(v)?.arch()?;
+        let names = deserialize::<RawArchNames>(v)?;
+        let arch = names.arch()?;
+        if names.is_gemma3_vision() {
+            let text = gemma3_text_config(v)?;
+            return deserialize::<RawConfig>(&text)
+                .and_then(|raw| raw.adapt(arch))
+                .map_err(|m| match m.strip_prefix('`') {
+                    Some(rest) => format!("`text_config.{rest}"),
+                    None => format!("text_config: {m}"),
+                });
+        }
         deserialize::<RawConfig>(v)?.adapt(arch)
     }
 
@@ -357,6 +372,19 @@ impl ArchConfig {
             .count() as u64;
         let idle = m.num_experts.saturating_sub(m.experts_per_tok) as u64;
         self.params() - moe_layers * idle * per_expert
+    }
+
+    /// The layers whose KV cache holds only the window (Gemma's sliding layers: our Gemma keeps
+    /// no more). Other architectures' windows, where candle applies them, still cache every
+    /// position.
+    pub fn kv_window(&self) -> Option<crate::event::KvWindow> {
+        let g = self.gemma.as_ref()?;
+        let window = self.sliding_window?;
+        let sliding_layers = g.sliding_layers.iter().filter(|&&s| s).count();
+        (sliding_layers > 0).then_some(crate::event::KvWindow {
+            sliding_layers,
+            window,
+        })
     }
 
     /// 2 × layers × kv heads × head dim × dtype bytes.
@@ -719,7 +747,52 @@ struct RawArchNames {
     model_type: Option<String>,
 }
 
+/// Gemma 3 with vision (`Gemma3ForConditionalGeneration`) keeps its text model's settings in
+/// `text_config`, where published configs write only what differs from `Gemma3TextConfig`'s
+/// defaults: those are filled in, as transformers does, and the top level's token ids and
+/// tying apply where `text_config` has none.
+fn gemma3_text_config(v: &Value) -> Result<Value, String> {
+    let Some(text) = v.get("text_config").and_then(Value::as_object) else {
+        return Err(
+            "`text_config`: missing; a Gemma3ForConditionalGeneration config.json holds the text model's settings there"
+                .to_string(),
+        );
+    };
+    let mut merged = serde_json::json!({
+        "vocab_size": 262_208,
+        "hidden_size": 2304,
+        "intermediate_size": 9216,
+        "num_hidden_layers": 26,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 4,
+        "head_dim": 256,
+        "query_pre_attn_scalar": 256,
+        "sliding_window": 4096,
+        "max_position_embeddings": 131_072,
+        "rms_norm_eps": 1e-6,
+    });
+    if let Some(obj) = merged.as_object_mut() {
+        for key in ["tie_word_embeddings", "bos_token_id", "eos_token_id"] {
+            if let Some(top) = v.get(key) {
+                obj.insert(key.to_string(), top.clone());
+            }
+        }
+        for (k, val) in text {
+            obj.insert(k.clone(), val.clone());
+        }
+    }
+    Ok(merged)
+}
+
 impl RawArchNames {
+    /// Gemma 3 with vision: the text model is read from `text_config`.
+    fn is_gemma3_vision(&self) -> bool {
+        match self.architectures.as_ref().and_then(|list| list.first()) {
+            Some(first) => first.eq_ignore_ascii_case("Gemma3ForConditionalGeneration"),
+            None => self.model_type.as_deref() == Some("gemma3"),
+        }
+    }
+
     /// The first of `architectures`, else `model_type`.
     fn arch(&self) -> Result<Arch, String> {
         let supported = SUPPORTED_ARCHITECTURES.join(", ");
@@ -1470,9 +1543,53 @@ mod tests {
         for (extra, want) in cases {
             assert_eq!(gemma("Gemma2ForCausalLM", extra).unwrap_err(), want);
         }
-        let vision = gemma("Gemma3ForConditionalGeneration", json!({})).unwrap_err();
-        assert!(
-            vision.starts_with("architecture `Gemma3ForConditionalGeneration` is not supported")
+        let vision =
+            json!({"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3"});
+        assert!(ArchConfig::from_json(&vision)
+            .unwrap_err()
+            .starts_with("`text_config`: missing"));
+    }
+
+    /// gemma-3-4b-it's config.json as published (transformers 4.50): the text model's settings
+    /// in a sparse `text_config`, the rest from Gemma3TextConfig's defaults. It is the
+    /// gemma-3-4b preset's shape.
+    #[test]
+    fn gemma3_with_vision_reads_its_text_config() {
+        let published = json!({
+            "architectures": ["Gemma3ForConditionalGeneration"],
+            "boi_token_index": 255999, "eoi_token_index": 256000, "eos_token_id": [1, 106],
+            "image_token_index": 262144, "initializer_range": 0.02, "mm_tokens_per_image": 256,
+            "model_type": "gemma3",
+            "text_config": {
+                "hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                "num_hidden_layers": 34, "rope_scaling": {"factor": 8.0, "rope_type": "linear"},
+                "sliding_window": 1024
+            },
+            "torch_dtype": "bfloat16", "transformers_version": "4.50.0.dev0",
+            "vision_config": {"hidden_size": 1152, "image_size": 896, "intermediate_size": 4304,
+                "model_type": "siglip_vision_model", "num_attention_heads": 16,
+                "num_hidden_layers": 27, "patch_size": 14, "vision_use_head": false}
+        });
+        let c = ArchConfig::from_json(&published).unwrap();
+        let preset = (crate::model::presets::find("gemma-3-4b").unwrap().config)();
+        assert_eq!(c.arch, Arch::Gemma3);
+        assert_eq!(c.eos_token_ids, vec![1, 106]);
+        assert_eq!(c.params(), preset.params());
+        assert_eq!(c.gemma, preset.gemma);
+        assert_eq!(
+            (
+                c.sliding_window,
+                c.head_dim,
+                c.num_key_value_heads,
+                c.rope_theta
+            ),
+            (Some(1024), 256, 4, 1e6)
+        );
+        let bad = json!({"architectures": ["Gemma3ForConditionalGeneration"],
+            "text_config": {"hidden_size": "wide"}});
+        assert_eq!(
+            ArchConfig::from_json(&bad).unwrap_err(),
+            "`text_config.hidden_size`: invalid type: string \"wide\", expected a positive integer"
         );
     }
 

@@ -22,6 +22,7 @@
 //!   cache keeps only the `sliding_window - 1` newest positions, as transformers' sliding cache;
 //! - MLP `down(gelu_tanh(gate(x)) * up(x))`; logits optionally soft-capped.
 
+use candle_core::quantized::QMatMul;
 use candle_core::{DType, Device, Module, Tensor, D};
 use candle_nn::{Linear, VarBuilder};
 
@@ -35,12 +36,8 @@ struct GemmaNorm {
 }
 
 impl GemmaNorm {
-    fn load(dim: usize, eps: f64, vb: VarBuilder) -> candle_core::Result<Self> {
-        let w = vb.get(dim, "weight")?.to_dtype(DType::F32)?;
-        Ok(Self {
-            gain: (w + 1.0)?,
-            eps,
-        })
+    fn new(gain: Tensor, eps: f64) -> Self {
+        Self { gain, eps }
     }
 
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
@@ -49,6 +46,65 @@ impl GemmaNorm {
         let mean_sq = x.sqr()?.mean_keepdim(D::Minus1)?;
         let normed = x.broadcast_div(&(mean_sq + self.eps)?.sqrt()?)?;
         normed.broadcast_mul(&self.gain)?.to_dtype(dtype)
+    }
+}
+
+/// A projection: a dense matrix (Hugging Face weights) or a GGUF one, quantized or not.
+pub enum Proj {
+    Dense(Linear),
+    Gguf(QMatMul),
+}
+
+impl Proj {
+    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        match self {
+            Proj::Dense(l) => l.forward(x),
+            Proj::Gguf(q) => q.forward(x),
+        }
+    }
+}
+
+/// Where a Gemma's weights come from, in Hugging Face's names (without `.weight`).
+pub trait GemmaWeights {
+    /// The matrix `name`, (out, in).
+    fn proj(&mut self, name: &str, out: usize, inp: usize) -> candle_core::Result<Proj>;
+    /// The norm `name`'s gain `1 + w`, in f32.
+    fn gain(&mut self, name: &str, dim: usize) -> candle_core::Result<Tensor>;
+    /// The token embeddings (vocab, hidden), and the output projection (the same matrix when
+    /// the embeddings are tied).
+    fn embeddings(
+        &mut self,
+        vocab: usize,
+        hidden: usize,
+        tied: bool,
+    ) -> candle_core::Result<(Tensor, Proj)>;
+}
+
+/// Hugging Face weights (safetensors or in memory), which store norms as `w`.
+pub struct HfWeights<'a>(pub VarBuilder<'a>);
+
+impl GemmaWeights for HfWeights<'_> {
+    fn proj(&mut self, name: &str, out: usize, inp: usize) -> candle_core::Result<Proj> {
+        candle_nn::linear_no_bias(inp, out, self.0.pp(name)).map(Proj::Dense)
+    }
+
+    fn gain(&mut self, name: &str, dim: usize) -> candle_core::Result<Tensor> {
+        self.0.pp(name).get(dim, "weight")?.to_dtype(DType::F32)? + 1.0
+    }
+
+    fn embeddings(
+        &mut self,
+        vocab: usize,
+        hidden: usize,
+        tied: bool,
+    ) -> candle_core::Result<(Tensor, Proj)> {
+        let embed = self.0.get((vocab, hidden), "model.embed_tokens.weight")?;
+        let head = if tied {
+            Linear::new(embed.clone(), None)
+        } else {
+            candle_nn::linear_no_bias(hidden, vocab, self.0.pp("lm_head"))?
+        };
+        Ok((embed, Proj::Dense(head)))
     }
 }
 
@@ -122,10 +178,10 @@ struct KvCache {
 }
 
 struct Attention {
-    q_proj: Linear,
-    k_proj: Linear,
-    v_proj: Linear,
-    o_proj: Linear,
+    q_proj: Proj,
+    k_proj: Proj,
+    v_proj: Proj,
+    o_proj: Proj,
     qk_norm: Option<(GemmaNorm, GemmaNorm)>,
     heads: usize,
     kv_heads: usize,
@@ -226,9 +282,9 @@ impl Attention {
 
 struct Layer {
     attn: Attention,
-    gate_proj: Linear,
-    up_proj: Linear,
-    down_proj: Linear,
+    gate_proj: Proj,
+    up_proj: Proj,
+    down_proj: Proj,
     input_norm: GemmaNorm,
     post_attn_norm: GemmaNorm,
     pre_ff_norm: GemmaNorm,
@@ -256,7 +312,7 @@ pub struct GemmaModel {
     embed_scale: Tensor,
     layers: Vec<Layer>,
     norm: GemmaNorm,
-    lm_head: Linear,
+    lm_head: Proj,
     final_softcap: Option<f64>,
     /// RoPE of the full-attention layers and of the sliding ones.
     rope_full: Rope,
@@ -264,38 +320,45 @@ pub struct GemmaModel {
 }
 
 impl GemmaModel {
+    /// Builds the model from `w`; activations and RoPE tables in `dtype`.
     pub fn load(
         cfg: &ArchConfig,
         gemma: &Gemma,
-        vb: VarBuilder,
+        w: &mut dyn GemmaWeights,
         dtype: DType,
         device: &Device,
     ) -> candle_core::Result<Self> {
         let (h, hd) = (cfg.hidden_size, cfg.head_dim);
         let (heads, kv_heads) = (cfg.num_attention_heads, cfg.num_key_value_heads);
-        let linear = |i: usize, o: usize, vb: VarBuilder| candle_nn::linear_no_bias(i, o, vb);
-        let vm = vb.pp("model");
-        let embed = candle_nn::embedding(cfg.vocab_size, h, vm.pp("embed_tokens"))?;
+        let eps = cfg.rms_norm_eps;
+        let (embeddings, lm_head) = w.embeddings(cfg.vocab_size, h, cfg.tie_word_embeddings)?;
+        let embed = candle_nn::Embedding::new(embeddings, h);
         let embed_scale = Tensor::new((h as f32).sqrt(), device)?.to_dtype(dtype)?;
         let mut layers = Vec::with_capacity(cfg.num_hidden_layers);
         for l in 0..cfg.num_hidden_layers {
-            let vl = vm.pp(format!("layers.{l}"));
-            let va = vl.pp("self_attn");
+            let p = format!("model.layers.{l}");
+            let a = format!("{p}.self_attn");
             let sliding = gemma.sliding_layers.get(l).copied().unwrap_or(false);
-            let eps = cfg.rms_norm_eps;
+            let mut norm = |name: String, dim: usize| -> candle_core::Result<GemmaNorm> {
+                Ok(GemmaNorm::new(w.gain(&name, dim)?, eps))
+            };
             let qk_norm = if gemma.qk_norm {
                 Some((
-                    GemmaNorm::load(hd, eps, va.pp("q_norm"))?,
-                    GemmaNorm::load(hd, eps, va.pp("k_norm"))?,
+                    norm(format!("{a}.q_norm"), hd)?,
+                    norm(format!("{a}.k_norm"), hd)?,
                 ))
             } else {
                 None
             };
+            let input_norm = norm(format!("{p}.input_layernorm"), h)?;
+            let post_attn_norm = norm(format!("{p}.post_attention_layernorm"), h)?;
+            let pre_ff_norm = norm(format!("{p}.pre_feedforward_layernorm"), h)?;
+            let post_ff_norm = norm(format!("{p}.post_feedforward_layernorm"), h)?;
             let attn = Attention {
-                q_proj: linear(h, heads * hd, va.pp("q_proj"))?,
-                k_proj: linear(h, kv_heads * hd, va.pp("k_proj"))?,
-                v_proj: linear(h, kv_heads * hd, va.pp("v_proj"))?,
-                o_proj: linear(heads * hd, h, va.pp("o_proj"))?,
+                q_proj: w.proj(&format!("{a}.q_proj"), heads * hd, h)?,
+                k_proj: w.proj(&format!("{a}.k_proj"), kv_heads * hd, h)?,
+                v_proj: w.proj(&format!("{a}.v_proj"), kv_heads * hd, h)?,
+                o_proj: w.proj(&format!("{a}.o_proj"), h, heads * hd)?,
                 qk_norm,
                 heads,
                 kv_heads,
@@ -305,26 +368,20 @@ impl GemmaModel {
                 window: if sliding { cfg.sliding_window } else { None },
                 cache: KvCache::default(),
             };
-            let vmlp = vl.pp("mlp");
             let i = cfg.intermediate_size;
             layers.push(Layer {
                 attn,
-                gate_proj: linear(h, i, vmlp.pp("gate_proj"))?,
-                up_proj: linear(h, i, vmlp.pp("up_proj"))?,
-                down_proj: linear(i, h, vmlp.pp("down_proj"))?,
-                input_norm: GemmaNorm::load(h, eps, vl.pp("input_layernorm"))?,
-                post_attn_norm: GemmaNorm::load(h, eps, vl.pp("post_attention_layernorm"))?,
-                pre_ff_norm: GemmaNorm::load(h, eps, vl.pp("pre_feedforward_layernorm"))?,
-                post_ff_norm: GemmaNorm::load(h, eps, vl.pp("post_feedforward_layernorm"))?,
+                gate_proj: w.proj(&format!("{p}.mlp.gate_proj"), i, h)?,
+                up_proj: w.proj(&format!("{p}.mlp.up_proj"), i, h)?,
+                down_proj: w.proj(&format!("{p}.mlp.down_proj"), h, i)?,
+                input_norm,
+                post_attn_norm,
+                pre_ff_norm,
+                post_ff_norm,
                 sliding,
             });
         }
-        let norm = GemmaNorm::load(h, cfg.rms_norm_eps, vm.pp("norm"))?;
-        let lm_head = if cfg.tie_word_embeddings {
-            Linear::new(embed.embeddings().clone(), None)
-        } else {
-            linear(h, cfg.vocab_size, vb.pp("lm_head"))?
-        };
+        let norm = GemmaNorm::new(w.gain("model.norm", h)?, eps);
         Ok(Self {
             embed,
             embed_scale,

@@ -57,6 +57,42 @@ pub fn weight_files(dir: &Path) -> Result<Vec<PathBuf>, ModelError> {
     )))
 }
 
+/// Where a vision model keeps its text tower's tensors (Gemma3ForConditionalGeneration): current
+/// transformers under `model.language_model.`, older ones under `language_model.model.` (and its
+/// head as `language_model.lm_head`). The vision tower's tensors are never read.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum TextTower {
+    /// The plain causal LM layout (`model.…`, `lm_head.weight`).
+    Plain,
+    ModelLanguageModel,
+    LanguageModelModel,
+}
+
+impl TextTower {
+    fn detect(has: impl Fn(&str) -> bool) -> TextTower {
+        if has("model.embed_tokens.weight") {
+            TextTower::Plain
+        } else if has("model.language_model.embed_tokens.weight") {
+            TextTower::ModelLanguageModel
+        } else if has("language_model.model.embed_tokens.weight") {
+            TextTower::LanguageModelModel
+        } else {
+            TextTower::Plain
+        }
+    }
+
+    /// The stored name of the causal LM's tensor `name`.
+    fn stored(self, name: &str) -> String {
+        match (self, name.strip_prefix("model.")) {
+            (TextTower::Plain, _) => name.to_string(),
+            (TextTower::ModelLanguageModel, Some(rest)) => format!("model.language_model.{rest}"),
+            (TextTower::LanguageModelModel, Some(rest)) => format!("language_model.model.{rest}"),
+            (TextTower::ModelLanguageModel, None) => name.to_string(),
+            (TextTower::LanguageModelModel, None) => format!("language_model.{name}"),
+        }
+    }
+}
+
 /// Maps the files and checks every tensor the architecture needs: present, right shape, float dtype.
 /// candle's loaders unwrap on a missing tensor, so nothing reaches them unchecked.
 pub fn open_checked(
@@ -93,6 +129,7 @@ pub fn open_checked(
         )
     };
     let mut bytes = 0u64;
+    let tower = TextTower::detect(|n| found.contains_key(n));
     for spec in cfg.tensor_specs() {
         let name = if spec.name == "lm_head.weight"
             && matches!(cfg.arch, Arch::Mistral | Arch::Mixtral)
@@ -100,12 +137,12 @@ pub fn open_checked(
         {
             "model.embed_tokens.weight".to_string()
         } else {
-            spec.name.clone()
+            tower.stored(&spec.name)
         };
         let Some((shape, dtype)) = found.get(&name) else {
             return Err(ModelError::new(format!(
                 "{file_label}: tensor `{}` is missing (incomplete download, or weights of another architecture than {})",
-                spec.name,
+                name,
                 cfg.arch.name()
             )));
         };
@@ -135,22 +172,23 @@ pub fn open_checked(
 struct ProgressBackend {
     st: MmapedSafetensors,
     alias_lm_head: bool,
+    tower: TextTower,
     done: AtomicU64,
     total: u64,
     progress: Progress,
 }
 
 impl ProgressBackend {
-    fn resolve<'a>(&self, name: &'a str) -> &'a str {
+    fn resolve(&self, name: &str) -> String {
         if self.alias_lm_head && name == "lm_head.weight" {
-            "model.embed_tokens.weight"
+            "model.embed_tokens.weight".to_string()
         } else {
-            name
+            self.tower.stored(name)
         }
     }
 
     fn load(&self, name: &str, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
-        let t = self.st.load(self.resolve(name), dev)?.to_dtype(dtype)?;
+        let t = self.st.load(&self.resolve(name), dev)?.to_dtype(dtype)?;
         let bytes = (t.elem_count() * dtype.size_in_bytes()) as u64;
         let done = self.done.fetch_add(bytes, Ordering::Relaxed) + bytes;
         (self.progress)(name, done.min(self.total), self.total);
@@ -183,7 +221,7 @@ impl SimpleBackend for ProgressBackend {
     }
 
     fn contains_tensor(&self, name: &str) -> bool {
-        self.st.get(self.resolve(name)).is_ok()
+        self.st.get(&self.resolve(name)).is_ok()
     }
 }
 
@@ -198,9 +236,11 @@ pub fn var_builder(
     let alias_lm_head =
         matches!(cfg.arch, Arch::Mistral | Arch::Mixtral) && st.get("lm_head.weight").is_err();
     let total = cfg.params() * dtype.size_in_bytes() as u64;
+    let tower = TextTower::detect(|n| st.get(n).is_ok());
     let backend = ProgressBackend {
         st,
         alias_lm_head,
+        tower,
         done: AtomicU64::new(0),
         total,
         progress,

@@ -227,6 +227,7 @@ fn info_from(
         active_params: cfg.active_params(),
         weight_bytes: cfg.params() * dtype.size_in_bytes() as u64,
         kv_bytes_per_token: cfg.kv_bytes_per_token(dtype.size_in_bytes()),
+        kv_window: cfg.kv_window(),
         dtype: dtype_name(dtype).to_string(),
         device: device.to_string(),
         max_positions: cfg.max_position_embeddings,
@@ -329,4 +330,97 @@ fn check_fits(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::KvWindow;
+
+    fn info(preset: &str, arch: Option<Arch>, dtype: DType) -> ModelInfo {
+        let mut cfg = (presets::find(preset).map(|p| (p.config)())).unwrap_or_else(|| {
+            panic!("preset {preset}");
+        });
+        if let Some(a) = arch {
+            cfg = presets::with_arch(cfg, a);
+        }
+        info_from(&cfg, preset.into(), "synthetic", dtype, "cpu")
+    }
+
+    /// Gemma's sliding layers hold at most their window: Gemma 3 1B (26 layers, 1 kv head of
+    /// 256, window 512) has 22 sliding layers and 4 full ones; in bf16 a layer holds 1 KiB a
+    /// position.
+    #[test]
+    fn gemma_kv_cache_counts_sliding_layers_at_their_window() {
+        let g3 = info("gemma-3-1b", None, DType::BF16);
+        assert_eq!(g3.kv_bytes_per_token, 2 * 26 * 256 * 2);
+        assert_eq!(
+            g3.kv_window,
+            Some(KvWindow {
+                sliding_layers: 22,
+                window: 512
+            })
+        );
+        // Within the window every layer grows.
+        assert_eq!(g3.expected_kv_bytes(300, 2), 26_624 * 300 * 2);
+        // At 4096: 4 full layers × 4096 + 22 sliding × 512 positions, 1 KiB each (not 26 × 4096).
+        assert_eq!(g3.expected_kv_bytes(4096, 1), 1024 * (4 * 4096 + 22 * 512));
+        // Decode from 400 to 624: full layers read 512 positions on average; sliding ones
+        // ((512² − 400²)/2 + 512 × 112) / 224 = 484.
+        let close = |a: f64, b: f64| assert!((a / b - 1.0).abs() < 1e-12, "{a} vs {b}");
+        close(
+            g3.decode_kv_bytes(400, 224),
+            1024.0 * (4.0 * 512.0 + 22.0 * 484.0),
+        );
+        close(
+            g3.decode_kv_bytes(600, 100),
+            1024.0 * (4.0 * 650.0 + 22.0 * 512.0),
+        );
+        close(
+            crate::stats::roofline::decode_bytes_per_step(1_000, &g3, 100, 200, 2),
+            1_000.0 + 2.0 * 26_624.0 * 200.0,
+        );
+
+        // Gemma 2 alternates: the tiny shape's 4 layers (2 kv heads of 64, f32: 1 KiB a layer
+        // and position), 2 of them sliding at 4096.
+        let g2 = info("tiny", Some(Arch::Gemma2), DType::F32);
+        assert_eq!(
+            g2.kv_window,
+            Some(KvWindow {
+                sliding_layers: 2,
+                window: 4096
+            })
+        );
+        assert_eq!(g2.expected_kv_bytes(8192, 1), 1024 * (2 * 8192 + 2 * 4096));
+
+        // Other models, and windows candle keeps every position for, grow on every layer.
+        let mistral = info("mistral-7b", None, DType::BF16);
+        assert_eq!(mistral.kv_window, None);
+        assert_eq!(
+            mistral.expected_kv_bytes(8192, 1),
+            mistral.kv_bytes_per_token * 8192
+        );
+    }
+
+    /// `layer_types` and `sliding_window` from config.json decide it.
+    #[test]
+    fn gemma_kv_window_follows_layer_types() {
+        let v = serde_json::json!({
+            "architectures": ["Gemma3ForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+            "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "head_dim": 32, "vocab_size": 512, "sliding_window": 8,
+            "layer_types": ["sliding_attention", "full_attention", "full_attention"]
+        });
+        let cfg = ArchConfig::from_json(&v).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            cfg.kv_window(),
+            Some(KvWindow {
+                sliding_layers: 1,
+                window: 8
+            })
+        );
+        let info = info_from(&cfg, "g".into(), "hf", DType::F32, "cpu");
+        // 2 × 2 × 32 × 4 = 512 bytes a layer and position.
+        assert_eq!(info.expected_kv_bytes(100, 1), 512 * (2 * 100 + 8));
+    }
 }

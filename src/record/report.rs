@@ -300,7 +300,7 @@ fn roofline_of(
         .map(|r| {
             roofline::decode_bytes_per_step(
                 model.active_weight_bytes(),
-                model.kv_bytes_per_token,
+                model,
                 r.prompt_tokens,
                 r.output_tokens,
                 r.batch,
@@ -314,7 +314,7 @@ fn roofline_of(
             Some(
                 roofline::decode_bytes_per_step(
                     model.active_weight_bytes(),
-                    model.kv_bytes_per_token,
+                    model,
                     r.prompt_tokens,
                     r.output_tokens,
                     r.batch,

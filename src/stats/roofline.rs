@@ -203,16 +203,16 @@ impl Peak {
     }
 }
 
-/// Bytes decode reads per step of a request: weights + KV cache at the mean context `P + G/2`.
+/// Bytes decode reads per step of a request: weights + the KV cache of `m` at the mean context
+/// `P + G/2` (sliding-window layers: the mean of what their window holds).
 pub fn decode_bytes_per_step(
     weight_bytes: u64,
-    kv_bytes_per_token: u64,
+    m: &ModelInfo,
     prompt_tokens: usize,
     output_tokens: usize,
     batch: usize,
 ) -> f64 {
-    let context = prompt_tokens as f64 + output_tokens as f64 / 2.0;
-    weight_bytes as f64 + kv_bytes_per_token as f64 * batch as f64 * context
+    weight_bytes as f64 + m.decode_kv_bytes(prompt_tokens, output_tokens) * batch as f64
 }
 
 /// What the decode bytes per step count, in words, for reports.
@@ -255,13 +255,7 @@ pub fn decode_utilisation(
     tpot_s: f64,
     peak_bw: f64,
 ) -> Option<f64> {
-    let bytes = decode_bytes_per_step(
-        m.active_weight_bytes(),
-        m.kv_bytes_per_token,
-        prompt,
-        output,
-        batch,
-    );
+    let bytes = decode_bytes_per_step(m.active_weight_bytes(), m, prompt, output, batch);
     utilisation(bytes, tpot_s, peak_bw)
 }
 
@@ -420,6 +414,7 @@ mod tests {
             active_params: 1_000_000_000,
             weight_bytes: 2_000_000_000,
             kv_bytes_per_token: 100_000,
+            kv_window: None,
             dtype: "bf16".into(),
             device: "cuda:0".into(),
             max_positions: 4096,
@@ -435,7 +430,7 @@ mod tests {
     #[test]
     fn decode_bytes_by_hand() {
         // P = 100, G = 20 → mean context 110; 2 sequences → 2 GB + 100 kB × 2 × 110 = 2.022 GB.
-        let b = decode_bytes_per_step(2_000_000_000, 100_000, 100, 20, 2);
+        let b = decode_bytes_per_step(2_000_000_000, &model(), 100, 20, 2);
         assert_eq!(b, 2_022_000_000.0);
     }
 

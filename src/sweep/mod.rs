@@ -216,7 +216,7 @@ impl CellTally {
             if let Some(m) = model.filter(|m| m.weight_bytes > 0) {
                 let bytes = roofline::decode_bytes_per_step(
                     m.weight_bytes,
-                    m.kv_bytes_per_token,
+                    m,
                     r.prompt_tokens,
                     r.output_tokens,
                     r.batch,
