@@ -408,6 +408,16 @@ impl KeyMap {
             .map(|(a, _)| *a)
     }
 
+    /// As `action`, for a screen with a help overlay: while it is open, Esc closes it (clearing
+    /// `show_help`) rather than quitting from under it.
+    pub fn action_over_help(&self, ev: &KeyEvent, show_help: &mut bool) -> Option<Action> {
+        if *show_help && ev.kind == KeyEventKind::Press && ev.code == KeyCode::Esc {
+            *show_help = false;
+            return None;
+        }
+        self.action(ev)
+    }
+
     pub fn keys(&self, action: Action) -> &[Key] {
         self.bindings
             .iter()

@@ -723,13 +723,7 @@ impl App {
 
     /// A key press, turned into an action by the key map and applied.
     pub fn handle_key(&mut self, key: &ratatui::crossterm::event::KeyEvent) -> Update {
-        use ratatui::crossterm::event::{KeyCode, KeyEventKind};
-        // Esc closes the help overlay rather than quitting from under it.
-        if self.show_help && key.kind == KeyEventKind::Press && key.code == KeyCode::Esc {
-            self.show_help = false;
-            return Update::None;
-        }
-        match self.keys.action(key) {
+        match self.keys.action_over_help(key, &mut self.show_help) {
             Some(action) => self.update(action),
             None => Update::None,
         }

@@ -51,7 +51,7 @@ mod loading;
 mod memory;
 mod requests;
 mod table;
-mod too_small;
+pub(crate) mod too_small;
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};

@@ -7,26 +7,36 @@ use ratatui::Frame;
 
 use super::{phase_label, MIN_HEIGHT, MIN_WIDTH};
 use crate::ui::state::App;
+use crate::ui::theme::Theme;
 
 pub fn render(frame: &mut Frame, app: &App, area: Rect) {
-    let theme = app.theme();
+    let status = format!(
+        "{} {} requests, q quits",
+        phase_label(app.phase),
+        app.run.requests_done
+    );
+    message(frame, app.theme(), area, (MIN_WIDTH, MIN_HEIGHT), status);
+}
+
+/// The message itself for a screen that needs `min` (columns, rows), with one line of `status`
+/// under it (the run dashboard's and `watch`'s).
+pub(crate) fn message(
+    frame: &mut Frame,
+    theme: &Theme,
+    area: Rect,
+    min: (u16, u16),
+    status: String,
+) {
     let lines = vec![
         Line::styled(
             format!("Terminal too small: {}x{}", area.width, area.height),
             theme.title,
         ),
         Line::styled(
-            format!("Enlarge the terminal to at least {MIN_WIDTH}x{MIN_HEIGHT}."),
+            format!("Enlarge the terminal to at least {}x{}.", min.0, min.1),
             theme.text,
         ),
-        Line::styled(
-            format!(
-                "{} {} requests, q quits",
-                phase_label(app.phase),
-                app.run.requests_done
-            ),
-            theme.dim,
-        ),
+        Line::styled(status, theme.dim),
     ];
     let height = (lines.len() as u16).min(area.height);
     let y = area.y + (area.height - height) / 2;

@@ -516,27 +516,8 @@ fn help(frame: &mut Frame, s: &WatchState, area: Rect) {
 }
 
 fn too_small(frame: &mut Frame, s: &WatchState, area: Rect) {
-    let theme = s.theme();
-    let lines = vec![
-        Line::styled(
-            format!("Terminal too small: {}x{}", area.width, area.height),
-            theme.title,
-        ),
-        Line::styled(
-            format!("Enlarge the terminal to at least {MIN_WIDTH}x{MIN_HEIGHT}."),
-            theme.text,
-        ),
-        Line::styled(
-            format!("watching {}: {} windows, q quits", s.server, s.windows_read),
-            theme.dim,
-        ),
-    ];
-    let height = (lines.len() as u16).min(area.height);
-    let y = area.y + (area.height - height) / 2;
-    frame.render_widget(
-        Paragraph::new(lines).centered().wrap(Wrap { trim: true }),
-        Rect::new(area.x, y, area.width, area.height - (y - area.y)),
-    );
+    let status = format!("watching {}: {} windows, q quits", s.server, s.windows_read);
+    crate::ui::render::too_small::message(frame, s.theme(), area, (MIN_WIDTH, MIN_HEIGHT), status);
 }
 
 #[cfg(test)]

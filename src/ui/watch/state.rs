@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind};
+use ratatui::crossterm::event::KeyEvent;
 
 use crate::event::{ServerQuantiles, ServerWindow};
 use crate::stats::{ServerSpan, ServerSpanSummary};
@@ -216,12 +216,7 @@ impl WatchState {
     }
 
     pub fn handle_key(&mut self, key: &KeyEvent) -> Update {
-        // Esc closes the help overlay rather than quitting from under it.
-        if self.show_help && key.kind == KeyEventKind::Press && key.code == KeyCode::Esc {
-            self.show_help = false;
-            return Update::None;
-        }
-        match self.keys.action(key) {
+        match self.keys.action_over_help(key, &mut self.show_help) {
             Some(action) => self.update(action),
             None => Update::None,
         }
@@ -247,6 +242,7 @@ mod tests {
     use super::*;
     use crate::event::ServerHistograms;
     use crate::stats::histogram_quantiles;
+    use ratatui::crossterm::event::KeyCode;
 
     const INF: f64 = f64::INFINITY;
 
