@@ -20,7 +20,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
             Span::styled(" error: ", theme.event_error),
             Span::styled(message.clone(), theme.event_error),
         ]),
-        _ => status_line(app, &sep),
+        _ => status_line(app, &sep, rect.width as usize),
     };
     frame.render_widget(Paragraph::new(vec![top, second]), rect);
 }
@@ -66,6 +66,8 @@ fn top_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
     } else {
         format::si(m.params as f64)
     };
+    // A served model: where it is served is all infertop knows of it.
+    let served = [format!(" {}", m.device), String::new()];
     let details = [
         format!(
             " {}{sep}{params} params{sep}{}{sep}{}{threads}",
@@ -82,6 +84,11 @@ fn top_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
         + 1
         + m.name.chars().count()
         + workload.as_ref().map_or(0, |w| w.chars().count());
+    let details: &[String] = if m.source == "http" {
+        &served
+    } else {
+        &details
+    };
     let details = details
         .iter()
         .find(|d| fixed + d.chars().count() <= width)
@@ -99,24 +106,38 @@ fn top_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
     Line::from(spans)
 }
 
-fn status_line<'a>(app: &App, sep: &str) -> Line<'a> {
+/// Elapsed, requests, decode rate, then what the run has: the request in flight (candle), or
+/// requests in flight, errors, send delay and the server's own view (servers); how it stopped.
+/// Each part is kept whole: one that does not fit is left out (a later, shorter one may still
+/// fit), and the stop reason always has its room.
+fn status_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
     let theme = app.theme();
-    let mut spans = vec![
-        Span::styled(" elapsed ", theme.dim),
-        Span::styled(format::elapsed(app.elapsed()), theme.text),
-        Span::styled(sep.to_string(), theme.dim),
-        Span::styled(app.run.requests_done.to_string(), theme.text),
-        Span::styled(" requests", theme.dim),
+    let (dim, text) = (theme.dim, theme.text);
+    let mut first = vec![
+        Span::styled(" elapsed ", dim),
+        Span::styled(format::elapsed(app.elapsed()), text),
+        Span::styled(sep.to_string(), dim),
+        Span::styled(app.run.requests_done.to_string(), text),
+        Span::styled(" requests", dim),
     ];
     let warmup = app.run.stats.warmup_requests();
     if warmup > 0 {
-        spans.push(Span::styled(format!(" ({warmup} warmup)"), theme.dim));
+        first.push(Span::styled(format!(" ({warmup} warmup)"), dim));
     }
+    let mut parts: Vec<Vec<Span<'a>>> = Vec::new();
+    let mut part = |label: String, value: String, unit: &str| {
+        let mut p = Vec::new();
+        if !label.is_empty() {
+            p.push(Span::styled(label, dim));
+        }
+        p.push(Span::styled(value, text));
+        if !unit.is_empty() {
+            p.push(Span::styled(unit.to_string(), dim));
+        }
+        parts.push(p);
+    };
     if let Some(rate) = app.decode_tok_s {
-        spans.push(Span::styled(sep.to_string(), theme.dim));
-        spans.push(Span::styled("decode ", theme.dim));
-        spans.push(Span::styled(format::si(rate), theme.text));
-        spans.push(Span::styled(" tok/s", theme.dim));
+        part("decode ".into(), format::si(rate), " tok/s");
     }
     let server = app
         .run
@@ -126,60 +147,65 @@ fn status_line<'a>(app: &App, sep: &str) -> Line<'a> {
     if server {
         // A server run has many requests at once: how many, how many failed, and whether the
         // client keeps its schedule (send delay).
-        spans.push(Span::styled(sep.to_string(), theme.dim));
-        spans.push(Span::styled(app.run.in_flight().to_string(), theme.text));
-        spans.push(Span::styled(" in flight", theme.dim));
-        if app.run.failed_requests > 0 {
-            spans.push(Span::styled(sep.to_string(), theme.dim));
-            spans.push(Span::styled(
-                format!(
-                    "{} error{} ({:.1}%)",
-                    app.run.failed_requests,
-                    if app.run.failed_requests == 1 {
-                        ""
-                    } else {
-                        "s"
-                    },
-                    100.0 * app.run.error_rate()
-                ),
-                theme.text,
-            ));
+        part(String::new(), app.run.in_flight().to_string(), " in flight");
+        let failed = app.run.failed_requests;
+        if failed > 0 {
+            let s = if failed == 1 { "" } else { "s" };
+            part(
+                String::new(),
+                format!("{failed} error{s} ({:.1}%)", 100.0 * app.run.error_rate()),
+                "",
+            );
         }
         if let Some(d) = app.run.send_delay_p99_s {
-            spans.push(Span::styled(sep.to_string(), theme.dim));
-            spans.push(Span::styled("send delay p99 ", theme.dim));
-            spans.push(Span::styled(
+            part(
+                "send delay p99 ".into(),
                 format::duration(d, app.glyphs.ascii),
-                theme.text,
-            ));
+                "",
+            );
         }
         // The server's own view (`--server-metrics`), beside the client's.
         if let Some(w) = &app.run.server.last {
-            let mut part = |label: &str, value: String| {
-                spans.push(Span::styled(sep.to_string(), theme.dim));
-                spans.push(Span::styled(format!("server {label} "), theme.dim));
-                spans.push(Span::styled(value, theme.text));
-            };
             if let (Some(r), Some(q)) = (w.running, w.waiting) {
-                part("running/waiting", format!("{r:.0}/{q:.0}"));
+                part(
+                    "server running/waiting ".into(),
+                    format!("{r:.0}/{q:.0}"),
+                    "",
+                );
             }
             if let Some(kv) = w.kv_usage {
-                part("KV", format!("{:.0}%", kv * 100.0));
+                part("server KV ".into(), format!("{:.0}%", kv * 100.0), "");
             }
             if let Some(t) = w.ttft_s {
-                part("TTFT p50", format::duration(t.p50, app.glyphs.ascii));
+                part(
+                    "server TTFT p50 ".into(),
+                    format::duration(t.p50, app.glyphs.ascii),
+                    "",
+                );
             }
         }
     } else if let Some(c) = &app.current {
-        spans.push(Span::styled(sep.to_string(), theme.dim));
-        spans.push(Span::styled(c.progress(app.elapsed()), theme.dim));
+        parts.push(vec![Span::styled(c.progress(app.elapsed()), dim)]);
     }
-    if let Some(reason) = &app.run.stop {
-        spans.push(Span::styled(sep.to_string(), theme.dim));
-        spans.push(Span::styled(
-            format!("stopped: {}", stop_text(reason)),
-            theme.text,
-        ));
+    let stop = app.run.stop.as_ref().map(|reason| {
+        vec![
+            Span::styled(sep.to_string(), dim),
+            Span::styled(format!("stopped: {}", stop_text(reason)), text),
+        ]
+    });
+    let len = |spans: &[Span]| spans.iter().map(Span::width).sum::<usize>();
+    let mut room = width
+        .saturating_sub(len(&first))
+        .saturating_sub(stop.as_deref().map_or(0, len));
+    let mut spans = first;
+    for p in parts {
+        let need = sep.chars().count() + len(&p);
+        if need <= room {
+            room -= need;
+            spans.push(Span::styled(sep.to_string(), dim));
+            spans.extend(p);
+        }
     }
+    spans.extend(stop.into_iter().flatten());
     Line::from(spans)
 }
