@@ -67,6 +67,12 @@ const CASES: &[Case] = &[
         code: 2,
     },
     Case {
+        input: "`--tokenizer server` without a server",
+        args: &[H, "--tokenizer", "server"],
+        message: "--tokenizer server: only with --endpoint (a model of infertop's own has its tokenizer; or give a tokenizer.json)",
+        code: 2,
+    },
+    Case {
         input: "`--server-metrics` that is not http",
         args: &[H, "--endpoint", "http://127.0.0.1:9", "--server-metrics", "ftp://x"],
         message: "--server-metrics: `ftp://x` is not http or https (write e.g. http://localhost:8000/metrics)",

@@ -463,6 +463,46 @@ fn measures_a_llama_cpp_server_end_to_end() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let report: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(report["metrics"]["ttft_s"], summary["metrics"]["ttft_s"]);
+
+    // `--tokenizer server`: llama-cpp-python's /extras/tokenize finds the one-token words, so
+    // every prompt is exactly 32 tokens (the server's own count, when it sends one, may add BOS).
+    let o = infertop(&[
+        "--endpoint",
+        &url,
+        "--headless",
+        "--requests",
+        "3",
+        "--warmup",
+        "0",
+        "-p",
+        "32",
+        "-n",
+        "2",
+        "--tokenizer",
+        "server",
+        "--format",
+        "json",
+    ]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{stderr}");
+    let requests: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == "request")
+        .collect();
+    assert_eq!(requests.len(), 3, "{stderr}");
+    for r in &requests {
+        let c = &r["client"];
+        assert_eq!(c["requested_prompt_tokens"], 32, "{r}");
+        match c["prompt_tokens_from"].as_str() {
+            Some("tokenizer") => assert_eq!(r["prompt_tokens"], 32, "{r}"),
+            Some("usage") => {
+                let p = r["prompt_tokens"].as_u64().unwrap();
+                assert!(p == 32 || p == 33, "{r}");
+            }
+            other => panic!("prompt length {other:?}: {r}"),
+        }
+    }
 }
 
 /// infertop's logits (f32) at each step of `prompt` followed by `forced`, teacher-forced: the

@@ -111,6 +111,9 @@ fn handle(
     }
     let mut body = vec![0u8; length];
     reader.read_exact(&mut body)?;
+    if request_line.starts_with("POST /tokenize") {
+        return tokenize(conn, &body);
+    }
     seen.lock()
         .unwrap()
         .push((auth, String::from_utf8_lossy(&body).into_owned()));
@@ -130,6 +133,24 @@ fn handle(
     let result = respond(&mut out, script, chat);
     in_flight.fetch_sub(1, Ordering::SeqCst);
     result
+}
+
+/// `/tokenize` as vLLM answers it, with the test BPE, and a BOS token added as some servers do
+/// whatever the request says.
+fn tokenize(mut out: TcpStream, body: &[u8]) -> std::io::Result<()> {
+    static TK: std::sync::OnceLock<tokenizers::Tokenizer> = std::sync::OnceLock::new();
+    let tk = TK.get_or_init(|| infertop::model::tokenizer::train_bpe(2048).unwrap());
+    let v: Value = serde_json::from_slice(body).unwrap_or_default();
+    let text = v["prompt"].as_str().unwrap_or_default();
+    let mut ids = vec![1u32];
+    ids.extend(tk.encode(text, false).unwrap().get_ids());
+    let json =
+        serde_json::json!({"count": ids.len(), "max_model_len": 4096, "tokens": ids}).to_string();
+    write!(
+        out,
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{json}",
+        json.len()
+    )
 }
 
 const SSE_HEAD: &str = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n";
@@ -905,4 +926,71 @@ fn prompt_files_are_sent_as_written() {
     let mut want: Vec<String> = lines.iter().flat_map(|l| vec![l.to_string(); 4]).collect();
     want.sort();
     assert_eq!(sent, want);
+}
+
+/// `--tokenizer server`: the server's own /tokenize finds its one-token words (a BOS it adds to
+/// every count is measured and taken off), so prompts are exactly the asked length in its
+/// tokenizer; given prompts are counted by it.
+#[test]
+fn the_servers_tokenize_makes_prompts_of_exact_length() {
+    let server = Server::start(Script::Stream {
+        ttft: Duration::from_millis(2),
+        itl: Duration::from_millis(2),
+        tokens: 2,
+        usage: None,
+    });
+    let tk = infertop::model::tokenizer::train_bpe(2048).unwrap();
+    let mut cfg = config(&server.url(), 3);
+    cfg.prompt = LenSpec::parse("5,100,37").unwrap();
+    cfg.prompts = infertop::engine::http::Prompts::Server { texts: None };
+    let events = run_engine(cfg);
+    let mut asked: Vec<usize> = done(&events)
+        .iter()
+        .map(|r| {
+            assert_eq!(r.client.as_ref().unwrap().prompt_tokens_from, "tokenizer");
+            r.prompt_tokens
+        })
+        .collect();
+    asked.sort_unstable();
+    assert_eq!(asked, [5, 37, 100]);
+    let prompt_lens = |server: &Server| {
+        let mut lens: Vec<usize> = server
+            .seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|(_, body)| serde_json::from_str::<Value>(body).ok())
+            .filter_map(|b| b["prompt"].as_str().map(str::to_string))
+            .map(|p| tk.encode(p.as_str(), false).unwrap().get_ids().len())
+            .collect();
+        lens.sort_unstable();
+        lens
+    };
+    assert_eq!(prompt_lens(&server), [5, 37, 100]);
+
+    // Given texts are counted by the server, its BOS taken off.
+    let server = Server::start(Script::Stream {
+        ttft: Duration::from_millis(2),
+        itl: Duration::from_millis(2),
+        tokens: 2,
+        usage: None,
+    });
+    let texts = vec![
+        "a measuring instrument".to_string(),
+        "must not change what it measures, at any load".to_string(),
+    ];
+    let mut cfg = config(&server.url(), 2);
+    cfg.prompts = infertop::engine::http::Prompts::Server {
+        texts: Some(std::sync::Arc::new(texts.clone())),
+    };
+    let events = run_engine(cfg);
+    for r in done(&events) {
+        let text = &texts[r.index as usize % 2];
+        assert_eq!(
+            r.prompt_tokens,
+            tk.encode(text.as_str(), false).unwrap().get_ids().len(),
+            "{text}"
+        );
+    }
+    assert_eq!(done(&events).len(), 2);
 }

@@ -80,7 +80,9 @@ pub struct RunArgs {
     /// A file of prompts, one per line, cycled per request.
     #[arg(long)]
     pub prompt_file: Option<PathBuf>,
-    /// A tokenizer.json to use instead of the model's own (e.g. a GGUF without tokenizer metadata).
+    /// A tokenizer.json to use instead of the model's own (e.g. a GGUF without tokenizer metadata);
+    /// with --endpoint, the served model's (prompts of exact length), or `server` for the
+    /// server's own /tokenize.
     #[arg(long, value_name = "FILE")]
     pub tokenizer: Option<PathBuf>,
     /// Stop a sequence at its end-of-sequence token (ignored by default).
@@ -336,6 +338,10 @@ fn plan_http(args: &RunArgs) -> Result<HttpConfig, Failure> {
             .ok()
             .filter(|k| !k.trim().is_empty()),
     };
+    if server_tokenizer(args) {
+        let texts = super::prompt::prompt_texts(args)?.map(std::sync::Arc::new);
+        return Ok(http_config(args, api_key, http::Prompts::Server { texts }));
+    }
     let tokenizer = match &args.tokenizer {
         Some(path) => Some(super::prompt::tokenizer_flag(path)?),
         None => None,
@@ -360,7 +366,16 @@ fn plan_http(args: &RunArgs) -> Result<HttpConfig, Failure> {
             _ => http::Prompts::Approximate,
         },
     };
-    Ok(HttpConfig {
+    Ok(http_config(args, api_key, prompts))
+}
+
+/// `--tokenizer server`: the server's own `/tokenize` (servers only).
+fn server_tokenizer(args: &RunArgs) -> bool {
+    args.tokenizer.as_deref() == Some(std::path::Path::new("server"))
+}
+
+fn http_config(args: &RunArgs, api_key: Option<String>, prompts: http::Prompts) -> HttpConfig {
+    HttpConfig {
         endpoints: args.endpoint.clone(),
         prompts,
         api: args.api,
@@ -378,12 +393,17 @@ fn plan_http(args: &RunArgs) -> Result<HttpConfig, Failure> {
         request_timeout: args.request_timeout,
         exact_output: !args.stop_at_eos,
         record_tokens: args.record_tokens,
-    })
+    }
 }
 
 /// The candle engine's configuration: the model, checked without loading its weights.
 fn plan_candle(args: &RunArgs) -> Result<WorkerConfig, Failure> {
     let spec = ModelSpec::parse(&args.model, args.seed).map_err(Failure::usage)?;
+    if server_tokenizer(args) {
+        return Err(Failure::usage(
+            "--tokenizer server: only with --endpoint (a model of infertop's own has its tokenizer; or give a tokenizer.json)",
+        ));
+    }
     let device = args.device;
     let dtype = args
         .dtype

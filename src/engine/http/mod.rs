@@ -9,6 +9,7 @@
 
 pub mod request;
 pub mod sse;
+pub mod tokenize;
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -59,6 +60,9 @@ pub enum Prompts {
     Words(Arc<PromptWords>),
     /// Given texts (`--prompt`, `--prompt-file`), cycled per request.
     Texts(Arc<Vec<PromptText>>),
+    /// `--tokenizer server`: the server's own `/tokenize` makes prompts of exact length (or
+    /// counts the given texts) when the run starts; then `Words` or `Texts`.
+    Server { texts: Option<Arc<Vec<String>>> },
 }
 
 /// A given prompt and how many tokens it is, as far as the client knows.
@@ -125,6 +129,7 @@ impl HttpConfig {
                 Prompts::Approximate => format!("~{}", self.prompt),
                 Prompts::Texts(t) if t.len() == 1 => format!("text ({} tokens)", t[0].tokens),
                 Prompts::Texts(t) => format!("{} texts", t.len()),
+                Prompts::Server { .. } => self.prompt.to_string(),
             },
             output_tokens: self.output.to_string(),
             batch: 1,
@@ -183,6 +188,46 @@ pub fn spawn(
     })
 }
 
+/// `--tokenizer server`: prompts of exact length from the first endpoint's own tokenizer, or
+/// the given texts counted by it.
+async fn server_prompts(
+    client: &reqwest::Client,
+    cfg: &HttpConfig,
+    model: &str,
+    texts: Option<&Vec<String>>,
+) -> Result<Prompts, String> {
+    let first = &cfg.endpoints[0];
+    let fail = |e: String| {
+        format!("--tokenizer server: {e}; pass the served model's tokenizer.json instead")
+    };
+    let tk = tokenize::ServerTokenizer::connect(client, first, cfg.api_key.as_deref(), model)
+        .await
+        .map_err(fail)?;
+    let (words, offset) = tk.prompt_words().await.map_err(|e| {
+        fail(format!(
+            "cannot make prompts of exact length with {}'s tokenizer ({e})",
+            first.display()
+        ))
+    })?;
+    Ok(match texts {
+        None => Prompts::Words(Arc::new(words)),
+        Some(texts) => {
+            let counts = tk.count_texts(texts, offset).await.map_err(fail)?;
+            Prompts::Texts(Arc::new(
+                texts
+                    .iter()
+                    .zip(counts)
+                    .map(|(t, tokens)| PromptText {
+                        text: t.clone(),
+                        tokens: tokens.max(1),
+                        exact: true,
+                    })
+                    .collect(),
+            ))
+        }
+    })
+}
+
 /// What the engine knows of the model behind an endpoint.
 fn model_info(model: &str, endpoints: &[Endpoint]) -> ModelInfo {
     let shown: Vec<&str> = endpoints.iter().map(Endpoint::display).collect();
@@ -236,6 +281,9 @@ async fn run(
                 })?
         }
     };
+    if let Prompts::Server { texts } = &cfg.prompts {
+        cfg.prompts = server_prompts(&client, &cfg, &model, texts.as_deref()).await?;
+    }
     let _ = tx.send(Event::RunStarted(Box::new(RunInfo {
         model: model_info(&model, &cfg.endpoints),
         workload: cfg.describe(),

@@ -459,7 +459,8 @@ pub struct PromptWords {
 impl PromptWords {
     /// Words kept: enough for prompts that differ, few enough to find quickly in a large vocabulary.
     const WANT: usize = 2000;
-    const FEWEST: usize = 64;
+    pub(crate) const FEWEST: usize = 32;
+    const PROBE: usize = 512;
 
     pub fn from_tokenizer(tk: &tokenizers::Tokenizer) -> Result<PromptWords, String> {
         let mut ids: Vec<u32> = tk.get_vocab(false).into_values().collect();
@@ -485,8 +486,18 @@ impl PromptWords {
                 break;
             }
         }
-        let lead = found[1].len() > found[0].len();
-        let mut words = std::mem::take(&mut found[usize::from(lead)]);
+        let [plain, lead] = found;
+        let words = PromptWords::choose(plain, lead)?;
+        // Joined words must not merge across the spaces: check one long prompt end to end.
+        let probe = words.probe();
+        words.checked(count(&probe))
+    }
+
+    /// The words of the way of writing them that has more (`plain`: joined by spaces; `lead`:
+    /// each with a leading space), or why there are too few.
+    pub fn choose(plain: Vec<String>, lead: Vec<String>) -> Result<PromptWords, String> {
+        let use_lead = lead.len() > plain.len();
+        let mut words = if use_lead { lead } else { plain };
         words.sort();
         words.dedup();
         if words.len() < Self::FEWEST {
@@ -496,14 +507,24 @@ impl PromptWords {
                 Self::FEWEST
             ));
         }
-        let words = PromptWords { words, lead };
-        // Joined words must not merge across the spaces: check one long prompt end to end.
-        let n = 512;
-        let probe = words.prompt(n, 0x5EED);
-        match count(&probe) {
-            Some(got) if got == n => Ok(words),
+        Ok(PromptWords {
+            words,
+            lead: use_lead,
+        })
+    }
+
+    /// Words joined into a long prompt, to check that they do not merge (`checked`).
+    pub fn probe(&self) -> String {
+        self.prompt(Self::PROBE, 0x5EED)
+    }
+
+    /// The words, when `probe` came to as many tokens as it has words.
+    pub fn checked(self, probe_tokens: Option<usize>) -> Result<PromptWords, String> {
+        match probe_tokens {
+            Some(got) if got == Self::PROBE => Ok(self),
             got => Err(format!(
-                "{n} one-token words encode to {} tokens together",
+                "{} one-token words encode to {} tokens together",
+                Self::PROBE,
                 got.map_or("no".to_string(), |g| g.to_string())
             )),
         }
