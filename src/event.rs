@@ -189,7 +189,8 @@ pub enum Event {
     },
     RequestDone(Box<RequestDone>),
     /// A request that failed (a server engine's fault, a cut stream, a timeout): counted, never
-    /// a latency sample. Its decode steps, if any, were not sent.
+    /// a latency sample. Its decode steps, if any, went out as they arrived; the statistics
+    /// leave them out.
     RequestFailed(Box<RequestFailed>),
     Telemetry(Box<Sample>),
     Paused,
