@@ -108,6 +108,37 @@ fn windows_come_from_the_difference_of_scrapes() {
     assert_eq!(total["ttft_s"]["n"], 20 * windows.len() as u64);
 }
 
+/// Several servers (replicas) are watched as one: each window adds them up.
+#[test]
+fn watching_replicas_adds_them_up() {
+    let (a, b) = (serve(), serve());
+    let o = Command::new(BIN)
+        .args([
+            "watch",
+            &a,
+            &b,
+            "--interval",
+            "200ms",
+            "--duration",
+            "900ms",
+        ])
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let windows: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["type"] == "window")
+        .collect();
+    assert!(!windows.is_empty());
+    for (i, w) in windows.iter().enumerate() {
+        assert_eq!(w["sources"], 2, "{w}");
+        assert_eq!(w["ttft_s"]["n"], 40, "{w}");
+        assert_eq!(w["running"], 2.0 * (i + 1) as f64, "{w}");
+    }
+}
+
 #[test]
 fn a_server_without_metrics_is_one_clear_line() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();

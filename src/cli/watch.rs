@@ -30,8 +30,10 @@ pub enum WatchFormat {
 
 #[derive(Args, Debug, Clone)]
 pub struct WatchArgs {
-    /// The server's metrics URL, or its base URL (then /metrics is read).
-    pub url: String,
+    /// The server's metrics URL, or its base URL (then /metrics is read). Several (replicas, a
+    /// data-parallel deployment's servers) are read at once each time and add up.
+    #[arg(required = true, num_args = 1..)]
+    pub url: Vec<String>,
     /// Seconds between scrapes (e.g. 1s, 500ms).
     #[arg(long, default_value = "1s", value_parser = args::duration)]
     pub interval: Duration,
@@ -62,7 +64,16 @@ pub fn watch(args: &WatchArgs) -> Result<i32, Failure> {
             "--interval: below 100ms (use e.g. 1s; servers update their metrics about once a second)",
         ));
     }
-    let url = scrape::metrics_url(&args.url).map_err(|e| Failure::usage(format!("watch: {e}")))?;
+    let urls = args
+        .url
+        .iter()
+        .map(|u| scrape::metrics_url(u).map_err(|e| Failure::usage(format!("watch: {e}"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let shown = match urls.as_slice() {
+        [one] => one.to_string(),
+        [first, ..] => format!("{} servers ({first}, ...)", urls.len()),
+        [] => String::new(),
+    };
     // The theme is checked in headless watches too, as runs check theirs: a mistake in a script
     // should not wait for the same command in a terminal to show.
     let depth = ColorDepth::from_env(args.color);
@@ -85,15 +96,17 @@ pub fn watch(args: &WatchArgs) -> Result<i32, Failure> {
     let started = Instant::now();
     // The first scrape decides, before the terminal is taken over, whether there is anything
     // to watch: a server that cannot be read is one line and exit 1.
-    let first = rt.block_on(scrape::fetch(&client, &url)).map_err(|e| {
-        Failure::runtime(format!(
-            "watch: cannot read {url} ({e}); is the server up and does it export Prometheus metrics?"
-        ))
-    })?;
+    let first = rt
+        .block_on(scrape::fetch_all(&client, &urls))
+        .map_err(|e| {
+            Failure::runtime(format!(
+                "watch: cannot read {e}; is the server up and does it export Prometheus metrics?"
+            ))
+        })?;
     let dashboard =
         !args.headless && args.format == WatchFormat::Text && std::io::stdout().is_terminal();
     say!(
-        "infertop: watching {url} ({}), a window every {:?}; {} stops",
+        "infertop: watching {shown} ({}), a window every {:?}; {} stops",
         first.server(),
         args.interval,
         if dashboard { "q or Ctrl-C" } else { "Ctrl-C" }
@@ -101,7 +114,8 @@ pub fn watch(args: &WatchArgs) -> Result<i32, Failure> {
     let scraper = Scraper {
         rt,
         client,
-        url,
+        urls,
+        shown,
         first: first.clone(),
         prev: first,
         prev_t: Instant::now(),
@@ -124,8 +138,7 @@ pub fn watch(args: &WatchArgs) -> Result<i32, Failure> {
         match scraper.next() {
             Ok(w) => print_stdout(&render(&w, args.format, started.elapsed().as_secs_f64()))?,
             Err(e) => say!(
-                "infertop: warning: scrape of {} failed ({e}); next in {:?}",
-                scraper.url,
+                "infertop: warning: scrape failed: {e}; next in {:?}",
                 args.interval
             ),
         }
@@ -139,7 +152,9 @@ pub fn watch(args: &WatchArgs) -> Result<i32, Failure> {
 struct Scraper {
     rt: tokio::runtime::Runtime,
     client: reqwest::Client,
-    url: reqwest::Url,
+    urls: Vec<reqwest::Url>,
+    /// The URL, or how many and the first.
+    shown: String,
     first: scrape::Scrape,
     prev: scrape::Scrape,
     prev_t: Instant,
@@ -147,11 +162,13 @@ struct Scraper {
 }
 
 impl Scraper {
-    /// One more scrape: the window since the last good one, or why it could not be read (the
-    /// URL is not in the message: the caller says it where it is needed).
+    /// One more scrape (of every URL, merged): the window since the last good one, or why it
+    /// could not be read (naming the URL that failed).
     fn next(&mut self) -> Result<Window, String> {
         let now = Instant::now();
-        let s = self.rt.block_on(scrape::fetch(&self.client, &self.url))?;
+        let s = self
+            .rt
+            .block_on(scrape::fetch_all(&self.client, &self.urls))?;
         let w = scrape::window(
             &self.prev,
             &s,
@@ -184,7 +201,7 @@ fn watch_dashboard(
     use crate::ui::watch::{WatchConfig, WatchEvent, WatchLoop};
 
     let config = WatchConfig {
-        url: scraper.url.to_string(),
+        url: scraper.shown.clone(),
         server: scraper.first.server().to_string(),
         interval: args.interval,
         themes,
