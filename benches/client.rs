@@ -194,6 +194,7 @@ fn measure(streams: usize, chunks: u32, itl: Duration) -> Figures {
         duration: None,
         request_timeout: Duration::from_secs(60),
         exact_output: true,
+        chunk_usage: false,
         record_tokens: true,
     };
     let (tx, rx) = bounded(1 << 20);

@@ -126,6 +126,10 @@ pub struct ClientDetail {
     /// SSE chunks that carried generated text; `output_tokens / content_chunks` > 1 means
     /// chunks of several tokens (speculative decoding, server-side batching of the stream).
     pub content_chunks: usize,
+    /// Tokens per content chunk, in order, when a chunk carried more than one by the server's
+    /// running usage (`--chunk-usage`; speculative decoding); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chunk_tokens: Vec<u32>,
     /// The server's `finish_reason` (`length`, `stop`, ...), when it sent one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,

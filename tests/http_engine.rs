@@ -38,6 +38,9 @@ enum Script {
     Garbage,
     /// A data line that is not JSON.
     BadJson,
+    /// Speculative decoding: content chunks of these many tokens each, every one with the
+    /// running usage (as vLLM sends it with `continuous_usage_stats`), 3 ms apart.
+    Speculative(Vec<usize>),
 }
 
 struct Server {
@@ -225,6 +228,27 @@ fn respond(out: &mut TcpStream, script: &Script, chat: bool) -> std::io::Result<
             chunk(out, "this is not SSE\n<html>nope</html>\n")?;
             chunk(out, "")
         }
+        Script::Speculative(per_chunk) => {
+            out.write_all(SSE_HEAD.as_bytes())?;
+            let mut total = 0;
+            for (i, n) in per_chunk.iter().enumerate() {
+                thread::sleep(Duration::from_millis(3));
+                total += n;
+                event(
+                    out,
+                    &format!(
+                        r#"{{"choices":[{{"index":0,"text":" t{i}","finish_reason":null}}],"usage":{{"prompt_tokens":7,"completion_tokens":{total},"total_tokens":{}}}}}"#,
+                        total + 7
+                    ),
+                )?;
+            }
+            event(
+                out,
+                &format!(r#"{{"choices":[],"usage":{{"prompt_tokens":7,"completion_tokens":{total},"total_tokens":{}}}}}"#, total + 7),
+            )?;
+            event(out, "[DONE]")?;
+            chunk(out, "")
+        }
         Script::BadJson => {
             out.write_all(SSE_HEAD.as_bytes())?;
             event(out, &content(0, chat))?;
@@ -252,6 +276,7 @@ fn config(url: &str, requests: u64) -> HttpConfig {
         duration: None,
         request_timeout: Duration::from_secs(10),
         exact_output: true,
+        chunk_usage: false,
         record_tokens: false,
     }
 }
@@ -993,4 +1018,42 @@ fn the_servers_tokenize_makes_prompts_of_exact_length() {
         );
     }
     assert_eq!(done(&events).len(), 2);
+}
+
+/// `--chunk-usage`: the request asks for the running usage in every chunk, and a chunk that
+/// carried several tokens (speculative decoding) is recorded with its count; TPOT divides by
+/// the tokens, not the chunks.
+#[test]
+fn chunks_of_several_tokens_are_recorded_with_their_count() {
+    let per_chunk = vec![1, 3, 1, 2, 4];
+    let server = Server::start(Script::Speculative(per_chunk.clone()));
+    let mut cfg = config(&server.url(), 2);
+    cfg.chunk_usage = true;
+    let events = run_engine(cfg);
+    let done = done(&events);
+    assert_eq!(done.len(), 2, "{events:?}");
+    for r in &done {
+        let c = r.client.as_ref().unwrap();
+        assert_eq!(c.content_chunks, 5);
+        assert_eq!(
+            c.chunk_tokens,
+            per_chunk.iter().map(|&n| n as u32).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            (r.output_tokens, c.output_tokens_from.as_str()),
+            (11, "usage")
+        );
+        let tpot = r.tpot_s.unwrap();
+        assert!((tpot - (r.e2e_s - r.ttft_s) / 10.0).abs() < 1e-12);
+    }
+    let seen = server.seen.lock().unwrap();
+    let asked: Vec<Value> = seen
+        .iter()
+        .filter_map(|(_, body)| serde_json::from_str::<Value>(body).ok())
+        .filter(|b| b.get("prompt").is_some())
+        .collect();
+    assert!(!asked.is_empty());
+    for b in asked {
+        assert_eq!(b["stream_options"]["continuous_usage_stats"], true, "{b}");
+    }
 }

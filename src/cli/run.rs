@@ -177,6 +177,11 @@ pub struct RunArgs {
     /// them beside the client's numbers.
     #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "", requires = "endpoint")]
     pub server_metrics: Vec<String>,
+    /// With --endpoint: ask for the running usage in every chunk (vLLM and SGLang:
+    /// stream_options.continuous_usage_stats), so that a chunk of several tokens (speculative
+    /// decoding) is recorded with its count.
+    #[arg(long, requires = "endpoint")]
+    pub chunk_usage: bool,
     /// With --endpoint: a request still unfinished after this long fails (e.g. 30s, 5m).
     #[arg(long, default_value = "5m", value_parser = args::duration)]
     pub request_timeout: Duration,
@@ -392,6 +397,7 @@ fn http_config(args: &RunArgs, api_key: Option<String>, prompts: http::Prompts) 
         duration: args.duration,
         request_timeout: args.request_timeout,
         exact_output: !args.stop_at_eos,
+        chunk_usage: args.chunk_usage,
         record_tokens: args.record_tokens,
     }
 }

@@ -118,6 +118,9 @@ pub struct HttpConfig {
     pub request_timeout: Duration,
     /// Ask for exactly the output length (`ignore_eos`, `min_tokens`).
     pub exact_output: bool,
+    /// Ask for the running usage in every chunk (`--chunk-usage`), so a chunk of several tokens
+    /// (speculative decoding) is recorded with its count.
+    pub chunk_usage: bool,
     pub record_tokens: bool,
 }
 
@@ -537,6 +540,7 @@ fn launch(
         prompt,
         output_tokens,
         exact_output: cfg.exact_output,
+        chunk_usage: cfg.chunk_usage,
     };
     let _ = shared.events.send(Event::RequestStarted {
         index,
@@ -620,6 +624,11 @@ fn request_done(record_tokens: bool, launched: &Launched, m: Measured) -> Reques
             prompt_tokens_from: prompt_from.into(),
             requested_prompt_tokens: launched.requested_prompt_tokens,
             content_chunks: m.content_chunks,
+            chunk_tokens: if m.chunk_tokens.iter().any(|&t| t > 1) {
+                m.chunk_tokens
+            } else {
+                Vec::new()
+            },
             finish_reason: m.finish_reason,
         })),
     }

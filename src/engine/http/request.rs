@@ -77,6 +77,9 @@ pub struct Ask {
     pub output_tokens: usize,
     /// Send `ignore_eos` and `min_tokens` so exactly `output_tokens` come back.
     pub exact_output: bool,
+    /// Ask for the running usage in every chunk (`stream_options.continuous_usage_stats`, as
+    /// vLLM and SGLang take it), so each chunk's token count is known.
+    pub chunk_usage: bool,
 }
 
 impl Ask {
@@ -91,7 +94,11 @@ impl Ask {
         if let Some(obj) = body.as_object_mut() {
             obj.insert("max_tokens".into(), json!(self.output_tokens));
             obj.insert("stream".into(), json!(true));
-            obj.insert("stream_options".into(), json!({"include_usage": true}));
+            let mut options = json!({"include_usage": true});
+            if self.chunk_usage {
+                options["continuous_usage_stats"] = json!(true);
+            }
+            obj.insert("stream_options".into(), options);
             obj.insert("temperature".into(), json!(0));
             if self.exact_output {
                 obj.insert("ignore_eos".into(), json!(true));
@@ -116,6 +123,9 @@ pub struct Measured {
     pub content_chunks: usize,
     pub usage_prompt_tokens: Option<usize>,
     pub usage_completion_tokens: Option<usize>,
+    /// Tokens each content chunk carried, from the running usage of a server that sends it in
+    /// every chunk (1 where it does not say).
+    pub chunk_tokens: Vec<u32>,
     pub finish_reason: Option<String>,
     pub text: String,
 }
@@ -288,6 +298,8 @@ async fn stream(
             if chunk.prompt_tokens.is_some() {
                 out.usage_prompt_tokens = chunk.prompt_tokens;
             }
+            // The running usage, when the server sends it with the text: this chunk's tokens.
+            let usage_before = out.usage_completion_tokens.unwrap_or(0);
             if chunk.completion_tokens.is_some() {
                 out.usage_completion_tokens = chunk.completion_tokens;
             }
@@ -313,6 +325,11 @@ async fn stream(
                 }
             }
             last = Some(end);
+            let tokens = chunk
+                .completion_tokens
+                .map_or(1, |now| now.saturating_sub(usage_before).max(1));
+            out.chunk_tokens
+                .push(u32::try_from(tokens).unwrap_or(u32::MAX));
             out.content_chunks += 1;
             progress.content_chunks = out.content_chunks;
             out.text.push_str(&chunk.text);
@@ -572,6 +589,7 @@ mod tests {
             prompt: "hi".into(),
             output_tokens: 16,
             exact_output: true,
+            chunk_usage: false,
         };
         let b = ask.body();
         assert_eq!(b["messages"][0]["content"], "hi");
