@@ -5,40 +5,56 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Clear, Paragraph, Wrap};
 use ratatui::Frame;
 
-use super::{centered, panel};
+use super::{bordered, centered};
 use crate::ui::keys::Action;
 use crate::ui::state::App;
+use crate::ui::theme::{Glyphs, Theme};
 
 pub fn render(frame: &mut Frame, app: &App, area: Rect) {
-    let theme = app.theme();
-    let mut lines: Vec<Line> = Action::TABLE
-        .iter()
-        .map(|(action, _, _, _)| {
-            let keys = app.keys.label(*action);
-            let keys = if keys.is_empty() {
-                "(unbound)".to_string()
-            } else {
-                keys
-            };
-            Line::from(vec![
-                Span::styled(format!(" {keys:<16}"), theme.key),
-                Span::styled(action.describe(), theme.help),
-            ])
-        })
-        .collect();
+    let keys = Action::TABLE.iter().map(|(action, _, _, _)| {
+        let keys = app.keys.label(*action);
+        let keys = if keys.is_empty() {
+            "(unbound)".to_string()
+        } else {
+            keys
+        };
+        (keys, action.describe())
+    });
     let legend = [
-        "",
         " Sparkline marks: w warmup request, | workload change, ! outlier",
         " (above the running p99). Table: ! crosses the SLO.",
         " Charts do not scroll: the newest is just left of the gap.",
         " +/-, ]/[ and b/B take effect from the next request.",
         " Esc or ? closes this help.",
     ];
+    overlay(frame, app.theme(), &app.glyphs, area, 70, keys, &legend);
+}
+
+/// A help overlay `width` cells wide, centred: a line per key binding, then the legend (the
+/// run dashboard's and `watch`'s).
+pub(crate) fn overlay<'a>(
+    frame: &mut Frame,
+    theme: &Theme,
+    glyphs: &Glyphs,
+    area: Rect,
+    width: u16,
+    keys: impl Iterator<Item = (String, &'a str)>,
+    legend: &[&'a str],
+) {
+    let mut lines: Vec<Line> = keys
+        .map(|(keys, describe)| {
+            Line::from(vec![
+                Span::styled(format!(" {keys:<16}"), theme.key),
+                Span::styled(describe, theme.help),
+            ])
+        })
+        .collect();
+    lines.push(Line::raw(""));
     lines.extend(legend.iter().map(|l| Line::styled(*l, theme.dim)));
     let height = lines.len() as u16 + 2;
-    let rect = centered(area, 70, height);
+    let rect = centered(area, width, height);
     frame.render_widget(Clear, rect);
-    let block = panel(app, "Keys").style(theme.help);
+    let block = bordered(theme, glyphs, "Keys").style(theme.help);
     frame.render_widget(
         Paragraph::new(lines)
             .block(block)

@@ -45,7 +45,7 @@ mod events;
 mod footer;
 mod header;
 mod heatmap;
-mod help;
+pub(crate) mod help;
 pub(crate) mod history;
 mod loading;
 mod memory;
@@ -257,9 +257,17 @@ fn three(frame: &mut Frame, app: &App, rect: Rect, draw: fn(&mut Frame, &App, Re
 
 /// A bordered panel in the theme's style.
 fn panel<'a>(app: &App, title: impl Into<Line<'a>>) -> Block<'a> {
-    let theme = app.theme();
+    bordered(app.theme(), &app.glyphs, title)
+}
+
+/// A titled, bordered panel in `theme` (the run dashboard's and `watch`'s).
+pub(crate) fn bordered<'a>(
+    theme: &crate::ui::theme::Theme,
+    glyphs: &crate::ui::theme::Glyphs,
+    title: impl Into<Line<'a>>,
+) -> Block<'a> {
     Block::bordered()
-        .border_set(app.glyphs.border)
+        .border_set(glyphs.border)
         .border_style(theme.border)
         .title(title.into().style(theme.title))
 }

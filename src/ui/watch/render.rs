@@ -27,7 +27,7 @@
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
+use ratatui::widgets::{Block, Paragraph};
 use ratatui::Frame;
 
 use super::state::{Point, WatchState};
@@ -194,11 +194,7 @@ fn secs(t: f64) -> std::time::Duration {
 
 /// A bordered panel in the theme's style.
 fn panel<'a>(s: &WatchState, title: impl Into<Line<'a>>) -> Block<'a> {
-    let theme = s.theme();
-    Block::bordered()
-        .border_set(s.glyphs.border)
-        .border_style(theme.border)
-        .title(title.into().style(theme.title))
+    crate::ui::render::bordered(s.theme(), &s.glyphs, title)
 }
 
 /// One figure of a window, as a chart reads it.
@@ -474,19 +470,10 @@ fn footer(frame: &mut Frame, s: &WatchState, rect: Rect) {
 }
 
 fn help(frame: &mut Frame, s: &WatchState, area: Rect) {
-    let theme = s.theme();
-    let mut lines: Vec<Line> = KEYS
+    let keys = KEYS
         .iter()
-        .map(|(action, _, describe)| {
-            let keys = s.keys.label(*action);
-            Line::from(vec![
-                Span::styled(format!(" {keys:<16}"), theme.key),
-                Span::styled(*describe, theme.help),
-            ])
-        })
-        .collect();
+        .map(|(action, _, describe)| (s.keys.label(*action), *describe));
     let legend = [
-        "",
         " Nothing is sent to the server: its /metrics is read every interval,",
         " and each window is the difference of two scrapes.",
         " Percentiles are Prometheus' histogram_quantile over the window's",
@@ -495,24 +482,7 @@ fn help(frame: &mut Frame, s: &WatchState, area: Rect) {
         " running; they do not scroll: the newest is just left of the gap.",
         " Esc or ? closes this help.",
     ];
-    lines.extend(legend.iter().map(|l| Line::styled(*l, theme.dim)));
-    let (w, h) = (
-        72u16.min(area.width),
-        (lines.len() as u16 + 2).min(area.height),
-    );
-    let rect = Rect::new(
-        area.x + (area.width - w) / 2,
-        area.y + (area.height - h) / 2,
-        w,
-        h,
-    );
-    frame.render_widget(Clear, rect);
-    frame.render_widget(
-        Paragraph::new(lines)
-            .block(panel(s, "Keys").style(theme.help))
-            .wrap(Wrap { trim: false }),
-        rect,
-    );
+    crate::ui::render::help::overlay(frame, s.theme(), &s.glyphs, area, 72, keys, &legend);
 }
 
 fn too_small(frame: &mut Frame, s: &WatchState, area: Rect) {
