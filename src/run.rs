@@ -51,8 +51,9 @@ pub struct Run {
     in_flight_warmup: bool,
     /// Decode steps of requests in flight, by request: their ITLs enter the statistics when
     /// the request completes, and never when it fails (a failed request is no sample). One
-    /// entry per request in flight; emptied at a reset, as the record's reader does.
-    pending_steps: Vec<(u64, Vec<f64>)>,
+    /// entry per request in flight (a map: a server run has a thousand at once); emptied at a
+    /// reset, as the record's reader does.
+    pending_steps: std::collections::HashMap<u64, Vec<f64>>,
     /// The server's own view (`--server-metrics`): its last window and its steady span.
     pub server: ServerSteady,
     /// Set by `Event::Finished`: the engine has stopped and says why.
@@ -84,10 +85,7 @@ impl Run {
                 if let Some(info) = &self.info {
                     self.in_flight_warmup = *index < info.warmup_requests;
                 }
-                match self.pending_steps.iter_mut().rev().find(|p| p.0 == *index) {
-                    Some(p) => p.1.push(*itl_s),
-                    None => self.pending_steps.push((*index, vec![*itl_s])),
-                }
+                self.pending_steps.entry(*index).or_default().push(*itl_s);
             }
             Event::RequestDone(r) => {
                 if let Some(steps) = self.take_steps(r.index) {
@@ -110,8 +108,8 @@ impl Run {
                 self.stats.reset();
                 self.endpoints.reset();
                 self.server.reset();
-                for p in &mut self.pending_steps {
-                    p.1.clear();
+                for steps in self.pending_steps.values_mut() {
+                    steps.clear();
                 }
             }
             Event::Error { message, fatal } if *fatal => self.failed = Some(message.clone()),
@@ -138,8 +136,7 @@ impl Run {
     }
 
     fn take_steps(&mut self, index: u64) -> Option<Vec<f64>> {
-        let at = self.pending_steps.iter().rposition(|p| p.0 == index)?;
-        Some(self.pending_steps.swap_remove(at).1)
+        self.pending_steps.remove(&index)
     }
 
     fn request_done(&mut self, r: &RequestDone) {
