@@ -280,12 +280,9 @@ pub async fn fetch(client: &reqwest::Client, url: &reqwest::Url) -> Result<Scrap
         .get(url.clone())
         .send()
         .await
-        .map_err(|e| crate::util::one_line(&e.to_string()))?;
+        .map_err(crate::util::http_error)?;
     let status = resp.status();
-    let body = resp
-        .text()
-        .await
-        .map_err(|e| crate::util::one_line(&e.to_string()))?;
+    let body = resp.text().await.map_err(crate::util::http_error)?;
     if !status.is_success() {
         return Err(format!("HTTP {}", status.as_u16()));
     }

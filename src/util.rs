@@ -140,6 +140,42 @@ pub fn human_bytes(b: u64) -> String {
     }
 }
 
+/// A reqwest error as one line, most specific cause first, without the URL (callers name the
+/// endpoint themselves, without credentials).
+pub fn http_error(e: reqwest::Error) -> String {
+    let timeout = e.is_timeout();
+    let e = e.without_url();
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    let mut parts: Vec<String> = Vec::new();
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind as K;
+            let known = match io.kind() {
+                K::ConnectionRefused => Some("connection refused"),
+                K::ConnectionReset => Some("connection reset by the server"),
+                K::ConnectionAborted => Some("connection aborted"),
+                K::UnexpectedEof => Some("unexpected end of the connection"),
+                K::TimedOut => Some("timed out"),
+                _ => None,
+            };
+            if let Some(k) = known {
+                return k.to_string();
+            }
+        }
+        let text = one_line(&s.to_string());
+        if !text.is_empty() && !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    if timeout {
+        parts.insert(0, "timed out".into());
+    }
+    // The innermost causes say the most ("dns error: ...", "invalid peer certificate ...").
+    let n = parts.len();
+    parts[n.saturating_sub(2)..].join(": ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -152,7 +152,9 @@ fn a_server_without_metrics_is_one_clear_line() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.contains("cannot read") && err.contains("/metrics"),
+        err.contains("cannot read")
+            && err.contains("/metrics")
+            && err.contains("connection refused"),
         "{err}"
     );
 }

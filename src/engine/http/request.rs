@@ -403,41 +403,7 @@ pub async fn first_model(
     }
 }
 
-/// A reqwest error as one line, most specific cause first, without the URL (callers name the
-/// endpoint themselves, without credentials).
-pub fn describe(e: reqwest::Error) -> String {
-    let timeout = e.is_timeout();
-    let e = e.without_url();
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
-    let mut parts: Vec<String> = Vec::new();
-    while let Some(s) = source {
-        if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            use std::io::ErrorKind as K;
-            let known = match io.kind() {
-                K::ConnectionRefused => Some("connection refused"),
-                K::ConnectionReset => Some("connection reset by the server"),
-                K::ConnectionAborted => Some("connection aborted"),
-                K::UnexpectedEof => Some("unexpected end of the connection"),
-                K::TimedOut => Some("timed out"),
-                _ => None,
-            };
-            if let Some(k) = known {
-                return k.to_string();
-            }
-        }
-        let text = crate::util::one_line(&s.to_string());
-        if !text.is_empty() && !parts.iter().any(|p| p.contains(&text)) {
-            parts.push(text);
-        }
-        source = s.source();
-    }
-    if timeout {
-        parts.insert(0, "timed out".into());
-    }
-    // The innermost causes say the most ("dns error: ...", "invalid peer certificate ...").
-    let n = parts.len();
-    parts[n.saturating_sub(2)..].join(": ")
-}
+pub use crate::util::http_error as describe;
 
 /// Text of roughly `tokens` tokens for a server whose tokenizer we do not have: common English
 /// words that are one token in the usual BPE vocabularies, seeded so every request differs
