@@ -24,25 +24,26 @@ const PARALLEL: usize = 16;
 
 /// Common English words (3 to 10 letters): in the usual vocabularies most are one token, with a
 /// leading space or without.
-const CANDIDATES: &str = "the and that have for not with you this but his from they say her she \
-will one all would there their what out about who get which when make can like time just him \
-know take people into year your good some could them see other than then now look only come its \
-over think also back after use two how our work first well way even new want because any these \
-give day most find here thing many tell very call hand high keep last long great little own old \
-right big small large next early young important public bad same able child world school state \
-family student group country problem point home water room mother area money story fact month \
-book eye job word business issue side kind head house service friend father power hour game line \
-end member law car city community name president team minute idea body information back parent \
-face others level office door health person art war history party result change morning reason \
-research girl guy moment air teacher force education foot boy age policy process music market \
-sense nation plan college interest death experience effect class control care field development \
-role effort rate heart drug show leader light voice wife police mind price report decision son \
-view relationship town road arm difference value building action model season society tax \
-director position player record paper space ground form event official matter center couple site \
-project activity star table need court oil situation cost industry figure street image phone data \
-picture practice piece land product doctor wall patient worker news test movie north love support \
+const CANDIDATES: &str = "\
+the and that have for not with you this but his from they say her she will one all would there \
+their what out about who get which when make can like time just him know take people into year \
+your good some could them see other than then now look only come its over think also back after \
+use two how our work first well way even new want because any these give day most find here \
+thing many tell very call hand high keep last long great little own old right big small large \
+next early young important public bad same able child world school state family student group \
+country problem point home water room mother area money story fact month book eye job word \
+business issue side kind head house service friend father power hour game line end member law \
+car city community name president team minute idea body information parent face others level \
+office door health person art war history party result change morning reason research girl guy \
+moment air teacher force education foot boy age policy process music market sense nation plan \
+college interest death experience effect class control care field development role effort rate \
+heart drug show leader light voice wife police mind price report decision son view relationship \
+town road arm difference value building action model season society tax director position \
+player record paper space ground form event official matter center couple site project activity \
+star table need court oil situation cost industry figure street image phone data picture \
+practice piece land product doctor wall patient worker news test movie north love support \
 technology step baby computer type attention film tree source organization hair window evidence \
-population site river summer garden stone bread glass paper watch river";
+population river summer garden stone bread glass watch";
 
 /// The server's tokenizer, at the path that answered.
 pub struct ServerTokenizer {
