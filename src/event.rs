@@ -39,6 +39,19 @@ pub enum StopReason {
     Error,
 }
 
+impl StopReason {
+    /// How the stop is named in progress lines and tables: `Ctrl-C`, `SIGTERM`, ...
+    pub fn words(&self) -> String {
+        match self {
+            StopReason::UserStop => "Ctrl-C".into(),
+            StopReason::Signal(s) => s.clone(),
+            StopReason::RequestLimit => "request limit".into(),
+            StopReason::DurationLimit => "duration limit".into(),
+            StopReason::Error => "error".into(),
+        }
+    }
+}
+
 /// The workload of the next requests, as the user wrote it and as it resolves.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadDesc {
@@ -203,8 +216,9 @@ pub enum Event {
     WorkloadChanged(WorkloadDesc),
     /// The server's own view over the last window (`--server-metrics`).
     ServerMetrics(Box<ServerWindow>),
-    /// A sweep's cell started or ended (`infertop sweep` in a terminal): the dashboard's grid.
-    SweepCell(Box<SweepCellView>),
+    /// A sweep's cell starts; the events up to its engine's `Finished` are the cell's, and the
+    /// sweep's own `Finished` comes when no cell is open.
+    CellStarted(Box<CellStart>),
     /// A worker or telemetry error. `fatal` errors end the run.
     Error {
         message: String,
@@ -276,27 +290,130 @@ impl ServerHistograms {
     }
 }
 
-/// One cell of a sweep as the dashboard's grid shows it.
+/// A length of a sweep cell's workload: a number of tokens, or as written (a range such as
+/// `64..512`, or `text`: each prompt's own length). Fixed lengths are numbers in JSON; records
+/// written before that said `"16"`, which reads as the number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CellLen {
+    Tokens(usize),
+    Written(String),
+}
+
+impl Default for CellLen {
+    fn default() -> Self {
+        CellLen::Tokens(1)
+    }
+}
+
+impl From<&str> for CellLen {
+    fn from(s: &str) -> CellLen {
+        match s.trim().parse::<usize>() {
+            Ok(n) => CellLen::Tokens(n),
+            Err(_) => CellLen::Written(s.to_string()),
+        }
+    }
+}
+
+impl std::fmt::Display for CellLen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CellLen::Tokens(n) => write!(f, "{n}"),
+            CellLen::Written(s) => f.write_str(s),
+        }
+    }
+}
+
+impl Serialize for CellLen {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            CellLen::Tokens(n) => s.serialize_u64(*n as u64),
+            CellLen::Written(w) => s.serialize_str(w),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for CellLen {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<CellLen, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        Ok(match Raw::deserialize(d)? {
+            Raw::N(n) => CellLen::Tokens(usize::try_from(n).map_err(serde::de::Error::custom)?),
+            Raw::S(s) => CellLen::from(s.as_str()),
+        })
+    }
+}
+
+/// One cell of a sweep: the workload it runs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CellParams {
+    pub batch: usize,
+    pub prompt_tokens: CellLen,
+    pub output_tokens: CellLen,
+    /// Server sweeps: requests in flight (closed loop) or the cap of an open loop.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<usize>,
+    /// Server sweeps: open-loop requests per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<f64>,
+}
+
+impl CellParams {
+    /// `prompt 512, output 32`: the workload without the load.
+    pub fn workload_words(&self) -> String {
+        format!(
+            "prompt {}, output {}",
+            self.prompt_tokens, self.output_tokens
+        )
+    }
+
+    /// The load parts that are set, each as `batch 4`, `concurrency 8`, `rate 2/s`; the batch
+    /// only when it is not 1 unless `always_batch`.
+    pub fn load_words(&self, always_batch: bool) -> Vec<String> {
+        let mut parts = Vec::new();
+        if always_batch || self.batch != 1 {
+            parts.push(format!("batch {}", self.batch));
+        }
+        if let Some(c) = self.concurrency {
+            parts.push(format!("concurrency {c}"));
+        }
+        if let Some(r) = self.rate {
+            parts.push(format!("rate {r}/s"));
+        }
+        parts
+    }
+
+    /// `batch 4, prompt 512, output 32` (and concurrency / rate when set): the cell in words,
+    /// as progress lines, the grid and comparisons name it.
+    pub fn words(&self) -> String {
+        let mut parts = vec![format!("batch {}", self.batch), self.workload_words()];
+        parts.extend(
+            self.load_words(false)
+                .into_iter()
+                .filter(|p| !p.starts_with("batch")),
+        );
+        parts.join(", ")
+    }
+}
+
+/// A sweep's cell begins (the sweep engine sends it before the cell's engine starts; the cell
+/// ends with that engine's `Finished`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SweepCellView {
+pub struct CellStart {
     /// 0-based, of `cells`.
     pub cell: usize,
     pub cells: usize,
-    /// The cell's load and workload, e.g. `batch 4 · prompt 512 · out 16`.
-    pub label: String,
-    /// `None` while it runs; then whether it was measured (`false`: failed or stopped).
-    pub ok: Option<bool>,
-    pub tpot_p50_s: Option<f64>,
-    pub ttft_p50_s: Option<f64>,
-    /// Decode tok/s (candle) or output tok/s (servers).
-    pub throughput: Option<f64>,
-    /// Share of steady requests that met the SLO (only with `--slo`).
-    pub slo_met_share: Option<f64>,
-    /// Why it failed, in one line.
-    pub reason: Option<String>,
+    pub params: CellParams,
 }
 
-/// Messages into the worker.
+/// Messages into the engine: what the dashboard's keys (and a sweep's stopping rule) ask for.
+/// Every engine gives them the same meaning: the load keys change the workload of the next
+/// requests, never one in flight (`engine::workload::LenSpec::plus`, `doubled`), and the
+/// engine echoes every change it makes as an event, so each consumer sees it at the same point
+/// of the stream.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Control {
     Pause,
@@ -311,7 +428,21 @@ pub enum Control {
     /// Double (+1) or halve (−1) the load from the next request on: the batch (candle engine),
     /// the requests in flight (server, closed loop) or the request rate (server, open loop).
     AdjustLoad(i64),
+    /// A sweep: end the current cell (it has measured enough) and go on with the next.
+    EndCell,
     Stop(StopReason),
+}
+
+impl Control {
+    /// The stop this message asks of an engine: `Stop`, or `EndCell` (the sweep's cell has
+    /// measured enough, which for the cell's engine is its request limit).
+    pub fn stop(&self) -> Option<StopReason> {
+        match self {
+            Control::Stop(r) => Some(r.clone()),
+            Control::EndCell => Some(StopReason::RequestLimit),
+            _ => None,
+        }
+    }
 }
 
 /// One telemetry sample. Every field is optional: a source that is unavailable leaves it `None`.

@@ -14,13 +14,38 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::event::{Control, Event, RequestDone, RunInfo, StopReason};
 use crate::record::resources::Resources;
-use crate::record::{Recorder, RunSummary};
+use crate::record::RunSummary;
 use crate::stats::{EndpointStats, RunStats, ServerSteady, Window, RECENT_REQUESTS};
 
 /// Exit codes (README, "Exit codes and errors").
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILURE: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
+
+/// A failure with its exit code; the message is one line.
+#[derive(Debug)]
+pub struct Failure {
+    pub code: i32,
+    pub message: String,
+}
+
+impl Failure {
+    /// A mistake in the flags or files: exit 2, before anything has run.
+    pub fn usage(m: impl Into<String>) -> Self {
+        Self {
+            code: EXIT_USAGE,
+            message: m.into(),
+        }
+    }
+
+    /// Something that failed while running: exit 1.
+    pub fn runtime(m: impl Into<String>) -> Self {
+        Self {
+            code: EXIT_FAILURE,
+            message: m.into(),
+        }
+    }
+}
 
 /// The fold of one run's events. `apply` is pure: no I/O, no clock, O(log n) at most.
 #[derive(Clone, Debug, Default)]
@@ -199,8 +224,19 @@ impl Run {
     }
 }
 
-/// A headless consumer of one engine's events: passes a signal on as a stop (once), then takes
-/// each event, records it and folds it into the run, in that order.
+/// What a headless consumer got from the channel.
+#[derive(Debug)]
+pub enum Received {
+    Event(Event),
+    /// Nothing for 50 ms.
+    Idle,
+    /// The channel closed: every producer has gone.
+    Closed,
+}
+
+/// A headless consumer of one engine's events: passes a signal on as a stop (once), and waits
+/// a little for the next event. What it does with the event (record it, fold it) is the
+/// caller's.
 pub struct Consumer<'a> {
     pub events: &'a Receiver<Event>,
     pub control: &'a Sender<Control>,
@@ -210,32 +246,16 @@ pub struct Consumer<'a> {
 }
 
 impl Consumer<'_> {
-    /// The next event, already recorded (at `t_s` seconds, when there is a recorder) and folded
-    /// into `run`; `None` when there was none for 50 ms, or when the channel closed without
-    /// `Finished` (then `run` is marked failed and no longer live).
-    pub fn next(
-        &mut self,
-        run: &mut Run,
-        recorder: Option<&mut Recorder>,
-        t_s: impl FnOnce() -> f64,
-    ) -> Option<Event> {
+    pub fn recv(&mut self) -> Received {
         if let (Some(reason), None) = (self.signals.stop_reason(), &self.interrupted) {
             self.interrupted = Some(reason.clone());
             let _ = self.control.send(Control::Stop(reason));
         }
-        let ev = match self.events.recv_timeout(Duration::from_millis(50)) {
-            Ok(ev) => ev,
-            Err(RecvTimeoutError::Timeout) => return None,
-            Err(RecvTimeoutError::Disconnected) => {
-                run.disconnected();
-                return None;
-            }
-        };
-        if let Some(r) = recorder {
-            r.on_event(t_s(), &ev);
+        match self.events.recv_timeout(Duration::from_millis(50)) {
+            Ok(ev) => Received::Event(ev),
+            Err(RecvTimeoutError::Timeout) => Received::Idle,
+            Err(RecvTimeoutError::Disconnected) => Received::Closed,
         }
-        run.apply(&ev);
-        Some(ev)
     }
 }
 

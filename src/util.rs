@@ -1,6 +1,16 @@
 //! Small helpers every module may use: one-line error text, a seeded generator, a hash. A leaf
 //! module, like `event`.
 
+/// Prints a line to stderr, ignoring failure: stderr may be a terminal that has hung up, and
+/// `eprintln!` would panic there before the record is closed.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+pub(crate) use say;
+
 use std::path::Path;
 
 /// The first line of `s`, trimmed: every error infertop prints is one line.

@@ -63,16 +63,18 @@ fn every_cell_of_a_small_grid_is_measured_with_n_as_asked_and_reads_back() {
     let (code, doc, stderr) = sweep_json(&args);
     assert_eq!(code, Some(0), "{stderr}");
     let cells = cells(&doc);
-    let shape: Vec<(u64, &str)> = cells
+    // Fixed lengths are numbers (ranges and lists stay as written).
+    let shape: Vec<(u64, u64, u64)> = cells
         .iter()
         .map(|c| {
             (
                 c["params"]["batch"].as_u64().unwrap(),
-                c["params"]["prompt_tokens"].as_str().unwrap(),
+                c["params"]["prompt_tokens"].as_u64().unwrap(),
+                c["params"]["output_tokens"].as_u64().unwrap(),
             )
         })
         .collect();
-    assert_eq!(shape, [(1, "8"), (2, "8"), (1, "16"), (2, "16")]);
+    assert_eq!(shape, [(1, 8, 4), (2, 8, 4), (1, 16, 4), (2, 16, 4)]);
     for c in cells {
         assert_eq!(c["status"], "ok", "{c}");
         assert_eq!(c["n"], 3, "{c}");
@@ -143,6 +145,36 @@ fn every_cell_of_a_small_grid_is_measured_with_n_as_asked_and_reads_back() {
         ] {
             assert_eq!(a[k], b[k], "{k}");
         }
+    }
+    // A record written before lengths were numbers (`"prompt_tokens":"8"`) reads the same.
+    let old = dir.path().join("sweep-old.jsonl");
+    let old_text: String = text
+        .lines()
+        .map(|l| {
+            let mut l = l.to_string();
+            if l.starts_with("{\"type\":\"cell\"") || l.starts_with("{\"type\":\"sweep\"") {
+                for n in ["4", "8", "16"] {
+                    for k in ["prompt_tokens", "output_tokens"] {
+                        l = l.replace(&format!("\"{k}\":{n},"), &format!("\"{k}\":\"{n}\","));
+                        l = l.replace(&format!("\"{k}\":{n}}}"), &format!("\"{k}\":\"{n}\"}}"));
+                    }
+                }
+            }
+            l + "\n"
+        })
+        .collect();
+    assert!(old_text.contains("\"prompt_tokens\":\"8\""), "{old_text}");
+    std::fs::write(&old, &old_text).unwrap();
+    let out = infertop()
+        .args(["report", "--no-probe", "--format", "json"])
+        .arg(&old)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let from_old: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (a, b) in cells.iter().zip(cells_of(&from_old)) {
+        assert_eq!(a["params"], b["params"]);
+        assert_eq!(a["tpot"], b["tpot"]);
     }
     let md = infertop()
         .args(["report", "--no-probe"])

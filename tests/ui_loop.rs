@@ -12,6 +12,8 @@ use crossbeam_channel::{unbounded, Receiver, Sender};
 use infertop::event::{Control, Event, StopReason};
 use infertop::run::Signals;
 use infertop::ui::{run_app, App, Input, LoopOptions};
+
+const STOP_WAIT: Duration = Duration::from_millis(500);
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{
     Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyEventState, KeyModifiers,
@@ -127,7 +129,8 @@ fn options(signals: Signals) -> LoopOptions {
     LoopOptions {
         fps: 30,
         signals,
-        stop_wait: Duration::from_millis(500),
+        started: Instant::now(),
+        deadline: None,
     }
 }
 
@@ -150,7 +153,7 @@ fn space_pauses_and_q_stops_the_worker() {
     );
     let mut seen = Vec::new();
     let signals = Signals::none();
-    let mut on_event = |ev: &Event| seen.push(format!("{ev:?}"));
+    let mut on_event = |ev: &Event, _: &mut App| seen.push(format!("{ev:?}"));
     let started = Instant::now();
     let stop = run_app(
         &mut terminal,
@@ -159,6 +162,7 @@ fn space_pauses_and_q_stops_the_worker() {
         &ctl_tx,
         &mut app,
         &options(signals),
+        STOP_WAIT,
         &mut on_event,
     )
     .expect("loop");
@@ -204,7 +208,8 @@ fn a_signal_stops_the_worker_with_its_name() {
         &ctl_tx,
         &mut app,
         &options(signals),
-        &mut |_| {},
+        STOP_WAIT,
+        &mut |_, _| {},
     )
     .expect("loop");
     setter.join().expect("setter");
@@ -232,7 +237,8 @@ fn quitting_waits_for_a_silent_worker_only_so_long() {
         &ctl_tx,
         &mut app,
         &options(Signals::none()),
-        &mut |_| {},
+        STOP_WAIT,
+        &mut |_, _| {},
     )
     .expect("loop");
     let took = started.elapsed();
@@ -263,7 +269,8 @@ fn a_finished_run_stays_on_screen_until_quit() {
         &ctl_tx,
         &mut app,
         &options(Signals::none()),
-        &mut |_| {},
+        STOP_WAIT,
+        &mut |_, _| {},
     )
     .expect("loop");
     assert_eq!(stop, StopReason::RequestLimit);
@@ -292,7 +299,8 @@ fn a_worker_that_vanishes_is_an_error_on_screen() {
         &ctl_tx,
         &mut app,
         &options(Signals::none()),
-        &mut |_| {},
+        STOP_WAIT,
+        &mut |_, _| {},
     )
     .expect("loop");
     assert_eq!(stop, StopReason::Error);

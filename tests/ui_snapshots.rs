@@ -752,9 +752,9 @@ fn every_view_at_once_when_there_is_room() {
 /// with their TPOT, TTFT and throughput, a failed one with its reason, the running one marked.
 #[test]
 fn sweep_grid() {
-    use infertop::event::SweepCellView;
+    use infertop::sweep::fold::{GridRow, SweepFold};
     let mut s = Sim::steady();
-    let view = |cell: usize, batch: usize, ok: Option<bool>, tpot_ms: f64| SweepCellView {
+    let view = |cell: usize, batch: usize, ok: Option<bool>, tpot_ms: f64| GridRow {
         cell,
         cells: 6,
         label: format!("batch {batch}, prompt 128"),
@@ -767,15 +767,15 @@ fn sweep_grid() {
             .map(|_| if batch >= 4 { 0.5 } else { 1.0 }),
         reason: (ok == Some(false)).then(|| "out of memory".to_string()),
     };
-    for v in [
+    let mut fold = SweepFold::new(Default::default(), Default::default());
+    fold.grid = vec![
         view(0, 1, Some(true), 2.0),
         view(1, 2, Some(true), 3.0),
         view(2, 4, Some(true), 5.0),
         view(3, 8, Some(false), 0.0),
         view(4, 16, None, 0.0),
-    ] {
-        s.app.apply(&Event::SweepCell(Box::new(v)));
-    }
+    ];
+    s.app.sweep = Some(fold);
     s.app.refresh();
     let terminal = draw(&s.app, 100, 40);
     let text = text_of(terminal.backend().buffer());

@@ -495,6 +495,7 @@ fn the_loop_applies_windows_keys_and_signals() {
         .unwrap();
     }
     let opts = WatchLoop {
+        fps: 4,
         signals: Signals::none(),
         started: Instant::now(),
         deadline: None,
@@ -518,6 +519,7 @@ fn the_loop_applies_windows_keys_and_signals() {
     let stop = watch::run_loop(&mut terminal, &mut input, &rx, &mut state, &opts).unwrap();
     assert_eq!(stop, StopReason::Signal("SIGHUP".into()));
     let opts = WatchLoop {
+        fps: 4,
         signals: Signals::none(),
         started: Instant::now(),
         deadline: Some(Instant::now()),
@@ -527,6 +529,7 @@ fn the_loop_applies_windows_keys_and_signals() {
     // A scraper that died (its sender dropped) is an error, not a frozen screen.
     drop(tx);
     let opts = WatchLoop {
+        fps: 4,
         signals: Signals::none(),
         started: Instant::now(),
         deadline: None,

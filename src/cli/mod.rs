@@ -1,37 +1,27 @@
-//! Command-line interface, one file per subcommand: `run` (the default), `report`, `compare`,
-//! `presets`, `make-model`, `devices` and `sweep`. Flags are typed by clap (`ValueEnum`s and value
-//! parsers), so a bad value is refused before anything starts, as one line naming the flag and
-//! what to write instead, with exit code 2.
+//! Command-line interface: parse, dispatch, and say what failed in one line. The flags of what
+//! runs load or draws a screen (`run`, `sweep`, `watch`) are the planner's (`plan::opts`), and
+//! `session` carries them out; the small commands (`report`, `compare`, `presets`, `make-model`,
+//! `devices`) have a file each here. Flags are typed by clap (`ValueEnum`s and value parsers),
+//! so a bad value is refused before anything starts, as one line naming the flag and what to
+//! write instead, with exit code 2.
 
 mod args;
 mod compare;
 mod devices;
 mod make_model;
-mod prompt;
 mod report;
-pub mod run;
-mod sweep;
-mod watch;
-
-use std::io::Write;
 
 use clap::{Parser, Subcommand};
 
 pub use crate::event::EVENT_QUEUE;
+pub use crate::plan::RunOpts as RunArgs;
+pub use crate::run::Failure;
 pub use crate::run::{EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 pub use crate::util::{human_bytes, human_count};
 pub use make_model::{make_model, presets_table, MakeModelArgs};
-pub use run::RunArgs;
 
-/// Prints a line to stderr, ignoring failure: stderr may be a terminal that has hung up, and
-/// `eprintln!` would panic there before the record is closed.
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
-pub(crate) use say;
+pub(crate) use crate::session::print_stdout;
+pub(crate) use crate::util::say;
 
 /// top for LLM inference latency: live TTFT/TPOT of repeated prefill/decode runs.
 #[derive(Parser, Debug)]
@@ -62,33 +52,10 @@ pub enum Command {
     /// Run a grid of workloads (comma lists of --batch, --prompt-tokens, --output-tokens; with
     /// --endpoint, --concurrency or --rate), each cell measured like a run; print one row per
     /// cell and what the grid shows (knee, best cell, saturation, roofline).
-    Sweep(Box<sweep::SweepArgs>),
+    Sweep(Box<crate::plan::sweep::SweepArgs>),
     /// Watch a running server's own Prometheus metrics (no load generated): request rate,
     /// running/waiting, KV cache, and its TTFT/ITL/E2E percentiles per window.
-    Watch(watch::WatchArgs),
-}
-
-/// A failure with its exit code; the message is one line.
-#[derive(Debug)]
-pub struct Failure {
-    pub code: i32,
-    pub message: String,
-}
-
-impl Failure {
-    pub fn usage(m: impl Into<String>) -> Self {
-        Self {
-            code: EXIT_USAGE,
-            message: m.into(),
-        }
-    }
-
-    pub fn runtime(m: impl Into<String>) -> Self {
-        Self {
-            code: EXIT_FAILURE,
-            message: m.into(),
-        }
-    }
+    Watch(crate::plan::opts::WatchOpts),
 }
 
 /// Parses the command line and runs; returns the process exit code.
@@ -106,15 +73,15 @@ pub fn main() -> i32 {
         }
     };
     let result = match cli.command {
-        None => run::run(cli.run),
-        Some(Command::Run(args)) => run::run(*args),
+        None => crate::session::run::run(&cli.run),
+        Some(Command::Run(args)) => crate::session::run::run(&args),
         Some(Command::Presets) => print_stdout(&presets_table()).map(|_| EXIT_OK),
         Some(Command::MakeModel(args)) => make_model(&args).map(|_| EXIT_OK),
         Some(Command::Devices(args)) => devices::devices(&args),
         Some(Command::Report(args)) => report::report(&args),
         Some(Command::Compare(args)) => compare::compare(&args),
-        Some(Command::Sweep(args)) => sweep::sweep(&args),
-        Some(Command::Watch(args)) => watch::watch(&args),
+        Some(Command::Sweep(args)) => crate::session::sweep::sweep(&args),
+        Some(Command::Watch(args)) => crate::session::watch::watch(&args),
     };
     match result {
         Ok(code) => code,
@@ -122,20 +89,5 @@ pub fn main() -> i32 {
             say!("infertop: error: {}", f.message);
             f.code
         }
-    }
-}
-
-/// Writes `text` to stdout and flushes. A reader that went away early (`infertop report … |
-/// head -1`) is not an error: it has what it wanted, and the command exits 0 (`print!` would
-/// panic there). Any other write error (a full disk) is one.
-pub(crate) fn print_stdout(text: &str) -> Result<(), Failure> {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(Failure::runtime(format!(
-            "cannot write to standard output ({})",
-            crate::util::one_line(&e.to_string())
-        ))),
     }
 }

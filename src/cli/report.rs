@@ -65,7 +65,13 @@ pub fn report(args: &ReportArgs) -> Result<i32, Failure> {
             SummaryFormat::Json => SweepFormat::Json,
             SummaryFormat::Csv => SweepFormat::Csv,
         };
-        let text = super::sweep::report_sweep(&sweep, args.slo, &opts, format, args.plot.as_ref())?;
+        let text = crate::sweep::report::report_sweep(
+            &sweep,
+            args.slo,
+            &opts,
+            format,
+            args.plot.as_ref(),
+        )?;
         print_stdout(&text)?;
         return Ok(EXIT_OK);
     }

@@ -10,7 +10,7 @@ use candle_core::{DType, Device, Tensor, D};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::timer::{device_memory, GpuTimer};
-use super::workload::{RequestShape, Sampler, Sampling, Workload};
+use super::workload::{doubled, RequestShape, Sampler, Sampling, Workload};
 use crate::event::{Control, Event, RequestDone, RunInfo, StopReason};
 use crate::model::{self, CausalLm, DeviceSpec, ModelSpec};
 use crate::telemetry::alloc;
@@ -95,7 +95,7 @@ impl Inbox<'_> {
                     loop {
                         match self.rx.recv() {
                             Ok(Control::Resume) => break,
-                            Ok(Control::Stop(r)) => return Some(r),
+                            Ok(c @ (Control::Stop(_) | Control::EndCell)) => return c.stop(),
                             Ok(other) => self.pending.push_back(other),
                             Err(_) => return Some(StopReason::UserStop),
                         }
@@ -107,15 +107,10 @@ impl Inbox<'_> {
                     let _ = tx.send(Event::StatsReset);
                 }
                 Control::AdjustOutputTokens(delta) => adjust(workload, max_positions, tx, |w| {
-                    w.output = w.output.map(|n| (n as i64 + delta).max(1) as usize);
+                    w.output = w.output.plus(delta);
                 }),
                 Control::AdjustLoad(steps) => {
-                    let batch = if steps >= 0 {
-                        workload.batch << steps.min(8)
-                    } else {
-                        workload.batch >> (-steps).min(8)
-                    }
-                    .clamp(1, max_batch);
+                    let batch = doubled(workload.batch, steps).clamp(1, max_batch);
                     if batch == workload.batch {
                         let _ = tx.send(Event::Error {
                             message: format!(
@@ -129,16 +124,10 @@ impl Inbox<'_> {
                 }
                 Control::AdjustPromptTokens(steps) => adjust(workload, max_positions, tx, |w| {
                     if let Some(p) = &w.prompt {
-                        w.prompt = Some(p.map(|n| {
-                            if steps >= 0 {
-                                n << steps.min(8)
-                            } else {
-                                n >> (-steps).min(8)
-                            }
-                        }));
+                        w.prompt = Some(p.doubled(steps));
                     }
                 }),
-                Control::Stop(r) => return Some(r),
+                Control::Stop(_) | Control::EndCell => return c.stop(),
             }
         }
         None
@@ -147,7 +136,7 @@ impl Inbox<'_> {
     /// Takes everything waiting; returns a stop if one arrived (it is not queued).
     fn poll_stop(&mut self) -> Option<StopReason> {
         while let Ok(c) = self.rx.try_recv() {
-            if let Control::Stop(r) = c {
+            if let Some(r) = c.stop() {
                 return Some(r);
             }
             self.pending.push_back(c);

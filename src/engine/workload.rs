@@ -62,6 +62,16 @@ impl LenSpec {
         }
     }
 
+    /// The output-tokens key (`+`/`-`): every length changed by `delta` tokens.
+    pub fn plus(&self, delta: i64) -> LenSpec {
+        self.map(|n| (n as i64).saturating_add(delta).max(1) as usize)
+    }
+
+    /// The prompt key (`]`/`[`): every length doubled per step (halved per negative step).
+    pub fn doubled(&self, steps: i64) -> LenSpec {
+        self.map(|n| doubled(n, steps))
+    }
+
     /// Every length changed by `f` (clamped to ≥ 1).
     pub fn map(&self, f: impl Fn(usize) -> usize) -> LenSpec {
         let g = |n: usize| f(n).max(1);
@@ -84,6 +94,24 @@ impl std::fmt::Display for LenSpec {
             LenSpec::Range(lo, hi) => write!(f, "{lo}..{hi}"),
         }
     }
+}
+
+/// What the doubling keys mean in every engine (prompt length, batch, concurrency): `n`
+/// doubled per step, halved per negative step, at most 8 steps at once, never below 1. The
+/// request rate of an open loop scales by the same factor (`doubling_factor`).
+pub fn doubled(n: usize, steps: i64) -> usize {
+    let s = steps.clamp(-8, 8);
+    if s >= 0 {
+        n.saturating_mul(1 << s)
+    } else {
+        n >> -s
+    }
+    .max(1)
+}
+
+/// `doubled`'s factor, for loads that are not counts (a rate).
+pub fn doubling_factor(steps: i64) -> f64 {
+    2f64.powi(steps.clamp(-8, 8) as i32)
 }
 
 /// Where prompt ids come from.

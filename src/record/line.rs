@@ -206,19 +206,8 @@ pub struct Footer {
     pub summary: Value,
 }
 
-/// One cell of a sweep: the workload it runs. Lengths are as written (`128`, or a range).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CellParams {
-    pub batch: usize,
-    pub prompt_tokens: String,
-    pub output_tokens: String,
-    /// Server sweeps: requests in flight (closed loop) or the cap of an open loop.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub concurrency: Option<usize>,
-    /// Server sweeps: open-loop requests per second.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate: Option<f64>,
-}
+/// One cell of a sweep (the protocol's, since a sweep's engine announces each cell).
+pub use crate::event::{CellLen, CellParams};
 
 /// How a sweep's cells are measured, and the grid (`{"type":"sweep", ...}`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use crate::event::{Event, RequestDone, RequestFailed, StopReason};
 
 use super::line::{
-    ErrorDetail, EventLine, Footer, Header, Line, RequestLine, RunEvent, ServerMetricsLine,
-    StepLine,
+    CellLine, ErrorDetail, EventLine, Footer, Header, Line, RequestLine, RunEvent,
+    ServerMetricsLine, StepLine,
 };
 use super::RunSummary;
 
@@ -140,6 +140,10 @@ impl Recorder {
                 gpu_s: *gpu_s,
             })),
             Event::Telemetry(s) => self.line(&Line::Telemetry(s.as_ref().clone())),
+            Event::CellStarted(c) => self.write_line(&Line::Cell(CellLine {
+                cell: c.cell,
+                params: c.params.clone(),
+            })),
             Event::ServerMetrics(w) => self.line(&Line::ServerMetrics(ServerMetricsLine {
                 t_s,
                 window: w.as_ref().clone(),

@@ -2,27 +2,25 @@
 //! repetitions or until the median TPOT is known precisely enough), then what the grid shows
 //! (`analysis`) and the table (`table`).
 //!
-//! The cell loop knows no engine: the caller starts each cell's engine (`Starter`), the loop
-//! folds its events with the same `run::Run` a run uses, records them, and reports progress
-//! through `Update`s, so the headless CLI prints a line per cell and a dashboard could forward
-//! the same updates over a channel.
+//! A sweep is an engine like the others (`engine`): it sequences the cells on the one event
+//! channel, each cell's engine speaking the run protocol; the consumer (headless or the
+//! dashboard) folds the stream with `fold::SweepFold`, one `run::Run` per cell.
 
 pub mod analysis;
+pub mod engine;
+pub mod fold;
 pub mod plot;
 pub mod record;
+pub mod report;
 pub mod table;
 
-use std::time::Instant;
-
-use crossbeam_channel::{Receiver, Sender};
 use serde::Serialize;
 
 use crate::engine::workload::LenSpec;
-use crate::event::{Control, Event, ModelInfo, RequestDone, StopReason};
+use crate::event::{CellLen, CellParams, ModelInfo, RequestDone};
 use crate::record::compare::{bootstrap_median_ci, CompareOptions};
-use crate::record::line::{CellEnd, CellLine, CellParams, CellStatus, Line, SweepConfig};
-use crate::record::{Recorder, RunSummary};
-use crate::run::{since, Consumer, Run, Signals};
+use crate::record::line::{CellStatus, SweepConfig};
+use crate::record::RunSummary;
 use crate::stats::{roofline, Metric, Slo, Summary};
 
 /// Bootstrap resamples for the stopping rule (checked after every steady request).
@@ -48,20 +46,64 @@ pub fn len_axis(spec: &LenSpec) -> Vec<LenSpec> {
     }
 }
 
+/// One cell of the grid, typed: what its run is planned from. `prompt` `None` means text
+/// prompts of their own length.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CellSpec {
+    pub batch: usize,
+    pub prompt: Option<LenSpec>,
+    pub output: LenSpec,
+    pub concurrency: Option<usize>,
+    pub rate: Option<f64>,
+}
+
+/// A length as a cell's record names it: a number when fixed, else as written.
+pub fn cell_len(spec: &LenSpec) -> CellLen {
+    match spec {
+        LenSpec::Fixed(n) => CellLen::Tokens(*n),
+        other => CellLen::Written(other.to_string()),
+    }
+}
+
+/// The prompt axis' value with text prompts of their own length.
+pub const TEXT_LENGTH: &str = "text";
+
+impl CellSpec {
+    /// The cell's parameters as the record, the table and the grid show them.
+    pub fn params(&self) -> CellParams {
+        CellParams {
+            batch: self.batch,
+            prompt_tokens: self
+                .prompt
+                .as_ref()
+                .map_or(CellLen::Written(TEXT_LENGTH.into()), cell_len),
+            output_tokens: cell_len(&self.output),
+            concurrency: self.concurrency,
+            rate: self.rate,
+        }
+    }
+}
+
 impl Axes {
     /// Every cell, the load (batch, concurrency, rate) innermost so each curve fills in
-    /// before the next starts.
-    pub fn cells(&self) -> Vec<CellParams> {
+    /// before the next starts. An empty prompt axis is one cell per other value, with text
+    /// prompts of their own length.
+    pub fn cells(&self) -> Vec<CellSpec> {
+        let prompts: Vec<Option<LenSpec>> = if self.prompt.is_empty() {
+            vec![None]
+        } else {
+            self.prompt.iter().cloned().map(Some).collect()
+        };
         let mut cells = Vec::new();
-        for prompt in &self.prompt {
+        for prompt in &prompts {
             for output in &self.output {
                 for &batch in &self.batch {
                     for &concurrency in &self.concurrency {
                         for &rate in &self.rate {
-                            cells.push(CellParams {
+                            cells.push(CellSpec {
                                 batch,
-                                prompt_tokens: prompt.to_string(),
-                                output_tokens: output.to_string(),
+                                prompt: prompt.clone(),
+                                output: output.clone(),
                                 concurrency,
                                 rate,
                             });
@@ -333,252 +375,6 @@ impl CellResult {
     }
 }
 
-/// What the cell loop reports as it goes (a UI forwards these over a channel).
-#[derive(Clone, Copy, Debug)]
-pub enum Update<'a> {
-    /// Cell `cell` of `of` starts.
-    CellStarted {
-        cell: usize,
-        of: usize,
-        params: &'a CellParams,
-    },
-    /// An event of the current cell's engine, after the fold and the record have it.
-    Event { cell: usize, event: &'a Event },
-    /// The cell ended.
-    CellDone { of: usize, result: &'a CellResult },
-}
-
-/// Stops a cell's engine (and its telemetry) and waits for its thread.
-pub type Finish = Box<dyn FnOnce()>;
-
-/// Starts a cell's engine sending on `events` and obeying `control`; `Err` is the one-line
-/// reason the cell cannot run (a workload the model cannot take).
-pub type Starter<'a> =
-    dyn FnMut(&CellParams, Sender<Event>, Receiver<Control>) -> Result<Finish, String> + 'a;
-
-/// Every cell the loop got to, and whether it was interrupted.
-#[derive(Clone, Debug, Default)]
-pub struct SweepOutcome {
-    pub cells: Vec<CellResult>,
-    /// The signal's stop reason when Ctrl-C or a signal ended the sweep early.
-    pub interrupted: Option<StopReason>,
-    /// The model the first cell that started reported.
-    pub model: Option<ModelInfo>,
-    pub elapsed_s: f64,
-}
-
-/// Runs the cells of `config` one after another, each through `start`.
-pub fn run_cells(
-    config: &SweepConfig,
-    slo: &Slo,
-    start: &mut Starter,
-    mut recorder: Option<&mut Recorder>,
-    signals: &Signals,
-    observe: &mut dyn FnMut(Update),
-) -> SweepOutcome {
-    let started = Instant::now();
-    let reps = Repetitions::of(config);
-    let of = config.cells.len();
-    let mut out = SweepOutcome::default();
-    for (cell, params) in config.cells.iter().enumerate() {
-        if let Some(reason) = signals.stop_reason() {
-            out.interrupted = Some(reason);
-            break;
-        }
-        observe(Update::CellStarted { cell, of, params });
-        if let Some(r) = recorder.as_deref_mut() {
-            r.write_line(&Line::Cell(CellLine {
-                cell,
-                params: params.clone(),
-            }));
-        }
-        let measured = measure_cell(
-            cell,
-            params,
-            &reps,
-            slo,
-            start,
-            recorder.as_deref_mut(),
-            signals,
-            started,
-            observe,
-        );
-        let (result, run, interrupted) = measured;
-        if let Some(r) = recorder.as_deref_mut() {
-            r.write_line(&Line::CellEnd(CellEnd {
-                cell,
-                status: result.status.clone(),
-                reason: result.reason.clone(),
-                elapsed_s: result.elapsed_s,
-                steady_wall_s: run.steady_wall_s,
-                summary: run.summary.to_json(),
-            }));
-        }
-        if out.model.is_none() {
-            out.model = run.model;
-        }
-        observe(Update::CellDone {
-            of,
-            result: &result,
-        });
-        out.cells.push(result);
-        if interrupted.is_some() {
-            out.interrupted = interrupted;
-            break;
-        }
-    }
-    out.elapsed_s = started.elapsed().as_secs_f64();
-    out
-}
-
-/// What a cell's fold ended with, besides its result.
-struct CellRun {
-    summary: RunSummary,
-    steady_wall_s: Option<f64>,
-    model: Option<ModelInfo>,
-}
-
-#[allow(clippy::too_many_arguments)]
-fn measure_cell(
-    cell: usize,
-    params: &CellParams,
-    reps: &Repetitions,
-    slo: &Slo,
-    start: &mut Starter,
-    mut recorder: Option<&mut Recorder>,
-    signals: &Signals,
-    sweep_started: Instant,
-    observe: &mut dyn FnMut(Update),
-) -> (CellResult, CellRun, Option<StopReason>) {
-    let t0 = Instant::now();
-    let (ev_tx, ev_rx) = crossbeam_channel::bounded::<Event>(crate::event::EVENT_QUEUE);
-    let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded::<Control>();
-    let finish = match start(params, ev_tx, ctl_rx) {
-        Ok(f) => f,
-        Err(reason) => {
-            let ending = CellEnding {
-                status: CellStatus::Failed,
-                reason: Some(reason),
-                elapsed_s: t0.elapsed().as_secs_f64(),
-                steady_wall_s: None,
-            };
-            let summary = RunSummary::default();
-            let result = CellResult::new(
-                cell,
-                params.clone(),
-                ending,
-                &summary,
-                &CellTally::default(),
-            );
-            let run = CellRun {
-                summary,
-                steady_wall_s: None,
-                model: None,
-            };
-            return (result, run, None);
-        }
-    };
-    let mut run = Run::new();
-    let mut tally = CellTally::default();
-    let mut consumer = Consumer {
-        events: &ev_rx,
-        control: &ctl_tx,
-        signals,
-        interrupted: None,
-    };
-    let mut stop_sent = false;
-    let mut first_steady: Option<Instant> = None;
-    let mut last_steady: Option<Instant> = None;
-    while run.live() {
-        let Some(ev) = consumer.next(&mut run, recorder.as_deref_mut(), || since(sweep_started))
-        else {
-            continue;
-        };
-        match &ev {
-            Event::RequestStarted { warmup: false, .. } => {
-                first_steady.get_or_insert_with(Instant::now);
-            }
-            Event::RequestDone(r) if !r.warmup => {
-                last_steady = Some(Instant::now());
-                tally.observe(r, slo, run.info.as_ref().map(|i| &i.model));
-                if !stop_sent && reps.enough(&tally) {
-                    stop_sent = true;
-                    let _ = ctl_tx.send(Control::Stop(StopReason::RequestLimit));
-                }
-            }
-            Event::RequestFailed(f) if !f.warmup => last_steady = Some(Instant::now()),
-            _ => {}
-        }
-        observe(Update::Event { cell, event: &ev });
-    }
-    let interrupted = consumer.interrupted.take();
-    // Nobody reads any more: a producer blocked on a full queue fails its send and ends.
-    drop(consumer);
-    drop(ev_rx);
-    let _ = ctl_tx.send(Control::Stop(
-        interrupted.clone().unwrap_or(StopReason::RequestLimit),
-    ));
-    finish();
-
-    let (status, reason) = if let Some(msg) = &run.failed {
-        (CellStatus::Failed, Some(crate::util::one_line(msg)))
-    } else if run.completed_requests == 0 && run.failed_requests > 0 {
-        (
-            CellStatus::Failed,
-            Some(format!(
-                "every request failed ({}); the last: {}",
-                run.failed_requests,
-                run.last_failure.as_deref().unwrap_or("?")
-            )),
-        )
-    } else if let Some(reason) = &interrupted {
-        (
-            CellStatus::Stopped,
-            Some(format!("stopped ({})", stop_words(reason))),
-        )
-    } else if let (Some(p), false) = (reps.precision, stop_sent) {
-        // The engine stopped at the cap: say the interval never got narrow enough.
-        (
-            CellStatus::Ok,
-            Some(format!(
-                "precision not reached: the median's 95 % CI was still wider than ±{:.1} % after {} requests",
-                p * 100.0,
-                tally.steady
-            )),
-        )
-    } else {
-        (CellStatus::Ok, None)
-    };
-    let steady_wall_s = first_steady
-        .zip(last_steady)
-        .map(|(a, b)| b.saturating_duration_since(a).as_secs_f64());
-    let summary = run.summary();
-    let ending = CellEnding {
-        status,
-        reason,
-        elapsed_s: t0.elapsed().as_secs_f64(),
-        steady_wall_s,
-    };
-    let result = CellResult::new(cell, params.clone(), ending, &summary, &tally);
-    let cell_run = CellRun {
-        summary,
-        steady_wall_s,
-        model: run.info.map(|i| i.model),
-    };
-    (result, cell_run, interrupted)
-}
-
-/// `Ctrl-C`, `SIGTERM`, ...
-pub fn stop_words(reason: &StopReason) -> String {
-    match reason {
-        StopReason::UserStop => "Ctrl-C".into(),
-        StopReason::Signal(s) => s.clone(),
-        StopReason::RequestLimit => "request limit".into(),
-        StopReason::DurationLimit => "duration limit".into(),
-        StopReason::Error => "error".into(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -612,19 +408,26 @@ mod tests {
             concurrency: vec![None],
             rate: vec![None],
         };
-        let cells = axes.cells();
-        let shown: Vec<(usize, &str, &str)> = cells
+        let cells: Vec<CellParams> = axes.cells().iter().map(CellSpec::params).collect();
+        let shown: Vec<(usize, String, String)> = cells
             .iter()
-            .map(|c| (c.batch, c.prompt_tokens.as_str(), c.output_tokens.as_str()))
+            .map(|c| {
+                (
+                    c.batch,
+                    c.prompt_tokens.to_string(),
+                    c.output_tokens.to_string(),
+                )
+            })
             .collect();
+        let want = |b: usize, p: &str| (b, p.to_string(), "4..8".to_string());
         assert_eq!(
             shown,
-            [
-                (1, "16", "4..8"),
-                (2, "16", "4..8"),
-                (1, "32", "4..8"),
-                (2, "32", "4..8")
-            ]
+            [want(1, "16"), want(2, "16"), want(1, "32"), want(2, "32")]
+        );
+        assert_eq!(cells[0].prompt_tokens, CellLen::Tokens(16));
+        assert_eq!(
+            serde_json::to_value(&cells[0]).unwrap(),
+            serde_json::json!({"batch": 1, "prompt_tokens": 16, "output_tokens": "4..8"})
         );
         assert_eq!(LoadAxis::of(&cells), LoadAxis::Batch);
         let server = CellParams {

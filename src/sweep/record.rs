@@ -56,8 +56,8 @@ pub fn read_sweep(path: &Path) -> Result<Option<SweepRecord>, String> {
             Line::Cell(c) => {
                 let mut h = header.clone().unwrap_or_default();
                 h.config.batch = c.params.batch;
-                h.config.prompt_tokens = c.params.prompt_tokens.clone();
-                h.config.output_tokens = c.params.output_tokens.clone();
+                h.config.prompt_tokens = c.params.prompt_tokens.to_string();
+                h.config.output_tokens = c.params.output_tokens.to_string();
                 h.config.concurrency = c.params.concurrency;
                 h.config.rate = c.params.rate;
                 let mut record = Record {

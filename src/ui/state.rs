@@ -274,8 +274,9 @@ pub struct App {
     /// Whether the table shows the client's percentiles beside the server's own (when the run
     /// has `--server-metrics`; `s` toggles).
     pub server_columns: bool,
-    /// A sweep's cells so far, in grid order (`infertop sweep` in a terminal).
-    pub sweep: Vec<crate::event::SweepCellView>,
+    /// A sweep's fold (`infertop sweep` in a terminal): its cells so far and the grid; `run`
+    /// is then the open cell's.
+    pub sweep: Option<crate::sweep::fold::SweepFold>,
     dirty: bool,
 
     // Bookkeeping for events that are noticed rather than sent.
@@ -334,7 +335,7 @@ impl App {
             outlier_tpot: Summary::default(),
             decode_tok_s: None,
             server_columns: true,
-            sweep: Vec::new(),
+            sweep: None,
             dirty: true,
             pending_boundary: false,
             warmup_seen: false,
@@ -353,9 +354,26 @@ impl App {
         self.finished_at.unwrap_or(self.now)
     }
 
-    /// Whether the worker still takes control messages.
+    /// Whether the engine (a sweep's, for a sweep) still takes control messages.
     pub fn worker_live(&self) -> bool {
-        self.run.live()
+        match &self.sweep {
+            Some(s) => s.live(),
+            None => self.run.live(),
+        }
+    }
+
+    /// Whether the load keys (output, prompt, load) reach an engine that acts on them: a live
+    /// run's, not a sweep's (each cell runs its grid workload).
+    pub fn takes_load_keys(&self) -> bool {
+        self.worker_live() && self.run.info.is_some() && self.sweep.is_none()
+    }
+
+    /// How the engine said it ended, once it has.
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        match &self.sweep {
+            Some(s) => s.stop.clone(),
+            None => self.run.stop.clone(),
+        }
     }
 
     /// Sets the clock (time since the dashboard started).
@@ -375,7 +393,10 @@ impl App {
     /// Applies one event: first to the run's fold, then to the view. Pure: no I/O, no clock;
     /// O(log n) at most.
     pub fn apply(&mut self, event: &Event) {
-        self.run.apply(event);
+        match self.sweep.as_mut() {
+            Some(sweep) => sweep.apply(self.now.as_secs_f64(), &mut self.run, event),
+            None => self.run.apply(event),
+        }
         match event {
             Event::Loading { what, done, total } => {
                 self.loading = Some(LoadingProgress {
@@ -453,12 +474,12 @@ impl App {
             }
             Event::Telemetry(sample) => self.telemetry_sample(sample),
             Event::ServerMetrics(_) => self.dirty = true,
-            Event::SweepCell(v) => {
-                match self.sweep.iter_mut().find(|c| c.cell == v.cell) {
-                    Some(c) => *c = v.as_ref().clone(),
-                    None => self.sweep.push(v.as_ref().clone()),
-                }
-                self.dirty = true;
+            Event::CellStarted(c) => {
+                self.cell_started();
+                self.log(
+                    Level::Info,
+                    format!("cell {}/{}: {}", c.cell + 1, c.cells, c.params.words()),
+                );
             }
             Event::Paused => {
                 if self.worker_live() {
@@ -503,6 +524,22 @@ impl App {
                     self.log(Level::Warn, format!("error: {message}"));
                 }
             }
+            Event::Finished(reason) if self.worker_live() => {
+                // A sweep's cell ended; the sweep goes on.
+                self.dirty = true;
+                self.current = None;
+                self.decode_tok_s = None;
+                let ended = self.sweep.as_ref().and_then(|s| s.last_result());
+                let text = match ended {
+                    Some(r) => format!(
+                        "cell {} ended: {}",
+                        r.cell + 1,
+                        r.reason.as_deref().unwrap_or("measured")
+                    ),
+                    None => format!("cell ended: {}", stop_text(reason)),
+                };
+                self.log(Level::Info, text);
+            }
             Event::Finished(reason) => {
                 // The last table is exact, whatever the run's length.
                 self.dirty = true;
@@ -519,9 +556,32 @@ impl App {
         }
     }
 
+    /// A sweep's next cell begins: the view starts over as the fold's run does (the events
+    /// pane and the grid stay).
+    fn cell_started(&mut self) {
+        self.requests.clear();
+        self.steps.clear();
+        self.slices.clear();
+        self.clear_outlier_reference();
+        self.current = None;
+        self.loading = None;
+        self.finished_at = None;
+        self.decode_tok_s = None;
+        self.phase = RunPhase::Loading;
+        self.warmup_seen = false;
+        self.warmup_done = false;
+        self.pending_boundary = false;
+        self.dirty = true;
+    }
+
     /// The channel closed without `Finished`: the worker is gone (crashed or dropped it).
     pub fn worker_disconnected(&mut self) {
-        if !self.run.disconnected() {
+        if let Some(sweep) = self.sweep.as_mut() {
+            if !sweep.live() {
+                return;
+            }
+            sweep.disconnected(self.now.as_secs_f64(), &mut self.run);
+        } else if !self.run.disconnected() {
             return;
         }
         let message = self.run.failed.clone().unwrap_or_default();
@@ -733,6 +793,19 @@ impl App {
     /// run itself are not applied here: the worker echoes them as events.
     pub fn update(&mut self, action: Action) -> Update {
         let live = self.worker_live() && self.run.info.is_some();
+        let load_key = matches!(
+            action,
+            Action::OutputMore
+                | Action::OutputLess
+                | Action::PromptMore
+                | Action::PromptLess
+                | Action::LoadMore
+                | Action::LoadLess
+        );
+        if load_key && live && !self.takes_load_keys() {
+            self.log(Level::Warn, crate::sweep::engine::LOAD_KEYS_OFF.into());
+            return Update::None;
+        }
         match action {
             Action::Quit => Update::Quit,
             Action::PauseResume if live => match self.phase {

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use tokio::task::JoinSet;
 
-use crate::engine::workload::LenSpec;
+use crate::engine::workload::{doubled, doubling_factor, LenSpec};
 use crate::event::{
     ClientDetail, Control, Event, ModelInfo, RequestDone, RequestFailed, RunInfo, StopReason,
     WorkloadDesc,
@@ -155,12 +155,11 @@ impl HttpConfig {
 
     /// `Control::AdjustLoad`: the rate of an open loop, else the concurrency, ×2 per step.
     fn adjust_load(&mut self, steps: i64) {
-        let factor = 2f64.powi(steps.clamp(-16, 16) as i32);
         match self.rate {
-            Some(r) => self.rate = Some((r * factor).clamp(1e-3, 1e6)),
+            Some(r) => self.rate = Some((r * doubling_factor(steps)).clamp(1e-3, 1e6)),
             None => {
-                let c = self.concurrency.unwrap_or(1) as f64 * factor;
-                self.concurrency = Some((c.round() as usize).clamp(1, MAX_CONCURRENCY));
+                let c = doubled(self.concurrency.unwrap_or(1), steps);
+                self.concurrency = Some(c.clamp(1, MAX_CONCURRENCY));
             }
         }
     }
@@ -318,7 +317,10 @@ async fn run(
         // Control messages first.
         loop {
             match control.try_recv() {
-                Ok(Control::Stop(r)) => return Ok(r), // dropping `tasks` aborts what is in flight
+                // Dropping `tasks` aborts what is in flight.
+                Ok(c @ (Control::Stop(_) | Control::EndCell)) => {
+                    return Ok(c.stop().unwrap_or(StopReason::UserStop))
+                }
                 Ok(Control::Pause) if !paused => {
                     paused = true;
                     let _ = tx.send(Event::Paused);
@@ -333,7 +335,7 @@ async fn run(
                     let _ = tx.send(Event::StatsReset);
                 }
                 Ok(Control::AdjustOutputTokens(delta)) => {
-                    cfg.output = cfg.output.map(|n| (n as i64 + delta).max(1) as usize);
+                    cfg.output = cfg.output.plus(delta);
                     let _ = tx.send(Event::WorkloadChanged(cfg.describe()));
                 }
                 Ok(Control::AdjustLoad(steps)) => {
@@ -344,13 +346,7 @@ async fn run(
                     let _ = tx.send(Event::WorkloadChanged(cfg.describe()));
                 }
                 Ok(Control::AdjustPromptTokens(steps)) => {
-                    cfg.prompt = cfg.prompt.map(|n| {
-                        if steps >= 0 {
-                            n << steps.min(8)
-                        } else {
-                            n >> (-steps).min(8)
-                        }
-                    });
+                    cfg.prompt = cfg.prompt.doubled(steps);
                     let _ = tx.send(Event::WorkloadChanged(cfg.describe()));
                 }
                 Err(TryRecvError::Empty) => break,

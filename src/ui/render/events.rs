@@ -7,12 +7,13 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::{hint, panel};
+use crate::sweep::fold::GridRow;
 use crate::ui::format;
 use crate::ui::state::{App, Level};
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
-    if !app.sweep.is_empty() {
-        return sweep_grid(frame, app, rect);
+    if let Some(grid) = app.sweep.as_ref().map(|s| &s.grid) {
+        return sweep_grid(frame, app, grid, rect);
     }
     let theme = app.theme();
     let block = panel(app, "Events");
@@ -45,10 +46,10 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
 /// A sweep in a terminal: the grid filling in, one line per cell (✓ measured, ! SLO missed by
 /// some requests, ✗ failed, ▶ running), with TPOT and TTFT p50 and the throughput, so the curve
 /// so far reads down the lines. The newest cells are kept in view.
-fn sweep_grid(frame: &mut Frame, app: &App, rect: Rect) {
+fn sweep_grid(frame: &mut Frame, app: &App, grid: &[GridRow], rect: Rect) {
     let theme = app.theme();
-    let cells = app.sweep.first().map_or(0, |c| c.cells);
-    let done = app.sweep.iter().filter(|c| c.ok.is_some()).count();
+    let cells = grid.first().map_or(0, |c| c.cells);
+    let done = grid.iter().filter(|c| c.ok.is_some()).count();
     let block = panel(app, format!("Sweep · {done} of {cells} cells"));
     let mut inner = block.inner(rect);
     frame.render_widget(block, rect);
@@ -61,12 +62,11 @@ fn sweep_grid(frame: &mut Frame, app: &App, rect: Rect) {
             ..inner
         };
         inner.width -= chart_w + 1;
-        curve(frame, app, chart);
+        curve(frame, app, grid, chart);
     }
     let ms = |v: Option<f64>| v.map_or("-".to_string(), |s| format::duration(s, app.glyphs.ascii));
-    let skip = app.sweep.len().saturating_sub(inner.height as usize);
-    let lines: Vec<Line> = app
-        .sweep
+    let skip = grid.len().saturating_sub(inner.height as usize);
+    let lines: Vec<Line> = grid
         .iter()
         .skip(skip)
         .map(|c| {
@@ -98,12 +98,11 @@ fn sweep_grid(frame: &mut Frame, app: &App, rect: Rect) {
 
 /// Throughput (x) against TPOT p50 (y) of the cells measured so far, as braille points: the
 /// tuning curve (where latency starts to climb for little more throughput).
-fn curve(frame: &mut Frame, app: &App, rect: Rect) {
+fn curve(frame: &mut Frame, app: &App, grid: &[GridRow], rect: Rect) {
     use ratatui::symbols::Marker;
     use ratatui::widgets::{Axis, Chart, Dataset, GraphType};
     let theme = app.theme();
-    let points: Vec<(f64, f64)> = app
-        .sweep
+    let points: Vec<(f64, f64)> = grid
         .iter()
         .filter_map(|c| Some((c.throughput?, c.tpot_p50_s? * 1e3)))
         .collect();

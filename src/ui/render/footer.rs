@@ -42,7 +42,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         items.push((vec![Action::ToggleWarmup], warmup));
         items.push((vec![Action::CycleWindow], "window"));
     }
-    if live {
+    if app.takes_load_keys() {
         items.push((vec![Action::OutputMore, Action::OutputLess], "output"));
         items.push((vec![Action::PromptMore, Action::PromptLess], "prompt"));
     }

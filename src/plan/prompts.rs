@@ -2,14 +2,14 @@
 
 use std::path::Path;
 
-use super::run::RunArgs;
-use super::Failure;
+use super::opts::WorkloadOpts;
 use crate::engine::workload::PromptSource;
 use crate::model::{self, ModelSpec};
+use crate::run::Failure;
 
 /// Where the run's prompt ids come from: tokenized text when given, random ids otherwise.
 pub(super) fn prompt_source(
-    args: &RunArgs,
+    args: &WorkloadOpts,
     tokenizer: Option<&tokenizers::Tokenizer>,
 ) -> Result<PromptSource, Failure> {
     let needs =
@@ -32,7 +32,7 @@ pub(super) fn prompt_source(
 
 /// `--prompt` or `--prompt-file` as texts (for a server, which tokenizes them itself); `None`
 /// when neither is given.
-pub(super) fn prompt_texts(args: &RunArgs) -> Result<Option<Vec<String>>, Failure> {
+pub(super) fn prompt_texts(args: &WorkloadOpts) -> Result<Option<Vec<String>>, Failure> {
     if let Some(text) = &args.prompt {
         if text.trim().is_empty() {
             return Err(Failure::usage(

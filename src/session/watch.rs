@@ -10,55 +10,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use clap::Args;
-
-use super::{args, print_stdout, say, Failure};
+use super::print_stdout;
 use crate::event::{ServerQuantiles as Quantiles, ServerWindow as Window};
-use crate::run::{Signals, EXIT_OK};
+use crate::plan::opts::{WatchFormat, WatchOpts};
+use crate::run::{Failure, Signals, EXIT_OK};
 use crate::scrape;
-use crate::ui::theme::{ColorDepth, ColorMode, Theme};
-
-/// `--format` of watch.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum WatchFormat {
-    /// A line of text per window, a markdown table at the end.
-    #[default]
-    Text,
-    /// A JSON object per window (`"type":"window"`), then one for the whole watch.
-    Json,
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct WatchArgs {
-    /// The server's metrics URL, or its base URL (then /metrics is read). Several (replicas, a
-    /// data-parallel deployment's servers) are read at once each time and add up.
-    #[arg(required = true, num_args = 1..)]
-    pub url: Vec<String>,
-    /// Seconds between scrapes (e.g. 1s, 500ms).
-    #[arg(long, default_value = "1s", value_parser = args::duration)]
-    pub interval: Duration,
-    /// Stop after this long (default: until Ctrl-C).
-    #[arg(long, value_parser = args::duration)]
-    pub duration: Option<Duration>,
-    #[arg(long, value_enum, default_value = "text")]
-    pub format: WatchFormat,
-    /// Print lines even in a terminal (the default there is the live screen). Lines are also
-    /// what a pipe, a file or `--format json` gets.
-    #[arg(long)]
-    pub headless: bool,
-    /// Theme of the live screen: a name (default, light, high-contrast, mono) or a TOML file.
-    #[arg(long, default_value = "default")]
-    pub theme: String,
-    /// Colour in the live screen.
-    #[arg(long, value_enum, default_value_t = ColorMode::Auto)]
-    pub color: ColorMode,
-    /// Only ASCII characters in the live screen.
-    #[arg(long)]
-    pub ascii: bool,
-}
+use crate::ui::Look;
+use crate::util::say;
 
 /// `infertop watch`.
-pub fn watch(args: &WatchArgs) -> Result<i32, Failure> {
+pub fn watch(args: &WatchOpts) -> Result<i32, Failure> {
     if args.interval < Duration::from_millis(100) {
         return Err(Failure::usage(
             "--interval: below 100ms (use e.g. 1s; servers update their metrics about once a second)",
@@ -74,15 +35,9 @@ pub fn watch(args: &WatchArgs) -> Result<i32, Failure> {
         [first, ..] => format!("{} servers ({first}, ...)", urls.len()),
         [] => String::new(),
     };
-    // The theme is checked in headless watches too, as runs check theirs: a mistake in a script
-    // should not wait for the same command in a terminal to show.
-    let depth = ColorDepth::from_env(args.color);
-    let themes: Vec<Theme> = Theme::load(&args.theme)
-        .and_then(Theme::cycle)
-        .map_err(|e| Failure::usage(crate::util::one_line(&e.to_string())))?
-        .into_iter()
-        .map(|t| t.for_depth(depth))
-        .collect();
+    // The theme and keys are checked in headless watches too, as runs check theirs: a mistake
+    // in a script should not wait for the same command in a terminal to show.
+    let look = crate::plan::look(&args.display)?;
     let signals =
         Signals::register().map_err(|e| Failure::runtime(format!("cannot watch signals: {e}")))?;
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -122,7 +77,7 @@ pub fn watch(args: &WatchArgs) -> Result<i32, Failure> {
         started,
     };
     if dashboard {
-        return watch_dashboard(args, scraper, themes, &signals);
+        return watch_dashboard(args, scraper, look, &signals);
     }
     if args.format == WatchFormat::Text {
         print_stdout(&format!("{}\n", text_header()))?;
@@ -146,6 +101,10 @@ pub fn watch(args: &WatchArgs) -> Result<i32, Failure> {
     print_stdout(&summary(&scraper.total(), args.format))?;
     Ok(signals.exit_code().unwrap_or(EXIT_OK))
 }
+
+/// Frames per second of the live screen when `--fps` is not given: its figures change once a
+/// window, and a new window draws at once.
+const WATCH_FPS: u32 = 4;
 
 /// The scrapes so far: the first (the whole watch starts there) and the last good one (the
 /// next window starts there).
@@ -192,9 +151,9 @@ impl Scraper {
 /// screen runs here until q, a signal or `--duration`; then the whole watch's summary is
 /// printed on the restored terminal, as the headless watch prints it.
 fn watch_dashboard(
-    args: &WatchArgs,
+    args: &WatchOpts,
     scraper: Scraper,
-    themes: Vec<Theme>,
+    look: Look,
     signals: &Signals,
 ) -> Result<i32, Failure> {
     use crate::ui::theme::Glyphs;
@@ -204,14 +163,15 @@ fn watch_dashboard(
         url: scraper.shown.clone(),
         server: scraper.first.server().to_string(),
         interval: args.interval,
-        themes,
-        glyphs: Glyphs::new(args.ascii),
-        keys: crate::ui::KeyMap::default(),
+        themes: look.themes,
+        glyphs: Glyphs::new(look.ascii),
+        keys: look.keys,
     };
     let opts = WatchLoop {
         signals: signals.clone(),
         started: scraper.started,
         deadline: args.duration.map(|d| scraper.started + d),
+        fps: args.display.fps.unwrap_or(WATCH_FPS),
     };
     let (tx, rx) = crossbeam_channel::unbounded();
     let stop = Arc::new(AtomicBool::new(false));

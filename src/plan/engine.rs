@@ -1,0 +1,246 @@
+//! The engine a run drives, planned from its flags: the candle worker's configuration (the model
+//! checked without loading its weights, the prompts tokenized) or the http engine's (endpoints,
+//! prompts of exact length when a tokenizer is given). Each plan knows how to start itself.
+
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::opts::{DTypeArg, RunOpts};
+use super::prompts::{load_tokenizer, prompt_source, prompt_texts, tokenizer_flag};
+use crate::engine::http::{self, HttpConfig};
+use crate::engine::worker::{self, WorkerConfig};
+use crate::engine::workload::{LenSpec, PromptSource, Workload};
+use crate::event::{Control, Event, WorkloadDesc};
+use crate::model::{self, DeviceSpec, ModelSpec};
+use crate::run::Failure;
+use crate::telemetry;
+
+/// The engine a run drives (a sweep plans one per cell).
+pub enum EnginePlan {
+    Candle(Box<WorkerConfig>),
+    Http(Box<HttpConfig>),
+}
+
+impl EnginePlan {
+    /// The engine `opts` ask for, checked: candle, or the http engine with `--endpoint`.
+    pub fn of(opts: &RunOpts) -> Result<EnginePlan, Failure> {
+        Ok(if opts.is_server() {
+            EnginePlan::Http(Box::new(plan_http(opts)?))
+        } else {
+            EnginePlan::Candle(Box::new(plan_candle(opts)?))
+        })
+    }
+
+    /// What the telemetry thread samples: the device of the candle engine; for a server, only
+    /// this process (the server's device is not ours to sample).
+    pub fn telemetry_device(&self) -> telemetry::TelemetryDevice {
+        match self {
+            EnginePlan::Candle(w) => match w.device {
+                DeviceSpec::Cpu => telemetry::TelemetryDevice::Cpu,
+                DeviceSpec::Cuda(n) => telemetry::TelemetryDevice::Cuda(n),
+            },
+            EnginePlan::Http(_) => telemetry::TelemetryDevice::Cpu,
+        }
+    }
+
+    /// The device the header's machine section describes.
+    pub fn device(&self) -> DeviceSpec {
+        match self {
+            EnginePlan::Candle(w) => w.device,
+            EnginePlan::Http(_) => DeviceSpec::Cpu,
+        }
+    }
+
+    /// The workload as the engine will describe it when it starts.
+    pub fn workload(&self) -> WorkloadDesc {
+        match self {
+            EnginePlan::Candle(w) => w.workload.describe(),
+            EnginePlan::Http(h) => h.describe(),
+        }
+    }
+
+    /// Starts the engine on its thread.
+    pub fn spawn(
+        self,
+        fault: Option<worker::Fault>,
+        events: Sender<Event>,
+        control: Receiver<Control>,
+    ) -> std::io::Result<JoinHandle<()>> {
+        match self {
+            EnginePlan::Candle(w) => worker::spawn_with_fault(*w, fault, events, control),
+            EnginePlan::Http(h) => http::spawn(*h, events, control),
+        }
+    }
+}
+
+/// The CPU threads candle will use: `--threads`, else `RAYON_NUM_THREADS`, else every core.
+pub fn candle_threads(opts: &RunOpts) -> usize {
+    opts.model
+        .threads
+        .unwrap_or_else(candle_core::utils::get_num_threads)
+}
+
+/// `--tokenizer server`: the server's own `/tokenize` (servers only).
+fn server_tokenizer(opts: &RunOpts) -> bool {
+    opts.model.tokenizer.as_deref() == Some(std::path::Path::new("server"))
+}
+
+/// `--endpoint`: the http engine's configuration.
+fn plan_http(opts: &RunOpts) -> Result<HttpConfig, Failure> {
+    let w = &opts.workload;
+    if w.batch > 1 {
+        return Err(Failure::usage(format!(
+            "--batch {}: with --endpoint every request is one sequence; use --concurrency for parallel requests",
+            w.batch
+        )));
+    }
+    let api_key = match &opts.server.api_key {
+        Some(k) => Some(k.expose().to_string()),
+        None => std::env::var("OPENAI_API_KEY")
+            .ok()
+            .filter(|k| !k.trim().is_empty()),
+    };
+    if server_tokenizer(opts) {
+        let texts = prompt_texts(w)?.map(Arc::new);
+        return Ok(http_config(opts, api_key, http::Prompts::Server { texts }));
+    }
+    let tokenizer = match &opts.model.tokenizer {
+        Some(path) => Some(tokenizer_flag(path)?),
+        None => None,
+    };
+    let prompts = match prompt_texts(w)? {
+        Some(texts) => http::Prompts::Texts(Arc::new(
+            texts
+                .into_iter()
+                .map(|t| http::PromptText::new(t, tokenizer.as_ref()))
+                .collect(),
+        )),
+        None => match (&tokenizer, &opts.model.tokenizer) {
+            (Some(tk), Some(path)) => {
+                let words = http::PromptWords::from_tokenizer(tk).map_err(|why| {
+                    Failure::usage(format!(
+                        "--tokenizer {}: cannot make prompts of exact length with it ({why}); drop --tokenizer for approximate prompts",
+                        path.display()
+                    ))
+                })?;
+                http::Prompts::Words(Arc::new(words))
+            }
+            _ => http::Prompts::Approximate,
+        },
+    };
+    Ok(http_config(opts, api_key, prompts))
+}
+
+fn http_config(opts: &RunOpts, api_key: Option<String>, prompts: http::Prompts) -> HttpConfig {
+    let (w, s) = (&opts.workload, &opts.server);
+    HttpConfig {
+        endpoints: s.endpoint.clone(),
+        prompts,
+        api: s.api,
+        served_model: s.served_model.clone(),
+        api_key,
+        prompt: w.prompt_tokens.clone().unwrap_or(LenSpec::Fixed(128)),
+        output: w.output_tokens.clone(),
+        seed: w.seed,
+        concurrency: s.concurrency,
+        rate: s.rate,
+        burstiness: s.burstiness,
+        warmup: w.warmup,
+        requests: w.requests,
+        duration: w.duration,
+        request_timeout: s.request_timeout,
+        exact_output: !w.stop_at_eos,
+        chunk_usage: s.chunk_usage,
+        record_tokens: opts.output.record_tokens,
+    }
+}
+
+/// The candle engine's configuration: the model, checked without loading its weights.
+fn plan_candle(opts: &RunOpts) -> Result<WorkerConfig, Failure> {
+    let w = &opts.workload;
+    let spec = ModelSpec::parse(&opts.model.model, w.seed).map_err(Failure::usage)?;
+    if server_tokenizer(opts) {
+        return Err(Failure::usage(
+            "--tokenizer server: only with --endpoint (a model of infertop's own has its tokenizer; or give a tokenizer.json)",
+        ));
+    }
+    let device = opts.model.device;
+    let dtype = opts
+        .model
+        .dtype
+        .map(DTypeArg::dtype)
+        .unwrap_or_else(|| device.default_dtype());
+    let batch = w.batch;
+
+    // The model's shape (without loading weights) for up-front checks.
+    let arch = model::arch_config_of(&spec).map_err(|e| Failure::usage(e.to_string()))?;
+    if let (Some(cfg), ModelSpec::HfDir(dir)) = (&arch, &spec) {
+        cfg.check_supported()
+            .map_err(|m| Failure::usage(format!("{}: {m}", dir.join("config.json").display())))?;
+        // Map the files and check every tensor's name, shape and dtype now, so a broken download
+        // is a one-line error before the dashboard starts (mapping reads only the headers).
+        let files = model::hf::weight_files(dir).map_err(|e| Failure::usage(e.to_string()))?;
+        model::hf::open_checked(cfg, &files).map_err(|e| Failure::usage(e.to_string()))?;
+    }
+    if let ModelSpec::Gguf(path) = &spec {
+        model::gguf::check_header(path).map_err(|e| Failure::usage(e.to_string()))?;
+        if batch > 1 {
+            // candle's quantized llama/qwen2 take the last position of a (batch, seq) activation as a
+            // strided view that its quantized matmul rejects ("input tensor is not contiguous").
+            return Err(Failure::usage(format!(
+                "--batch {batch}: candle's quantized (GGUF) models run batch 1 only; use --batch 1, or a Hugging Face directory for batched runs"
+            )));
+        }
+    }
+
+    // Prompts.
+    let record_tokens = opts.output.record_tokens;
+    let tokenizer = if w.has_text() || record_tokens {
+        Some(load_tokenizer(
+            &spec,
+            arch.as_ref(),
+            opts.model.tokenizer.as_deref(),
+        )?)
+    } else {
+        None
+    };
+    let source = prompt_source(w, tokenizer.as_ref())?;
+    let prompt_len = match (&source, &w.prompt_tokens) {
+        (PromptSource::Synthetic, None) => Some(LenSpec::Fixed(128)),
+        (_, p) => p.clone(),
+    };
+    let workload = Workload {
+        prompt: prompt_len,
+        output: w.output_tokens.clone(),
+        batch,
+        source,
+        vocab: arch.as_ref().map(|c| c.vocab_size).unwrap_or(32000),
+        seed: w.seed,
+    };
+    if let Some(cfg) = &arch {
+        let needed = workload.max_positions_needed();
+        if needed > cfg.max_position_embeddings {
+            return Err(Failure::usage(format!(
+                "prompt + output tokens ({needed}) exceed the model's {} positions; lower --prompt-tokens or --output-tokens",
+                cfg.max_position_embeddings
+            )));
+        }
+    }
+
+    Ok(WorkerConfig {
+        model: spec,
+        device,
+        dtype,
+        threads: candle_threads(opts),
+        workload,
+        warmup: w.warmup,
+        requests: w.requests,
+        duration: w.duration,
+        stop_at_eos: w.stop_at_eos,
+        record_tokens,
+        tokenizer: if record_tokens { tokenizer } else { None },
+        sampling: w.sampling.clone(),
+    })
+}

@@ -1,0 +1,114 @@
+//! The record's header: the command line, the run's configuration as planned, and the machine.
+
+use super::engine::EnginePlan;
+use super::opts::RunOpts;
+use crate::engine::http::Api;
+use crate::engine::workload::Sampling;
+use crate::model::{self, DeviceSpec};
+use crate::record::line::{Header, Machine, RunConfig, RECORD_FORMAT};
+use crate::stats::Slo;
+use crate::telemetry;
+
+/// The command line, with an `--api-key` value blanked: the key is never written.
+pub fn command_line() -> Vec<String> {
+    let mut command: Vec<String> = std::env::args().collect();
+    for i in 0..command.len() {
+        if command[i].starts_with("--api-key=") {
+            command[i] = "--api-key=***".into();
+        } else if command[i] == "--api-key" {
+            if let Some(v) = command.get_mut(i + 1) {
+                *v = "***".into();
+            }
+        }
+    }
+    command
+}
+
+/// The record's header for a run of `engine`, planned from `opts`.
+pub fn header(opts: &RunOpts, engine: &EnginePlan, slo: Slo) -> Header {
+    let w = &opts.workload;
+    let common = RunConfig {
+        model: opts.model.model.clone(),
+        seed: w.seed,
+        output_tokens: w.output_tokens.to_string(),
+        warmup: w.warmup,
+        requests: w.requests,
+        duration: w.duration.map(|d| format!("{}s", d.as_secs_f64())),
+        stop_at_eos: w.stop_at_eos,
+        sampling: w.sampling.as_ref().map(Sampling::describe),
+        slo,
+        ..RunConfig::default()
+    };
+    let config = match engine {
+        EnginePlan::Candle(c) => RunConfig {
+            device: c.device.name(),
+            dtype: model::dtype_name(c.dtype).to_string(),
+            threads: c.threads,
+            prompt_tokens: c.workload.describe().prompt_tokens,
+            batch: c.workload.batch,
+            ..common
+        },
+        // No API key here: it is never written.
+        EnginePlan::Http(h) => RunConfig {
+            engine: Some("http".into()),
+            endpoints: h
+                .endpoints
+                .iter()
+                .map(|e| e.display().to_string())
+                .collect(),
+            api: Some(
+                match h.api {
+                    Api::Completions => "completions",
+                    Api::Chat => "chat",
+                }
+                .into(),
+            ),
+            served_model: h.served_model.clone(),
+            concurrency: h.concurrency,
+            rate: h.rate,
+            burstiness: h.rate.map(|_| h.burstiness),
+            request_timeout_s: Some(h.request_timeout.as_secs_f64()),
+            device: "http".into(),
+            prompt_tokens: h.describe().prompt_tokens,
+            output_tokens: h.output.to_string(),
+            batch: 1,
+            ..common
+        },
+    };
+    Header {
+        infertop_version: env!("CARGO_PKG_VERSION").to_string(),
+        record_format: RECORD_FORMAT,
+        command: command_line(),
+        config,
+        machine: machine(engine.device()),
+        model: None,
+    }
+}
+
+/// The machine the run measures on: CPU, and on CUDA the GPU (through NVML), which names the
+/// peak figures `report` uses for the roofline.
+pub fn machine(device: DeviceSpec) -> Machine {
+    let cpu = telemetry::process::cpu_model_name();
+    let (gpu, driver) = match device {
+        DeviceSpec::Cpu => (None, None),
+        DeviceSpec::Cuda(n) => {
+            let devices = telemetry::devices::collect();
+            (
+                devices.gpus.get(n).and_then(|g| g.name.clone()),
+                devices.driver_version,
+            )
+        }
+    };
+    Machine {
+        cpu,
+        gpu,
+        driver,
+        cores: std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(0),
+        os: std::env::consts::OS.to_string(),
+        arch: std::env::consts::ARCH.to_string(),
+        candle_version: env!("INFERTOP_CANDLE_VERSION").to_string(),
+        cuda_feature: cfg!(feature = "cuda"),
+    }
+}

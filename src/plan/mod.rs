@@ -1,0 +1,180 @@
+//! The planner: flags (`opts`) → a typed plan, checked before anything starts, so a mistake is
+//! one line and exit 2 and nothing half-runs. A run's plan is its engine (`engine`), what it
+//! writes (record, summary), what it draws (`Screen`), and the record's header (`header`); a
+//! sweep's (`sweep`) is the same with one engine per cell, each planned once. `session` carries
+//! the plans out; `cli` only parses and dispatches.
+
+pub mod engine;
+pub mod header;
+pub mod opts;
+mod prompts;
+pub mod sweep;
+pub mod values;
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::record::line::Header;
+use crate::record::SummaryFormat;
+use crate::run::Failure;
+use crate::stats::Slo;
+use crate::telemetry::TelemetryDevice;
+use crate::ui::{AppConfig, Look};
+
+pub use engine::EnginePlan;
+pub use opts::{DisplayOpts, Faults, RunOpts};
+
+/// A full-screen view, planned: how it looks (themes and keys loaded and checked once) and
+/// how often it draws.
+#[derive(Clone, Debug)]
+pub struct ScreenPlan {
+    pub app: AppConfig,
+    pub fps: u32,
+}
+
+/// Where a run's measurements go besides the screen.
+#[derive(Clone, Debug)]
+pub struct Outputs {
+    pub record: Option<PathBuf>,
+    /// A line per decode step (stdout and the record).
+    pub jsonl_steps: bool,
+    pub format: SummaryFormat,
+}
+
+/// What the telemetry thread samples, and how often (`None`: `--no-telemetry`).
+#[derive(Clone, Copy, Debug)]
+pub struct Telemetry {
+    pub device: TelemetryDevice,
+    pub interval: Duration,
+}
+
+/// Everything a run needs, validated.
+pub struct RunPlan {
+    pub engine: EnginePlan,
+    pub slo: Slo,
+    pub header: Header,
+    pub outputs: Outputs,
+    pub telemetry: Option<Telemetry>,
+    /// `--server-metrics`: the URLs to scrape (their windows add up); empty without the flag.
+    pub server_metrics: Vec<reqwest::Url>,
+    /// The dashboard; `None` when the run is headless.
+    pub screen: Option<ScreenPlan>,
+    pub faults: Faults,
+    /// CPU threads candle uses (set as RAYON_NUM_THREADS before anything starts).
+    pub threads: usize,
+}
+
+/// Plans a run: every flag and file checked.
+pub fn run(opts: &RunOpts) -> Result<RunPlan, Failure> {
+    let engine = EnginePlan::of(opts)?;
+    let slo = opts.output.slo.unwrap_or_default();
+    let screen = screen_for_run(opts, slo)?;
+    let server_metrics = server_metrics_urls(&opts.server.server_metrics, &opts.server.endpoint)?;
+    let header = header::header(opts, &engine, slo);
+    Ok(RunPlan {
+        telemetry: telemetry(opts, engine.telemetry_device()),
+        header,
+        slo,
+        screen,
+        server_metrics,
+        outputs: Outputs {
+            record: opts.output.record.clone(),
+            jsonl_steps: opts.output.jsonl_steps,
+            format: opts.output.format,
+        },
+        faults: opts.fault.unwrap_or_default(),
+        threads: engine::candle_threads(opts),
+        engine,
+    })
+}
+
+fn telemetry(opts: &RunOpts, device: TelemetryDevice) -> Option<Telemetry> {
+    (!opts.output.no_telemetry).then_some(Telemetry {
+        device,
+        interval: opts.output.sample_interval,
+    })
+}
+
+/// Whether the output is for a script: `--headless`, or stdout is not a terminal.
+pub fn headless(flag: bool) -> bool {
+    flag || !std::io::stdout().is_terminal()
+}
+
+/// The run dashboard's settings, checked in headless runs too (a mistake in a script should
+/// not pass unnoticed until the same command is run in a terminal); `None` when headless.
+pub fn screen_for_run(opts: &RunOpts, slo: Slo) -> Result<Option<ScreenPlan>, Failure> {
+    let baseline = match &opts.output.baseline {
+        Some(path) => {
+            let summary = crate::record::reader::summary_of(path)
+                .map_err(|m| Failure::usage(format!("--baseline: {m}")))?;
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| path.display().to_string());
+            Some(crate::ui::state::Baseline {
+                name,
+                table: summary.steady,
+            })
+        }
+        None => None,
+    };
+    let look = look(&opts.display)?;
+    let fps = look.fps;
+    let app = AppConfig {
+        keys: look.keys,
+        themes: look.themes,
+        ascii: look.ascii,
+        slo,
+        output_step: 16,
+        baseline,
+    };
+    Ok((!headless(opts.output.headless)).then_some(ScreenPlan { app, fps }))
+}
+
+/// The display flags, loaded and checked: themes, keys file, frame rate.
+pub fn look(display: &DisplayOpts) -> Result<Look, Failure> {
+    Look::load(
+        &display.theme,
+        display.color,
+        display.ascii,
+        display.keys.as_deref(),
+        display.fps.unwrap_or_else(default_fps),
+    )
+    .map_err(|e| Failure::usage(crate::util::one_line(&e.to_string())))
+}
+
+/// Frames per second when `--fps` is not given: fewer over SSH (`SSH_CONNECTION` or `SSH_TTY`
+/// set), where every byte crosses a link that may be slow; the charts lose nothing at 5.
+pub fn default_fps() -> u32 {
+    let over_ssh = ["SSH_CONNECTION", "SSH_TTY"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some_and(|s| !s.is_empty()));
+    if over_ssh {
+        5
+    } else {
+        10
+    }
+}
+
+/// `--server-metrics`: the URLs given, or for a bare flag every endpoint's `/metrics` (each
+/// replica of a round-robin run; the windows add them up).
+fn server_metrics_urls(
+    given: &[String],
+    endpoints: &[crate::engine::http::Endpoint],
+) -> Result<Vec<reqwest::Url>, Failure> {
+    let mut raw: Vec<String> = Vec::new();
+    for g in given {
+        match g.trim() {
+            "" => raw.extend(endpoints.iter().map(|e| e.url("/metrics").to_string())),
+            u => raw.push(u.to_string()),
+        }
+    }
+    raw.dedup();
+    raw.iter()
+        .map(|r| {
+            crate::scrape::metrics_url(r)
+                .map_err(|e| Failure::usage(format!("--server-metrics: {e}")))
+        })
+        .collect()
+}

@@ -1,0 +1,288 @@
+//! The flags of everything that runs load or draws a screen, as clap groups: one struct per
+//! `--help` heading (model, workload, server, output, display), flattened into `run`, `sweep`
+//! and, for the display, `watch`. The planner reads these and nothing else; `cli` only parses
+//! them and dispatches.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use candle_core::DType;
+use clap::Args;
+
+use super::values;
+use crate::engine::http::{Api, Endpoint};
+use crate::engine::worker;
+use crate::engine::workload::{LenSpec, Sampling};
+use crate::model::DeviceSpec;
+use crate::record::SummaryFormat;
+use crate::stats::Slo;
+use crate::ui::ColorMode;
+
+/// `--dtype`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DTypeArg {
+    #[value(alias = "float32")]
+    F32,
+    #[value(alias = "float16", alias = "half")]
+    F16,
+    #[value(alias = "bfloat16")]
+    Bf16,
+}
+
+impl DTypeArg {
+    pub fn dtype(self) -> DType {
+        match self {
+            DTypeArg::F32 => DType::F32,
+            DTypeArg::F16 => DType::F16,
+            DTypeArg::Bf16 => DType::BF16,
+        }
+    }
+}
+
+/// What model runs, and where (the candle engine).
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Model")]
+pub struct ModelOpts {
+    /// A Hugging Face directory, a .gguf file, or synthetic:NAME (see `infertop presets`).
+    #[arg(long, short, default_value = "synthetic:tiny")]
+    pub model: String,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu", value_parser = DeviceSpec::parse)]
+    pub device: DeviceSpec,
+    /// f32, f16 or bf16 (default: f32 on CPU, bf16 on CUDA).
+    #[arg(long, value_enum)]
+    pub dtype: Option<DTypeArg>,
+    /// CPU threads for candle (default: all cores).
+    #[arg(long, value_parser = values::positive_usize)]
+    pub threads: Option<usize>,
+    /// A tokenizer.json to use instead of the model's own (e.g. a GGUF without tokenizer metadata);
+    /// with --endpoint, the served model's (prompts of exact length), or `server` for the
+    /// server's own /tokenize.
+    #[arg(long, value_name = "FILE")]
+    pub tokenizer: Option<PathBuf>,
+}
+
+/// What each request asks for, and how many.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Workload")]
+pub struct WorkloadOpts {
+    /// Prompt tokens: N, a list cycled per request (128,512), or a range (64..512).
+    #[arg(long, short = 'p', value_parser = LenSpec::parse)]
+    pub prompt_tokens: Option<LenSpec>,
+    /// Output tokens per sequence: N, a list, or a range.
+    #[arg(long, short = 'n', default_value = "32", value_parser = LenSpec::parse)]
+    pub output_tokens: LenSpec,
+    /// Sequences per request.
+    #[arg(long, short, default_value = "1", value_parser = values::positive_usize)]
+    pub batch: usize,
+    /// Prompt text (tokenized with the model's tokenizer).
+    #[arg(long, conflicts_with = "prompt_file")]
+    pub prompt: Option<String>,
+    /// A file of prompts, one per line, cycled per request.
+    #[arg(long)]
+    pub prompt_file: Option<PathBuf>,
+    /// Seed for synthetic weights, prompt ids and length ranges.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Stop a sequence at its end-of-sequence token (ignored by default).
+    #[arg(long)]
+    pub stop_at_eos: bool,
+    /// Sample on the host instead of greedy argmax: temperature=T,top_p=P,top_k=K,seed=S.
+    #[arg(long, value_parser = Sampling::parse)]
+    pub sampling: Option<Sampling>,
+    /// The first N requests are warmup, kept out of steady-state statistics.
+    #[arg(long, default_value_t = 2)]
+    pub warmup: u64,
+    /// Stop after N requests (default: run until stopped).
+    #[arg(long, value_parser = values::positive)]
+    pub requests: Option<u64>,
+    /// Stop after this long (e.g. 30s, 5m).
+    #[arg(long, value_parser = values::duration)]
+    pub duration: Option<Duration>,
+}
+
+impl WorkloadOpts {
+    /// Whether the prompts are texts (`--prompt`, `--prompt-file`) rather than made up.
+    pub fn has_text(&self) -> bool {
+        self.prompt.is_some() || self.prompt_file.is_some()
+    }
+}
+
+/// Measuring a server instead of a model of our own.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Server")]
+pub struct ServerOpts {
+    /// Measure an OpenAI-compatible streaming server instead of a local model (repeat the flag
+    /// to spread requests over replicas round-robin), e.g. http://127.0.0.1:8000.
+    #[arg(long, value_name = "URL", value_parser = Endpoint::parse)]
+    pub endpoint: Vec<Endpoint>,
+    /// With --endpoint: the API to stream.
+    #[arg(long, value_enum, default_value_t = Api::Completions, requires = "endpoint")]
+    pub api: Api,
+    /// With --endpoint: the model name the server serves (default: the first of GET /v1/models).
+    #[arg(long, value_name = "NAME", requires = "endpoint")]
+    pub served_model: Option<String>,
+    /// With --endpoint: bearer token (default: $OPENAI_API_KEY); never recorded or printed.
+    #[arg(long, value_name = "KEY", requires = "endpoint", value_parser = values::secret)]
+    pub api_key: Option<values::Secret>,
+    /// With --endpoint: requests in flight (closed loop; default 1). With --rate: the cap.
+    #[arg(long, value_parser = values::positive_usize, requires = "endpoint")]
+    pub concurrency: Option<usize>,
+    /// With --endpoint: open loop, this many requests per second (Poisson arrivals, seeded);
+    /// latency counts from each request's scheduled send time.
+    #[arg(long, value_name = "R", value_parser = values::rate, requires = "endpoint")]
+    pub rate: Option<f64>,
+    /// With --rate: the shape of the gamma-distributed gaps between arrivals (1: Poisson; below
+    /// 1 burstier, above 1 more regular; the mean rate stays --rate).
+    #[arg(long, value_name = "B", default_value = "1", value_parser = values::burstiness, requires = "rate")]
+    pub burstiness: f64,
+    /// With --endpoint: also read the server's Prometheus metrics every second (default: every
+    /// endpoint's /metrics; repeat the flag for several URLs, which add up) and show and record
+    /// them beside the client's numbers.
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "", requires = "endpoint")]
+    pub server_metrics: Vec<String>,
+    /// With --endpoint: ask for the running usage in every chunk (vLLM and SGLang:
+    /// stream_options.continuous_usage_stats), so that a chunk of several tokens (speculative
+    /// decoding) is recorded with its count.
+    #[arg(long, requires = "endpoint")]
+    pub chunk_usage: bool,
+    /// With --endpoint: a request still unfinished after this long fails (e.g. 30s, 5m).
+    #[arg(long, default_value = "5m", value_parser = values::duration)]
+    pub request_timeout: Duration,
+}
+
+/// Where the measurements go.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Output")]
+pub struct OutputOpts {
+    /// No dashboard: JSON lines and a summary on stdout (automatic when stdout is not a terminal).
+    #[arg(long)]
+    pub headless: bool,
+    /// Write the JSONL record to FILE (flushed after every request).
+    #[arg(long)]
+    pub record: Option<PathBuf>,
+    /// Also emit one line per decode step.
+    #[arg(long)]
+    pub jsonl_steps: bool,
+    /// Add generated ids and text to request lines.
+    #[arg(long)]
+    pub record_tokens: bool,
+    /// Summary format.
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Md)]
+    pub format: SummaryFormat,
+    /// Latency objectives, e.g. ttft=200ms,tpot=50ms.
+    #[arg(long, value_parser = Slo::parse)]
+    pub slo: Option<Slo>,
+    /// Telemetry sample interval.
+    #[arg(long, default_value = "100ms", value_parser = values::duration)]
+    pub sample_interval: Duration,
+    /// Do not start the telemetry thread.
+    #[arg(long)]
+    pub no_telemetry: bool,
+    /// A previous run's record: the dashboard shows its p50/p99 beside the live ones.
+    #[arg(long)]
+    pub baseline: Option<PathBuf>,
+}
+
+/// How a full-screen view looks: every subcommand that draws one takes these.
+#[derive(Args, Debug, Clone)]
+#[command(next_help_heading = "Display")]
+pub struct DisplayOpts {
+    /// Frames per second, 1 to 120 (default 10; 5 over SSH, where bytes cost more).
+    #[arg(long, value_parser = values::fps)]
+    pub fps: Option<u32>,
+    /// Theme: a name (default, light, high-contrast, mono) or a TOML file.
+    #[arg(long, default_value = "default")]
+    pub theme: String,
+    /// Colour on the screen.
+    #[arg(long, value_enum, default_value_t = ColorMode::Auto)]
+    pub color: ColorMode,
+    /// Only ASCII characters on the screen.
+    #[arg(long)]
+    pub ascii: bool,
+    /// Key bindings TOML file.
+    #[arg(long)]
+    pub keys: Option<PathBuf>,
+}
+
+/// Everything a run takes: `infertop [run]`, and the base of every sweep cell.
+#[derive(Args, Debug, Clone)]
+pub struct RunOpts {
+    #[command(flatten)]
+    pub model: ModelOpts,
+    #[command(flatten)]
+    pub workload: WorkloadOpts,
+    #[command(flatten)]
+    pub server: ServerOpts,
+    #[command(flatten)]
+    pub output: OutputOpts,
+    #[command(flatten)]
+    pub display: DisplayOpts,
+    /// Test-only fault injection, hidden from --help: `panic@N` or `error@N` makes the worker
+    /// panic or fail in request N (0-based, after its prefill), `ui-panic@N` makes the dashboard
+    /// thread panic when request N finishes. The fault tests use it to check that a failure
+    /// is reported, the record keeps what was measured, and the terminal is restored.
+    #[arg(long, hide = true, value_parser = parse_fault)]
+    pub fault: Option<Faults>,
+}
+
+impl RunOpts {
+    /// Whether the run measures a server (`--endpoint`) rather than a model of its own.
+    pub fn is_server(&self) -> bool {
+        !self.server.endpoint.is_empty()
+    }
+}
+
+/// The faults `--fault` injects (test-only).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    pub worker: Option<worker::Fault>,
+    /// Panic on the dashboard thread when this request finishes.
+    pub ui_panic: Option<u64>,
+}
+
+fn parse_fault(spec: &str) -> Result<Faults, String> {
+    let bad = || format!("`{spec}` is not panic@N, error@N or ui-panic@N");
+    let (kind, n) = spec.split_once('@').ok_or_else(bad)?;
+    let n: u64 = n.trim().parse().map_err(|_| bad())?;
+    let mut f = Faults::default();
+    match kind {
+        "panic" => f.worker = Some(worker::Fault::Panic(n)),
+        "error" => f.worker = Some(worker::Fault::Error(n)),
+        "ui-panic" => f.ui_panic = Some(n),
+        _ => return Err(bad()),
+    }
+    Ok(f)
+}
+
+/// `--format` of watch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum WatchFormat {
+    /// A line of text per window, a markdown table at the end.
+    #[default]
+    Text,
+    /// A JSON object per window (`"type":"window"`), then one for the whole watch.
+    Json,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct WatchOpts {
+    /// The server's metrics URL, or its base URL (then /metrics is read). Several (replicas, a
+    /// data-parallel deployment's servers) are read at once each time and add up.
+    #[arg(required = true, num_args = 1..)]
+    pub url: Vec<String>,
+    /// Seconds between scrapes (e.g. 1s, 500ms).
+    #[arg(long, default_value = "1s", value_parser = values::duration)]
+    pub interval: Duration,
+    /// Stop after this long (default: until Ctrl-C).
+    #[arg(long, value_parser = values::duration)]
+    pub duration: Option<Duration>,
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: WatchFormat,
+    /// Print lines even in a terminal (the default there is the live screen). Lines are also
+    /// what a pipe, a file or `--format json` gets.
+    #[arg(long)]
+    pub headless: bool,
+    #[command(flatten)]
+    pub display: DisplayOpts,
+}

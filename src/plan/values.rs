@@ -1,0 +1,153 @@
+//! Value parsers of the flags: each refuses a bad value with one line that says what to write
+//! instead (the CLI prefixes the flag).
+
+use std::time::Duration;
+
+use crate::stats::{parse_duration_s, roofline};
+
+/// A count of at least 1 (`--batch`, `--threads`, `--requests`, `--resamples`).
+pub fn positive(s: &str) -> Result<u64, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if n >= 1 => Ok(n as u64),
+        Ok(n) => Err(format!("{n} is not a positive number (use 1 or more)")),
+        Err(_) => Err(format!("`{s}` is not a number")),
+    }
+}
+
+/// `positive`, as a `usize`.
+pub fn positive_usize(s: &str) -> Result<usize, String> {
+    positive(s).and_then(|n| usize::try_from(n).map_err(|_| format!("{n} is too large")))
+}
+
+/// Dashboard frames per second: 1 to 120.
+pub fn fps(s: &str) -> Result<u32, String> {
+    match s.trim().parse::<i64>() {
+        Ok(n) if (1..=120).contains(&n) => Ok(n as u32),
+        Ok(n) => Err(format!("{n} is out of range (use 1 to 120)")),
+        Err(_) => Err(format!("`{s}` is not a number (use 1 to 120)")),
+    }
+}
+
+/// `200ms`, `1.5s`, `5m`, `2h`, or a bare number of seconds.
+pub fn duration(s: &str) -> Result<Duration, String> {
+    parse_duration_s(s).map(Duration::from_secs_f64)
+}
+
+/// Requests per second (`--rate`): a number > 0.
+pub fn rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!(
+            "`{s}` is not a rate (use requests per second > 0, e.g. 2.5)"
+        )),
+    }
+}
+
+/// `--burstiness`: a gamma shape, positive and finite.
+pub fn burstiness(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(b) if b.is_finite() && b > 0.0 => Ok(b),
+        _ => Err(format!(
+            "`{s}` is not a burstiness (use a number > 0: 1 is Poisson, 0.5 burstier, 4 more regular)"
+        )),
+    }
+}
+
+/// A secret (`--api-key`): kept out of `Debug` output, so it cannot reach a log by accident.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
+/// `--api-key`: any non-empty text.
+pub fn secret(s: &str) -> Result<Secret, String> {
+    if s.trim().is_empty() {
+        return Err("empty key".into());
+    }
+    Ok(Secret(s.to_string()))
+}
+
+/// A cost per hour: a number ≥ 0.
+pub fn cost(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(c) if c.is_finite() && c >= 0.0 => Ok(c),
+        _ => Err(format!("{s} is not a cost (use a number ≥ 0, e.g. 2.5)")),
+    }
+}
+
+/// A device of the roofline table (`--device-name`), checked against it.
+pub fn known_device(s: &str) -> Result<String, String> {
+    if roofline::lookup(s).is_some() {
+        return Ok(s.to_string());
+    }
+    let known: Vec<&str> = roofline::KNOWN_DEVICES.iter().map(|k| k.name).collect();
+    Err(format!(
+        "`{s}` is not in the table (known: {}); or pass --peak-bw and --peak-flops",
+        known.join(", ")
+    ))
+}
+
+/// `5%` or `0.05`: a fraction above 0 and below 1 (`sweep --precision`).
+pub fn precision(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let bad = || format!("`{s}` is not a precision (use a percentage above 0, e.g. 5%)");
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map_err(|_| bad())? / 100.0,
+        None => t.parse::<f64>().map_err(|_| bad())?,
+    };
+    if v.is_finite() && v > 0.0 && v < 1.0 {
+        Ok(v)
+    } else {
+        Err(bad())
+    }
+}
+
+/// One value of a `--batch` or `--concurrency` list.
+pub fn list_count(s: &str) -> Result<usize, String> {
+    if s.trim().is_empty() {
+        return Err("empty value in the list (write e.g. 1,2,4,8)".into());
+    }
+    positive_usize(s)
+}
+
+/// One value of a `--rate` list.
+pub fn list_rate(s: &str) -> Result<f64, String> {
+    if s.trim().is_empty() {
+        return Err("empty value in the list (write e.g. 1,2,4)".into());
+    }
+    rate(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_durations_and_rates() {
+        assert_eq!(positive("3"), Ok(3));
+        assert_eq!(
+            positive("0"),
+            Err("0 is not a positive number (use 1 or more)".into())
+        );
+        assert_eq!(positive("x"), Err("`x` is not a number".into()));
+        assert_eq!(fps("120"), Ok(120));
+        assert!(fps("121").is_err());
+        assert_eq!(duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(cost("-1").is_err());
+        assert_eq!(rate("2.5"), Ok(2.5));
+        assert!(rate("0").is_err() && rate("inf").is_err());
+        assert_eq!(format!("{:?}", secret("sk-123").unwrap()), "Secret(***)");
+        assert!(known_device("H100").is_ok());
+        assert!(known_device("abacus").is_err());
+    }
+}

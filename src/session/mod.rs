@@ -1,0 +1,95 @@
+//! Sessions: a plan (`plan`) carried out. Each starts the producers (an engine, the telemetry
+//! thread, the metrics scraper), consumes their one event stream (the dashboard, or headless
+//! JSON lines), writes the record as it goes, and prints the summary at the end: `run`, `sweep`
+//! and `watch`.
+
+pub mod run;
+pub mod sweep;
+pub mod watch;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use std::io::Write;
+
+use crossbeam_channel::Sender;
+
+use crate::event::Event;
+use crate::plan::Telemetry;
+use crate::run::Failure;
+
+/// The threads beside the engine that feed the same channel: telemetry and the server's
+/// metrics. Stopped (and joined) together.
+pub(crate) struct Producers {
+    sampler: Option<crate::telemetry::SamplerHandle>,
+    scrape_stop: Arc<AtomicBool>,
+    scraper: Option<JoinHandle<()>>,
+}
+
+impl Producers {
+    /// Starts the telemetry thread (unless `--no-telemetry`) and, with `--server-metrics`, the
+    /// scraper, both sending on `events` with times since `started`.
+    pub(crate) fn start(
+        telemetry: Option<Telemetry>,
+        server_metrics: &[reqwest::Url],
+        events: &Sender<Event>,
+        started: Instant,
+    ) -> Result<Producers, Failure> {
+        let sampler = telemetry.map(|t| {
+            crate::telemetry::spawn_default(t.device, t.interval, events.clone(), started)
+        });
+        let scrape_stop = Arc::new(AtomicBool::new(false));
+        let scraper = match server_metrics.is_empty() {
+            false => Some(
+                crate::scrape::spawn_scraper(
+                    server_metrics.to_vec(),
+                    Duration::from_secs(1),
+                    events.clone(),
+                    scrape_stop.clone(),
+                )
+                .map_err(|e| Failure::runtime(format!("cannot start the metrics thread: {e}")))?,
+            ),
+            true => None,
+        };
+        Ok(Producers {
+            sampler,
+            scrape_stop,
+            scraper,
+        })
+    }
+
+    pub(crate) fn stop(self) {
+        if let Some(s) = self.sampler {
+            s.stop();
+        }
+        self.scrape_stop.store(true, Ordering::Relaxed);
+        if let Some(s) = self.scraper {
+            let _ = s.join();
+        }
+    }
+}
+
+/// Sets candle's CPU thread count before anything else starts. candle's CPU kernels size their
+/// thread pools from RAYON_NUM_THREADS; unset, candle recounts the cores on every matmul by
+/// reading /proc/cpuinfo, a file read inside every timed step. It must be set while this is the
+/// only thread, before anything (tokenizer training in the planner) uses rayon.
+pub fn pin_threads(threads: usize) {
+    std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
+}
+
+/// Writes `text` to stdout and flushes. A reader that went away early (`infertop report … |
+/// head -1`) is not an error: it has what it wanted, and the command exits 0 (`print!` would
+/// panic there). Any other write error (a full disk) is one.
+pub fn print_stdout(text: &str) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|_| out.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(Failure::runtime(format!(
+            "cannot write to standard output ({})",
+            crate::util::one_line(&e.to_string())
+        ))),
+    }
+}

@@ -1,0 +1,217 @@
+//! `infertop [run]`: the plan carried out. Starts the engine and its producers, consumes their
+//! events (the dashboard or headless JSON lines), then closes the record and prints the
+//! summary. Whatever consumes the events, `run::Run` folds them, so both modes print the same
+//! summary from the same code.
+
+use std::io::Write;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::Producers;
+use crate::event::{Control, Event, StopReason};
+use crate::plan::{self, RunOpts, RunPlan, ScreenPlan};
+use crate::record::Recorder;
+use crate::run::{since, Consumer, Failure, Outcome, Received, Run, Signals, EXIT_FAILURE};
+use crate::util::say;
+
+/// A benchmark run: dashboard or headless.
+pub fn run(opts: &RunOpts) -> Result<i32, Failure> {
+    super::pin_threads(plan::engine::candle_threads(opts));
+    let signals = Signals::register()
+        .map_err(|e| Failure::runtime(format!("cannot install signal handlers: {e}")))?;
+    let plan = plan::run(opts)?;
+    execute(plan, &signals)
+}
+
+fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
+    let RunPlan {
+        engine,
+        slo: _,
+        header,
+        outputs,
+        telemetry,
+        server_metrics,
+        screen,
+        faults,
+        threads: _,
+    } = plan;
+    let mut recorder = match &outputs.record {
+        Some(path) => {
+            Some(Recorder::create(path, header, outputs.jsonl_steps).map_err(Failure::usage)?)
+        }
+        None => None,
+    };
+    // Bounded, so a consumer that stalls (a frozen SSH connection blocks the dashboard in its
+    // terminal write) cannot make memory grow for hours: once full, the engine waits between
+    // steps, outside every timed region, and goes on when the consumer does.
+    let (ev_tx, ev_rx) = crossbeam_channel::bounded::<Event>(crate::event::EVENT_QUEUE);
+    let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded::<Control>();
+    let started = Instant::now();
+    let producers = Producers::start(telemetry, &server_metrics, &ev_tx, started)?;
+    let handle = engine
+        .spawn(faults.worker, ev_tx, ctl_rx)
+        .map_err(|e| Failure::runtime(format!("cannot start the worker thread: {e}")))?;
+
+    let outcome = match screen {
+        None => headless(
+            &ev_rx,
+            &ctl_tx,
+            signals,
+            recorder.as_mut(),
+            started,
+            outputs.jsonl_steps,
+        ),
+        Some(screen) => dashboard(
+            screen,
+            &ev_rx,
+            &ctl_tx,
+            signals,
+            &mut recorder,
+            started,
+            faults.ui_panic,
+        ),
+    };
+    // Nobody reads events any more: dropping the receiver turns a producer blocked on a full
+    // queue into a failed send, so neither the sampler nor the worker can hang the exit.
+    drop(ev_rx);
+    producers.stop();
+    // The worker got a stop (or finished); it ends within one decode step.
+    let _ = ctl_tx.send(Control::Stop(outcome.stop.clone()));
+    let _ = handle.join();
+
+    if let Some(r) = recorder.as_mut() {
+        r.finish(
+            &outcome.stop,
+            started.elapsed().as_secs_f64(),
+            &outcome.summary,
+        );
+        if let Some(e) = r.error() {
+            say!("infertop: warning: {e}");
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(outcome.summary.render(outputs.format).as_bytes());
+    let _ = out.flush();
+    if let Some(msg) = &outcome.failed {
+        say!("infertop: error: {msg}");
+        return Ok(EXIT_FAILURE);
+    }
+    Ok(outcome.exit_code(signals))
+}
+
+/// In a terminal: the dashboard folds the events; the record is written as they are drained.
+fn dashboard(
+    screen: ScreenPlan,
+    events: &Receiver<Event>,
+    control: &Sender<Control>,
+    signals: &Signals,
+    recorder: &mut Option<Recorder>,
+    started: Instant,
+    ui_panic: Option<u64>,
+) -> Outcome {
+    let mut on_event = |ev: &Event, _: &mut crate::ui::App| {
+        if let Some(r) = recorder.as_mut() {
+            r.on_event(since(started), ev);
+        }
+        if let (Some(n), Event::RequestDone(r)) = (ui_panic, ev) {
+            if r.index == n {
+                panic!("injected fault (--fault ui-panic@{n})");
+            }
+        }
+    };
+    let app = crate::ui::App::new(screen.app);
+    // A panic in the dashboard has restored the terminal (ratatui's hook) and printed itself;
+    // catching it here stops the worker and writes the record's footer.
+    let shown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::ui::run_dashboard(
+            events.clone(),
+            control.clone(),
+            app,
+            screen.fps,
+            signals,
+            &mut on_event,
+        )
+    }));
+    match shown {
+        Ok(Ok((stop, app))) => app.run.outcome(stop),
+        Ok(Err(e)) => Outcome::failed(&Run::new(), format!("dashboard: {e}")),
+        Err(_) => Outcome::failed(
+            &Run::new(),
+            "the dashboard panicked (see above); the record keeps every finished request".into(),
+        ),
+    }
+}
+
+/// Headless: JSON lines per request (and step) on stdout until the engine finishes.
+fn headless(
+    events: &Receiver<Event>,
+    control: &Sender<Control>,
+    signals: &Signals,
+    mut recorder: Option<&mut Recorder>,
+    started: Instant,
+    steps: bool,
+) -> Outcome {
+    let mut run = Run::new();
+    let mut consumer = Consumer {
+        events,
+        control,
+        signals,
+        interrupted: None,
+    };
+    let stdout = std::io::stdout();
+    while run.live() {
+        let ev = match consumer.recv() {
+            Received::Event(ev) => ev,
+            Received::Idle => continue,
+            Received::Closed => {
+                run.disconnected();
+                continue;
+            }
+        };
+        if let Some(r) = recorder.as_deref_mut() {
+            r.on_event(since(started), &ev);
+        }
+        run.apply(&ev);
+        print_line(&mut stdout.lock(), &ev, steps);
+    }
+    if run.failed_requests > 0 {
+        say!(
+            "infertop: {} of {} requests failed ({:.1}%); the last: {}",
+            run.failed_requests,
+            run.failed_requests + run.completed_requests,
+            100.0 * run.error_rate(),
+            run.last_failure.as_deref().unwrap_or("")
+        );
+    }
+    run.outcome(consumer.interrupted.unwrap_or(StopReason::UserStop))
+}
+
+/// The headless line of an event, if it has one: requests (flushed), failures, steps with
+/// `--jsonl-steps`; warnings go to stderr.
+pub(crate) fn print_line(out: &mut impl Write, ev: &Event, steps: bool) {
+    match ev {
+        Event::DecodeStep {
+            index,
+            step,
+            itl_s,
+            gpu_s,
+        } if steps => {
+            let line = crate::record::writer::step_line(*index, *step, *itl_s, *gpu_s);
+            let _ = writeln!(out, "{line}");
+        }
+        Event::RequestDone(r) => {
+            let _ = writeln!(out, "{}", crate::record::writer::request_line(r));
+            let _ = out.flush();
+        }
+        Event::RequestFailed(f) => {
+            let _ = writeln!(out, "{}", crate::record::writer::failed_line(f));
+            let _ = out.flush();
+        }
+        Event::Error {
+            message,
+            fatal: false,
+        } => say!("infertop: warning: {message}"),
+        _ => {}
+    }
+}

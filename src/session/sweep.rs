@@ -1,0 +1,325 @@
+//! `infertop sweep`: the plan carried out. The sweep engine (`sweep::engine`) runs the cells on
+//! one channel; the headless loop or the dashboard folds the stream with `sweep::fold` (one
+//! fold, one channel, real controls), writing the record as it goes. Headless, one line per
+//! cell goes to stderr as it completes; at the end the table and the findings go to stdout.
+
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender};
+
+use super::Producers;
+use crate::event::{Control, Event, StopReason};
+use crate::plan::sweep::{SweepArgs, SweepPlan};
+use crate::plan::{self, EnginePlan, ScreenPlan};
+use crate::record::line::{CellStatus, Line, SweepConfig};
+use crate::record::reader::Record;
+use crate::record::report::{peak_for, ReportOptions};
+use crate::record::Recorder;
+use crate::run::{since, Consumer, Failure, Received, Run, Signals, EXIT_FAILURE, EXIT_OK};
+use crate::stats::SettleRule;
+use crate::sweep::analysis::findings;
+use crate::sweep::fold::SweepFold;
+use crate::sweep::report::title;
+use crate::sweep::table::SweepTable;
+use crate::sweep::{self, is_server, CellResult, Repetitions};
+use crate::util::say;
+
+/// `infertop sweep`.
+pub fn sweep(a: &SweepArgs) -> Result<i32, Failure> {
+    super::pin_threads(plan::engine::candle_threads(&a.run));
+    let signals = Signals::register()
+        .map_err(|e| Failure::runtime(format!("cannot install signal handlers: {e}")))?;
+    let plan = plan::sweep::plan(a)?;
+    execute(plan, &signals)
+}
+
+fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
+    let SweepPlan {
+        config,
+        cells,
+        header,
+        slo,
+        outputs,
+        format,
+        telemetry,
+        screen,
+        threads: _,
+        probe,
+    } = plan;
+    let mut recorder = match &outputs.record {
+        Some(path) => {
+            let mut r = Recorder::create(path, header.clone(), outputs.jsonl_steps)
+                .map_err(Failure::usage)?;
+            r.write_line(&Line::Sweep(config.clone()));
+            Some(r)
+        }
+        None => None,
+    };
+    let (ev_tx, ev_rx) = crossbeam_channel::bounded::<Event>(crate::event::EVENT_QUEUE);
+    let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded::<Control>();
+    let started = Instant::now();
+    let producers = Producers::start(telemetry, &[], &ev_tx, started)?;
+    let mut plans: Vec<Option<Result<EnginePlan, String>>> = cells.into_iter().map(Some).collect();
+    let start: sweep::engine::StartCell = Box::new(move |cell, tx, rx| {
+        let engine = plans
+            .get_mut(cell)
+            .and_then(Option::take)
+            .unwrap_or_else(|| Err(format!("cell {cell} is not in the plan")))?;
+        engine
+            .spawn(None, tx, rx)
+            .map_err(|e| format!("cannot start the engine thread: {e}"))
+    });
+    let handle = sweep::engine::spawn(config.cells.clone(), start, ev_tx, ctl_rx)
+        .map_err(|e| Failure::runtime(format!("cannot start the sweep thread: {e}")))?;
+    let fold = SweepFold::new(config.clone(), slo);
+    let fold = match screen {
+        None => Ok(headless(
+            fold,
+            &ev_rx,
+            &ctl_tx,
+            signals,
+            recorder.as_mut(),
+            started,
+        )),
+        Some(screen) => dashboard(
+            fold,
+            screen,
+            &ev_rx,
+            &ctl_tx,
+            signals,
+            &mut recorder,
+            started,
+        ),
+    };
+    drop(ev_rx);
+    producers.stop();
+    let _ = ctl_tx.send(Control::Stop(StopReason::UserStop));
+    let _ = handle.join();
+    let fold = fold?;
+
+    let found = {
+        let (peak, peak_unavailable) = peak(&fold, &header, probe);
+        findings(&fold.results, &slo, peak.as_ref(), peak_unavailable)
+    };
+    let interrupted = fold
+        .interrupted()
+        .map(|r| format!("stopped by {}", r.words()));
+    let table = SweepTable {
+        title: title(&header, fold.model.as_ref(), &config),
+        cells: &fold.results,
+        findings: &found,
+        not_run: fold.not_run(),
+        interrupted,
+    };
+    if let Some(r) = recorder.as_mut() {
+        r.write_line(&Line::Footer(crate::record::line::Footer {
+            stop: fold.stop.clone().unwrap_or(StopReason::RequestLimit),
+            elapsed_s: since(started),
+            summary: table.to_json(),
+        }));
+        if let Some(e) = r.error() {
+            say!("infertop: warning: {e}");
+        }
+    }
+    super::print_stdout(&table.render(format))?;
+    if let Some(code) = signals.exit_code() {
+        return Ok(code);
+    }
+    if !fold.results.is_empty() && fold.results.iter().all(|c| c.status == CellStatus::Failed) {
+        say!("infertop: error: every cell of the sweep failed");
+        return Ok(EXIT_FAILURE);
+    }
+    Ok(EXIT_OK)
+}
+
+/// The device's peak figures for the roofline finding, or why there are none.
+fn peak(
+    fold: &SweepFold,
+    header: &crate::record::line::Header,
+    probe: bool,
+) -> (Option<crate::stats::roofline::Peak>, Option<String>) {
+    match &fold.model {
+        Some(m) if m.weight_bytes > 0 => {
+            let rec = Record {
+                header: Some(header.clone()),
+                ..Record::default()
+            };
+            let opts = ReportOptions {
+                probe,
+                rule: SettleRule::default(),
+                ..ReportOptions::default()
+            };
+            let peak = peak_for(&rec, &m.dtype, &opts);
+            if peak.bandwidth.is_some() {
+                (Some(peak), None)
+            } else {
+                (
+                    None,
+                    Some(format!(
+                        "no peak bandwidth for device `{}` (a GPU not in the table, or --no-probe); `infertop report --peak-bw` on the record gives it",
+                        header.config.device
+                    )),
+                )
+            }
+        }
+        _ => (None, None),
+    }
+}
+
+/// One step of consuming the sweep's stream, the same headless and in the dashboard: the
+/// record gets the event (and a closed cell's end line), the fold's wishes are sent.
+fn after_event(
+    fold: &mut SweepFold,
+    ev: &Event,
+    recorder: Option<&mut Recorder>,
+    t_s: f64,
+) -> Option<CellResult> {
+    let closed = fold.take_closed();
+    if let Some(r) = recorder {
+        r.on_event(t_s, ev);
+        if let Some(end) = &closed {
+            r.write_line(&Line::CellEnd(end.clone()));
+        }
+    }
+    closed.and(fold.last_result().cloned())
+}
+
+/// Headless: the fold, a line per cell on stderr.
+fn headless(
+    mut fold: SweepFold,
+    events: &Receiver<Event>,
+    control: &Sender<Control>,
+    signals: &Signals,
+    mut recorder: Option<&mut Recorder>,
+    started: Instant,
+) -> SweepFold {
+    let mut run = Run::new();
+    let mut consumer = Consumer {
+        events,
+        control,
+        signals,
+        interrupted: None,
+    };
+    let of = fold.config.cells.len();
+    while fold.live() {
+        let ev = match consumer.recv() {
+            Received::Event(ev) => ev,
+            Received::Idle => continue,
+            Received::Closed => {
+                fold.disconnected(since(started), &mut run);
+                continue;
+            }
+        };
+        let t_s = since(started);
+        fold.apply(t_s, &mut run, &ev);
+        if let Some(c) = fold.take_control() {
+            let _ = control.send(c);
+        }
+        if let Event::CellStarted(c) = &ev {
+            if c.cell == 0 {
+                say!("infertop: {}", opening_line(&fold.config));
+            }
+        }
+        if let Some(result) = after_event(&mut fold, &ev, recorder.as_deref_mut(), t_s) {
+            say!("infertop: {}", progress_line(of, &result));
+        }
+    }
+    fold
+}
+
+/// In a terminal: the dashboard folds the stream (its `sweep`), the grid fills in where the
+/// events pane was, and pause, reset and quit reach the cell's engine through the sweep's.
+fn dashboard(
+    fold: SweepFold,
+    screen: ScreenPlan,
+    events: &Receiver<Event>,
+    control: &Sender<Control>,
+    signals: &Signals,
+    recorder: &mut Option<Recorder>,
+    started: Instant,
+) -> Result<SweepFold, Failure> {
+    let mut app = crate::ui::App::new(screen.app);
+    app.sweep = Some(fold);
+    let mut on_event = |ev: &Event, app: &mut crate::ui::App| {
+        if let Some(fold) = app.sweep.as_mut() {
+            after_event(fold, ev, recorder.as_mut(), since(started));
+        }
+    };
+    let shown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::ui::run_dashboard(
+            events.clone(),
+            control.clone(),
+            app,
+            screen.fps,
+            signals,
+            &mut on_event,
+        )
+    }));
+    match shown {
+        Ok(Ok((_, mut app))) => app
+            .sweep
+            .take()
+            .ok_or_else(|| Failure::runtime("the sweep's state was lost")),
+        Ok(Err(e)) => Err(Failure::runtime(format!("dashboard: {e}"))),
+        Err(_) => Err(Failure::runtime(
+            "the dashboard panicked (see above); the record keeps every finished request",
+        )),
+    }
+}
+
+/// `sweep of 6 cells, 2 warmup + 10 steady requests each`.
+fn opening_line(config: &SweepConfig) -> String {
+    let reps = Repetitions::of(config);
+    format!(
+        "sweep of {} cells, {} warmup + {} each",
+        config.cells.len(),
+        config.warmup,
+        match reps.precision {
+            Some(p) => format!(
+                "{}..{} steady requests (until the median TPOT is known to ±{:.1} %)",
+                reps.min,
+                reps.max,
+                p * 100.0
+            ),
+            None => format!("{} steady requests", reps.min),
+        }
+    )
+}
+
+/// The progress line of a finished cell.
+fn progress_line(of: usize, c: &CellResult) -> String {
+    let head = format!("cell {}/{of} ({})", c.cell + 1, c.params.words());
+    if c.status == CellStatus::Failed {
+        return format!("{head}: FAILED: {}", c.reason.as_deref().unwrap_or("?"));
+    }
+    let p50 = |s: &crate::stats::Summary| {
+        if s.n > 0 {
+            format!("{:.3} ms", s.p50 * 1e3)
+        } else {
+            "-".into()
+        }
+    };
+    let tput = if is_server(&c.params) {
+        c.output_tok_s
+            .map(|t| format!("{t:.1} output tok/s"))
+            .unwrap_or_default()
+    } else {
+        c.decode_tok_s
+            .map(|t| format!("{t:.1} decode tok/s"))
+            .unwrap_or_default()
+    };
+    let mut line = format!(
+        "{head}: n {}, TTFT p50 {}, TPOT p50 {}, {tput}, {:.1} s",
+        c.n,
+        p50(&c.ttft),
+        p50(&c.tpot),
+        c.elapsed_s
+    );
+    if c.failed_requests > 0 {
+        line.push_str(&format!(", {} failed requests", c.failed_requests));
+    }
+    if let Some(r) = &c.reason {
+        line.push_str(&format!(" ({r})"));
+    }
+    line
+}

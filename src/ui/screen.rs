@@ -1,0 +1,157 @@
+//! The one screen loop: every full-screen view (a run's dashboard, a sweep's, a watch, and the
+//! record-fed views) is a `Screen` that this loop drives the same way. Once per iteration it
+//! drains the event channel without blocking (folding each event into the screen's state,
+//! then handing it to `on_event`, e.g. the recorder), sends what the state asks for, refreshes
+//! the cached statistics and draws when a frame is due, then waits for input until the next
+//! frame (or a short poll, so new events are seen soon). Generic over the ratatui backend and
+//! the input source, so tests drive it on a `TestBackend` with scripted keys.
+
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use ratatui::backend::Backend;
+use ratatui::crossterm::event::{Event as TermEvent, KeyEvent};
+use ratatui::{Frame, Terminal};
+
+use super::state::Update;
+use super::Input;
+use crate::event::{Control, StopReason};
+use crate::run::Signals;
+
+/// A full-screen view: a pure fold of its events, a key handler and a renderer.
+pub trait Screen {
+    /// What its producer sends.
+    type Event;
+    /// Folds one event in. Returns whether to draw at once rather than at the next frame (a
+    /// watch's new window); a stream of many events per frame returns false.
+    fn apply(&mut self, event: &Self::Event) -> bool;
+    /// Every producer has gone. An error ends the loop with it.
+    fn disconnected(&mut self) -> anyhow::Result<()>;
+    /// Sets the clock (time since the loop started; tests set it by hand).
+    fn tick(&mut self, now: Duration);
+    /// Recomputes cached statistics before a frame, if anything changed.
+    fn refresh(&mut self) {}
+    /// A key press: nothing more, quit, or a message to the producer.
+    fn key(&mut self, key: &KeyEvent) -> Update;
+    /// A message the state itself wants sent (a sweep's stopping rule), once.
+    fn take_control(&mut self) -> Option<Control> {
+        None
+    }
+    /// Draws the whole screen from the state; never changes it.
+    fn draw(&self, frame: &mut Frame);
+}
+
+/// Loop settings that are not part of the state.
+pub struct LoopOptions {
+    /// Frames per second (clamped to 1..=120).
+    pub fps: u32,
+    pub signals: Signals,
+    /// The clock's origin: the screen's `tick` counts from here.
+    pub started: Instant,
+    /// Stop at this instant (`watch --duration`).
+    pub deadline: Option<Instant>,
+}
+
+/// Events applied per drain at most, so a flood from the producer cannot starve drawing.
+const MAX_DRAIN: usize = 100_000;
+
+/// How long the loop waits for input at most, so a new event is seen within this even when
+/// the next frame is further away.
+const POLL: Duration = Duration::from_millis(50);
+
+/// Runs `screen` until a quit key, a signal, the deadline or an error; returns why it stopped.
+/// `control` (when the producer takes messages) gets what keys and the state ask for.
+pub fn run_screen<B, S>(
+    terminal: &mut Terminal<B>,
+    input: &mut dyn Input,
+    events: &Receiver<S::Event>,
+    control: Option<&Sender<Control>>,
+    screen: &mut S,
+    opts: &LoopOptions,
+    on_event: &mut dyn FnMut(&S::Event, &mut S),
+) -> anyhow::Result<StopReason>
+where
+    B: Backend,
+    B::Error: Send + Sync + 'static,
+    S: Screen,
+{
+    let frame_time = Duration::from_secs_f64(1.0 / f64::from(opts.fps.clamp(1, 120)));
+    let mut next_draw = Instant::now();
+    loop {
+        screen.tick(opts.started.elapsed());
+        if drain(events, screen, on_event)? {
+            next_draw = Instant::now();
+        }
+        if let (Some(c), Some(tx)) = (screen.take_control(), control) {
+            let _ = tx.send(c);
+        }
+        if let Some(reason) = opts.signals.stop_reason() {
+            return Ok(reason);
+        }
+        if opts.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(StopReason::DurationLimit);
+        }
+        let now = Instant::now();
+        if now >= next_draw {
+            screen.refresh();
+            if let Err(e) = terminal.draw(|f| screen.draw(f)) {
+                // A hung-up terminal fails here, possibly before the SIGHUP flag is seen.
+                return opts.signals.stop_reason().ok_or_else(|| e.into());
+            }
+            next_draw = (next_draw + frame_time).max(now);
+        }
+        let timeout = next_draw
+            .saturating_duration_since(Instant::now())
+            .min(POLL);
+        let event = match input.next(timeout) {
+            Ok(ev) => ev,
+            Err(e) => return opts.signals.stop_reason().ok_or_else(|| e.into()),
+        };
+        match event {
+            Some(TermEvent::Key(key)) => {
+                match screen.key(&key) {
+                    Update::Quit => return Ok(StopReason::UserStop),
+                    // The producer echoes the change as an event; if it has gone there is no
+                    // one to tell, and the footer no longer offers these keys.
+                    Update::Send(msg) => {
+                        if let Some(tx) = control {
+                            let _ = tx.send(msg);
+                        }
+                    }
+                    Update::None => {}
+                }
+                // Show the effect of a key at once rather than at the next frame.
+                next_draw = Instant::now();
+            }
+            Some(TermEvent::Resize(..)) => {
+                terminal.autoresize()?;
+                next_draw = Instant::now();
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Applies what is in the channel now, without blocking; returns whether an event asked to be
+/// drawn at once.
+pub fn drain<S: Screen>(
+    events: &Receiver<S::Event>,
+    screen: &mut S,
+    on_event: &mut dyn FnMut(&S::Event, &mut S),
+) -> anyhow::Result<bool> {
+    let mut draw_now = false;
+    for _ in 0..MAX_DRAIN {
+        match events.try_recv() {
+            Ok(ev) => {
+                draw_now |= screen.apply(&ev);
+                on_event(&ev, screen);
+            }
+            Err(TryRecvError::Empty) => break,
+            Err(TryRecvError::Disconnected) => {
+                screen.disconnected()?;
+                break;
+            }
+        }
+    }
+    Ok(draw_now)
+}
