@@ -10,7 +10,7 @@ use super::{RunSummary, SummaryFormat};
 use crate::event::RequestDone;
 use crate::stats::goodput::{self, Goodput};
 use crate::stats::roofline::{self, Peak};
-use crate::stats::{percentile_sorted, settle_point, warmup_cost_s, SettleRule, Slo};
+use crate::stats::{median, settle_point, warmup_cost_s, SettleRule, Slo};
 
 /// What the report is asked to add to the summary.
 #[derive(Clone, Debug, Default)]
@@ -264,15 +264,6 @@ pub(crate) fn peak_for(rec: &Record, dtype: &str, opts: &ReportOptions) -> Peak 
     peak
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    percentile_sorted(&v, 50.0)
-}
-
 fn roofline_of(
     rec: &Record,
     steady: &[&RequestDone],
@@ -330,14 +321,14 @@ fn roofline_of(
         .filter(|r| r.ttft_s > 0.0)
         .map(|r| roofline::prefill_flops(model.active(), r.prompt_tokens, r.batch) / r.ttft_s)
         .collect();
-    let decode_bw_achieved = median(achieved_bw.clone());
-    let prefill_flops_achieved = median(achieved_flops.clone());
+    let decode_bw_achieved = median(&achieved_bw);
+    let prefill_flops_achieved = median(&achieved_flops);
     let decode_bw_utilisation = peak
         .bandwidth
-        .and_then(|p| median(achieved_bw.iter().map(|a| a / p).collect()));
+        .and_then(|p| median(&achieved_bw.iter().map(|a| a / p).collect::<Vec<f64>>()));
     let prefill_compute_utilisation = peak
         .flops
-        .and_then(|p| median(achieved_flops.iter().map(|a| a / p).collect()));
+        .and_then(|p| median(&achieved_flops.iter().map(|a| a / p).collect::<Vec<f64>>()));
     if decode_bw_utilisation.is_some_and(|u| u > 1.0)
         || prefill_compute_utilisation.is_some_and(|u| u > 1.0)
     {
@@ -356,7 +347,7 @@ fn roofline_of(
         peak,
         decode_bw_utilisation,
         decode_bw_achieved,
-        decode_bytes_per_step: median(bytes),
+        decode_bytes_per_step: median(&bytes),
         decode_basis: roofline::decode_basis(model),
         sparse: model.is_sparse(),
         prefill_compute_utilisation,

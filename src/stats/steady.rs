@@ -59,19 +59,10 @@ fn fmt_pct(v: f64) -> String {
     }
 }
 
-/// The median of a small slice (copied and sorted; NaN sorts last).
+/// `m(j)`: the median of one window, as `stats::median` (numpy's p50). The series are request
+/// latencies, always finite; a window with none would be NaN and never agree with anything.
 fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+    super::median(values).unwrap_or(f64::NAN)
 }
 
 /// A float ordered by `total_cmp`, for the heaps below.
@@ -115,7 +106,10 @@ fn suffix_medians(series: &[f64]) -> Vec<f64> {
             }
         }
         out[i] = match (low.peek(), high.peek()) {
-            (Some(l), Some(Reverse(h))) if low.len() == high.len() => (l.0 + h.0) / 2.0,
+            // Even count: the two middle values interpolated as `stats::median` does.
+            (Some(l), Some(Reverse(h))) if low.len() == high.len() => {
+                super::percentile::lerp(l.0, h.0, 0.5)
+            }
             (Some(l), _) => l.0,
             _ => f64::NAN,
         };
