@@ -19,7 +19,6 @@ use clap::{Parser, Subcommand};
 
 pub use crate::event::EVENT_QUEUE;
 pub use crate::run::{EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
-pub use crate::util::{human_bytes, human_count};
 pub use make_model::{make_model, presets_table, MakeModelArgs};
 pub use run::RunArgs;
 

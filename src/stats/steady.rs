@@ -40,22 +40,14 @@ impl Default for SettleRule {
 }
 
 impl SettleRule {
-    /// e.g. "rolling median of 5 within 5 %".
+    /// e.g. "rolling median of 5 requests stays within 5.0 % for the next 5 requests".
     pub fn describe(&self) -> String {
         format!(
-            "rolling median of {} requests stays within {} % for the next {} requests",
+            "rolling median of {} requests stays within {} for the next {} requests",
             self.k,
-            fmt_pct(self.tolerance * 100.0),
+            crate::util::format::percent(self.tolerance),
             self.k
         )
-    }
-}
-
-fn fmt_pct(v: f64) -> String {
-    if (v - v.round()).abs() < 1e-9 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
     }
 }
 
@@ -286,7 +278,7 @@ mod tests {
     fn describe_mentions_parameters() {
         assert_eq!(
             rule().describe(),
-            "rolling median of 5 requests stays within 5 % for the next 5 requests"
+            "rolling median of 5 requests stays within 5.0 % for the next 5 requests"
         );
     }
 }

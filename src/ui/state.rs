@@ -12,10 +12,10 @@ use crate::stats::scale::Histogram;
 use crate::stats::slices::{SliceMetric, Slices};
 use crate::stats::{Metric, Slo, Summary, Table, Window, WindowKind};
 
-use super::format;
 use super::keys::{Action, KeyMap};
 use super::ring::Ring;
 use super::theme::{Glyphs, Theme};
+use crate::util::format;
 
 /// Per-request history kept for the sparklines: more than the widest terminal shows.
 pub const REQUEST_HISTORY: usize = 1024;

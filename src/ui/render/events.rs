@@ -7,8 +7,8 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::{hint, panel};
-use crate::ui::format;
 use crate::ui::state::{App, Level};
+use crate::util::format;
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     if !app.sweep.is_empty() {

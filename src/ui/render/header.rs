@@ -8,8 +8,8 @@ use ratatui::Frame;
 
 use super::phase_label;
 use crate::event::RunPhase;
-use crate::ui::format;
 use crate::ui::state::{stop_text, App};
+use crate::util::format;
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     let theme = app.theme();

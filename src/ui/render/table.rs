@@ -11,9 +11,9 @@ use ratatui::Frame;
 use super::panel;
 use crate::event::ServerQuantiles;
 use crate::stats::{Metric, Summary};
-use crate::ui::format;
 use crate::ui::keys::Action;
 use crate::ui::state::App;
+use crate::util::format;
 
 const HEADINGS: [&str; 8] = ["", "mean", "p50", "p90", "p95", "p99", "max", "n"];
 const BASELINE_HEADINGS: [&str; 8] = [
