@@ -357,18 +357,12 @@ fn roofline_of(
     })
 }
 
-/// `ttft ≤ 200.000 ms, tpot ≤ 50.000 ms`.
+/// `TTFT ≤ 200.000 ms, TPOT ≤ 50.000 ms` (the limits in `Slo::METRICS` order).
 pub fn slo_text(slo: &Slo) -> String {
-    let mut parts = Vec::new();
-    for (name, v) in [
-        ("TTFT", slo.ttft_s),
-        ("TPOT", slo.tpot_s),
-        ("E2E", slo.e2e_s),
-    ] {
-        if let Some(v) = v {
-            parts.push(format!("{name} ≤ {}", ms(v)));
-        }
-    }
+    let parts: Vec<String> = slo
+        .limits()
+        .map(|(m, v)| format!("{} ≤ {}", m.label(), ms(v)))
+        .collect();
     parts.join(", ")
 }
 

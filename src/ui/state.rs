@@ -789,7 +789,7 @@ impl App {
 
     /// The SLO limit for a table row, if one is set.
     pub fn slo_limit(&self, metric: Metric) -> Option<f64> {
-        self.slo.limit(metric.key())
+        self.slo.get(metric)
     }
 }
 
