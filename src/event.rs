@@ -39,6 +39,22 @@ pub enum StopReason {
     Error,
 }
 
+impl StopReason {
+    /// How every text says why a run, a cell or a sweep stopped (the dashboard's header and
+    /// events, the sweep's cell status and summary): `stopped by the user`, `stopped by SIGTERM`,
+    /// `stopped at the request limit`. One phrase for q, Ctrl-C and SIGINT alike: the record
+    /// cannot tell them apart either.
+    pub fn words(&self) -> String {
+        match self {
+            StopReason::RequestLimit => "stopped at the request limit".into(),
+            StopReason::DurationLimit => "stopped at the duration limit".into(),
+            StopReason::UserStop => "stopped by the user".into(),
+            StopReason::Signal(name) => format!("stopped by {name}"),
+            StopReason::Error => "stopped by an error".into(),
+        }
+    }
+}
+
 /// The workload of the next requests, as the user wrote it and as it resolves.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadDesc {

@@ -554,7 +554,7 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, Failure> {
     let interrupted = outcome
         .interrupted
         .as_ref()
-        .map(|r| format!("stopped by {}", sweep::stop_words(r)));
+        .map(crate::event::StopReason::words);
     let table = SweepTable {
         title: title(&header, model.as_ref(), &config),
         cells: &outcome.cells,

@@ -528,7 +528,7 @@ fn measure_cell(
     } else if let Some(reason) = &interrupted {
         (
             CellStatus::Stopped,
-            Some(format!("stopped ({})", stop_words(reason))),
+            Some(reason.words()),
         )
     } else if let (Some(p), false) = (reps.precision, stop_sent) {
         // The engine stopped at the cap: say the interval never got narrow enough.
@@ -560,17 +560,6 @@ fn measure_cell(
         model: run.info.map(|i| i.model),
     };
     (result, cell_run, interrupted)
-}
-
-/// `Ctrl-C`, `SIGTERM`, ...
-pub fn stop_words(reason: &StopReason) -> String {
-    match reason {
-        StopReason::UserStop => "Ctrl-C".into(),
-        StopReason::Signal(s) => s.clone(),
-        StopReason::RequestLimit => "request limit".into(),
-        StopReason::DurationLimit => "duration limit".into(),
-        StopReason::Error => "error".into(),
-    }
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use crate::event::Sample;
-use crate::event::{Control, Event, RequestDone, RunInfo, RunPhase, StopReason, WorkloadDesc};
+use crate::event::{Control, Event, RequestDone, RunInfo, RunPhase, WorkloadDesc};
 use crate::run::Run;
 use crate::stats::scale::Histogram;
 use crate::stats::slices::{SliceMetric, Slices};
@@ -514,7 +514,7 @@ impl App {
                 } else {
                     RunPhase::Stopped
                 };
-                self.log(Level::Info, format!("stopped: {}", stop_text(reason)));
+                self.log(Level::Info, reason.words());
             }
         }
     }
@@ -798,19 +798,10 @@ pub fn memory_figure(s: &Sample) -> Option<u64> {
     s.device_used_bytes.or(s.alloc_bytes).or(s.rss_bytes)
 }
 
-pub fn stop_text(reason: &StopReason) -> String {
-    match reason {
-        StopReason::RequestLimit => "request limit reached".into(),
-        StopReason::DurationLimit => "duration limit reached".into(),
-        StopReason::UserStop => "by the user".into(),
-        StopReason::Signal(s) => format!("signal {s}"),
-        StopReason::Error => "error".into(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::StopReason;
 
     /// A short request shows only its number; one that runs long shows where it is.
     #[test]
