@@ -9,12 +9,10 @@
 //!   differ, the report says so first and loudest, and `infertop compare` exits with
 //!   [`EXIT_OUTPUTS_DIFFER`] (3) — a speed-up that changed the answers must not pass unseen.
 
-use std::path::Path;
-
 use serde::Serialize;
 use serde_json::Value;
 
-use super::reader::{self, Record};
+use super::reader::Record;
 use super::report::settling;
 use super::summary::format_value;
 use crate::stats::{median_in_place, percentile_sorted, Metric, SettleRule, Summary};
@@ -417,18 +415,6 @@ pub fn compare_records(records: &[Record], opts: &CompareOptions) -> Comparison 
         pairs,
         options: *opts,
     }
-}
-
-/// Reads every record (errors name the file) and compares them.
-pub fn compare_files(paths: &[&Path], opts: &CompareOptions) -> Result<Comparison, String> {
-    if paths.len() < 2 {
-        return Err("compare needs at least two records (infertop compare A.jsonl B.jsonl)".into());
-    }
-    let records = paths
-        .iter()
-        .map(|p| reader::read(p))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(compare_records(&records, opts))
 }
 
 fn signed(m: Metric, v: f64) -> String {

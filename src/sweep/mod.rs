@@ -526,10 +526,7 @@ fn measure_cell(
             )),
         )
     } else if let Some(reason) = &interrupted {
-        (
-            CellStatus::Stopped,
-            Some(reason.words()),
-        )
+        (CellStatus::Stopped, Some(reason.words()))
     } else if let (Some(p), false) = (reps.precision, stop_sent) {
         // The engine stopped at the cap: say the interval never got narrow enough.
         (
