@@ -111,7 +111,10 @@ pub struct RequestDone {
     /// Peak allocator bytes during the request (CPU: counting allocator; CUDA: used device memory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_alloc_bytes: Option<u64>,
-    /// FNV-1a hash of all generated ids, so a changed output is noticed.
+    /// FNV-1a 64 of what was generated, as 16 hex digits, so a changed output is noticed
+    /// (`compare`). The candle engine hashes the generated ids of every sequence (each step's
+    /// ids for the whole batch, in order, as little-endian u32); the http engine hashes the
+    /// streamed text (UTF-8), all it sees. Hashes from the two engines never match each other.
     pub output_hash: String,
     /// Generated ids of the first sequence (`--record-tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -298,7 +301,8 @@ pub struct SweepCellView {
     /// 0-based, of `cells`.
     pub cell: usize,
     pub cells: usize,
-    /// The cell's load and workload, e.g. `batch 4 · prompt 512 · out 16`.
+    /// The cell's load and workload, e.g. `batch 4, prompt 512, output 16` (then
+    /// `, concurrency 8` or `, rate 4/s` for a server).
     pub label: String,
     /// `None` while it runs; then whether it was measured (`false`: failed or stopped).
     pub ok: Option<bool>,
@@ -384,7 +388,9 @@ pub struct GpuProcess {
 pub struct ModelInfo {
     /// Display name: the directory or file name, or `synthetic:tiny`.
     pub name: String,
-    /// `llama`, `mistral` or `qwen2`.
+    /// The architecture as `model::Arch::name` spells it (`llama`, `mistral`, `qwen2`, `qwen3`,
+    /// `phi3`, `mixtral`, `qwen3_moe`, `gemma2`, `gemma3`), or `served` for a model behind a
+    /// server (see [`Self::served`]).
     pub arch: String,
     /// `hf`, `gguf` or `synthetic`.
     pub source: String,
