@@ -6,6 +6,8 @@
 Needs `pip install pyte Pillow` and the DejaVu Sans Mono font (Debian: fonts-dejavu-core).
 The capture is replayed through pyte (a terminal emulator) so every cell's character,
 colours and bold flag are exactly what tmux had on screen; each cell is then painted.
+Block elements (bars) and braille patterns (the bands view, the sweep curve) are drawn as
+shapes on the cell grid rather than as font glyphs: the mono font has no braille.
 """
 import sys
 
@@ -42,6 +44,22 @@ def colour(name, default):
     return default
 
 
+# Braille dot n (bit n of the code point's offset from U+2800) at (column, row) of the 2x4 grid.
+BRAILLE_DOTS = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (1, 2), (0, 3), (1, 3)]
+
+
+def braille(draw, bits, px, py, cw, ch, fg):
+    """Paints a braille pattern (U+2800..U+28FF) as dots on the cell's 2x4 grid, as terminals
+    do. DejaVu Sans Mono has no braille glyphs (it would paint boxes); drawing the dots also
+    keeps them on the cell grid, so the braille charts join across cells."""
+    r = max(1.0, min(cw / 4, ch / 8) * 0.6)
+    for bit, (col, row) in enumerate(BRAILLE_DOTS):
+        if bits & (1 << bit):
+            cx = px + cw * (2 * col + 1) / 4
+            cy = py + ch * (2 * row + 1) / 8
+            draw.ellipse([cx - r, cy - r, cx + r, cy + r], fill=fg)
+
+
 def main():
     path, size, out = sys.argv[1], sys.argv[2], sys.argv[3]
     cols, rows = (int(v) for v in size.split("x"))
@@ -75,6 +93,9 @@ def main():
                 eighths = ord(char) - 0x2580
                 h = round(ch * eighths / 8)
                 draw.rectangle([px, py + ch - h, px + cw - 1, py + ch - 1], fill=fg)
+                continue
+            if "\u2800" <= char <= "\u28ff":
+                braille(draw, ord(char) - 0x2800, px, py, cw, ch, fg)
                 continue
             draw.text((px, py + 2), char, font=bold if cell.bold else font, fill=fg)
     img.save(out)

@@ -40,14 +40,17 @@ pub enum StopReason {
 }
 
 impl StopReason {
-    /// How the stop is named in progress lines and tables: `Ctrl-C`, `SIGTERM`, ...
+    /// How every text says why a run, a cell or a sweep stopped (the dashboard's header and
+    /// events, the sweep's cell status and summary): `stopped by the user`, `stopped by SIGTERM`,
+    /// `stopped at the request limit`. One phrase for q, Ctrl-C and SIGINT alike: the record
+    /// cannot tell them apart either.
     pub fn words(&self) -> String {
         match self {
-            StopReason::UserStop => "Ctrl-C".into(),
-            StopReason::Signal(s) => s.clone(),
-            StopReason::RequestLimit => "request limit".into(),
-            StopReason::DurationLimit => "duration limit".into(),
-            StopReason::Error => "error".into(),
+            StopReason::RequestLimit => "stopped at the request limit".into(),
+            StopReason::DurationLimit => "stopped at the duration limit".into(),
+            StopReason::UserStop => "stopped by the user".into(),
+            StopReason::Signal(name) => format!("stopped by {name}"),
+            StopReason::Error => "stopped by an error".into(),
         }
     }
 }
@@ -108,7 +111,10 @@ pub struct RequestDone {
     /// Peak allocator bytes during the request (CPU: counting allocator; CUDA: used device memory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_alloc_bytes: Option<u64>,
-    /// FNV-1a hash of all generated ids, so a changed output is noticed.
+    /// FNV-1a 64 of what was generated, as 16 hex digits, so a changed output is noticed
+    /// (`compare`). The candle engine hashes the generated ids of every sequence (each step's
+    /// ids for the whole batch, in order, as little-endian u32); the http engine hashes the
+    /// streamed text (UTF-8), all it sees. Hashes from the two engines never match each other.
     pub output_hash: String,
     /// Generated ids of the first sequence (`--record-tokens`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -499,7 +505,9 @@ pub struct GpuProcess {
 pub struct ModelInfo {
     /// Display name: the directory or file name, or `synthetic:tiny`.
     pub name: String,
-    /// `llama`, `mistral` or `qwen2`.
+    /// The architecture as `model::Arch::name` spells it (`llama`, `mistral`, `qwen2`, `qwen3`,
+    /// `phi3`, `mixtral`, `qwen3_moe`, `gemma2`, `gemma3`), or `served` for a model behind a
+    /// server (see [`Self::served`]).
     pub arch: String,
     /// `hf`, `gguf` or `synthetic`.
     pub source: String,

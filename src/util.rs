@@ -1,5 +1,7 @@
-//! Small helpers every module may use: one-line error text, a seeded generator, a hash. A leaf
-//! module, like `event`.
+//! Small helpers every module may use: one-line error text, a seeded generator, a hash, and the
+//! number formatters (`format`). A leaf module, like `event`.
+
+pub mod format;
 
 /// Prints a line to stderr, ignoring failure: stderr may be a terminal that has hung up, and
 /// `eprintln!` would panic there before the record is closed.
@@ -124,30 +126,6 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
         h = h.wrapping_mul(0x0000_0100_0000_01B3);
     }
     h
-}
-
-/// A count in K/M/B, e.g. `1.5M`.
-pub fn human_count(n: u64) -> String {
-    match n {
-        n if n >= 1_000_000_000 => format!("{:.2}B", n as f64 / 1e9),
-        n if n >= 1_000_000 => format!("{:.1}M", n as f64 / 1e6),
-        n if n >= 1_000 => format!("{:.1}K", n as f64 / 1e3),
-        n => n.to_string(),
-    }
-}
-
-/// Bytes in KB/MB/GB (powers of 1000), e.g. `2.4 GB`.
-pub fn human_bytes(b: u64) -> String {
-    let b = b as f64;
-    if b >= 1e9 {
-        format!("{:.1} GB", b / 1e9)
-    } else if b >= 1e6 {
-        format!("{:.1} MB", b / 1e6)
-    } else if b >= 1e3 {
-        format!("{:.1} KB", b / 1e3)
-    } else {
-        format!("{b} B")
-    }
 }
 
 /// A reqwest error as one line, most specific cause first, without the URL (callers name the

@@ -408,6 +408,6 @@ fn presets_lists_shapes_with_memory() {
     ] {
         assert!(text.contains(&format!("| {name} |")), "{name} in {text}");
     }
-    // Llama 3 8B: 8.03B parameters, 16.1 GB in bf16.
-    assert!(text.contains("8.03B") && text.contains("16.1 GB"), "{text}");
+    // Llama 3 8B: 8.03B parameters, 16.06e9 bytes = 15.0GiB in bf16.
+    assert!(text.contains("8.03B") && text.contains("15.0GiB"), "{text}");
 }

@@ -479,7 +479,7 @@ fn ctrl_c_stops_the_sweep_with_what_it_measured_printed_and_recorded() {
     assert_eq!(cells[0]["n"], 400);
     assert_eq!(cells[1]["status"], "stopped");
     assert_eq!(doc["not_run"], 4);
-    assert_eq!(doc["interrupted"], "stopped by Ctrl-C");
+    assert_eq!(doc["interrupted"], "stopped by the user");
     // The record has both cells and a footer; `report` reads it.
     let text = std::fs::read_to_string(&record).unwrap();
     assert_eq!(text.matches("\"type\":\"cell_end\"").count(), 2);

@@ -280,7 +280,7 @@ fn a_finished_run_stays_on_screen_until_quit() {
     );
     let text = screen(&terminal);
     assert!(text.contains(" STOPPED "), "{text}");
-    assert!(text.contains("stopped: request limit reached"), "{text}");
+    assert!(text.contains("stopped at the request limit"), "{text}");
 }
 
 #[test]

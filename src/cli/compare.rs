@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use clap::Args;
 
 use super::{args, print_stdout, say, Failure};
-use crate::record::compare::{compare_files, CompareFormat, CompareOptions};
-use crate::sweep::record::read_sweep;
+use crate::record::compare::{compare_records, CompareFormat, CompareOptions};
+use crate::sweep::record::{read, AnyRecord, SweepRecord};
 
 #[derive(Args, Debug, Clone)]
 pub struct CompareArgs {
@@ -23,29 +23,14 @@ pub struct CompareArgs {
     pub seed: u64,
 }
 
-/// Two sweeps: a verdict per cell. `None` when the records are runs, not sweeps.
+/// Two sweeps: a verdict per cell.
 fn compare_sweeps(
     paths: &[&Path],
+    a: SweepRecord,
+    b: SweepRecord,
     args: &CompareArgs,
     opts: &CompareOptions,
-) -> Result<Option<i32>, Failure> {
-    let mut sweeps = Vec::new();
-    for p in paths {
-        sweeps.push(read_sweep(p).map_err(Failure::usage)?);
-    }
-    match sweeps.iter().filter(|s| s.is_some()).count() {
-        0 => return Ok(None),
-        2 if sweeps.len() == 2 => {}
-        _ => {
-            return Err(Failure::usage(
-                "compare: a sweep compares with one other sweep only (infertop compare A.jsonl B.jsonl, both written by infertop sweep --record)",
-            ))
-        }
-    }
-    let mut it = sweeps.into_iter().flatten();
-    let (Some(a), Some(b)) = (it.next(), it.next()) else {
-        return Ok(None);
-    };
+) -> Result<i32, Failure> {
     let name = |p: &Path| p.display().to_string();
     let cmp = crate::sweep::record::compare_sweeps(a, &name(paths[0]), b, &name(paths[1]), opts);
     let text = match args.format {
@@ -53,7 +38,7 @@ fn compare_sweeps(
         CompareFormat::Json => cmp.to_json(),
     };
     print_stdout(&text)?;
-    Ok(Some(cmp.exit_code()))
+    Ok(cmp.exit_code())
 }
 
 pub fn compare(args: &CompareArgs) -> Result<i32, Failure> {
@@ -63,10 +48,30 @@ pub fn compare(args: &CompareArgs) -> Result<i32, Failure> {
         ..CompareOptions::default()
     };
     let paths: Vec<&Path> = args.records.iter().map(PathBuf::as_path).collect();
-    if let Some(code) = compare_sweeps(&paths, args, &opts)? {
-        return Ok(code);
+    if paths.len() < 2 {
+        return Err(Failure::usage(
+            "compare needs at least two records (infertop compare A.jsonl B.jsonl)",
+        ));
     }
-    let cmp = compare_files(&paths, &opts).map_err(Failure::usage)?;
+    // Each record is read and parsed once; its lines say whether it is a sweep's or a run's.
+    let mut runs = Vec::new();
+    let mut sweeps = Vec::new();
+    for p in &paths {
+        match read(p).map_err(Failure::usage)? {
+            AnyRecord::Run(r) => runs.push(*r),
+            AnyRecord::Sweep(s) => sweeps.push(*s),
+        }
+    }
+    if !sweeps.is_empty() {
+        let mut it = sweeps.into_iter();
+        return match (runs.is_empty(), it.next(), it.next(), it.next()) {
+            (true, Some(a), Some(b), None) => compare_sweeps(&paths, a, b, args, &opts),
+            _ => Err(Failure::usage(
+                "compare: a sweep compares with one other sweep only (infertop compare A.jsonl B.jsonl, both written by infertop sweep --record)",
+            )),
+        };
+    }
+    let cmp = compare_records(&runs, &opts);
     print_stdout(&cmp.render(args.format))?;
     for alarm in cmp.alarms() {
         say!("infertop: {alarm}");

@@ -7,7 +7,7 @@ use clap::Args;
 
 use super::{say, Failure};
 use crate::model::{self, presets};
-use crate::util::{human_bytes, human_count};
+use crate::util::format;
 
 #[derive(Args, Debug, Clone)]
 pub struct MakeModelArgs {
@@ -42,16 +42,16 @@ pub fn presets_table() -> String {
             "| {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} |\n",
             p.name,
             c.arch.name(),
-            human_count(params),
-            human_count(c.active_params()),
+            format::si(params as f64),
+            format::si(c.active_params() as f64),
             c.num_hidden_layers,
             c.hidden_size,
             c.num_attention_heads,
             c.num_key_value_heads,
             c.vocab_size,
             c.max_position_embeddings,
-            human_bytes(params * 4),
-            human_bytes(params * 2),
+            format::bytes(params * 4),
+            format::bytes(params * 2),
             p.about
         ));
     }
@@ -76,7 +76,7 @@ pub fn make_model(args: &MakeModelArgs) -> Result<(), Failure> {
         return Err(Failure::usage(format!(
             "--preset {}: {} of f32 weights is too large to write; benchmark it in memory with --model synthetic:{}",
             args.preset,
-            human_bytes(need),
+            format::bytes(need),
             args.preset
         )));
     }
@@ -92,7 +92,7 @@ pub fn make_model(args: &MakeModelArgs) -> Result<(), Failure> {
         say!(
             "wrote {} ({} {} parameters, {}, with its tokenizer)",
             args.out.display(),
-            human_count(cfg.params()),
+            format::si(cfg.params() as f64),
             cfg.arch.name(),
             args.gguf_type.name(),
         );
@@ -128,7 +128,7 @@ pub fn make_model(args: &MakeModelArgs) -> Result<(), Failure> {
     say!(
         "wrote {} ({} {} parameters, f32): config.json, model.safetensors, tokenizer.json",
         args.out.display(),
-        human_count(cfg.params()),
+        format::si(cfg.params() as f64),
         cfg.arch.name()
     );
     Ok(())

@@ -17,7 +17,6 @@ pub use crate::event::EVENT_QUEUE;
 pub use crate::plan::RunOpts as RunArgs;
 pub use crate::run::Failure;
 pub use crate::run::{EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
-pub use crate::util::{human_bytes, human_count};
 pub use make_model::{make_model, presets_table, MakeModelArgs};
 
 pub(crate) use crate::session::print_stdout;

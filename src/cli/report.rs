@@ -10,6 +10,7 @@ use crate::record::report::{Report, ReportOptions};
 use crate::record::SummaryFormat;
 use crate::run::EXIT_OK;
 use crate::stats::{roofline, SettleRule, Slo};
+use crate::sweep::record::{read, AnyRecord};
 use crate::sweep::table::SweepFormat;
 
 #[derive(Args, Debug, Clone)]
@@ -59,23 +60,26 @@ pub fn report(args: &ReportArgs) -> Result<i32, Failure> {
         probe: !args.no_probe,
         rule: SettleRule::default(),
     };
-    if let Some(sweep) = crate::sweep::record::read_sweep(&args.record).map_err(Failure::usage)? {
-        let format = match args.format {
-            SummaryFormat::Md => SweepFormat::Md,
-            SummaryFormat::Json => SweepFormat::Json,
-            SummaryFormat::Csv => SweepFormat::Csv,
-        };
-        let text = crate::sweep::report::report_sweep(
-            &sweep,
-            args.slo,
-            &opts,
-            format,
-            args.plot.as_ref(),
-        )?;
-        print_stdout(&text)?;
-        return Ok(EXIT_OK);
-    }
-    let rec = crate::record::reader::read(&args.record).map_err(Failure::usage)?;
+    // One read and one parse: the lines say whether it is a sweep's record or a run's.
+    let rec = match read(&args.record).map_err(Failure::usage)? {
+        AnyRecord::Sweep(sweep) => {
+            let format = match args.format {
+                SummaryFormat::Md => SweepFormat::Md,
+                SummaryFormat::Json => SweepFormat::Json,
+                SummaryFormat::Csv => SweepFormat::Csv,
+            };
+            let text = crate::sweep::report::report_sweep(
+                &sweep,
+                args.slo,
+                &opts,
+                format,
+                args.plot.as_ref(),
+            )?;
+            print_stdout(&text)?;
+            return Ok(EXIT_OK);
+        }
+        AnyRecord::Run(rec) => *rec,
+    };
     let report = Report::of(&rec, &opts);
     if let Some(out) = &args.plot {
         let svg = crate::record::plot::plot_svg(&rec, &report.analysis.settling);

@@ -14,7 +14,7 @@ use super::workload::{doubled, RequestShape, Sampler, Sampling, Workload};
 use crate::event::{Control, Event, RequestDone, RunInfo, StopReason};
 use crate::model::{self, CausalLm, DeviceSpec, ModelSpec};
 use crate::telemetry::alloc;
-use crate::util::{fnv1a, one_line};
+use crate::util::{fnv1a, format, one_line};
 
 /// Everything the worker needs; built and validated by the CLI.
 pub struct WorkerConfig {
@@ -160,13 +160,13 @@ fn run(
         let free = total.saturating_sub(used);
         if need > free {
             return Err(format!(
-                "{} needs {:.1} GB of weights in {} but {} has {:.1} GB free of {:.1} GB; use a smaller model or --dtype bf16",
+                "{} needs {} of weights in {} but {} has {} free of {}; use a smaller model or --dtype bf16",
                 cfg.model.display(),
-                need as f64 / 1e9,
+                format::bytes(need),
                 model::dtype_name(cfg.dtype),
                 cfg.device.name(),
-                free as f64 / 1e9,
-                total as f64 / 1e9
+                format::bytes(free),
+                format::bytes(total)
             ));
         }
     }
@@ -276,12 +276,13 @@ fn request_failed(
     let msg = one_line(&e.to_string());
     let memory = match device_memory(device) {
         Some((used, total)) => format!(
-            "; device memory {:.2}/{:.2} GB used, weights {:.2} GB, KV cache for this request {:.2} GB",
-            used as f64 / 1e9,
-            total as f64 / 1e9,
-            info.weight_bytes as f64 / 1e9,
-            info.expected_kv_bytes(shape.prompt_tokens + shape.output_tokens, shape.batch) as f64
-                / 1e9
+            "; device memory {}/{} used, weights {}, KV cache for this request {}",
+            format::bytes(used),
+            format::bytes(total),
+            format::bytes(info.weight_bytes),
+            format::bytes(
+                info.expected_kv_bytes(shape.prompt_tokens + shape.output_tokens, shape.batch)
+            )
         ),
         None => String::new(),
     };

@@ -9,15 +9,13 @@
 //!   differ, the report says so first and loudest, and `infertop compare` exits with
 //!   [`EXIT_OUTPUTS_DIFFER`] (3) — a speed-up that changed the answers must not pass unseen.
 
-use std::path::Path;
-
 use serde::Serialize;
 use serde_json::Value;
 
-use super::reader::{self, Record};
+use super::reader::Record;
 use super::report::settling;
 use super::summary::format_value;
-use crate::stats::{percentile_sorted, Metric, SettleRule, Summary};
+use crate::stats::{median_in_place, percentile_sorted, Metric, SettleRule, Summary};
 use crate::util::SplitMix64;
 
 /// `infertop compare` exit code when generated outputs differ between runs.
@@ -165,20 +163,10 @@ pub struct Comparison {
     pub options: CompareOptions,
 }
 
-/// The median (numpy's: the mean of the two middle values for even n); reorders `v`.
-fn median_in_place(v: &mut [f64]) -> f64 {
-    let n = v.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    let (left, mid, _) = v.select_nth_unstable_by(n / 2, f64::total_cmp);
-    let mid = *mid;
-    if n % 2 == 1 {
-        mid
-    } else {
-        let below = left.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        (below + mid) / 2.0
-    }
+/// The median the verdicts use (`stats::median_in_place`, numpy's p50; reorders `v`); NaN when
+/// no value is finite.
+fn median_of(v: &mut [f64]) -> f64 {
+    median_in_place(v).unwrap_or(f64::NAN)
 }
 
 /// Bootstrap interval of `median(other) − median(base)`. `None` if either side is empty.
@@ -190,8 +178,8 @@ pub fn bootstrap_median_diff(
     if base.is_empty() || other.is_empty() {
         return None;
     }
-    let base_median = median_in_place(&mut base.to_vec());
-    let other_median = median_in_place(&mut other.to_vec());
+    let base_median = median_of(&mut base.to_vec());
+    let other_median = median_of(&mut other.to_vec());
     let mut rng = SplitMix64::new(opts.seed);
     let mut a = vec![0.0; base.len()];
     let mut b = vec![0.0; other.len()];
@@ -200,7 +188,7 @@ pub fn bootstrap_median_diff(
     for _ in 0..resamples {
         resample(&mut a, base, &mut rng);
         resample(&mut b, other, &mut rng);
-        diffs.push(median_in_place(&mut b) - median_in_place(&mut a));
+        diffs.push(median_of(&mut b) - median_of(&mut a));
     }
     diffs.sort_by(f64::total_cmp);
     let tail = tail_pct(opts);
@@ -237,13 +225,13 @@ pub fn bootstrap_median_ci(samples: &[f64], opts: &CompareOptions) -> Option<(f6
     if samples.is_empty() {
         return None;
     }
-    let median = median_in_place(&mut samples.to_vec());
+    let median = median_of(&mut samples.to_vec());
     let mut rng = SplitMix64::new(opts.seed);
     let mut buf = vec![0.0; samples.len()];
     let mut medians: Vec<f64> = (0..opts.resamples.max(1))
         .map(|_| {
             resample(&mut buf, samples, &mut rng);
-            median_in_place(&mut buf)
+            median_of(&mut buf)
         })
         .collect();
     medians.sort_by(f64::total_cmp);
@@ -427,18 +415,6 @@ pub fn compare_records(records: &[Record], opts: &CompareOptions) -> Comparison 
         pairs,
         options: *opts,
     }
-}
-
-/// Reads every record (errors name the file) and compares them.
-pub fn compare_files(paths: &[&Path], opts: &CompareOptions) -> Result<Comparison, String> {
-    if paths.len() < 2 {
-        return Err("compare needs at least two records (infertop compare A.jsonl B.jsonl)".into());
-    }
-    let records = paths
-        .iter()
-        .map(|p| reader::read(p))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(compare_records(&records, opts))
 }
 
 fn signed(m: Metric, v: f64) -> String {
@@ -639,13 +615,6 @@ impl Comparison {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn median_matches_numpy() {
-        assert_eq!(median_in_place(&mut [3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median_in_place(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
-        assert!(median_in_place(&mut []).is_nan());
-    }
 
     #[test]
     fn bootstrap_is_seeded_and_brackets_the_shift() {

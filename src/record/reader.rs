@@ -40,18 +40,10 @@ pub struct Record {
     pub bad_lines: usize,
 }
 
+/// Reads a run's record (a sweep's record is read by `sweep::record::read`, which parses the
+/// file once and tells the two apart).
 pub fn read(path: &Path) -> Result<Record, String> {
-    let mut rec = Record {
-        path: path.to_path_buf(),
-        ..Record::default()
-    };
-    for line in parse_lines(path)? {
-        match line {
-            Some(parsed) => rec.push(parsed),
-            None => rec.bad_lines += 1,
-        }
-    }
-    Ok(rec)
+    Ok(Record::from_lines(path, parse_lines(path)?))
 }
 
 /// Every non-empty line of a record, parsed (`None`: not whole JSON, at most the last line
@@ -85,6 +77,21 @@ pub fn summary_of(path: &Path) -> Result<RunSummary, String> {
 }
 
 impl Record {
+    /// Folds the lines `parse_lines` read from `path`, in order.
+    pub fn from_lines(path: &Path, lines: Vec<Option<Line>>) -> Record {
+        let mut rec = Record {
+            path: path.to_path_buf(),
+            ..Record::default()
+        };
+        for line in lines {
+            match line {
+                Some(parsed) => rec.push(parsed),
+                None => rec.bad_lines += 1,
+            }
+        }
+        rec
+    }
+
     /// Folds one line in (lines of a sweep's grid are skipped here; see `record::sweep`).
     pub fn push(&mut self, line: Line) {
         match line {

@@ -10,7 +10,8 @@ use super::{RunSummary, SummaryFormat};
 use crate::event::RequestDone;
 use crate::stats::goodput::{self, Goodput};
 use crate::stats::roofline::{self, Peak};
-use crate::stats::{percentile_sorted, settle_point, warmup_cost_s, SettleRule, Slo};
+use crate::stats::{median, settle_point, warmup_cost_s, SettleRule, Slo};
+use crate::util::format::{ms, percent, si_unit};
 
 /// What the report is asked to add to the summary.
 #[derive(Clone, Debug, Default)]
@@ -264,15 +265,6 @@ pub(crate) fn peak_for(rec: &Record, dtype: &str, opts: &ReportOptions) -> Peak 
     peak
 }
 
-fn median(mut v: Vec<f64>) -> Option<f64> {
-    v.retain(|x| x.is_finite());
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    percentile_sorted(&v, 50.0)
-}
-
 fn roofline_of(
     rec: &Record,
     steady: &[&RequestDone],
@@ -330,14 +322,14 @@ fn roofline_of(
         .filter(|r| r.ttft_s > 0.0)
         .map(|r| roofline::prefill_flops(model.active(), r.prompt_tokens, r.batch) / r.ttft_s)
         .collect();
-    let decode_bw_achieved = median(achieved_bw.clone());
-    let prefill_flops_achieved = median(achieved_flops.clone());
+    let decode_bw_achieved = median(&achieved_bw);
+    let prefill_flops_achieved = median(&achieved_flops);
     let decode_bw_utilisation = peak
         .bandwidth
-        .and_then(|p| median(achieved_bw.iter().map(|a| a / p).collect()));
+        .and_then(|p| median(&achieved_bw.iter().map(|a| a / p).collect::<Vec<f64>>()));
     let prefill_compute_utilisation = peak
         .flops
-        .and_then(|p| median(achieved_flops.iter().map(|a| a / p).collect()));
+        .and_then(|p| median(&achieved_flops.iter().map(|a| a / p).collect::<Vec<f64>>()));
     if decode_bw_utilisation.is_some_and(|u| u > 1.0)
         || prefill_compute_utilisation.is_some_and(|u| u > 1.0)
     {
@@ -356,7 +348,7 @@ fn roofline_of(
         peak,
         decode_bw_utilisation,
         decode_bw_achieved,
-        decode_bytes_per_step: median(bytes),
+        decode_bytes_per_step: median(&bytes),
         decode_basis: roofline::decode_basis(model),
         sparse: model.is_sparse(),
         prefill_compute_utilisation,
@@ -365,38 +357,12 @@ fn roofline_of(
     })
 }
 
-fn ms(s: f64) -> String {
-    format!("{:.3} ms", s * 1e3)
-}
-
-fn pct(f: f64) -> String {
-    format!("{:.1} %", f * 100.0)
-}
-
-fn si(v: f64, unit: &str) -> String {
-    let (d, p) = match v.abs() {
-        x if x >= 1e15 => (1e15, "P"),
-        x if x >= 1e12 => (1e12, "T"),
-        x if x >= 1e9 => (1e9, "G"),
-        x if x >= 1e6 => (1e6, "M"),
-        x if x >= 1e3 => (1e3, "k"),
-        _ => (1.0, ""),
-    };
-    format!("{:.2} {p}{unit}", v / d)
-}
-
-/// `ttft ≤ 200.000 ms, tpot ≤ 50.000 ms`.
+/// `TTFT ≤ 200.000 ms, TPOT ≤ 50.000 ms` (the limits in `Slo::METRICS` order).
 pub fn slo_text(slo: &Slo) -> String {
-    let mut parts = Vec::new();
-    for (name, v) in [
-        ("TTFT", slo.ttft_s),
-        ("TPOT", slo.tpot_s),
-        ("E2E", slo.e2e_s),
-    ] {
-        if let Some(v) = v {
-            parts.push(format!("{name} ≤ {}", ms(v)));
-        }
-    }
+    let parts: Vec<String> = slo
+        .limits()
+        .map(|(m, v)| format!("{} ≤ {}", m.label(), ms(v)))
+        .collect();
     parts.join(", ")
 }
 
@@ -442,7 +408,7 @@ impl Analysis {
                 if g.slo_from == "record" { "the run's --slo" } else { "--slo" },
                 g.goodput.met,
                 g.goodput.requests,
-                pct(g.goodput.share),
+                percent(g.goodput.share),
                 g.goodput.goodput_rps,
                 g.goodput.goodput_seq_s,
                 g.goodput.duration_s
@@ -453,20 +419,20 @@ impl Analysis {
             (Some(r), _) => {
                 if let (Some(bytes), Some(ach)) = (r.decode_bytes_per_step, r.decode_bw_achieved) {
                     out.push_str(&format!(
-                        "- Decode: {} of peak memory bandwidth ({}/s achieved{}; {} read per step: {}; median over steady requests).\n",
-                        r.decode_bw_utilisation.map_or("?".into(), pct),
-                        si(ach, "B"),
-                        r.peak.bandwidth.map(|p| format!(" of {}/s", si(p, "B"))).unwrap_or_default(),
-                        si(bytes, "B"),
+                        "- Decode: {} of peak memory bandwidth ({} achieved{}; {} read per step: {}; median over steady requests).\n",
+                        r.decode_bw_utilisation.map_or("?".into(), percent),
+                        si_unit(ach, "B/s"),
+                        r.peak.bandwidth.map(|p| format!(" of {}", si_unit(p, "B/s"))).unwrap_or_default(),
+                        si_unit(bytes, "B"),
                         r.decode_basis,
                     ));
                 }
                 if let Some(ach) = r.prefill_flops_achieved {
                     out.push_str(&format!(
                         "- Prefill: {} of peak FLOP/s ({} achieved{}; 2 × {}params × prompt tokens × batch / TTFT; median over steady requests).\n",
-                        r.prefill_compute_utilisation.map_or("?".into(), pct),
-                        si(ach, "FLOP/s"),
-                        r.peak.flops.map(|p| format!(" of {}", si(p, "FLOP/s"))).unwrap_or_default(),
+                        r.prefill_compute_utilisation.map_or("?".into(), percent),
+                        si_unit(ach, "FLOP/s"),
+                        r.peak.flops.map(|p| format!(" of {}", si_unit(p, "FLOP/s"))).unwrap_or_default(),
                         if r.sparse { "active " } else { "" },
                     ));
                 }
@@ -500,10 +466,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn si_and_pct() {
-        assert_eq!(si(3.35e12, "B"), "3.35 TB");
-        assert_eq!(si(12.0, "B"), "12.00 B");
-        assert_eq!(pct(0.1234), "12.3 %");
+    fn slo_text_lists_the_limits() {
         let slo = Slo::parse("ttft=200ms,e2e=1s").unwrap_or_default();
         assert_eq!(slo_text(&slo), "TTFT ≤ 200.000 ms, E2E ≤ 1000.000 ms");
     }

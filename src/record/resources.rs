@@ -91,24 +91,18 @@ impl Resources {
 
     /// Markdown lines for the summary.
     pub fn markdown(&self) -> String {
-        let gb = |b: u64| {
-            if b >= 1_000_000_000 {
-                format!("{:.2} GB", b as f64 / 1e9)
-            } else {
-                format!("{:.1} MB", b as f64 / 1e6)
-            }
-        };
+        let bytes = crate::util::format::bytes;
         let mut parts = Vec::new();
         if let Some(b) = self.request_peak_bytes {
-            parts.push(format!("request peak {}", gb(b)));
+            parts.push(format!("request peak {}", bytes(b)));
         }
         if let Some(b) = self.rss_peak_bytes {
-            parts.push(format!("RSS peak {}", gb(b)));
+            parts.push(format!("RSS peak {}", bytes(b)));
         }
         if let Some(b) = self.device_used_peak_bytes {
             match self.device_total_bytes {
-                Some(t) => parts.push(format!("device peak {} of {}", gb(b), gb(t))),
-                None => parts.push(format!("device peak {}", gb(b))),
+                Some(t) => parts.push(format!("device peak {} of {}", bytes(b), bytes(t))),
+                None => parts.push(format!("device peak {}", bytes(b))),
             }
         }
         let mut out = String::new();

@@ -322,10 +322,12 @@ fn md_row(label: &str, m: Metric, s: &Summary) -> String {
     )
 }
 
-/// Latencies in ms with three decimals, rates with one.
+/// A value in a report table: latencies as `util::format::ms` (`12.345 ms`), rates in full to
+/// one decimal (`12345.6`: a report's columns are compared run to run, to more digits than the
+/// dashboard's three).
 pub fn format_value(m: Metric, v: f64) -> String {
     if m.is_latency() {
-        format!("{:.3} ms", v * 1e3)
+        crate::util::format::ms(v)
     } else {
         format!("{v:.1}")
     }

@@ -101,9 +101,7 @@ fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
         let (peak, peak_unavailable) = peak(&fold, &header, probe);
         findings(&fold.results, &slo, peak.as_ref(), peak_unavailable)
     };
-    let interrupted = fold
-        .interrupted()
-        .map(|r| format!("stopped by {}", r.words()));
+    let interrupted = fold.interrupted().map(crate::event::StopReason::words);
     let table = SweepTable {
         title: title(&header, fold.model.as_ref(), &config),
         cells: &fold.results,

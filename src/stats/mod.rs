@@ -13,7 +13,7 @@ pub mod steady;
 mod window;
 
 pub use endpoints::{EndpointStats, EndpointSummary};
-pub use percentile::percentile_sorted;
+pub use percentile::{median, median_in_place, percentile_sorted};
 pub use run::{
     Metric, RunStats, Table, WindowKind, RECENT_REQUESTS, RECENT_STEPS, REQUEST_WINDOW, STEP_WINDOW,
 };

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::event::ModelInfo;
+use crate::util::format;
 
 /// A device's peak memory bandwidth and dense FLOP/s.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -218,13 +219,7 @@ pub fn decode_bytes_per_step(
 /// What the decode bytes per step count, in words, for reports.
 pub fn decode_basis(m: &ModelInfo) -> String {
     if m.is_sparse() {
-        let count = |n: u64| {
-            if n >= 1_000_000_000 {
-                format!("{:.2}B", n as f64 / 1e9)
-            } else {
-                format!("{:.2}M", n as f64 / 1e6)
-            }
-        };
+        let count = |n: u64| format::si(n as f64);
         format!(
             "active weights ({} of {} parameters: shared weights + the experts one token is routed to; a lower bound for batch > 1) + KV cache at the mean context",
             count(m.active()),
@@ -364,17 +359,17 @@ pub fn probe_cpu_flops(budget: Duration) -> Result<f64, String> {
 pub fn probe_cpu() -> Peak {
     let bw = probe_cpu_bandwidth(Duration::from_millis(200));
     let mut basis = vec![format!(
-        "probe on this machine now: memcpy of 256 MiB on {} threads, {:.1} GB/s read+write",
+        "probe on this machine now: memcpy of 256 MiB on {} threads, {} read+write",
         std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1),
-        bw / 1e9
+        format::si_unit(bw, "B/s")
     )];
     let flops = match probe_cpu_flops(Duration::from_millis(200)) {
         Ok(f) => {
             basis.push(format!(
-                "probe on this machine now: candle f32 matmul 1024×1024, {:.1} GFLOP/s",
-                f / 1e9
+                "probe on this machine now: candle f32 matmul 1024×1024, {}",
+                format::si_unit(f, "FLOP/s")
             ));
             Some(f)
         }
@@ -448,7 +443,7 @@ mod tests {
         // 25.8 GB + 100 kB × 2 × 110 per step in 10 ms, against 3.35 TB/s.
         let u = decode_utilisation(&moe, 100, 20, 2, 1e-2, 3.35e12).unwrap();
         assert!((u - 25.822e9 / 1e-2 / 3.35e12).abs() < 1e-12, "{u}");
-        assert!(decode_basis(&moe).starts_with("active weights (12.90B of 46.70B parameters"));
+        assert!(decode_basis(&moe).starts_with("active weights (12.9B of 46.7B parameters"));
         // Prefill multiplies through the active parameters only.
         let p = prefill_utilisation(&moe, 100, 1, 1.0, 1e15).unwrap();
         assert!((p - 2.0 * 12.9e9 * 100.0 / 1e15).abs() < 1e-12, "{p}");

@@ -40,38 +40,21 @@ impl Default for SettleRule {
 }
 
 impl SettleRule {
-    /// e.g. "rolling median of 5 within 5 %".
+    /// e.g. "rolling median of 5 requests stays within 5.0 % for the next 5 requests".
     pub fn describe(&self) -> String {
         format!(
-            "rolling median of {} requests stays within {} % for the next {} requests",
+            "rolling median of {} requests stays within {} for the next {} requests",
             self.k,
-            fmt_pct(self.tolerance * 100.0),
+            crate::util::format::percent(self.tolerance),
             self.k
         )
     }
 }
 
-fn fmt_pct(v: f64) -> String {
-    if (v - v.round()).abs() < 1e-9 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
-    }
-}
-
-/// The median of a small slice (copied and sorted; NaN sorts last).
+/// `m(j)`: the median of one window, as `stats::median` (numpy's p50). The series are request
+/// latencies, always finite; a window with none would be NaN and never agree with anything.
 fn median(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n == 0 {
-        return f64::NAN;
-    }
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
+    super::median(values).unwrap_or(f64::NAN)
 }
 
 /// A float ordered by `total_cmp`, for the heaps below.
@@ -115,7 +98,10 @@ fn suffix_medians(series: &[f64]) -> Vec<f64> {
             }
         }
         out[i] = match (low.peek(), high.peek()) {
-            (Some(l), Some(Reverse(h))) if low.len() == high.len() => (l.0 + h.0) / 2.0,
+            // Even count: the two middle values interpolated as `stats::median` does.
+            (Some(l), Some(Reverse(h))) if low.len() == high.len() => {
+                super::percentile::lerp(l.0, h.0, 0.5)
+            }
             (Some(l), _) => l.0,
             _ => f64::NAN,
         };
@@ -292,7 +278,7 @@ mod tests {
     fn describe_mentions_parameters() {
         assert_eq!(
             rule().describe(),
-            "rolling median of 5 requests stays within 5 % for the next 5 requests"
+            "rolling median of 5 requests stays within 5.0 % for the next 5 requests"
         );
     }
 }

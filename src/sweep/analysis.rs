@@ -14,7 +14,7 @@ use serde::Serialize;
 use super::{is_server, CellResult, LoadAxis};
 use crate::record::line::CellParams;
 use crate::stats::roofline::Peak;
-use crate::stats::{Slo, Summary};
+use crate::stats::{Metric, Slo};
 
 /// Doubling the load must add at least this much throughput to be worth it.
 pub const KNEE_GAIN: f64 = 0.10;
@@ -116,18 +116,17 @@ pub fn throughput(c: &CellResult) -> Option<f64> {
 
 /// The SLO's metrics whose p99 the cell breaks (none without an SLO).
 pub fn slo_broken(c: &CellResult, slo: &Slo) -> Vec<String> {
-    let mut broken = Vec::new();
-    let check = |name: &str, limit: Option<f64>, s: &Summary, broken: &mut Vec<String>| {
-        if let Some(limit) = limit {
-            if s.n > 0 && s.p99 > limit {
-                broken.push(name.to_string());
-            }
-        }
-    };
-    check("TTFT", slo.ttft_s, &c.ttft, &mut broken);
-    check("TPOT", slo.tpot_s, &c.tpot, &mut broken);
-    check("E2E", slo.e2e_s, &c.e2e, &mut broken);
-    broken
+    slo.limits()
+        .filter(|&(m, limit)| {
+            let s = match m {
+                Metric::Ttft => &c.ttft,
+                Metric::Tpot => &c.tpot,
+                _ => &c.e2e,
+            };
+            s.n > 0 && s.p99 > limit
+        })
+        .map(|(m, _)| m.label().to_string())
+        .collect()
 }
 
 /// `prompt 128, output 32` plus the other axes that are set, without the load axis.
@@ -539,6 +538,7 @@ impl Findings {
 mod tests {
     use super::*;
     use crate::record::line::CellStatus;
+    use crate::stats::Summary;
 
     /// A candle cell at `batch` with a decode throughput of `tok_s` and TPOT p99 `tpot_p99`.
     fn candle(cell: usize, batch: usize, tok_s: f64, tpot_p99: f64) -> CellResult {

@@ -217,8 +217,10 @@ impl SweepFold {
                 )),
             )
         } else if interrupted {
-            let words = run.stop.as_ref().map(StopReason::words).unwrap_or_default();
-            (CellStatus::Stopped, Some(format!("stopped ({words})")))
+            (
+                CellStatus::Stopped,
+                run.stop.as_ref().map(StopReason::words),
+            )
         } else if let (Some(p), false) = (self.reps.precision, open.end_asked) {
             // The engine stopped at the cap: say the interval never got narrow enough.
             (

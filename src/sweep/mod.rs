@@ -318,12 +318,6 @@ fn positive(x: f64) -> Option<f64> {
     (x.is_finite() && x > 0.0).then_some(x)
 }
 
-fn median(v: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-    v.sort_by(f64::total_cmp);
-    crate::stats::percentile_sorted(&v, 50.0)
-}
-
 impl CellResult {
     pub fn new(
         cell: usize,
@@ -363,7 +357,7 @@ impl CellResult {
                 .request_peak_bytes
                 .or(res.device_used_peak_bytes)
                 .or(res.rss_peak_bytes),
-            decode_bw_bytes_s: median(&tally.decode_bw),
+            decode_bw_bytes_s: crate::stats::median(&tally.decode_bw),
             elapsed_s: ending.elapsed_s,
             params,
         }

@@ -35,9 +35,28 @@ pub struct SweepRecord {
     pub footer: Option<Footer>,
 }
 
-/// Reads `path`; `Ok(None)` when it is a run's record, not a sweep's.
-pub fn read_sweep(path: &Path) -> Result<Option<SweepRecord>, String> {
+/// A record read back: a run's, or a sweep's.
+#[derive(Debug)]
+pub enum AnyRecord {
+    Run(Box<Record>),
+    Sweep(Box<SweepRecord>),
+}
+
+/// Reads and parses `path` once, and folds it as a sweep's record when it has the sweep's
+/// grid line, else as a run's. `report` and `compare` read every record through this.
+pub fn read(path: &Path) -> Result<AnyRecord, String> {
     let lines = parse_lines(path)?;
+    if !lines.iter().any(|l| matches!(l, Some(Line::Sweep(_)))) {
+        return Ok(AnyRecord::Run(Box::new(Record::from_lines(path, lines))));
+    }
+    // `parse_lines` found a header, so the sweep is whole.
+    sweep_of_lines(path, lines)
+        .map(|s| AnyRecord::Sweep(Box::new(s)))
+        .ok_or_else(|| format!("{}: a sweep's record without a header", path.display()))
+}
+
+/// The sweep in `lines`; `None` without a header and the sweep's grid line.
+fn sweep_of_lines(path: &Path, lines: Vec<Option<Line>>) -> Option<SweepRecord> {
     let mut header: Option<Header> = None;
     let mut config: Option<SweepConfig> = None;
     let mut cells: Vec<RecordedCell> = Vec::new();
@@ -93,14 +112,14 @@ pub fn read_sweep(path: &Path) -> Result<Option<SweepRecord>, String> {
         }
     }
     let (Some(header), Some(config)) = (header, config) else {
-        return Ok(None);
+        return None;
     };
-    Ok(Some(SweepRecord {
+    Some(SweepRecord {
         header,
         config,
         cells,
         footer,
-    }))
+    })
 }
 
 impl RecordedCell {
@@ -298,5 +317,33 @@ impl SweepComparison {
             obj.insert("type".into(), "sweep_comparison".into());
         }
         v.to_string() + "\n"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record_of(lines: &[Line]) -> (tempfile::TempDir, std::path::PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("record.jsonl");
+        let text: Vec<String> = lines
+            .iter()
+            .map(|l| serde_json::to_string(l).unwrap())
+            .collect();
+        std::fs::write(&path, text.join("\n") + "\n").unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn one_read_tells_a_sweep_from_a_run() {
+        let header = Line::Header(Box::default());
+        let (_dir, run) = record_of(std::slice::from_ref(&header));
+        assert!(matches!(read(&run), Ok(AnyRecord::Run(r)) if r.header.is_some()));
+        let sweep = Line::Sweep(SweepConfig::default());
+        let (_dir, path) = record_of(&[header, sweep]);
+        assert!(matches!(read(&path), Ok(AnyRecord::Sweep(s)) if s.cells.is_empty()));
+        let (_dir, headless) = record_of(&[Line::Sweep(SweepConfig::default())]);
+        assert!(read(&headless).is_err(), "no header: not a record");
     }
 }

@@ -54,9 +54,9 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".into(), |x| format!("{x:.digits$}"))
 }
 
-/// `512.0 MiB`, `1.2 GiB`.
+/// `512MiB`, `1.20GiB` (see `util::format`).
 pub fn mem(bytes: Option<u64>) -> String {
-    bytes.map_or("-".into(), crate::util::human_bytes)
+    bytes.map_or("-".into(), crate::util::format::bytes)
 }
 
 fn tails(s: &Summary) -> [String; 3] {

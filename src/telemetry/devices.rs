@@ -9,6 +9,7 @@ use nvml_wrapper::Nvml;
 use serde::Serialize;
 
 use super::nvml;
+use crate::util::format;
 
 /// Everything `infertop devices` reports.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -199,7 +200,8 @@ fn render_text(report: &DevicesReport) -> String {
         "        {} logical cores ({} available to this process), {} memory",
         opt(cpu.logical_cores),
         opt(cpu.available_cores),
-        cpu.memory_total_bytes.map_or_else(|| "-".into(), gib),
+        cpu.memory_total_bytes
+            .map_or_else(|| "-".into(), format::bytes),
     );
     if let Some(reason) = &report.nvml_unavailable {
         let _ = writeln!(out, "GPU     {reason}");
@@ -226,13 +228,14 @@ fn render_text(report: &DevicesReport) -> String {
             "{:<4}{:<28}{:>11}{:>6}{:>10}{:>10}{:>10}{:>13}{:>8}",
             g.index,
             g.name.as_deref().unwrap_or("-"),
-            g.memory_total_bytes.map_or_else(|| "-".into(), gib),
+            g.memory_total_bytes
+                .map_or_else(|| "-".into(), format::bytes),
             g.compute_capability.as_deref().unwrap_or("-"),
             with_unit(g.max_sm_clock_mhz, "MHz"),
             with_unit(g.max_mem_clock_mhz, "MHz"),
             with_unit(g.memory_bus_width_bits, "bit"),
             g.memory_bandwidth_bytes_per_s
-                .map_or_else(|| "-".into(), |b| format!("{:.0} GB/s", b / 1e9)),
+                .map_or_else(|| "-".into(), |b| format::si_unit(b, "B/s")),
             g.power_limit_w
                 .map_or_else(|| "-".into(), |w| format!("{w:.0} W")),
         );
@@ -250,10 +253,6 @@ fn opt<T: ToString>(v: Option<T>) -> String {
 
 fn with_unit<T: std::fmt::Display>(v: Option<T>, unit: &str) -> String {
     v.map_or_else(|| "-".into(), |v| format!("{v} {unit}"))
-}
-
-fn gib(bytes: u64) -> String {
-    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
 #[cfg(test)]
@@ -321,7 +320,7 @@ mod tests {
             text.starts_with("CPU     Test CPU\n        8 logical cores (4 available"),
             "{text}"
         );
-        assert!(text.contains("16.0 GiB memory"), "{text}");
+        assert!(text.contains("16.0GiB memory"), "{text}");
         assert!(text.contains("Driver  550.54.15, CUDA 12.4"), "{text}");
         let row = text
             .lines()
@@ -329,12 +328,12 @@ mod tests {
             .expect("a GPU row");
         for cell in [
             "NVIDIA H100 80GB HBM3",
-            "80.0 GiB",
+            "80.0GiB",
             "9.0",
             "1980 MHz",
             "2619 MHz",
             "5120 bit",
-            "3352 GB/s",
+            "3.35TB/s",
             "700 W",
         ] {
             assert!(row.contains(cell), "{cell} missing in {row:?}");

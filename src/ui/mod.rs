@@ -8,7 +8,7 @@
 
 pub mod coalesce;
 pub mod config;
-pub mod format;
+pub use crate::util::format;
 pub mod keys;
 pub mod render;
 pub mod ring;

@@ -6,16 +6,16 @@
 use std::time::Duration;
 
 use crate::event::Sample;
-use crate::event::{Control, Event, RequestDone, RunInfo, RunPhase, StopReason, WorkloadDesc};
+use crate::event::{Control, Event, RequestDone, RunInfo, RunPhase, WorkloadDesc};
 use crate::run::Run;
 use crate::stats::scale::Histogram;
 use crate::stats::slices::{SliceMetric, Slices};
 use crate::stats::{Metric, Slo, Summary, Table, Window, WindowKind};
 
-use super::format;
 use super::keys::{Action, KeyMap};
 use super::ring::Ring;
 use super::theme::{Glyphs, Theme};
+use crate::util::format;
 
 /// Per-request history kept for the sparklines: more than the widest terminal shows.
 pub const REQUEST_HISTORY: usize = 1024;
@@ -369,7 +369,7 @@ impl App {
     }
 
     /// How the engine said it ended, once it has.
-    pub fn stop_reason(&self) -> Option<StopReason> {
+    pub fn stop_reason(&self) -> Option<crate::event::StopReason> {
         match &self.sweep {
             Some(s) => s.stop.clone(),
             None => self.run.stop.clone(),
@@ -536,7 +536,7 @@ impl App {
                         r.cell + 1,
                         r.reason.as_deref().unwrap_or("measured")
                     ),
-                    None => format!("cell ended: {}", stop_text(reason)),
+                    None => format!("cell ended: {}", reason.words()),
                 };
                 self.log(Level::Info, text);
             }
@@ -551,7 +551,7 @@ impl App {
                 } else {
                     RunPhase::Stopped
                 };
-                self.log(Level::Info, format!("stopped: {}", stop_text(reason)));
+                self.log(Level::Info, reason.words());
             }
         }
     }
@@ -862,7 +862,7 @@ impl App {
 
     /// The SLO limit for a table row, if one is set.
     pub fn slo_limit(&self, metric: Metric) -> Option<f64> {
-        self.slo.limit(metric.key())
+        self.slo.get(metric)
     }
 }
 
@@ -871,19 +871,10 @@ pub fn memory_figure(s: &Sample) -> Option<u64> {
     s.device_used_bytes.or(s.alloc_bytes).or(s.rss_bytes)
 }
 
-pub fn stop_text(reason: &StopReason) -> String {
-    match reason {
-        StopReason::RequestLimit => "request limit reached".into(),
-        StopReason::DurationLimit => "duration limit reached".into(),
-        StopReason::UserStop => "by the user".into(),
-        StopReason::Signal(s) => format!("signal {s}"),
-        StopReason::Error => "error".into(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::StopReason;
 
     /// A short request shows only its number; one that runs long shows where it is.
     #[test]

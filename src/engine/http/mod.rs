@@ -2,10 +2,14 @@
 //! speaks the same protocol as the candle engine, so the run fold, the dashboard, the headless
 //! lines and the record work unchanged.
 //!
-//! One thread owns a single-threaded tokio runtime: a scheduler launches requests (closed loop:
-//! `--concurrency N` in flight; open loop: Poisson arrivals at `--rate R`, seeded), each a task
-//! that times its own stream (see `request`). A request's decode steps are sent with its result,
-//! so a failed request never leaves latency samples behind; its TTFT is sent live.
+//! The engine thread runs a multi-threaded tokio runtime (2 to 4 workers, see `spawn`): on the
+//! engine thread a scheduler launches requests (closed loop: `--concurrency N` in flight; open
+//! loop: Poisson arrivals at `--rate R`, seeded), each a task on the workers that times its own
+//! stream (see `request`), so one busy thread does not make every chunk's timestamp late. Events
+//! go out live as chunks arrive: the TTFT with the first content chunk, each decode step with
+//! its chunk; the request's result when its stream ends. The run fold keeps a request's steps
+//! aside until then and counts them only if it completes, so a failed request never leaves
+//! latency samples behind.
 
 pub mod request;
 pub mod sse;

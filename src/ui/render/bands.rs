@@ -18,8 +18,8 @@ use super::panel;
 use crate::stats::scale::Axis;
 use crate::stats::slices::{Band, SliceMetric, SLICE_S};
 use crate::stats::Metric;
-use crate::ui::format;
 use crate::ui::state::App;
+use crate::util::format;
 
 /// Braille dot bits, by sub-column (0, 1) and dot row (0 at the top .. 3).
 const DOTS: [[u32; 4]; 2] = [[0x01, 0x02, 0x04, 0x40], [0x08, 0x10, 0x20, 0x80]];

@@ -15,8 +15,8 @@ use ratatui::Frame;
 
 use super::panel;
 use crate::stats::Metric;
-use crate::ui::format;
 use crate::ui::state::{App, DIST_BINS, DIST_METRICS};
+use crate::util::format;
 
 /// The most bins that fit `width` columns and divide the state's bins evenly.
 pub fn bins_for(width: u16) -> usize {

@@ -8,8 +8,8 @@ use ratatui::Frame;
 
 use super::{hint, panel};
 use crate::sweep::fold::GridRow;
-use crate::ui::format;
 use crate::ui::state::{App, Level};
+use crate::util::format;
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     if let Some(grid) = app.sweep.as_ref().map(|s| &s.grid) {
@@ -43,9 +43,10 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     frame.render_widget(Paragraph::new(lines), inner);
 }
 
-/// A sweep in a terminal: the grid filling in, one line per cell (✓ measured, ! SLO missed by
-/// some requests, ✗ failed, ▶ running), with TPOT and TTFT p50 and the throughput, so the curve
-/// so far reads down the lines. The newest cells are kept in view.
+/// A sweep in a terminal: the grid filling in, one line per cell (`+` measured, `!` SLO missed
+/// by some requests, `x` failed or stopped, `>` running; plain ASCII, so every terminal and
+/// `--ascii` draw the same), with TPOT and TTFT p50 and the throughput, so the curve so far
+/// reads down the lines. The newest cells are kept in view.
 fn sweep_grid(frame: &mut Frame, app: &App, grid: &[GridRow], rect: Rect) {
     let theme = app.theme();
     let cells = grid.first().map_or(0, |c| c.cells);

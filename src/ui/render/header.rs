@@ -8,8 +8,8 @@ use ratatui::Frame;
 
 use super::phase_label;
 use crate::event::RunPhase;
-use crate::ui::format;
-use crate::ui::state::{stop_text, App};
+use crate::ui::state::App;
+use crate::util::format;
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     let theme = app.theme();
@@ -190,7 +190,7 @@ fn status_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
     let stop = app.run.stop.as_ref().map(|reason| {
         vec![
             Span::styled(sep.to_string(), dim),
-            Span::styled(format!("stopped: {}", stop_text(reason)), text),
+            Span::styled(reason.words(), text),
         ]
     });
     let len = |spans: &[Span]| spans.iter().map(Span::width).sum::<usize>();

@@ -17,8 +17,8 @@ use ratatui::Frame;
 use super::panel;
 use crate::stats::slices::{bucket_floor_s, Slice, SLICE_S};
 use crate::stats::Metric;
-use crate::ui::format;
 use crate::ui::state::App;
+use crate::util::format;
 
 const SHADES: [&str; 4] = ["░", "▒", "▓", "█"];
 const ASCII_SHADES: [&str; 4] = [".", ":", "*", "#"];

@@ -7,8 +7,8 @@ use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::{events, gauge_line, hint, panel};
-use crate::ui::format;
 use crate::ui::state::App;
+use crate::util::format;
 
 /// Loading progress counts bytes or tensors; a total this large can only be bytes.
 const BYTES_THRESHOLD: u64 = 1 << 20;

@@ -11,8 +11,8 @@ use ratatui::Frame;
 use super::history::{self, Bar, History};
 use super::{gauge_line, hint, panel};
 use crate::event::Sample;
-use crate::ui::format;
 use crate::ui::state::{App, GpuPoint};
+use crate::util::format;
 
 /// Rows the memory-over-time strip needs to be worth drawing.
 const STRIP_MIN_ROWS: u16 = 3;

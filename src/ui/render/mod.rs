@@ -15,8 +15,8 @@
 //! │TTFT ... TPOT ... ITL ... E2E ... prefill tok/s ... decode tok/s ...  │
 //! └──────────────────────────────────────────────────────────────────────┘
 //! ┌Memory──────────────────────────────┐┌Events──────────────────────────┐   4 rows
-//! │alloc [████░░░░░░] 300MiB/peak 1GiB ││0:12 #123 TTFT 45ms > p99 30ms   │
-//! │rss   [██████░░░░] 1.1GiB/peak 1.3G ││0:03 warmup finished after 5 ... │
+//! │alloc [███░░░] 300MiB/peak 1.00GiB  ││0:12 #123 TTFT 45ms > p99 30ms   │
+//! │rss   [████░░] 1.10GiB/peak 1.30GiB ││0:03 warmup finished after 5 ... │
 //! └────────────────────────────────────┘└────────────────────────────────┘
 //!  q quit  ? help  space pause  r reset  w warmup  tab window  +/- output ...  footer
 //! ```

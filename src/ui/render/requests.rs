@@ -11,8 +11,8 @@ use ratatui::Frame;
 use super::history::{self, Bar, History};
 use super::panel;
 use crate::stats::Metric;
-use crate::ui::format;
 use crate::ui::state::{App, RequestPoint};
+use crate::util::format;
 
 pub fn render_ttft(frame: &mut Frame, app: &App, rect: Rect) {
     let now = app.requests.last().map(|p| p.ttft_s);

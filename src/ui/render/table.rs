@@ -10,10 +10,10 @@ use ratatui::Frame;
 
 use super::panel;
 use crate::event::ServerQuantiles;
-use crate::stats::{Metric, Summary};
-use crate::ui::format;
+use crate::stats::{Metric, Slo, Summary};
 use crate::ui::keys::Action;
 use crate::ui::state::App;
+use crate::util::format;
 
 const HEADINGS: [&str; 8] = ["", "mean", "p50", "p90", "p95", "p99", "max", "n"];
 const BASELINE_HEADINGS: [&str; 8] = [
@@ -248,17 +248,16 @@ fn values(s: &Summary) -> [f64; 6] {
 
 /// `SLO ttft≤200ms tpot≤50ms`, or `None` without an SLO.
 fn slo_text(app: &App) -> Option<String> {
-    let parts: Vec<String> = [Metric::Ttft, Metric::Tpot, Metric::E2e]
-        .iter()
-        .filter_map(|m| {
-            app.slo_limit(*m).map(|l| {
-                format!(
-                    "{}{}{}",
-                    m.label().to_ascii_lowercase(),
-                    app.glyphs.le,
-                    format::duration(l, app.glyphs.ascii)
-                )
-            })
+    let parts: Vec<String> = app
+        .slo
+        .limits()
+        .map(|(m, l)| {
+            format!(
+                "{}{}{}",
+                Slo::name(m),
+                app.glyphs.le,
+                format::duration(l, app.glyphs.ascii)
+            )
         })
         .collect();
     (!parts.is_empty()).then(|| format!("SLO {}", parts.join(" ")))

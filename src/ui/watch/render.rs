@@ -33,9 +33,9 @@ use ratatui::Frame;
 use super::state::{Point, WatchState};
 use crate::event::ServerQuantiles;
 use crate::stats::scale::{bar_scale, nice_ceil};
-use crate::ui::format;
 use crate::ui::keys::Action;
 use crate::ui::render::history::{column_of, draw_bar_with, eighths};
+use crate::util::format;
 
 pub const MIN_WIDTH: u16 = 80;
 pub const MIN_HEIGHT: u16 = 24;

@@ -1,6 +1,19 @@
-//! The one formatter for each kind of number the dashboard shows: durations, byte counts, rates
-//! and counts, elapsed time. Three significant digits everywhere so columns stay narrow and a
-//! change in the third digit is still visible.
+//! The one formatter for each kind of number infertop prints, for the dashboard, the reports,
+//! the sweep table and the CLI alike. The convention:
+//!
+//! - **Memory** (bytes held: weights, KV cache, allocator, RSS, device memory) in binary units,
+//!   as nvtop and the kernel count them: `512B`, `1.50KiB`, `12.3MiB`, `15.0GiB` ([`bytes`]).
+//! - **Counts and rates** (parameters, tokens, tok/s) with decimal suffixes `k`, `M`, `B`
+//!   (billions, as model sizes are named: `8.03B`), `T` ([`si`]).
+//! - **Bandwidth and FLOP/s** with decimal SI prefixes before the unit, as vendors quote peaks
+//!   and as `--peak-bw`/`--peak-flops` read them: `3.35TB/s`, `312GFLOP/s` ([`si_unit`]).
+//! - **Durations** `812µs`, `45.6ms`, `1.23s` ([`duration`]); in report tables, whose columns
+//!   are compared run to run, milliseconds to three decimals, `12.345 ms` ([`ms`]).
+//! - **Shares** in reports, `12.3 %` ([`percent`]).
+//!
+//! Three significant digits wherever a value is read by eye, so columns stay narrow and a change
+//! in the third digit is still visible; the number and its unit are written together. A leaf
+//! module, like the rest of `util`: `ui`, `record`, `sweep`, `stats` and `cli` all use it.
 
 /// Formats `v` with three significant digits (`1.23`, `12.3`, `123`); `v` is in `[0, 1000)`.
 fn sig3(v: f64) -> String {
@@ -37,7 +50,7 @@ pub fn duration(secs: f64, ascii: bool) -> String {
     }
 }
 
-/// A byte count in binary units: `512B`, `1.50KiB`, `12.3MiB`, `1.23GiB`.
+/// A memory size in binary units: `512B`, `1.50KiB`, `12.3MiB`, `1.23GiB`.
 pub fn bytes(n: u64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     if n < 1024 {
@@ -52,7 +65,8 @@ pub fn bytes(n: u64) -> String {
     format!("{}{}", sig3(v), UNITS[unit])
 }
 
-/// A rate or count with a decimal suffix: `12.3`, `456`, `1.23k`, `8.03B` (for parameters).
+/// A count or rate with a decimal suffix: `7`, `12.3`, `456`, `1.23k`, `1.50M`, `8.03B`
+/// (billions, as parameter counts are named).
 pub fn si(v: f64) -> String {
     if !v.is_finite() || v < 0.0 {
         return "-".to_string();
@@ -69,6 +83,32 @@ pub fn si(v: f64) -> String {
         return format!("{v:.0}");
     }
     format!("{}{}", sig3(v), UNITS[unit])
+}
+
+/// A figure with an SI prefix before its unit, powers of 1000: `3.35TB/s`, `312GFLOP/s`,
+/// `12.0B/s`. For bandwidth and FLOP/s; memory sizes are [`bytes`].
+pub fn si_unit(v: f64, unit: &str) -> String {
+    if !v.is_finite() || v < 0.0 {
+        return "-".to_string();
+    }
+    const PREFIXES: [&str; 6] = ["", "k", "M", "G", "T", "P"];
+    let mut v = v;
+    let mut p = 0;
+    while v >= 999.5 && p + 1 < PREFIXES.len() {
+        v /= 1000.0;
+        p += 1;
+    }
+    format!("{}{}{unit}", sig3(v), PREFIXES[p])
+}
+
+/// A latency in a report table: milliseconds to three decimals, `12.345 ms`.
+pub fn ms(secs: f64) -> String {
+    format!("{:.3} ms", secs * 1e3)
+}
+
+/// A share (0..=1) as a percentage to one decimal: `12.3 %`.
+pub fn percent(fraction: f64) -> String {
+    format!("{:.1} %", fraction * 100.0)
 }
 
 /// Elapsed wall time as `m:ss` or `h:mm:ss`.
@@ -117,6 +157,25 @@ mod tests {
         assert_eq!(bytes(12_900_000), "12.3MiB");
         assert_eq!(bytes(8 << 30), "8.00GiB");
         assert_eq!(bytes(1023 << 20), "1.00GiB");
+        // Llama 3 8B in bf16: 16.06e9 bytes.
+        assert_eq!(bytes(16_060_000_000), "15.0GiB");
+    }
+
+    #[test]
+    fn si_units_use_decimal_prefixes() {
+        assert_eq!(si_unit(3.35e12, "B/s"), "3.35TB/s");
+        assert_eq!(si_unit(900e9, "B/s"), "900GB/s");
+        assert_eq!(si_unit(12.0, "B/s"), "12.0B/s");
+        assert_eq!(si_unit(3.12e11, "FLOP/s"), "312GFLOP/s");
+        assert_eq!(si_unit(999.6e9, "B/s"), "1.00TB/s");
+        assert_eq!(si_unit(f64::NAN, "B/s"), "-");
+    }
+
+    #[test]
+    fn report_latencies_and_shares() {
+        assert_eq!(ms(0.0123456), "12.346 ms");
+        assert_eq!(percent(0.1234), "12.3 %");
+        assert_eq!(percent(0.05), "5.0 %");
     }
 
     #[test]
@@ -126,6 +185,8 @@ mod tests {
         assert_eq!(si(456.0), "456");
         assert_eq!(si(1234.0), "1.23k");
         assert_eq!(si(8.03e9), "8.03B");
+        assert_eq!(si(1_500_000.0), "1.50M");
+        assert_eq!(si(999_600.0), "1.00M");
         assert_eq!(elapsed(std::time::Duration::from_secs(83)), "1:23");
         assert_eq!(elapsed(std::time::Duration::from_secs(3723)), "1:02:03");
     }
