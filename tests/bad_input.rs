@@ -422,7 +422,7 @@ const CASES: &[Case] = &[
     Case {
         input: "GGUF of an unsupported architecture",
         args: &[H, "--model", "bloom.gguf"],
-        message: "bloom.gguf: GGUF architecture `bloom` is not supported (supported: llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3)",
+        message: "bloom.gguf: GGUF architecture `bloom` is not supported (supported: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3)",
         code: 2,
     },
     // ---- sweeps

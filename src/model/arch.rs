@@ -7,7 +7,8 @@ use candle_transformers::models::{
     qwen3_moe,
 };
 
-use super::config::{Arch, ArchConfig};
+use super::architectures::Arch;
+use super::config::ArchConfig;
 use super::gemma::{GemmaModel, HfWeights};
 
 /// A loaded causal LM. `forward` returns last-position logits as `(batch, vocab)`.

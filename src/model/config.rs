@@ -7,99 +7,12 @@ use serde::de::{self, Deserializer, SeqAccess, Unexpected, Visitor};
 use serde::Deserialize;
 use serde_json::Value;
 
+pub use super::architectures::Arch;
+use super::architectures::{
+    ArchRow, GemmaRow, Mlp, RopeScalingRule, VisionModel, WindowRule, WindowSupport,
+};
 use super::ModelError;
 use crate::util::one_line;
-
-/// Architectures infertop runs, with the names `config.json` uses for them.
-pub const SUPPORTED_ARCHITECTURES: &[&str] = &[
-    "LlamaForCausalLM",
-    "MistralForCausalLM",
-    "Qwen2ForCausalLM",
-    "Qwen3ForCausalLM",
-    "Phi3ForCausalLM",
-    "MixtralForCausalLM",
-    "Qwen3MoeForCausalLM",
-    "Gemma2ForCausalLM",
-    "Gemma3ForCausalLM",
-    "Gemma3ForConditionalGeneration",
-];
-
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize, clap::ValueEnum,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum Arch {
-    Llama,
-    Mistral,
-    Qwen2,
-    Qwen3,
-    Phi3,
-    Mixtral,
-    #[serde(rename = "qwen3_moe")]
-    #[value(name = "qwen3_moe")]
-    Qwen3Moe,
-    Gemma2,
-    /// Gemma 3's text model (`gemma3_text`; of the vision model, `Gemma3ForConditionalGeneration`,
-    /// only the text tower is read).
-    Gemma3,
-}
-
-impl Arch {
-    pub fn name(self) -> &'static str {
-        match self {
-            Arch::Llama => "llama",
-            Arch::Mistral => "mistral",
-            Arch::Qwen2 => "qwen2",
-            Arch::Qwen3 => "qwen3",
-            Arch::Phi3 => "phi3",
-            Arch::Mixtral => "mixtral",
-            Arch::Qwen3Moe => "qwen3_moe",
-            Arch::Gemma2 => "gemma2",
-            Arch::Gemma3 => "gemma3",
-        }
-    }
-
-    /// The `model_type` transformers writes for the architecture.
-    pub fn model_type(self) -> &'static str {
-        match self {
-            Arch::Gemma3 => "gemma3_text",
-            other => other.name(),
-        }
-    }
-
-    pub fn hf_class(self) -> &'static str {
-        match self {
-            Arch::Llama => "LlamaForCausalLM",
-            Arch::Mistral => "MistralForCausalLM",
-            Arch::Qwen2 => "Qwen2ForCausalLM",
-            Arch::Qwen3 => "Qwen3ForCausalLM",
-            Arch::Phi3 => "Phi3ForCausalLM",
-            Arch::Mixtral => "MixtralForCausalLM",
-            Arch::Qwen3Moe => "Qwen3MoeForCausalLM",
-            Arch::Gemma2 => "Gemma2ForCausalLM",
-            Arch::Gemma3 => "Gemma3ForCausalLM",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Arch> {
-        match s.to_ascii_lowercase().as_str() {
-            "llama" | "llamaforcausallm" => Some(Arch::Llama),
-            "mistral" | "mistralforcausallm" => Some(Arch::Mistral),
-            "qwen2" | "qwen2forcausallm" => Some(Arch::Qwen2),
-            "qwen3" | "qwen3forcausallm" => Some(Arch::Qwen3),
-            "phi3" | "phi3forcausallm" => Some(Arch::Phi3),
-            "mixtral" | "mixtralforcausallm" => Some(Arch::Mixtral),
-            "qwen3_moe" | "qwen3moeforcausallm" => Some(Arch::Qwen3Moe),
-            "gemma2" | "gemma2forcausallm" => Some(Arch::Gemma2),
-            // `gemma3` is the vision model's type (Gemma3ForConditionalGeneration), whose text
-            // tower infertop reads (`text_config`).
-            "gemma3_text" | "gemma3forcausallm" | "gemma3" | "gemma3forconditionalgeneration" => {
-                Some(Arch::Gemma3)
-            }
-            _ => None,
-        }
-    }
-}
 
 /// Llama 3 style RoPE frequency scaling.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -158,36 +71,32 @@ pub struct ArchConfig {
 }
 
 impl Gemma {
-    /// The settings the published models of `arch` share, for `layers` layers of `head_dim`:
-    /// Gemma 2 alternates sliding and full layers (sliding first) and soft-caps scores at 50
-    /// and logits at 30; Gemma 3 has five sliding layers to one full, q/k norms and a RoPE
-    /// base of 10000 on its sliding layers. `None` for the other architectures.
+    /// The settings the published models of `arch` share, for `layers` layers of `head_dim`
+    /// (its row's [`GemmaRow`], queries scaled by `head_dim^-0.5`). `None` for the
+    /// architectures without Gemma's settings.
     pub fn published(arch: Arch, layers: usize, head_dim: usize) -> Option<Gemma> {
-        let every = match arch {
-            Arch::Gemma2 => 2,
-            Arch::Gemma3 => 6,
-            _ => return None,
-        };
-        let is_gemma3 = arch == Arch::Gemma3;
+        let row = arch.row();
+        let g = row.gemma.as_ref()?;
         Some(Gemma {
             query_pre_attn_scalar: head_dim as f64,
-            attn_logit_softcapping: (!is_gemma3).then_some(50.0),
-            final_logit_softcapping: (!is_gemma3).then_some(30.0),
-            sliding_layers: (0..layers)
-                .map(|l| !(l + 1).is_multiple_of(every))
-                .collect(),
-            rope_local_theta: 10_000.0,
+            attn_logit_softcapping: g.attn_logit_softcapping,
+            final_logit_softcapping: g.final_logit_softcapping,
+            sliding_layers: GemmaRow::sliding_layers(g.full_every, layers),
+            rope_local_theta: g.rope_local_theta.unwrap_or(row.defaults.rope_theta),
             rope_linear_factor: None,
-            qk_norm: is_gemma3,
+            qk_norm: row.layout.qk_norm,
         })
     }
 
-    /// Gemma's fields of config.json, in the layout current transformers write.
-    fn write_json(&self, obj: &mut serde_json::Map<String, Value>, rope_theta: f64) {
-        obj.remove("hidden_act");
+    /// Gemma's fields of config.json, in the layout current transformers write: RoPE per layer
+    /// type where the sliding layers have their own base (`per_layer_type`).
+    fn write_json(
+        &self,
+        obj: &mut serde_json::Map<String, Value>,
+        rope_theta: f64,
+        per_layer_type: bool,
+    ) {
         obj.remove("rope_theta");
-        obj.insert("hidden_activation".into(), "gelu_pytorch_tanh".into());
-        obj.insert("attention_bias".into(), false.into());
         obj.insert(
             "query_pre_attn_scalar".into(),
             self.query_pre_attn_scalar.into(),
@@ -216,7 +125,7 @@ impl Gemma {
             Some(f) => serde_json::json!({"rope_type": "linear", "factor": f, "rope_theta": theta}),
             None => serde_json::json!({"rope_type": "default", "rope_theta": theta}),
         };
-        let params = if self.qk_norm {
+        let params = if per_layer_type {
             serde_json::json!({
                 "full_attention": rope(rope_theta, self.rope_linear_factor),
                 "sliding_attention": rope(self.rope_local_theta, None),
@@ -271,8 +180,8 @@ impl ArchConfig {
         }
         let names = deserialize::<RawArchNames>(v)?;
         let arch = names.arch()?;
-        if names.is_gemma3_vision() {
-            let text = gemma3_text_config(v)?;
+        if let Some(vision) = arch.row().vision.as_ref().filter(|m| names.is(m)) {
+            let text = text_config(v, vision)?;
             return deserialize::<RawConfig>(&text)
                 .and_then(|raw| raw.adapt(arch))
                 .map_err(|m| match m.strip_prefix('`') {
@@ -285,9 +194,11 @@ impl ArchConfig {
 
     /// The config.json `make-model` writes (the current transformers layout).
     pub fn to_json(&self) -> Value {
+        let row = self.arch.row();
+        let (act_field, act) = row.activation.field();
         let mut v = serde_json::json!({
-            "architectures": [self.arch.hf_class()],
-            "model_type": self.arch.model_type(),
+            "architectures": [row.hf_class],
+            "model_type": row.model_type,
             "vocab_size": self.vocab_size,
             "hidden_size": self.hidden_size,
             "intermediate_size": self.intermediate_size,
@@ -299,7 +210,7 @@ impl ArchConfig {
             "rms_norm_eps": self.rms_norm_eps,
             "rope_theta": self.rope_theta,
             "tie_word_embeddings": self.tie_word_embeddings,
-            "hidden_act": "silu",
+            act_field: act,
             "torch_dtype": "float32",
         });
         if let Some(obj) = v.as_object_mut() {
@@ -315,13 +226,14 @@ impl ArchConfig {
                     }),
                 );
             }
-            if let Some(w) = self.sliding_window {
-                obj.insert("sliding_window".into(), w.into());
-                if self.arch == Arch::Qwen2 {
-                    obj.insert("use_sliding_window".into(), true.into());
-                }
-            } else if self.arch != Arch::Llama {
-                obj.insert("sliding_window".into(), Value::Null);
+            if row.window != WindowRule::Never {
+                obj.insert("sliding_window".into(), self.sliding_window.into());
+            }
+            if row.window == WindowRule::WhenEnabled {
+                obj.insert(
+                    "use_sliding_window".into(),
+                    self.sliding_window.is_some().into(),
+                );
             }
             if let Some(b) = self.bos_token_id {
                 obj.insert("bos_token_id".into(), b.into());
@@ -329,9 +241,8 @@ impl ArchConfig {
             if let Some(&e) = self.eos_token_ids.first() {
                 obj.insert("eos_token_id".into(), e.into());
             }
-            if matches!(self.arch, Arch::Qwen3 | Arch::Qwen3Moe) {
+            if row.attention_bias_field {
                 obj.insert("attention_bias".into(), false.into());
-                obj.insert("use_sliding_window".into(), false.into());
             }
             if let Some(f) = self.partial_rotary_factor {
                 obj.insert("partial_rotary_factor".into(), f.into());
@@ -339,7 +250,7 @@ impl ArchConfig {
             if let Some(m) = &self.moe {
                 obj.insert("num_local_experts".into(), m.num_experts.into());
                 obj.insert("num_experts_per_tok".into(), m.experts_per_tok.into());
-                if self.arch == Arch::Qwen3Moe {
+                if let Mlp::SparseMoe { .. } = row.layout.mlp {
                     obj.insert(
                         "moe_intermediate_size".into(),
                         m.expert_intermediate_size.into(),
@@ -350,7 +261,11 @@ impl ArchConfig {
                 }
             }
             if let Some(g) = &self.gemma {
-                g.write_json(obj, self.rope_theta);
+                let per_layer_type = row
+                    .gemma
+                    .as_ref()
+                    .is_some_and(|g| g.rope_local_theta.is_some());
+                g.write_json(obj, self.rope_theta, per_layer_type);
             }
         }
         v
@@ -397,11 +312,12 @@ impl ArchConfig {
         let (h, v) = (self.hidden_size, self.vocab_size);
         let q_out = self.num_attention_heads * self.head_dim;
         let kv_out = self.num_key_value_heads * self.head_dim;
+        let layout = &self.arch.row().layout;
         let mut specs = vec![TensorSpec::new("model.embed_tokens.weight", vec![v, h], h)];
         for l in 0..self.num_hidden_layers {
             let p = format!("model.layers.{l}");
             let attn = format!("{p}.self_attn");
-            if self.arch == Arch::Phi3 {
+            if layout.fused_qkv {
                 specs.push(TensorSpec::new(
                     format!("{attn}.qkv_proj.weight"),
                     vec![q_out + 2 * kv_out, h],
@@ -416,7 +332,7 @@ impl ArchConfig {
                     ));
                 }
             }
-            if self.arch == Arch::Qwen2 {
+            if layout.qkv_bias {
                 for (n, o) in [("q", q_out), ("k", kv_out), ("v", kv_out)] {
                     specs.push(TensorSpec::new(format!("{attn}.{n}_proj.bias"), vec![o], h));
                 }
@@ -426,10 +342,8 @@ impl ArchConfig {
                 vec![h, q_out],
                 q_out,
             ));
-            let qk_norm = match &self.gemma {
-                Some(g) => g.qk_norm,
-                None => matches!(self.arch, Arch::Qwen3 | Arch::Qwen3Moe),
-            };
+            // Gemma's own setting, which its implementation reads.
+            let qk_norm = self.gemma.as_ref().map_or(layout.qk_norm, |g| g.qk_norm);
             if qk_norm {
                 for n in ["q_norm", "k_norm"] {
                     specs.push(self.norm(format!("{attn}.{n}.weight"), self.head_dim));
@@ -437,8 +351,7 @@ impl ArchConfig {
             }
             self.push_mlp(&mut specs, &p, l);
             let mut norms = vec!["input_layernorm", "post_attention_layernorm"];
-            if self.gemma.is_some() {
-                // Gemma norms both sides of each block.
+            if layout.gemma_norms {
                 norms.extend(["pre_feedforward_layernorm", "post_feedforward_layernorm"]);
             }
             for n in norms {
@@ -455,7 +368,7 @@ impl ArchConfig {
     /// A norm's gain: Gemma stores `w` and multiplies by `1 + w`, so its neutral gain is 0.
     fn norm(&self, name: String, dim: usize) -> TensorSpec {
         let mut spec = TensorSpec::norm(name, dim);
-        if self.gemma.is_some() {
+        if self.arch.row().layout.gemma_norms {
             spec.norm_init = 0.0;
         }
         spec
@@ -473,8 +386,8 @@ impl ArchConfig {
                 specs.push(TensorSpec::new(format!("{p}.{n}.weight"), shape, fan_in));
             }
         };
-        match (&self.moe, self.arch) {
-            (Some(m), Arch::Mixtral) => {
+        match (&self.moe, self.arch.row().layout.mlp) {
+            (Some(m), Mlp::BlockSparseMoe { .. }) => {
                 let e = m.expert_intermediate_size;
                 let moe = format!("{p}.block_sparse_moe");
                 specs.push(TensorSpec::new(
@@ -510,7 +423,7 @@ impl ArchConfig {
                     );
                 }
             }
-            _ if self.arch == Arch::Phi3 => {
+            (_, Mlp::FusedGateUp) => {
                 specs.push(TensorSpec::new(
                     format!("{p}.mlp.gate_up_proj.weight"),
                     vec![2 * i, h],
@@ -528,12 +441,9 @@ impl ArchConfig {
 
     /// What candle's implementations of this architecture cannot run, said plainly.
     pub fn check_supported(&self) -> Result<(), String> {
+        let row = self.arch.row();
         let natural = self.hidden_size / self.num_attention_heads;
-        let any_head_dim = matches!(
-            self.arch,
-            Arch::Mistral | Arch::Qwen3 | Arch::Qwen3Moe | Arch::Gemma2 | Arch::Gemma3
-        );
-        if self.head_dim != natural && !any_head_dim {
+        if self.head_dim != natural && !row.free_head_dim {
             return Err(format!(
                 "head_dim {} differs from hidden_size/num_attention_heads = {natural}; candle's {} implementation does not support that",
                 self.head_dim,
@@ -552,7 +462,7 @@ impl ArchConfig {
                 ));
             }
         }
-        if let (Some(w), Arch::Qwen3 | Arch::Qwen3Moe) = (self.sliding_window, self.arch) {
+        if let (Some(w), WindowSupport::Refused) = (self.sliding_window, row.window_support) {
             return Err(format!(
                 "sliding_window {w} with use_sliding_window: candle's {} implementation has no sliding window",
                 self.arch.name()
@@ -565,8 +475,8 @@ impl ArchConfig {
                     m.experts_per_tok, m.num_experts
                 ));
             }
-            if self.arch == Arch::Mixtral && m.decoder_sparse_step != 1 {
-                return Err("mixtral has experts in every layer".to_string());
+            if matches!(row.layout.mlp, Mlp::BlockSparseMoe { .. }) && m.decoder_sparse_step != 1 {
+                return Err(format!("{} has experts in every layer", row.name));
             }
         }
         Ok(())
@@ -624,122 +534,6 @@ fn deserialize<'de, T: Deserialize<'de>>(v: &'de Value) -> Result<T, String> {
     })
 }
 
-/// What transformers assumes when a field is absent, and how it reads `sliding_window`, per
-/// architecture. A new architecture is a new arm here and in [`Arch`].
-struct ArchDefaults {
-    /// `None`: one key/value head per attention head (multi-head attention).
-    num_key_value_heads: Option<usize>,
-    /// `None`: hidden_size / num_attention_heads.
-    head_dim: Option<usize>,
-    max_position_embeddings: usize,
-    rms_norm_eps: f64,
-    rope_theta: f64,
-    sliding_window: WindowRule,
-    /// Experts: (count, per token, top-k renormalized); `None` for dense models.
-    moe: Option<(usize, usize, bool)>,
-    /// Whether the head reuses the embeddings when `tie_word_embeddings` is absent.
-    tie_word_embeddings: bool,
-}
-
-/// How an architecture reads `sliding_window`.
-#[derive(Clone, Copy)]
-enum WindowRule {
-    /// Full attention; `sliding_window` is not read.
-    Never,
-    /// The window is used whenever `sliding_window` is set (mistral).
-    WhenSet,
-    /// Only with `use_sliding_window: true` (qwen2 writes a window it does not use).
-    WhenEnabled,
-}
-
-impl Arch {
-    fn defaults(self) -> ArchDefaults {
-        match self {
-            Arch::Llama => ArchDefaults {
-                num_key_value_heads: None,
-                max_position_embeddings: 2048,
-                rms_norm_eps: 1e-6,
-                rope_theta: 10_000.0,
-                sliding_window: WindowRule::Never,
-                head_dim: None,
-                moe: None,
-                tie_word_embeddings: false,
-            },
-            Arch::Mistral => ArchDefaults {
-                num_key_value_heads: Some(8),
-                max_position_embeddings: 32768,
-                rms_norm_eps: 1e-6,
-                rope_theta: 10_000.0,
-                sliding_window: WindowRule::WhenSet,
-                head_dim: None,
-                moe: None,
-                tie_word_embeddings: false,
-            },
-            Arch::Qwen2 => ArchDefaults {
-                num_key_value_heads: None,
-                max_position_embeddings: 32768,
-                rms_norm_eps: 1e-6,
-                rope_theta: 10_000.0,
-                sliding_window: WindowRule::WhenEnabled,
-                head_dim: None,
-                moe: None,
-                tie_word_embeddings: false,
-            },
-            Arch::Qwen3 => ArchDefaults {
-                num_key_value_heads: Some(32),
-                head_dim: Some(128),
-                max_position_embeddings: 32768,
-                rms_norm_eps: 1e-6,
-                rope_theta: 10_000.0,
-                sliding_window: WindowRule::WhenEnabled,
-                moe: None,
-                tie_word_embeddings: false,
-            },
-            Arch::Phi3 => ArchDefaults {
-                num_key_value_heads: None,
-                head_dim: None,
-                max_position_embeddings: 4096,
-                rms_norm_eps: 1e-5,
-                rope_theta: 10_000.0,
-                sliding_window: WindowRule::WhenSet,
-                moe: None,
-                tie_word_embeddings: false,
-            },
-            Arch::Mixtral => ArchDefaults {
-                num_key_value_heads: Some(8),
-                head_dim: None,
-                max_position_embeddings: 4096 * 32,
-                rms_norm_eps: 1e-5,
-                rope_theta: 1e6,
-                sliding_window: WindowRule::WhenSet,
-                moe: Some((8, 2, true)),
-                tie_word_embeddings: false,
-            },
-            Arch::Qwen3Moe => ArchDefaults {
-                num_key_value_heads: Some(4),
-                head_dim: None,
-                max_position_embeddings: 32768,
-                rms_norm_eps: 1e-6,
-                rope_theta: 10_000.0,
-                sliding_window: WindowRule::WhenEnabled,
-                moe: Some((128, 8, false)),
-                tie_word_embeddings: false,
-            },
-            Arch::Gemma2 | Arch::Gemma3 => ArchDefaults {
-                num_key_value_heads: Some(4),
-                head_dim: Some(256),
-                max_position_embeddings: if self == Arch::Gemma2 { 8192 } else { 131_072 },
-                rms_norm_eps: 1e-6,
-                rope_theta: if self == Arch::Gemma2 { 10_000.0 } else { 1e6 },
-                // Read per layer type by `RawConfig::gemma`.
-                sliding_window: WindowRule::Never,
-                moe: None,
-                tie_word_embeddings: true,
-            },
-        }
-    }
-}
-
 /// `architectures` and `model_type`: which model this is.
 #[derive(Deserialize)]
 struct RawArchNames {
@@ -747,29 +541,24 @@ struct RawArchNames {
     model_type: Option<String>,
 }
 
-/// Gemma 3 with vision (`Gemma3ForConditionalGeneration`) keeps its text model's settings in
-/// `text_config`, where published configs write only what differs from `Gemma3TextConfig`'s
-/// defaults: those are filled in, as transformers does, and the top level's token ids and
-/// tying apply where `text_config` has none.
-fn gemma3_text_config(v: &Value) -> Result<Value, String> {
+/// A multimodal model's config.json (`vision`) keeps its text model's settings in
+/// `text_config`, where published configs write only what differs from the text config class's
+/// defaults: its sizes are filled in (the rest default as for the text model itself), as
+/// transformers does, and the top level's token ids and tying apply where `text_config` has none.
+fn text_config(v: &Value, vision: &VisionModel) -> Result<Value, String> {
     let Some(text) = v.get("text_config").and_then(Value::as_object) else {
-        return Err(
-            "`text_config`: missing; a Gemma3ForConditionalGeneration config.json holds the text model's settings there"
-                .to_string(),
-        );
+        return Err(format!(
+            "`text_config`: missing; a {} config.json holds the text model's settings there",
+            vision.hf_class
+        ));
     };
+    let sizes = &vision.text_sizes;
     let mut merged = serde_json::json!({
-        "vocab_size": 262_208,
-        "hidden_size": 2304,
-        "intermediate_size": 9216,
-        "num_hidden_layers": 26,
-        "num_attention_heads": 8,
-        "num_key_value_heads": 4,
-        "head_dim": 256,
-        "query_pre_attn_scalar": 256,
-        "sliding_window": 4096,
-        "max_position_embeddings": 131_072,
-        "rms_norm_eps": 1e-6,
+        "vocab_size": sizes.vocab_size,
+        "hidden_size": sizes.hidden_size,
+        "intermediate_size": sizes.intermediate_size,
+        "num_hidden_layers": sizes.num_hidden_layers,
+        "num_attention_heads": sizes.num_attention_heads,
     });
     if let Some(obj) = merged.as_object_mut() {
         for key in ["tie_word_embeddings", "bos_token_id", "eos_token_id"] {
@@ -785,17 +574,18 @@ fn gemma3_text_config(v: &Value) -> Result<Value, String> {
 }
 
 impl RawArchNames {
-    /// Gemma 3 with vision: the text model is read from `text_config`.
-    fn is_gemma3_vision(&self) -> bool {
+    /// Whether this is the multimodal model `vision` (its class first in `architectures`, or,
+    /// without them, its `model_type`), whose text model is read from `text_config`.
+    fn is(&self, vision: &VisionModel) -> bool {
         match self.architectures.as_ref().and_then(|list| list.first()) {
-            Some(first) => first.eq_ignore_ascii_case("Gemma3ForConditionalGeneration"),
-            None => self.model_type.as_deref() == Some("gemma3"),
+            Some(first) => first.eq_ignore_ascii_case(vision.hf_class),
+            None => self.model_type.as_deref() == Some(vision.model_type),
         }
     }
 
     /// The first of `architectures`, else `model_type`.
     fn arch(&self) -> Result<Arch, String> {
-        let supported = SUPPORTED_ARCHITECTURES.join(", ");
+        let supported = Arch::supported_hf_classes();
         if let Some(first) = self.architectures.as_ref().and_then(|list| list.first()) {
             return Arch::parse(first).ok_or_else(|| {
                 format!(
@@ -878,12 +668,31 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     Option::<T>::deserialize(d).map(Some)
 }
 
-/// Gemma's reading of config.json, folded into [`ArchConfig`].
+/// Gemma's reading of config.json (less RoPE), folded into [`ArchConfig`] and [`Gemma`].
 struct GemmaParts {
-    gemma: Gemma,
+    sliding_layers: Vec<bool>,
+    /// The window of the sliding layers, if any layer slides.
     window: Option<usize>,
-    /// The RoPE base of the full-attention layers.
-    rope_theta: f64,
+    query_pre_attn_scalar: f64,
+    attn_logit_softcapping: Option<f64>,
+    final_logit_softcapping: Option<f64>,
+}
+
+/// RoPE as config.json sets it, wherever it is written.
+struct RopeParts {
+    /// The base (of the full-attention layers where layer types differ).
+    theta: f64,
+    /// The sliding layers' base (Gemma).
+    local_theta: f64,
+    /// The scaling (of the full-attention layers), of the kind the architecture reads.
+    scaling: Option<Scaling>,
+}
+
+/// A RoPE scaling, of a kind [`RopeScalingRule`] names.
+enum Scaling {
+    Llama3(RopeScaling),
+    /// Positions divided by the factor.
+    Linear(f64),
 }
 
 /// `rope_scaling` (older) or `rope_parameters` (current, which also holds `rope_theta`).
@@ -905,9 +714,10 @@ struct RawRope {
 }
 
 impl RawConfig {
-    /// The rules: per-architecture defaults, where RoPE settings live, and the shape checks.
+    /// The rules: the architecture's defaults, where RoPE settings live, and the shape checks.
     fn adapt(self, arch: Arch) -> Result<ArchConfig, String> {
-        let defaults = arch.defaults();
+        let row = arch.row();
+        let defaults = &row.defaults;
         let hidden_size = self.hidden_size.0;
         let num_attention_heads = self.num_attention_heads.0;
         let num_key_value_heads = match self.num_key_value_heads {
@@ -929,23 +739,25 @@ impl RawConfig {
                 "num_attention_heads ({num_attention_heads}) must be a multiple of num_key_value_heads ({num_key_value_heads})"
             ));
         }
-        let rope_params = self.rope_parameters.as_ref();
-        let rope_theta = self
-            .rope_theta
-            .or_else(|| rope_params.and_then(|p| p.rope_theta))
-            .unwrap_or(defaults.rope_theta);
-        let gemma = self.gemma(arch, self.num_hidden_layers.0, rope_theta)?;
-        let rope_scaling = match self.rope_scaling.as_ref().or(rope_params) {
-            // Gemma's RoPE is read per layer type by `gemma`.
-            Some(_) if gemma.is_some() => None,
-            Some(r) => r.scaling()?,
+        let gemma = match &row.gemma {
+            Some(g) => Some(self.gemma(row, g, self.num_hidden_layers.0)?),
             None => None,
         };
+        let rope = self.rope(row)?;
         let partial_rotary_factor = self
             .partial_rotary_factor
-            .or_else(|| rope_params.and_then(|p| p.partial_rotary_factor))
-            .filter(|&f| arch == Arch::Phi3 && f != 1.0);
-        let moe = self.moe(arch, defaults.moe)?;
+            .or_else(|| {
+                self.rope_parameters
+                    .as_ref()
+                    .and_then(|p| p.partial_rotary_factor)
+            })
+            .filter(|&f| row.partial_rotary && f != 1.0);
+        let moe = self.moe(row)?;
+        let (rope_scaling, rope_linear_factor) = match rope.scaling {
+            Some(Scaling::Llama3(s)) => (Some(s), None),
+            Some(Scaling::Linear(f)) => (None, Some(f)),
+            None => (None, None),
+        };
         Ok(ArchConfig {
             arch,
             vocab_size: self.vocab_size.0,
@@ -959,51 +771,91 @@ impl RawConfig {
                 .max_position_embeddings
                 .map_or(defaults.max_position_embeddings, |m| m.0),
             rms_norm_eps: self.rms_norm_eps.unwrap_or(defaults.rms_norm_eps),
-            rope_theta: gemma.as_ref().map_or(rope_theta, |g| g.rope_theta),
+            rope_theta: rope.theta,
             rope_scaling,
             tie_word_embeddings: self
                 .tie_word_embeddings
                 .unwrap_or(defaults.tie_word_embeddings),
             sliding_window: match &gemma {
                 Some(g) => g.window,
-                None => self.sliding_window(defaults.sliding_window)?,
+                None => self.sliding_window(row)?,
             },
             bos_token_id: self.bos_token_id,
             eos_token_ids: self.eos_token_id.map(|ids| ids.0).unwrap_or_default(),
             moe,
             partial_rotary_factor,
-            gemma: gemma.map(|g| g.gemma),
+            gemma: gemma.map(|g| Gemma {
+                query_pre_attn_scalar: g.query_pre_attn_scalar,
+                attn_logit_softcapping: g.attn_logit_softcapping,
+                final_logit_softcapping: g.final_logit_softcapping,
+                sliding_layers: g.sliding_layers,
+                rope_local_theta: rope.local_theta,
+                rope_linear_factor,
+                qk_norm: row.layout.qk_norm,
+            }),
         })
     }
 
-    /// Gemma 2 and 3, from either layout: which layers slide (`layer_types`, current; or
-    /// older Gemma 3's `sliding_window_pattern`; Gemma 2 alternated, first layer sliding) and
-    /// RoPE per layer type (current: inside `rope_parameters.{full,sliding}_attention`; older:
-    /// `rope_theta`, `rope_local_base_freq` and `rope_scaling` for the full layers).
-    fn gemma(
-        &self,
-        arch: Arch,
-        layers: usize,
-        rope_theta: f64,
-    ) -> Result<Option<GemmaParts>, String> {
-        let is_gemma3 = match arch {
-            Arch::Gemma2 => false,
-            Arch::Gemma3 => true,
-            _ => return Ok(None),
-        };
-        if let Some(act) = self.hidden_activation.as_deref() {
-            if act != "gelu_pytorch_tanh" {
+    /// RoPE from either layout: `rope_theta` at top level (older) or inside `rope_parameters`
+    /// (current); the scaling in `rope_scaling` (older) or `rope_parameters`. Where the sliding
+    /// layers have their own base (Gemma 3), current configs write one set of parameters per
+    /// layer type (`rope_parameters.{full,sliding}_attention`), older ones
+    /// `rope_local_base_freq` and `rope_scaling` for the full layers.
+    fn rope(&self, row: &ArchRow) -> Result<RopeParts, String> {
+        let params = self.rope_parameters.as_ref();
+        let theta = self
+            .rope_theta
+            .or_else(|| params.and_then(|p| p.rope_theta))
+            .unwrap_or(row.defaults.rope_theta);
+        let full = params.and_then(|p| p.full_attention.as_deref());
+        let local = params.and_then(|p| p.sliding_attention.as_deref());
+        if row.gemma.is_some() {
+            if let Some(Scaling::Linear(factor)) =
+                local.map(|r| r.scaling(row)).transpose()?.flatten()
+            {
                 return Err(format!(
-                    "`hidden_activation`: `{}` is not supported for {} (supported: gelu_pytorch_tanh)",
-                    act.escape_debug(),
-                    arch.name()
+                    "`rope_parameters.sliding_attention`: scaling (factor {factor}) of the sliding layers is not supported"
+                ));
+            }
+        }
+        let local_default = row.gemma.as_ref().and_then(|g| g.rope_local_theta);
+        let Some(local_default) = local_default else {
+            let scaling = self.rope_scaling.as_ref().or(params);
+            return Ok(RopeParts {
+                theta,
+                local_theta: theta,
+                scaling: scaling.map(|r| r.scaling(row)).transpose()?.flatten(),
+            });
+        };
+        let scaling = full.or(self.rope_scaling.as_ref());
+        Ok(RopeParts {
+            theta: full.and_then(|r| r.rope_theta).unwrap_or(theta),
+            local_theta: local
+                .and_then(|r| r.rope_theta)
+                .or(self.rope_local_base_freq)
+                .unwrap_or(local_default),
+            scaling: scaling.map(|r| r.scaling(row)).transpose()?.flatten(),
+        })
+    }
+
+    /// Gemma 2 and 3 (`g`: the row's Gemma defaults), from either layout: which layers slide
+    /// (`layer_types`, current; or older Gemma 3's `sliding_window_pattern`; by default every
+    /// `full_every`-th layer is full), the window, the query scale and the soft-caps.
+    fn gemma(&self, row: &ArchRow, g: &GemmaRow, layers: usize) -> Result<GemmaParts, String> {
+        let (act_field, act) = row.activation.field();
+        if let Some(found) = self.hidden_activation.as_deref() {
+            if found != act {
+                return Err(format!(
+                    "`{act_field}`: `{}` is not supported for {} (supported: {act})",
+                    found.escape_debug(),
+                    row.name
                 ));
             }
         }
         if self.attention_bias == Some(true) {
             return Err(format!(
                 "`attention_bias`: true is not supported for {} (its published models have no biases)",
-                arch.name()
+                row.name
             ));
         }
         if self.use_bidirectional_attention == Some(true) {
@@ -1034,19 +886,18 @@ impl RawConfig {
                     .collect::<Result<_, _>>()?
             }
             (None, pattern) => {
-                let every = pattern.map_or(if is_gemma3 { 6 } else { 2 }, |p| p.0);
-                (0..layers)
-                    .map(|l| !(l + 1).is_multiple_of(every))
-                    .collect()
+                GemmaRow::sliding_layers(pattern.map_or(g.full_every, |p| p.0), layers)
             }
         };
         let window = match self.sliding_window {
             Some(0) => {
                 return Err("`sliding_window`: must be a positive integer, found 0".to_string())
             }
-            w => w.unwrap_or(4096),
+            w => w.unwrap_or(g.sliding_window),
         };
-        let query_pre_attn_scalar = self.query_pre_attn_scalar.unwrap_or(256.0);
+        let query_pre_attn_scalar = self
+            .query_pre_attn_scalar
+            .unwrap_or(g.query_pre_attn_scalar);
         if query_pre_attn_scalar.is_nan() || query_pre_attn_scalar <= 0.0 {
             return Err(format!(
                 "`query_pre_attn_scalar`: must be positive, found {query_pre_attn_scalar}"
@@ -1060,99 +911,72 @@ impl RawConfig {
             }
             c => Ok(c),
         };
-        let (attn_cap, final_cap) = if is_gemma3 {
-            (None, None)
-        } else {
-            (Some(50.0), Some(30.0))
-        };
-        let params = self.rope_parameters.as_ref();
-        let (full, local) = (
-            params.and_then(|p| p.full_attention.as_deref()),
-            params.and_then(|p| p.sliding_attention.as_deref()),
-        );
-        let (full_theta, local_theta, full_rope) = if is_gemma3 {
-            (
-                full.and_then(|r| r.rope_theta).unwrap_or(rope_theta),
-                local
-                    .and_then(|r| r.rope_theta)
-                    .or(self.rope_local_base_freq)
-                    .unwrap_or(10_000.0),
-                full.or(self.rope_scaling.as_ref()),
-            )
-        } else {
-            (
-                rope_theta,
-                rope_theta,
-                self.rope_scaling.as_ref().or(params),
-            )
-        };
-        if let Some(factor) = local.map(|r| r.linear_factor()).transpose()?.flatten() {
-            return Err(format!(
-                "`rope_parameters.sliding_attention`: scaling (factor {factor}) of the sliding layers is not supported"
-            ));
-        }
-        Ok(Some(GemmaParts {
-            gemma: Gemma {
-                query_pre_attn_scalar,
-                attn_logit_softcapping: cap(
-                    "attn_logit_softcapping",
-                    self.attn_logit_softcapping,
-                    attn_cap,
-                )?,
-                final_logit_softcapping: cap(
-                    "final_logit_softcapping",
-                    self.final_logit_softcapping,
-                    final_cap,
-                )?,
-                rope_local_theta: local_theta,
-                rope_linear_factor: full_rope.map(|r| r.linear_factor()).transpose()?.flatten(),
-                qk_norm: is_gemma3,
-                sliding_layers: sliding_layers.clone(),
-            },
+        Ok(GemmaParts {
             window: sliding_layers.iter().any(|&s| s).then_some(window),
-            rope_theta: full_theta,
-        }))
+            sliding_layers,
+            query_pre_attn_scalar,
+            attn_logit_softcapping: cap(
+                "attn_logit_softcapping",
+                self.attn_logit_softcapping,
+                g.attn_logit_softcapping,
+            )?,
+            final_logit_softcapping: cap(
+                "final_logit_softcapping",
+                self.final_logit_softcapping,
+                g.final_logit_softcapping,
+            )?,
+        })
     }
 
-    fn moe(
-        &self,
-        arch: Arch,
-        default: Option<(usize, usize, bool)>,
-    ) -> Result<Option<Moe>, String> {
-        let Some((experts, per_tok, renormalize)) = default else {
-            return Ok(None);
+    /// The experts, for the architectures that have them, with the row's counts as defaults.
+    fn moe(&self, row: &ArchRow) -> Result<Option<Moe>, String> {
+        let experts = |default: usize| {
+            self.num_local_experts
+                .or(self.num_experts)
+                .map_or(default, |n| n.0)
         };
-        if arch == Arch::Qwen3Moe {
-            if let Some(l) = self.mlp_only_layers.as_ref().and_then(|l| l.first()) {
-                return Err(format!(
-                    "`mlp_only_layers`: layer {l} is dense, and candle's qwen3_moe implementation puts experts in every layer"
-                ));
+        let per_tok = |default: usize| self.num_experts_per_tok.map_or(default, |n| n.0);
+        match row.layout.mlp {
+            Mlp::Dense | Mlp::FusedGateUp => Ok(None),
+            Mlp::BlockSparseMoe {
+                num_experts,
+                experts_per_tok,
+            } => Ok(Some(Moe {
+                num_experts: experts(num_experts),
+                experts_per_tok: per_tok(experts_per_tok),
+                expert_intermediate_size: self.intermediate_size.0,
+                norm_topk_prob: true,
+                decoder_sparse_step: 1,
+            })),
+            Mlp::SparseMoe {
+                num_experts,
+                experts_per_tok,
+                moe_intermediate_size,
+                norm_topk_prob,
+            } => {
+                if let Some(l) = self.mlp_only_layers.as_ref().and_then(|l| l.first()) {
+                    return Err(format!(
+                        "`mlp_only_layers`: layer {l} is dense, and candle's {} implementation puts experts in every layer",
+                        row.name
+                    ));
+                }
+                Ok(Some(Moe {
+                    num_experts: experts(num_experts),
+                    experts_per_tok: per_tok(experts_per_tok),
+                    expert_intermediate_size: self
+                        .moe_intermediate_size
+                        .map_or(moe_intermediate_size, |n| n.0),
+                    norm_topk_prob: self.norm_topk_prob.unwrap_or(norm_topk_prob),
+                    decoder_sparse_step: self.decoder_sparse_step.map_or(1, |n| n.0),
+                }))
             }
         }
-        Ok(Some(Moe {
-            num_experts: self
-                .num_local_experts
-                .or(self.num_experts)
-                .map_or(experts, |n| n.0),
-            experts_per_tok: self.num_experts_per_tok.map_or(per_tok, |n| n.0),
-            expert_intermediate_size: match arch {
-                Arch::Qwen3Moe => self.moe_intermediate_size.map_or(768, |n| n.0),
-                _ => self.intermediate_size.0,
-            },
-            norm_topk_prob: match arch {
-                Arch::Qwen3Moe => self.norm_topk_prob.unwrap_or(renormalize),
-                _ => renormalize,
-            },
-            decoder_sparse_step: match arch {
-                Arch::Qwen3Moe => self.decoder_sparse_step.map_or(1, |n| n.0),
-                _ => 1,
-            },
-        }))
     }
 
-    fn sliding_window(&self, rule: WindowRule) -> Result<Option<usize>, String> {
-        let used = match rule {
-            WindowRule::Never => false,
+    /// The window, by the row's rule (Gemma's per layer type is read by `gemma`).
+    fn sliding_window(&self, row: &ArchRow) -> Result<Option<usize>, String> {
+        let used = match row.window {
+            WindowRule::Never | WindowRule::PerLayerType => false,
             WindowRule::WhenSet => true,
             WindowRule::WhenEnabled => self.use_sliding_window.unwrap_or(false),
         };
@@ -1168,42 +992,37 @@ impl RawConfig {
 }
 
 impl RawRope {
-    /// Gemma's scaling: `None` for plain RoPE, the factor of `linear`.
-    fn linear_factor(&self) -> Result<Option<f64>, String> {
+    /// The scaling asked for: `None` for plain RoPE (`default`, or no type), else the one kind
+    /// `row` reads, with its fields; any other kind is refused.
+    fn scaling(&self, row: &ArchRow) -> Result<Option<Scaling>, String> {
         let kind = self
             .rope_type
             .as_deref()
             .or(self.legacy_type.as_deref())
             .unwrap_or("default");
-        match kind {
-            "default" => Ok(None),
-            "linear" => match self.factor {
-                Some(f) if f > 0.0 => Ok(Some(f)),
-                Some(f) => Err(format!(
-                    "rope scaling `linear`: factor must be positive, found {f}"
-                )),
-                None => Err("rope scaling `linear` lacks `factor`".to_string()),
-            },
-            other => Err(format!(
-                "rope scaling type `{}` is not supported for gemma (supported: default, linear)",
-                other.escape_debug()
-            )),
+        let read = row.rope_scaling.kind();
+        if kind == "default" {
+            return Ok(None);
         }
-    }
-
-    /// `None` for plain RoPE; Llama 3 scaling needs all four of its fields.
-    fn scaling(&self) -> Result<Option<RopeScaling>, String> {
-        let kind = self
-            .rope_type
-            .as_deref()
-            .or(self.legacy_type.as_deref())
-            .unwrap_or("default");
-        match kind {
-            "default" => Ok(None),
-            "llama3" => {
-                let lacks = |k: &str| format!("rope scaling `llama3` lacks `{k}`");
-                Ok(Some(RopeScaling {
-                    factor: self.factor.ok_or_else(|| lacks("factor"))? as f32,
+        if kind != read {
+            return Err(format!(
+                "rope scaling type `{}` is not supported for {} (supported: default, {read})",
+                kind.escape_debug(),
+                row.name
+            ));
+        }
+        let lacks = |k: &str| format!("rope scaling `{read}` lacks `{k}`");
+        let factor = self.factor.ok_or_else(|| lacks("factor"))?;
+        Ok(Some(match row.rope_scaling {
+            RopeScalingRule::Linear if factor > 0.0 => Scaling::Linear(factor),
+            RopeScalingRule::Linear => {
+                return Err(format!(
+                    "rope scaling `linear`: factor must be positive, found {factor}"
+                ))
+            }
+            RopeScalingRule::Llama3 | RopeScalingRule::Llama3Unapplied => {
+                Scaling::Llama3(RopeScaling {
+                    factor: factor as f32,
                     low_freq_factor: self
                         .low_freq_factor
                         .ok_or_else(|| lacks("low_freq_factor"))?
@@ -1216,13 +1035,9 @@ impl RawRope {
                         .original_max_position_embeddings
                         .ok_or_else(|| lacks("original_max_position_embeddings"))?
                         .0,
-                }))
+                })
             }
-            other => Err(format!(
-                "rope scaling type `{}` is not supported (supported: default, llama3)",
-                other.escape_debug()
-            )),
-        }
+        }))
     }
 }
 
@@ -1410,7 +1225,7 @@ mod tests {
         let yarn = llama(json!({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}));
         assert_eq!(
             ArchConfig::from_json(&yarn).unwrap_err(),
-            "rope scaling type `yarn` is not supported (supported: default, llama3)"
+            "rope scaling type `yarn` is not supported for llama (supported: default, llama3)"
         );
         let partial = llama(json!({"rope_parameters": {"rope_type": "llama3", "factor": 8.0}}));
         assert_eq!(
@@ -1537,7 +1352,7 @@ mod tests {
             ),
             (
                 json!({"rope_parameters": {"rope_type": "yarn", "factor": 4.0}}),
-                "rope scaling type `yarn` is not supported for gemma (supported: default, linear)",
+                "rope scaling type `yarn` is not supported for gemma2 (supported: default, linear)",
             ),
         ];
         for (extra, want) in cases {

@@ -11,7 +11,7 @@ use candle_core::{DType, Device, Shape, Tensor};
 use candle_nn::var_builder::SimpleBackend;
 use candle_nn::{Init, VarBuilder};
 
-use super::config::{Arch, ArchConfig};
+use super::config::ArchConfig;
 use super::{one_line, ModelError, Progress};
 
 /// The safetensors files of a directory: `model.safetensors`, or the shards an index names.
@@ -132,7 +132,7 @@ pub fn open_checked(
     let tower = TextTower::detect(|n| found.contains_key(n));
     for spec in cfg.tensor_specs() {
         let name = if spec.name == "lm_head.weight"
-            && matches!(cfg.arch, Arch::Mistral | Arch::Mixtral)
+            && cfg.arch.row().layout.own_lm_head
             && !found.contains_key("lm_head.weight")
         {
             "model.embed_tokens.weight".to_string()
@@ -233,8 +233,7 @@ pub fn var_builder(
     device: &Device,
     progress: Progress,
 ) -> VarBuilder<'static> {
-    let alias_lm_head =
-        matches!(cfg.arch, Arch::Mistral | Arch::Mixtral) && st.get("lm_head.weight").is_err();
+    let alias_lm_head = cfg.arch.row().layout.own_lm_head && st.get("lm_head.weight").is_err();
     let total = cfg.params() * dtype.size_in_bytes() as u64;
     let tower = TextTower::detect(|n| st.get(n).is_ok());
     let backend = ProgressBackend {

@@ -1,6 +1,7 @@
 //! Model sources (HF directory, GGUF, synthetic presets), architectures and the tokenizer.
 
 pub mod arch;
+pub mod architectures;
 pub mod config;
 pub mod gemma;
 pub mod gguf;
@@ -18,7 +19,9 @@ use candle_nn::VarBuilder;
 pub use crate::event::ModelInfo;
 use crate::util::one_line;
 pub use arch::CausalLm;
-pub use config::{Arch, ArchConfig};
+pub use architectures::Arch;
+use architectures::WindowSupport;
+pub use config::ArchConfig;
 
 /// A user-facing model error: one line naming the file or flag and what to do.
 #[derive(Debug, thiserror::Error)]
@@ -178,9 +181,9 @@ pub struct Loaded {
 
 /// The window of `cfg` that its implementation ignores, if any (see [`Loaded::unapplied_window`]).
 fn unapplied_window(cfg: &ArchConfig) -> Option<usize> {
-    match cfg.arch {
-        Arch::Phi3 => cfg.sliding_window,
-        _ => None,
+    match cfg.arch.row().window_support {
+        WindowSupport::Ignored => cfg.sliding_window,
+        WindowSupport::Applied | WindowSupport::Refused => None,
     }
 }
 

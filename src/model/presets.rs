@@ -1,6 +1,7 @@
 //! Synthetic presets: real shapes with random weights, like vLLM's dummy weights.
 
-use super::config::{Arch, ArchConfig, Gemma, Moe, RopeScaling};
+use super::architectures::{Arch, Mlp, RopeScalingRule, WindowRule};
+use super::config::{ArchConfig, Gemma, Moe, RopeScaling};
 
 pub struct Preset {
     pub name: &'static str,
@@ -213,8 +214,9 @@ pub const PRESETS: &[Preset] = &[
     },
 ];
 
-/// A Gemma 3 text shape: head_dim 256 (= query_pre_attn_scalar), five sliding layers to one
-/// full, RoPE base 1e6 on full layers and 1e4 on sliding ones, tied embeddings.
+/// A Gemma 3 text shape: the published models' settings (Gemma 3's row: head_dim 256, as
+/// query_pre_attn_scalar; five sliding layers to one full; RoPE base 1e6 on full layers and 1e4
+/// on sliding ones; tied embeddings).
 #[allow(clippy::too_many_arguments)]
 fn gemma3(
     vocab: usize,
@@ -227,15 +229,17 @@ fn gemma3(
     window: usize,
     linear_rope: Option<f64>,
 ) -> ArchConfig {
-    let mut gemma = Gemma::published(Arch::Gemma3, layers, 256);
+    let defaults = &Arch::Gemma3.row().defaults;
+    let head_dim = defaults.head_dim.unwrap_or(hidden / heads);
+    let mut gemma = Gemma::published(Arch::Gemma3, layers, head_dim);
     if let Some(g) = gemma.as_mut() {
         g.rope_linear_factor = linear_rope;
     }
     ArchConfig {
-        head_dim: 256,
-        rope_theta: 1_000_000.0,
-        rms_norm_eps: 1e-6,
-        tie_word_embeddings: true,
+        head_dim,
+        rope_theta: defaults.rope_theta,
+        rms_norm_eps: defaults.rms_norm_eps,
+        tie_word_embeddings: defaults.tie_word_embeddings,
         sliding_window: Some(window),
         bos_token_id: Some(2),
         eos_token_ids: vec![1, 106],
@@ -265,55 +269,57 @@ pub fn names() -> String {
         .join(", ")
 }
 
-/// The same preset shape as another architecture (`make-model --arch`): what the target
-/// cannot express is dropped, and MoE targets get 4 experts (top 2) of the dense width.
+/// The same preset shape as another architecture (`make-model --arch`), by the target's row:
+/// what it cannot express is dropped (a head width of its own, RoPE scaling it does not apply,
+/// partial rotary, a window that `sliding_window` alone does not turn on), Gemma gets its
+/// published settings and window, and MoE targets get 4 experts (top 2) of the dense width.
 pub fn with_arch(mut cfg: ArchConfig, arch: Arch) -> ArchConfig {
     if cfg.arch == arch {
         return cfg;
     }
+    let row = arch.row();
     cfg.arch = arch;
-    let natural_head_dim = cfg.hidden_size / cfg.num_attention_heads.max(1);
-    if !matches!(
-        arch,
-        Arch::Mistral | Arch::Qwen3 | Arch::Qwen3Moe | Arch::Gemma2 | Arch::Gemma3
-    ) {
-        cfg.head_dim = natural_head_dim;
+    if !row.free_head_dim {
+        cfg.head_dim = cfg.hidden_size / cfg.num_attention_heads.max(1);
     }
-    if arch != Arch::Llama {
+    if row.rope_scaling != RopeScalingRule::Llama3 {
         cfg.rope_scaling = None;
     }
-    if arch != Arch::Phi3 {
+    if !row.partial_rotary {
         cfg.partial_rotary_factor = None;
     }
-    if !matches!(arch, Arch::Mistral | Arch::Mixtral | Arch::Phi3) {
+    if row.window != WindowRule::WhenSet {
         cfg.sliding_window = None;
     }
     cfg.gemma = Gemma::published(arch, cfg.num_hidden_layers, cfg.head_dim);
-    if cfg.gemma.is_some() {
-        // Gemma 2's window; Gemma 3 1B's (its 4B and larger use 1024).
-        cfg.sliding_window = Some(if arch == Arch::Gemma2 { 4096 } else { 512 });
-        cfg.tie_word_embeddings = true;
+    if let Some(g) = &row.gemma {
+        cfg.sliding_window = Some(g.synthetic_window);
+        cfg.tie_word_embeddings = row.defaults.tie_word_embeddings;
     }
-    cfg.moe = match arch {
-        Arch::Mixtral | Arch::Qwen3Moe => Some(cfg.moe.unwrap_or(Moe {
+    let converted = |cfg: &ArchConfig| {
+        cfg.moe.clone().unwrap_or(Moe {
             num_experts: 4,
             experts_per_tok: 2,
             expert_intermediate_size: cfg.intermediate_size,
             norm_topk_prob: true,
             decoder_sparse_step: 1,
-        })),
-        _ => None,
+        })
     };
-    if let Some(m) = cfg.moe.as_mut() {
-        if arch == Arch::Mixtral {
-            // Mixtral's experts are `intermediate_size` wide, in every layer.
+    cfg.moe = match row.layout.mlp {
+        Mlp::Dense | Mlp::FusedGateUp => None,
+        Mlp::SparseMoe { .. } => Some(converted(&cfg)),
+        Mlp::BlockSparseMoe { .. } => {
+            // Experts `intermediate_size` wide, in every layer, always renormalized.
+            let m = converted(&cfg);
             cfg.intermediate_size = m.expert_intermediate_size;
-            m.norm_topk_prob = true;
-            m.decoder_sparse_step = 1;
+            Some(Moe {
+                norm_topk_prob: true,
+                decoder_sparse_step: 1,
+                ..m
+            })
         }
-    }
-    if matches!(arch, Arch::Mistral | Arch::Mixtral) {
-        // candle's Mistral and Mixtral always have their own lm_head.
+    };
+    if row.layout.own_lm_head {
         cfg.tie_word_embeddings = false;
     }
     cfg

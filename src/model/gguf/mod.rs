@@ -1,5 +1,6 @@
 //! GGUF files through candle's quantized llama (llama, mistral, and phi3 with its fused matrices
 //! split), qwen2 and qwen3, and our own Gemma 2/3 (`model::gemma`), with the tokenizer they carry.
+//! Which architecture a file is, and what runs it, is its row's [`GgufRow`].
 
 pub mod tokenizer;
 
@@ -13,7 +14,8 @@ use candle_core::{DType, Device, Tensor};
 use candle_transformers::models::{quantized_llama, quantized_qwen2, quantized_qwen3};
 
 use crate::model::arch::CausalLm;
-use crate::model::config::{Arch, ArchConfig, Gemma};
+use crate::model::architectures::{Arch, ArchRow, GemmaRow, GgufLoader, GgufRow, ARCHITECTURES};
+use crate::model::config::{ArchConfig, Gemma};
 use crate::model::gemma::{GemmaModel, GemmaWeights, Proj};
 use crate::model::synthetic::tensor_values;
 use crate::model::{one_line, ModelError, ModelInfo};
@@ -57,7 +59,8 @@ pub fn read_tokenizer(path: &Path) -> Result<tokenizers::Tokenizer, ModelError> 
 /// Reads the GGUF header only: a corrupt or truncated file is reported before anything starts.
 pub fn check_header(path: &Path) -> Result<(), ModelError> {
     let (file, ct) = open(path)?;
-    check_arch_settings(&ct, arch_of(&ct, path)?, path)?;
+    let (row, gguf) = arch_of(&ct, path)?;
+    check_arch_settings(&ct, row, gguf, path)?;
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     // In file order, so the message names the first tensor cut off (the map's order is random).
     let mut infos: Vec<_> = ct.tensor_infos.iter().collect();
@@ -75,26 +78,38 @@ pub fn check_header(path: &Path) -> Result<(), ModelError> {
     Ok(())
 }
 
-/// The architecture a GGUF file declares, if we can run it.
-fn arch_of(ct: &gguf_file::Content, path: &Path) -> Result<Arch, ModelError> {
+/// The architecture a GGUF file declares (`general.architecture`, one of a row's GGUF names),
+/// if we can run it.
+fn arch_of(
+    ct: &gguf_file::Content,
+    path: &Path,
+) -> Result<(&'static ArchRow, &'static GgufRow), ModelError> {
     let arch_name = ct
         .metadata
         .get("general.architecture")
         .and_then(|v| v.to_string().ok())
         .cloned()
         .unwrap_or_default();
-    match arch_name.as_str() {
-        "llama" | "mistral" => Ok(Arch::Llama),
-        "qwen2" => Ok(Arch::Qwen2),
-        "qwen3" => Ok(Arch::Qwen3),
-        "gemma2" => Ok(Arch::Gemma2),
-        "gemma3" => Ok(Arch::Gemma3),
-        "phi3" => Ok(Arch::Phi3),
-        other => Err(ModelError::new(format!(
-            "{}: GGUF architecture `{other}` is not supported (supported: llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3)",
-            path.display()
-        ))),
-    }
+    ARCHITECTURES
+        .iter()
+        .find_map(|row| {
+            let gguf = row.gguf.as_ref()?;
+            gguf.names
+                .contains(&arch_name.as_str())
+                .then_some((row, gguf))
+        })
+        .ok_or_else(|| {
+            let supported: Vec<&str> = ARCHITECTURES
+                .iter()
+                .filter_map(|row| row.gguf.as_ref())
+                .flat_map(|g| g.names.iter().copied())
+                .collect();
+            ModelError::new(format!(
+                "{}: GGUF architecture `{arch_name}` is not supported (supported: {})",
+                path.display(),
+                supported.join(", ")
+            ))
+        })
 }
 
 /// Loads a GGUF file; checks the metadata first so errors name what is missing.
@@ -104,8 +119,9 @@ pub fn load(
     display_device: &str,
 ) -> Result<(CausalLm, ModelInfo), ModelError> {
     let (mut file, ct) = open(path)?;
-    let arch = arch_of(&ct, path)?;
-    let p = gguf_prefix(arch);
+    let (row, gguf) = arch_of(&ct, path)?;
+    let arch = row.arch;
+    let p = gguf.names[0];
     let need = |k: &str| {
         md_u32(&ct, &format!("{p}.{k}")).ok_or_else(|| {
             ModelError::new(format!(
@@ -119,20 +135,20 @@ pub fn load(
     let layers = need("block_count")?;
     let hidden = need("embedding_length")?;
     let context = md_u32(&ct, &format!("{p}.context_length")).unwrap_or(GGUF_MAX_POSITIONS);
-    // Qwen3's and Gemma's head width is their own (`key_length`), not hidden / heads.
-    let head_dim = match arch {
-        Arch::Qwen3 | Arch::Gemma2 | Arch::Gemma3 => need("attention.key_length")?,
-        _ => hidden / heads.max(1),
+    let head_dim = if gguf.loader.reads_key_length() {
+        need("attention.key_length")?
+    } else {
+        hidden / heads.max(1)
     };
-    // candle's quantized llama (which also runs phi3) and qwen2 precompute RoPE for a fixed
-    // length; qwen3 for the file's context length, and our Gemma grows its tables on demand.
-    let max_positions = match arch {
-        Arch::Qwen3 | Arch::Gemma2 | Arch::Gemma3 => context,
-        _ => context.min(GGUF_MAX_POSITIONS),
+    let max_positions = if gguf.loader.caps_positions() {
+        context.min(GGUF_MAX_POSITIONS)
+    } else {
+        context
     };
-    let attn_in = match arch {
-        Arch::Phi3 => "blk.0.attn_qkv.weight",
-        _ => "blk.0.attn_q.weight",
+    let attn_in = if row.layout.fused_qkv {
+        "blk.0.attn_qkv.weight"
+    } else {
+        "blk.0.attn_q.weight"
     };
     for required in ["token_embd.weight", "output_norm.weight", attn_in] {
         if !ct.tensor_infos.contains_key(required) {
@@ -147,54 +163,35 @@ pub fn load(
         .get("token_embd.weight")
         .map(|t| t.shape.dims()[0])
         .unwrap_or(0);
-    let mut params = 0u64;
-    let mut bytes = 0u64;
-    let mut dtypes = std::collections::BTreeMap::<String, u64>::new();
-    for info in ct.tensor_infos.values() {
-        let n = info.shape.elem_count() as u64;
-        params += n;
-        let b = n * info.ggml_dtype.type_size() as u64 / info.ggml_dtype.block_size() as u64;
-        bytes += b;
-        *dtypes
-            .entry(format!("{:?}", info.ggml_dtype).to_lowercase())
-            .or_insert(0) += b;
-    }
-    let dtype = dtypes
-        .iter()
-        .max_by_key(|(_, b)| **b)
-        .map(|(d, _)| d.clone())
-        .unwrap_or_default();
-    check_arch_settings(&ct, arch, path)?;
-    let gemma_cfg = match arch {
-        Arch::Gemma2 | Arch::Gemma3 => Some(gemma_config(&ct, arch, path)?),
+    let (params, bytes, dtype) = tensor_totals(&ct);
+    check_arch_settings(&ct, row, gguf, path)?;
+    let gemma_cfg = match gguf.loader {
+        GgufLoader::Gemma => Some(gemma_config(&ct, row, gguf, path)?),
         _ => None,
     };
     let mut ct = ct;
-    if arch == Arch::Phi3 {
-        phi3_as_llama(&mut ct, path)?;
+    if gguf.loader == GgufLoader::LlamaFused {
+        split_fused(&mut ct, p, path)?;
     }
-    let model = match arch {
-        Arch::Gemma2 | Arch::Gemma3 => match &gemma_cfg {
-            Some((cfg, g)) => GemmaModel::load(
-                cfg,
-                g,
-                &mut GgufWeights {
-                    ct: &ct,
-                    file: &mut file,
-                    device,
-                    arch,
-                },
-                DType::F32,
+    let model = match (gguf.loader, &gemma_cfg) {
+        (GgufLoader::Gemma, Some((cfg, g))) => {
+            let mut weights = GgufWeights {
+                ct: &ct,
+                file: &mut file,
                 device,
-            )
-            .map(CausalLm::Gemma),
-            None => Err(candle_core::Error::Msg("no Gemma settings".into())),
-        },
-        Arch::Qwen2 => quantized_qwen2::ModelWeights::from_gguf(ct, &mut file, device)
+                arch,
+            };
+            GemmaModel::load(cfg, g, &mut weights, DType::F32, device).map(CausalLm::Gemma)
+        }
+        (GgufLoader::Gemma, None) => Err(candle_core::Error::Msg("no Gemma settings".into())),
+        (GgufLoader::Qwen2, _) => quantized_qwen2::ModelWeights::from_gguf(ct, &mut file, device)
             .map(CausalLm::QuantQwen2),
-        Arch::Qwen3 => quantized_qwen3::ModelWeights::from_gguf(ct, &mut file, device)
+        (GgufLoader::Qwen3, _) => quantized_qwen3::ModelWeights::from_gguf(ct, &mut file, device)
             .map(CausalLm::QuantQwen3),
-        _ => quantized_llama::ModelWeights::from_gguf(ct, &mut file, device).map(CausalLm::QuantLlama),
+        (GgufLoader::Llama | GgufLoader::LlamaFused, _) => {
+            quantized_llama::ModelWeights::from_gguf(ct, &mut file, device)
+                .map(CausalLm::QuantLlama)
+        }
     }
     .map_err(|e| {
         ModelError::new(format!(
@@ -235,17 +232,50 @@ pub fn load(
     Ok((model, info))
 }
 
+/// Parameters, bytes, and the type holding most of the bytes, of every tensor in the file.
+fn tensor_totals(ct: &gguf_file::Content) -> (u64, u64, String) {
+    let mut params = 0u64;
+    let mut bytes = 0u64;
+    let mut dtypes = std::collections::BTreeMap::<String, u64>::new();
+    for info in ct.tensor_infos.values() {
+        let n = info.shape.elem_count() as u64;
+        params += n;
+        let b = n * info.ggml_dtype.type_size() as u64 / info.ggml_dtype.block_size() as u64;
+        bytes += b;
+        *dtypes
+            .entry(format!("{:?}", info.ggml_dtype).to_lowercase())
+            .or_insert(0) += b;
+    }
+    let dtype = dtypes
+        .iter()
+        .max_by_key(|(_, b)| **b)
+        .map(|(d, _)| d.clone())
+        .unwrap_or_default();
+    (params, bytes, dtype)
+}
+
+/// llama.cpp's RoPE base where a file names none.
+const LLAMA_CPP_ROPE_BASE: f64 = 10_000.0;
+
 /// Gemma 2/3 settings from GGUF metadata, as llama.cpp reads them: the sliding layers follow
-/// llama.cpp's fixed patterns (Gemma 2: every other layer from the first; Gemma 3: five of every
-/// six), the sliding layers of Gemma 3 use RoPE base 10000, and queries are scaled by
-/// `key_length^-0.5` except in the 27B models (`(hidden / heads)^-0.5`, their
-/// `query_pre_attn_scalar`).
+/// llama.cpp's fixed patterns (the row's `full_every`: Gemma 2 every other layer from the
+/// first, Gemma 3 five of every six), the sliding layers of Gemma 3 use its fixed local RoPE
+/// base, and queries are scaled by `key_length^-0.5` except in the 27B models
+/// (`(hidden / heads)^-0.5`, their `query_pre_attn_scalar`).
 fn gemma_config(
     ct: &gguf_file::Content,
-    arch: Arch,
+    row: &ArchRow,
+    gguf: &GgufRow,
     path: &Path,
 ) -> Result<(ArchConfig, Gemma), ModelError> {
-    let p = gguf_prefix(arch);
+    let p = gguf.names[0];
+    let Some(g) = &row.gemma else {
+        return Err(ModelError::new(format!(
+            "{}: {} has no Gemma settings",
+            path.display(),
+            row.name
+        )));
+    };
     let need = |k: &str| {
         md_u32(ct, &format!("{p}.{k}")).ok_or_else(|| {
             ModelError::new(format!(
@@ -265,11 +295,7 @@ fn gemma_config(
             path.display()
         )));
     }
-    let (every, big) = match arch {
-        Arch::Gemma2 => (2, 46),
-        _ => (6, 62),
-    };
-    let rope_theta = md_f32(ct, &format!("{p}.rope.freq_base")).unwrap_or(10_000.0);
+    let rope_theta = md_f32(ct, &format!("{p}.rope.freq_base")).unwrap_or(LLAMA_CPP_ROPE_BASE);
     let linear = match ct
         .metadata
         .get(&format!("{p}.rope.scaling.type"))
@@ -286,21 +312,17 @@ fn gemma_config(
         }
     };
     let gemma = Gemma {
-        query_pre_attn_scalar: if layers == big {
+        query_pre_attn_scalar: if layers == g.gguf_27b_layers {
             (hidden / heads) as f64
         } else {
             head_dim as f64
         },
         attn_logit_softcapping: md_f32(ct, &format!("{p}.attn_logit_softcapping")),
         final_logit_softcapping: md_f32(ct, &format!("{p}.final_logit_softcapping")),
-        sliding_layers: (0..layers).map(|l| l % every < every - 1).collect(),
-        rope_local_theta: if arch == Arch::Gemma3 {
-            10_000.0
-        } else {
-            rope_theta
-        },
+        sliding_layers: GemmaRow::sliding_layers(g.full_every, layers),
+        rope_local_theta: g.rope_local_theta.unwrap_or(rope_theta),
         rope_linear_factor: linear,
-        qk_norm: arch == Arch::Gemma3,
+        qk_norm: row.layout.qk_norm,
     };
     let vocab = ct
         .tensor_infos
@@ -308,7 +330,7 @@ fn gemma_config(
         .map(|t| t.shape.dims()[0])
         .unwrap_or(0);
     let cfg = ArchConfig {
-        arch,
+        arch: row.arch,
         vocab_size: vocab,
         hidden_size: hidden,
         intermediate_size: need("feed_forward_length")?,
@@ -316,8 +338,10 @@ fn gemma_config(
         num_attention_heads: heads,
         num_key_value_heads: need("attention.head_count_kv")?,
         head_dim,
-        max_position_embeddings: md_u32(ct, &format!("{p}.context_length")).unwrap_or(8192),
-        rms_norm_eps: md_f32(ct, &format!("{p}.attention.layer_norm_rms_epsilon")).unwrap_or(1e-6),
+        max_position_embeddings: md_u32(ct, &format!("{p}.context_length"))
+            .unwrap_or(row.defaults.max_position_embeddings),
+        rms_norm_eps: md_f32(ct, &format!("{p}.attention.layer_norm_rms_epsilon"))
+            .unwrap_or(row.defaults.rms_norm_eps),
         rope_theta,
         rope_scaling: None,
         tie_word_embeddings: !ct.tensor_infos.contains_key("output.weight"),
@@ -331,31 +355,46 @@ fn gemma_config(
     Ok((cfg, gemma))
 }
 
-/// The settings an architecture's GGUF needs and the implementation can compute, checked before
-/// any weight is read.
-fn check_arch_settings(ct: &gguf_file::Content, arch: Arch, path: &Path) -> Result<(), ModelError> {
-    match arch {
-        Arch::Gemma2 | Arch::Gemma3 => gemma_config(ct, arch, path).map(|_| ()),
-        Arch::Phi3 => {
-            let hidden = md_u32(ct, "phi3.embedding_length").unwrap_or(0);
-            let heads = md_u32(ct, "phi3.attention.head_count").unwrap_or(1).max(1);
-            check_phi3(ct, hidden / heads, path)
+/// The settings an architecture's GGUF needs and its loader can compute, checked before any
+/// weight is read.
+fn check_arch_settings(
+    ct: &gguf_file::Content,
+    row: &ArchRow,
+    gguf: &GgufRow,
+    path: &Path,
+) -> Result<(), ModelError> {
+    let p = gguf.names[0];
+    match gguf.loader {
+        GgufLoader::Gemma => gemma_config(ct, row, gguf, path).map(|_| ()),
+        GgufLoader::LlamaFused => {
+            let hidden = md_u32(ct, &format!("{p}.embedding_length")).unwrap_or(0);
+            let heads = md_u32(ct, &format!("{p}.attention.head_count"))
+                .unwrap_or(1)
+                .max(1);
+            check_fused(ct, p, hidden / heads, path)
         }
-        _ => Ok(()),
+        GgufLoader::Llama | GgufLoader::Qwen2 | GgufLoader::Qwen3 => Ok(()),
     }
 }
 
-/// Phi-3 is llama with fused matrices and NEOX RoPE, which candle's quantized llama applies to
-/// a `phi3` file: what it cannot compute is refused here. candle's own quantized_phi3 is not
-/// used: it fixes RoPE at base 10000 (Phi-4's is 250000).
-fn check_phi3(ct: &gguf_file::Content, head_dim: usize, path: &Path) -> Result<(), ModelError> {
+/// Phi-3 (`GgufLoader::LlamaFused`, metadata prefix `p`) is llama with fused matrices and NEOX
+/// RoPE, which candle's quantized llama applies to a `phi3` file: what it cannot compute is
+/// refused here. candle's own quantized_phi3 is not used: it fixes RoPE at base 10000 (Phi-4's
+/// is 250000).
+fn check_fused(
+    ct: &gguf_file::Content,
+    p: &str,
+    head_dim: usize,
+    path: &Path,
+) -> Result<(), ModelError> {
     let refuse = |what: String| {
         Err(ModelError::new(format!(
             "{}: {what}; candle's quantized llama, which runs Phi-3 GGUFs, rotates whole heads without LongRoPE (Phi-3 mini/medium 4k, Phi-4 run)",
             path.display()
         )))
     };
-    if let Some(dims) = md_u32(ct, "phi3.rope.dimension_count").filter(|&d| d != head_dim) {
+    if let Some(dims) = md_u32(ct, &format!("{p}.rope.dimension_count")).filter(|&d| d != head_dim)
+    {
         return refuse(format!(
             "Phi-3 GGUF rotating {dims} of {head_dim} dimensions per head"
         ));
@@ -366,24 +405,26 @@ fn check_phi3(ct: &gguf_file::Content, head_dim: usize, path: &Path) -> Result<(
     Ok(())
 }
 
-/// Presents a Phi-3 GGUF as candle's quantized llama reads one: `llama.*` copies of the
-/// `phi3.*` metadata, and the fused `attn_qkv` (q, k, v rows) and `ffn_up` (gate, then up rows)
-/// as separate tensors over the same bytes (a row of any GGML type is a whole number of blocks).
-/// `general.architecture` stays `phi3`, for which candle applies NEOX RoPE as llama.cpp does.
-fn phi3_as_llama(ct: &mut gguf_file::Content, path: &Path) -> Result<(), ModelError> {
+/// Presents a Phi-3 GGUF (metadata prefix `p`) as candle's quantized llama reads one: `llama.*`
+/// copies of the `{p}.*` metadata, and the fused `attn_qkv` (q, k, v rows) and `ffn_up` (gate,
+/// then up rows) as separate tensors over the same bytes (a row of any GGML type is a whole
+/// number of blocks). `general.architecture` stays `phi3`, for which candle applies NEOX RoPE
+/// as llama.cpp does.
+fn split_fused(ct: &mut gguf_file::Content, p: &str, path: &Path) -> Result<(), ModelError> {
+    let prefix = format!("{p}.");
     let copies: Vec<(String, gguf_file::Value)> = ct
         .metadata
         .iter()
         .filter_map(|(k, v)| {
-            k.strip_prefix("phi3.")
+            k.strip_prefix(&prefix)
                 .map(|rest| (format!("llama.{rest}"), v.clone()))
         })
         .collect();
     ct.metadata.extend(copies);
     let need = |k: &str| {
-        md_u32(ct, &format!("phi3.{k}")).ok_or_else(|| {
+        md_u32(ct, &format!("{p}.{k}")).ok_or_else(|| {
             ModelError::new(format!(
-                "{}: GGUF metadata `phi3.{k}` is missing or not an integer",
+                "{}: GGUF metadata `{p}.{k}` is missing or not an integer",
                 path.display()
             ))
         })
@@ -511,41 +552,80 @@ pub fn write_synthetic(
     tk: &tokenizers::Tokenizer,
     path: &Path,
 ) -> Result<(), ModelError> {
-    const WRITES: &str = "llama, qwen2, qwen3, gemma2, gemma3 or phi3";
-    if cfg.arch == Arch::Mistral {
-        return Err(ModelError::new(format!(
-            "--gguf writes {WRITES}; use --arch llama for a Mistral-shaped GGUF"
-        )));
-    }
-    if !matches!(
-        cfg.arch,
-        Arch::Llama | Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma2 | Arch::Gemma3 | Arch::Phi3
-    ) {
-        return Err(ModelError::new(format!(
-            "--gguf writes {WRITES}, not {}; write a Hugging Face directory instead (drop --gguf)",
-            cfg.arch.name()
-        )));
-    }
-    if cfg.arch == Arch::Phi3 && cfg.partial_rotary_factor.is_some() {
-        return Err(ModelError::new(
-            "--gguf writes Phi-3 with RoPE over whole heads only (candle's quantized Phi-3)"
-                .to_string(),
-        ));
-    }
-    let arch = cfg.arch;
-    let prefix = gguf_prefix(arch);
+    let gguf = writable(cfg)?;
     let cerr = |e: candle_core::Error| ModelError::new(format!("writing {}: {e}", path.display()));
-    let layers = cfg.num_hidden_layers;
-    let mut tensors: Vec<(String, QTensor)> = Vec::new();
+    let tensors = synthetic_tensors(cfg, gguf, seed, quant).map_err(cerr)?;
+    let mut md = metadata(cfg, gguf, quant);
+    if let (Some(g), Some(defaults)) = (&cfg.gemma, &cfg.arch.row().gemma) {
+        gemma_metadata(cfg, g, defaults, gguf.names[0], &mut md)?;
+    }
+    md.extend(tokenizer::metadata_for(tk, cfg.vocab_size)?);
+    let md_refs: Vec<(&str, &gguf_file::Value)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let file = File::create(path).map_err(|e| ModelError::io(path, e))?;
+    let mut w = BufWriter::new(file);
+    gguf_file::write(&mut w, &md_refs, &t_refs).map_err(cerr)?;
+    w.flush().map_err(|e| ModelError::io(path, e))?;
+    w.stream_position().map_err(|e| ModelError::io(path, e))?;
+    Ok(())
+}
+
+/// The GGUF layout `cfg` is written in, or why it cannot be.
+fn writable(cfg: &ArchConfig) -> Result<&'static GgufRow, ModelError> {
+    let row = cfg.arch.row();
+    let Some(gguf) = &row.gguf else {
+        let writes: Vec<&str> = ARCHITECTURES
+            .iter()
+            .filter_map(|r| r.gguf.as_ref().map(|g| g.names[0]))
+            .collect();
+        let writes = match writes.split_last() {
+            Some((last, [])) => last.to_string(),
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        };
+        // An architecture whose GGUFs another one reads (mistral's, as llama).
+        let reader = ARCHITECTURES
+            .iter()
+            .find(|r| r.gguf.as_ref().is_some_and(|g| g.names.contains(&row.name)));
+        return Err(ModelError::new(match reader {
+            Some(r) => format!(
+                "--gguf writes {writes}; use --arch {} for a {}-shaped GGUF",
+                r.name, row.name
+            ),
+            None => format!(
+                "--gguf writes {writes}, not {}; write a Hugging Face directory instead (drop --gguf)",
+                row.name
+            ),
+        }));
+    };
+    if row.partial_rotary && cfg.partial_rotary_factor.is_some() {
+        return Err(ModelError::new(format!(
+            "--gguf writes {} with RoPE over whole heads only (candle's quantized {})",
+            row.name, row.name
+        )));
+    }
+    Ok(gguf)
+}
+
+/// Every tensor of `cfg` under llama.cpp's name, as convert_hf_to_gguf.py stores it, of the
+/// matrix type `quant` picks (norms in f32).
+fn synthetic_tensors(
+    cfg: &ArchConfig,
+    gguf: &GgufRow,
+    seed: u64,
+    quant: GgufType,
+) -> candle_core::Result<Vec<(String, QTensor)>> {
+    let gemma_norms = cfg.arch.row().layout.gemma_norms;
+    let mut tensors = Vec::new();
     for spec in cfg.tensor_specs() {
-        let gguf_name = gguf_name(arch, &spec.name);
+        let gguf_name = gguf_name(cfg.arch, &spec.name);
         let mut values = tensor_values(&spec, seed);
-        if spec.is_norm && cfg.gemma.is_some() {
+        if spec.is_norm && gemma_norms {
             // convert_hf_to_gguf.py stores Gemma's gain `1 + w`.
             values.iter_mut().for_each(|v| *v += 1.0);
         }
-        let mut t = Tensor::from_vec(values, spec.shape.as_slice(), &Device::Cpu).map_err(cerr)?;
-        if arch == Arch::Llama {
+        let mut t = Tensor::from_vec(values, spec.shape.as_slice(), &Device::Cpu)?;
+        if gguf.loader == GgufLoader::Llama {
             // llama.cpp's llama rotates interleaved pairs: convert_hf_to_gguf.py permutes the
             // rows of q and k so that the same model comes out.
             let heads = if gguf_name.ends_with("attn_q.weight") {
@@ -556,23 +636,29 @@ pub fn write_synthetic(
                 None
             };
             if let Some(n) = heads {
-                t = permute_rope_rows(&t, n).map_err(cerr)?;
+                t = permute_rope_rows(&t, n)?;
             }
         }
         let dtype = if spec.shape.len() == 2 {
-            quant.tensor_type(&gguf_name, layers, cfg.tie_word_embeddings, spec.shape[1])
+            let tied = cfg.tie_word_embeddings;
+            quant.tensor_type(&gguf_name, cfg.num_hidden_layers, tied, spec.shape[1])
         } else {
             GgmlDType::F32
         };
-        let q = QTensor::quantize(&t, dtype).map_err(cerr)?;
-        tensors.push((gguf_name, q));
+        tensors.push((gguf_name, QTensor::quantize(&t, dtype)?));
     }
+    Ok(tensors)
+}
+
+/// The hyperparameters llama.cpp reads, under the layout's prefix.
+fn metadata(cfg: &ArchConfig, gguf: &GgufRow, quant: GgufType) -> Vec<(String, gguf_file::Value)> {
     use gguf_file::Value as V;
+    let prefix = gguf.names[0];
     let u = |v: usize| V::U32(v as u32);
-    let context = match arch {
-        // Gemma and qwen3 take the file's length; the others are capped by candle.
-        Arch::Qwen3 | Arch::Gemma2 | Arch::Gemma3 => cfg.max_position_embeddings,
-        _ => cfg.max_position_embeddings.min(GGUF_MAX_POSITIONS),
+    let context = if gguf.loader.caps_positions() {
+        cfg.max_position_embeddings.min(GGUF_MAX_POSITIONS)
+    } else {
+        cfg.max_position_embeddings
     };
     let mut md: Vec<(String, V)> = vec![
         ("general.architecture".into(), V::String(prefix.into())),
@@ -588,7 +674,7 @@ pub fn write_synthetic(
             format!("{prefix}.attention.head_count_kv"),
             u(cfg.num_key_value_heads),
         ),
-        (format!("{prefix}.block_count"), u(layers)),
+        (format!("{prefix}.block_count"), u(cfg.num_hidden_layers)),
         (format!("{prefix}.embedding_length"), u(cfg.hidden_size)),
         (
             format!("{prefix}.feed_forward_length"),
@@ -606,63 +692,71 @@ pub fn write_synthetic(
         ),
         ("general.file_type".into(), V::U32(quant.file_type())),
     ];
-    if matches!(arch, Arch::Qwen3 | Arch::Gemma2 | Arch::Gemma3) {
+    if gguf.loader.reads_key_length() {
         for key in ["key_length", "value_length"] {
             md.push((format!("{prefix}.attention.{key}"), u(cfg.head_dim)));
         }
     }
-    if let Some(g) = &cfg.gemma {
-        let window = cfg.sliding_window.unwrap_or(cfg.max_position_embeddings);
-        md.push((format!("{prefix}.attention.sliding_window"), u(window)));
-        // What llama.cpp derives from the layer count and cannot be told otherwise.
-        let every = if arch == Arch::Gemma2 { 2 } else { 6 };
-        let pattern: Vec<bool> = (0..layers).map(|l| l % every < every - 1).collect();
-        if g.sliding_layers != pattern {
-            return Err(ModelError::new(format!(
-                "--gguf: llama.cpp's {prefix} slides {every_name} layers; this shape's layer types differ",
-                every_name = if every == 2 { "every other" } else { "five of six" }
-            )));
-        }
-        if g.query_pre_attn_scalar != cfg.head_dim as f64 {
-            return Err(ModelError::new(format!(
-                "--gguf: llama.cpp scales {prefix} queries by head_dim^-0.5, not query_pre_attn_scalar {}",
-                g.query_pre_attn_scalar
-            )));
-        }
-        if arch == Arch::Gemma3 && g.rope_local_theta != 10_000.0 {
-            return Err(ModelError::new(format!(
-                "--gguf: llama.cpp's gemma3 uses RoPE base 10000 on sliding layers, not {}",
-                g.rope_local_theta
-            )));
-        }
-        if let Some(cap) = g.attn_logit_softcapping {
-            md.push((
-                format!("{prefix}.attn_logit_softcapping"),
-                V::F32(cap as f32),
-            ));
-        }
-        if let Some(cap) = g.final_logit_softcapping {
-            md.push((
-                format!("{prefix}.final_logit_softcapping"),
-                V::F32(cap as f32),
-            ));
-        }
-        if let Some(f) = g.rope_linear_factor {
-            md.push((
-                format!("{prefix}.rope.scaling.type"),
-                V::String("linear".into()),
-            ));
-            md.push((format!("{prefix}.rope.scaling.factor"), V::F32(f as f32)));
-        }
+    md
+}
+
+/// Gemma's settings (`g`) as llama.cpp's metadata, or why llama.cpp cannot express them: it
+/// derives the sliding layers, the query scale and the sliding layers' RoPE base itself (the
+/// row's `defaults`).
+fn gemma_metadata(
+    cfg: &ArchConfig,
+    g: &Gemma,
+    defaults: &GemmaRow,
+    prefix: &str,
+    md: &mut Vec<(String, gguf_file::Value)>,
+) -> Result<(), ModelError> {
+    use gguf_file::Value as V;
+    let window = cfg.sliding_window.unwrap_or(cfg.max_position_embeddings);
+    md.push((
+        format!("{prefix}.attention.sliding_window"),
+        V::U32(window as u32),
+    ));
+    let every = defaults.full_every;
+    if g.sliding_layers != GemmaRow::sliding_layers(every, cfg.num_hidden_layers) {
+        return Err(ModelError::new(format!(
+            "--gguf: llama.cpp's {prefix} slides {} of every {every} layers; this shape's layer types differ",
+            every - 1
+        )));
     }
-    md.extend(tokenizer::metadata_for(tk, cfg.vocab_size)?);
-    let md_refs: Vec<(&str, &V)> = md.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let t_refs: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
-    let file = File::create(path).map_err(|e| ModelError::io(path, e))?;
-    let mut w = BufWriter::new(file);
-    gguf_file::write(&mut w, &md_refs, &t_refs).map_err(cerr)?;
-    w.flush().map_err(|e| ModelError::io(path, e))?;
-    w.stream_position().map_err(|e| ModelError::io(path, e))?;
+    if g.query_pre_attn_scalar != cfg.head_dim as f64 {
+        return Err(ModelError::new(format!(
+            "--gguf: llama.cpp scales {prefix} queries by head_dim^-0.5, not query_pre_attn_scalar {}",
+            g.query_pre_attn_scalar
+        )));
+    }
+    if let Some(base) = defaults
+        .rope_local_theta
+        .filter(|&b| b != g.rope_local_theta)
+    {
+        return Err(ModelError::new(format!(
+            "--gguf: llama.cpp's {prefix} uses RoPE base {base} on sliding layers, not {}",
+            g.rope_local_theta
+        )));
+    }
+    if let Some(cap) = g.attn_logit_softcapping {
+        md.push((
+            format!("{prefix}.attn_logit_softcapping"),
+            V::F32(cap as f32),
+        ));
+    }
+    if let Some(cap) = g.final_logit_softcapping {
+        md.push((
+            format!("{prefix}.final_logit_softcapping"),
+            V::F32(cap as f32),
+        ));
+    }
+    if let Some(f) = g.rope_linear_factor {
+        md.push((
+            format!("{prefix}.rope.scaling.type"),
+            V::String("linear".into()),
+        ));
+        md.push((format!("{prefix}.rope.scaling.factor"), V::F32(f as f32)));
+    }
     Ok(())
 }
 
@@ -775,18 +869,6 @@ fn use_more_bits(layer: usize, layers: usize) -> bool {
     layer < eighth || layer >= 7 * layers / 8 || (layer - eighth) % 3 == 2
 }
 
-/// The metadata prefix (`general.architecture`) of an architecture's GGUF.
-fn gguf_prefix(arch: Arch) -> &'static str {
-    match arch {
-        Arch::Qwen2 => "qwen2",
-        Arch::Qwen3 => "qwen3",
-        Arch::Gemma2 => "gemma2",
-        Arch::Gemma3 => "gemma3",
-        Arch::Phi3 => "phi3",
-        _ => "llama",
-    }
-}
-
 /// HF tensor name → llama.cpp tensor name (convert_hf_to_gguf.py's mapping).
 fn gguf_name(arch: Arch, hf: &str) -> String {
     match hf {
@@ -799,7 +881,7 @@ fn gguf_name(arch: Arch, hf: &str) -> String {
         return hf.to_string();
     };
     let (layer, tail) = rest.split_once('.').unwrap_or((rest, ""));
-    let gemma = matches!(arch, Arch::Gemma2 | Arch::Gemma3);
+    let gemma = arch.row().layout.gemma_norms;
     let mapped = match tail {
         "self_attn.q_proj.weight" => "attn_q.weight",
         "self_attn.k_proj.weight" => "attn_k.weight",
