@@ -20,7 +20,7 @@ pub enum Line {
     Event(EventLine),
     Request(RequestLine),
     /// A request that failed (never a latency sample).
-    RequestFailed(RequestFailed),
+    RequestFailed(FailedLine),
     Step(StepLine),
     Telemetry(Sample),
     /// The server's own view over one window (`--server-metrics`).
@@ -169,6 +169,10 @@ pub struct ErrorDetail {
 pub struct RequestLine {
     #[serde(flatten)]
     pub request: RequestDone,
+    /// When the consumer got it, in seconds since the run began (the record's clock, as every
+    /// line's `t_s`): the request's end. Records written before this have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_s: Option<f64>,
     /// B·P / TTFT.
     #[serde(default)]
     pub prefill_tok_s: Option<f64>,
@@ -178,13 +182,23 @@ pub struct RequestLine {
 }
 
 impl RequestLine {
-    pub fn of(r: &RequestDone) -> RequestLine {
+    pub fn of(r: &RequestDone, t_s: Option<f64>) -> RequestLine {
         RequestLine {
             request: r.clone(),
+            t_s,
             prefill_tok_s: Some(r.prefill_tok_s()),
             decode_tok_s: r.decode_tok_s(),
         }
     }
+}
+
+/// A failed request's line: the event, and when the consumer got it (`t_s`, as requests').
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FailedLine {
+    #[serde(flatten)]
+    pub failed: RequestFailed,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_s: Option<f64>,
 }
 
 /// One decode step (`--jsonl-steps`).
@@ -195,6 +209,9 @@ pub struct StepLine {
     pub itl_s: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_s: Option<f64>,
+    /// When the consumer got it (seconds since the run began); none in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_s: Option<f64>,
 }
 
 /// The last line: how the run ended and the summary it printed.
@@ -304,6 +321,7 @@ mod tests {
                 step: 1,
                 itl_s: 0.1 + 0.2,
                 gpu_s: None,
+                t_s: None,
             }),
         ];
         for line in lines {
@@ -326,6 +344,7 @@ mod tests {
             step: 2,
             itl_s: 0.25,
             gpu_s: None,
+            t_s: None,
         })
         .to_json();
         assert_eq!(text, r#"{"type":"step","index":1,"step":2,"itl_s":0.25}"#);

@@ -21,6 +21,10 @@ pub struct Record {
     pub requests: Vec<RequestDone>,
     /// Requests that failed (server engines), in the order they ended.
     pub failed: Vec<RequestFailed>,
+    /// When each request (`requests`) and failure (`failed`) ended by the record's clock, in
+    /// their order; `None` in records written before lines carried it.
+    pub request_t_s: Vec<Option<f64>>,
+    pub failed_t_s: Vec<Option<f64>>,
     pub steps: Vec<StepLine>,
     pub footer: Option<Footer>,
     /// `event` lines (pause, resume, stats_reset, workload_changed, error, run_started).
@@ -127,10 +131,12 @@ impl Record {
                 self.server.request_ended(r.request.warmup);
                 self.resources.observe_request(&r.request);
                 self.requests.push(r.request);
+                self.request_t_s.push(r.t_s);
             }
             Line::RequestFailed(f) => {
-                self.server.request_ended(f.warmup);
-                self.failed.push(f);
+                self.server.request_ended(f.failed.warmup);
+                self.failed.push(f.failed);
+                self.failed_t_s.push(f.t_s);
             }
             Line::ServerMetrics(m) => {
                 self.server.window(&m.window);

@@ -7,28 +7,33 @@ use std::path::{Path, PathBuf};
 use crate::event::{Event, RequestDone, RequestFailed, StopReason};
 
 use super::line::{
-    CellLine, ErrorDetail, EventLine, Footer, Header, Line, RequestLine, RunEvent,
+    CellLine, ErrorDetail, EventLine, FailedLine, Footer, Header, Line, RequestLine, RunEvent,
     ServerMetricsLine, StepLine,
 };
 use super::RunSummary;
 
 /// The request line both stdout and the record carry.
-pub fn request_line(r: &RequestDone) -> String {
-    Line::Request(RequestLine::of(r)).to_json()
+pub fn request_line(r: &RequestDone, t_s: f64) -> String {
+    Line::Request(RequestLine::of(r, Some(t_s))).to_json()
 }
 
 /// The line of a failed request (stdout and the record).
-pub fn failed_line(f: &RequestFailed) -> String {
-    Line::RequestFailed(f.clone()).to_json()
+pub fn failed_line(f: &RequestFailed, t_s: f64) -> String {
+    Line::RequestFailed(FailedLine {
+        failed: f.clone(),
+        t_s: Some(t_s),
+    })
+    .to_json()
 }
 
 /// A step line (`--jsonl-steps`).
-pub fn step_line(index: u64, step: u32, itl_s: f64, gpu_s: Option<f64>) -> String {
+pub fn step_line(index: u64, step: u32, itl_s: f64, gpu_s: Option<f64>, t_s: f64) -> String {
     Line::Step(StepLine {
         index,
         step,
         itl_s,
         gpu_s,
+        t_s: Some(t_s),
     })
     .to_json()
 }
@@ -121,11 +126,14 @@ impl Recorder {
                 workload: info.workload.clone(),
             })),
             Event::RequestDone(r) => {
-                self.line(&Line::Request(RequestLine::of(r)));
+                self.line(&Line::Request(RequestLine::of(r, Some(t_s))));
                 self.flush();
             }
             Event::RequestFailed(f) => {
-                self.line(&Line::RequestFailed(f.as_ref().clone()));
+                self.line(&Line::RequestFailed(FailedLine {
+                    failed: f.as_ref().clone(),
+                    t_s: Some(t_s),
+                }));
                 self.flush();
             }
             Event::DecodeStep {
@@ -138,6 +146,7 @@ impl Recorder {
                 step: *step,
                 itl_s: *itl_s,
                 gpu_s: *gpu_s,
+                t_s: Some(t_s),
             })),
             Event::Telemetry(s) => self.line(&Line::Telemetry(s.as_ref().clone())),
             Event::CellStarted(c) => self.write_line(&Line::Cell(CellLine {

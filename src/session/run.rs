@@ -173,7 +173,7 @@ fn headless(
             r.on_event(since(started), &ev);
         }
         run.apply(&ev);
-        print_line(&mut stdout.lock(), &ev, steps);
+        print_line(&mut stdout.lock(), &ev, steps, since(started));
     }
     if run.failed_requests > 0 {
         say!(
@@ -189,7 +189,7 @@ fn headless(
 
 /// The headless line of an event, if it has one: requests (flushed), failures, steps with
 /// `--jsonl-steps`; warnings go to stderr.
-pub(crate) fn print_line(out: &mut impl Write, ev: &Event, steps: bool) {
+pub(crate) fn print_line(out: &mut impl Write, ev: &Event, steps: bool, t_s: f64) {
     match ev {
         Event::DecodeStep {
             index,
@@ -197,15 +197,15 @@ pub(crate) fn print_line(out: &mut impl Write, ev: &Event, steps: bool) {
             itl_s,
             gpu_s,
         } if steps => {
-            let line = crate::record::writer::step_line(*index, *step, *itl_s, *gpu_s);
+            let line = crate::record::writer::step_line(*index, *step, *itl_s, *gpu_s, t_s);
             let _ = writeln!(out, "{line}");
         }
         Event::RequestDone(r) => {
-            let _ = writeln!(out, "{}", crate::record::writer::request_line(r));
+            let _ = writeln!(out, "{}", crate::record::writer::request_line(r, t_s));
             let _ = out.flush();
         }
         Event::RequestFailed(f) => {
-            let _ = writeln!(out, "{}", crate::record::writer::failed_line(f));
+            let _ = writeln!(out, "{}", crate::record::writer::failed_line(f, t_s));
             let _ = out.flush();
         }
         Event::Error {
