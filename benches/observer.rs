@@ -612,6 +612,8 @@ fn inproc(s: &Settings) {
             source: PromptSource::Synthetic,
             vocab: 2048,
             seed: 0,
+            traffic: None,
+            tokenizer: None,
         },
         warmup: 3,
         requests: None,

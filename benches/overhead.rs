@@ -33,6 +33,8 @@ fn workload(vocab: usize) -> Workload {
         source: PromptSource::Synthetic,
         vocab,
         seed: 0,
+        traffic: None,
+        tokenizer: None,
     }
 }
 

@@ -77,6 +77,62 @@ impl WorkloadDesc {
     }
 }
 
+/// What the record keeps of the file: enough to know two runs replayed the same traffic.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DatasetInfo {
+    /// The file's name (not its directory).
+    pub file: String,
+    /// The format read (`auto` resolved).
+    pub format: String,
+    pub bytes: u64,
+    pub sha256: String,
+    /// Rows read (kept), before any selection.
+    pub rows: u64,
+    /// Rows left out, by reason (`malformed`, `filtered out`, `no prompt`, `response tokens 0`,
+    /// and at selection `too long for the model`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub skipped: std::collections::BTreeMap<String, u64>,
+    /// Whether every row has a time (a trace that `--replay` can send at its timestamps).
+    pub timed: bool,
+    /// `--dataset-filter` as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filter: Option<String>,
+}
+
+/// What a run's traffic is beyond made-up lengths: the dataset, the trace, conversations,
+/// shared prefixes, and what can be said of the server's cache.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TrafficInfo {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset: Option<DatasetInfo>,
+    /// Requests (or conversations) the run sends, when bounded by the traffic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<u64>,
+    /// `--replay`: the trace's span (seconds) and `--time-scale`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_span_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_scale: Option<f64>,
+    /// Tokens per hash id (`--block-size`), when rows have hash ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_size: Option<usize>,
+    /// Conversations and the turns sent of each (`all` or N).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversations: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turns: Option<String>,
+    /// `--shared-prefix` as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_prefix: Option<String>,
+    /// Whether prompt lengths are counted exactly (a tokenizer) or estimated.
+    #[serde(default)]
+    pub exact_lengths: bool,
+    /// What can be said of a prefix cache: `none` for the candle engine (it has none), else
+    /// what the server reports per request (`cached_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache: Option<String>,
+}
+
 /// Sent once, when the model has loaded and the first request is about to start.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunInfo {
@@ -85,6 +141,9 @@ pub struct RunInfo {
     pub warmup_requests: u64,
     /// CPU threads candle uses (0 when not on CPU).
     pub threads: usize,
+    /// The traffic beyond made-up lengths (a dataset, conversations, shared prefixes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<Box<TrafficInfo>>,
 }
 
 /// One finished request: the unit every statistic and every record line is built from.
@@ -125,6 +184,29 @@ pub struct RequestDone {
     /// What only a client of a server knows (the http engine); `None` for in-process engines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<Box<ClientDetail>>,
+    /// Where the request came from (a dataset's row, a conversation's turn, a shared-prefix
+    /// group); `None` for made-up traffic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Box<Origin>>,
+}
+
+/// Where a request came from, so any statistic can be split by it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Origin {
+    /// The dataset row's line in its file (1-based; the position in a JSON array).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row: Option<u32>,
+    /// The conversation (0-based, in the order they started) and the turn in it (1-based).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    /// The shared-prefix group (0-based).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<u32>,
+    /// The row's time in the trace (seconds from its start), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_s: Option<f64>,
 }
 
 /// A request measured by a client of a serving endpoint: where it went, how late it was sent,
@@ -152,6 +234,10 @@ pub struct ClientDetail {
     /// The server's `finish_reason` (`length`, `stop`, ...), when it sent one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
+    /// Prompt tokens the server said it had cached (`usage.prompt_tokens_details.cached_tokens`,
+    /// as vLLM, SGLang and OpenAI report it); `None` when it did not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<usize>,
 }
 
 /// A request that did not complete: never a latency sample, always counted.

@@ -16,6 +16,7 @@ pub mod session;
 pub mod stats;
 pub mod sweep;
 pub mod telemetry;
+pub mod traffic;
 pub mod ui;
 pub mod util;
 

@@ -15,7 +15,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use crate::event::{Control, Event, RequestDone, RunInfo, StopReason};
 use crate::record::resources::Resources;
 use crate::record::RunSummary;
-use crate::stats::{EndpointStats, RunStats, ServerSteady, Window, RECENT_REQUESTS};
+use crate::stats::{Breakdown, EndpointStats, RunStats, ServerSteady, Window, RECENT_REQUESTS};
 
 /// Exit codes (README, "Exit codes and errors").
 pub const EXIT_OK: i32 = 0;
@@ -81,6 +81,10 @@ pub struct Run {
     pending_steps: std::collections::HashMap<u64, Vec<f64>>,
     /// The server's own view (`--server-metrics`): its last window and its steady span.
     pub server: ServerSteady,
+    /// Steady requests by cache outcome and turn, and their lengths.
+    pub breakdown: Breakdown,
+    /// How far into a replayed trace the finished requests reach (seconds of trace time).
+    pub trace_covered_s: Option<f64>,
     /// Set by `Event::Finished`: the engine has stopped and says why.
     pub stop: Option<StopReason>,
     /// The fatal error that ended the run, if one did.
@@ -131,6 +135,7 @@ impl Run {
             Event::ServerMetrics(w) => self.server.window(w),
             Event::StatsReset => {
                 self.stats.reset();
+                self.breakdown.reset();
                 self.endpoints.reset();
                 self.server.reset();
                 for steps in self.pending_steps.values_mut() {
@@ -167,6 +172,10 @@ impl Run {
     fn request_done(&mut self, r: &RequestDone) {
         self.stats.record_request(r);
         self.endpoints.record_request(r);
+        self.breakdown.observe(r);
+        if let Some(t) = r.origin.as_ref().and_then(|o| o.at_s) {
+            self.trace_covered_s = Some(self.trace_covered_s.map_or(t, |c| c.max(t)));
+        }
         if let Some(c) = &r.client {
             let w = self
                 .send_delays
@@ -211,6 +220,7 @@ impl Run {
             .with_failures(self.failed_requests)
             .with_endpoints(self.endpoints.summaries())
             .with_server(self.server.summary.clone())
+            .with_breakdown(&self.breakdown)
     }
 
     /// How the run ended: the engine's own reason when it said one, else `asked` (the stop
@@ -369,6 +379,7 @@ mod tests {
             tokens: None,
             text: None,
             client: None,
+            origin: None,
         }))
     }
 
@@ -498,6 +509,7 @@ mod tests {
             },
             warmup_requests: 1,
             threads: 0,
+            traffic: None,
         })));
         // Request 1 (steady) starts before warmup request 0's steps arrive.
         for ev in [

@@ -26,6 +26,8 @@ fn config(requests: Option<u64>) -> WorkerConfig {
             source: PromptSource::Synthetic,
             vocab: 0,
             seed: 0,
+            traffic: None,
+            tokenizer: None,
         },
         warmup: 0,
         requests,

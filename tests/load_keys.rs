@@ -45,6 +45,8 @@ fn the_candle_engine_doubles_and_halves_its_batch() {
             source: PromptSource::Synthetic,
             vocab: 0,
             seed: 0,
+            traffic: None,
+            tokenizer: None,
         },
         warmup: 0,
         requests: Some(3),

@@ -160,6 +160,7 @@ fn soak(total_steps: u64, mark_every: u64) -> Soaked {
         workload: workload.clone(),
         warmup_requests: 2,
         threads: 0,
+        traffic: None,
     })));
 
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -215,6 +216,7 @@ fn soak(total_steps: u64, mark_every: u64) -> Soaked {
             tokens: None,
             text: None,
             client: None,
+            origin: None,
         };
         soak.feed(Event::RequestDone(Box::new(done)));
         if index.is_multiple_of(50) {

@@ -99,6 +99,7 @@ impl Sim {
             workload: workload(prompt, output),
             warmup_requests: warmup,
             threads: 2,
+            traffic: None,
         })));
     }
 
@@ -154,6 +155,7 @@ impl Sim {
             tokens: None,
             text: None,
             client: None,
+            origin: None,
         })));
         self.app.refresh();
     }
@@ -594,6 +596,7 @@ fn distribution_of_a_bimodal_itl_shows_two_peaks() {
             tokens: None,
             text: None,
             client: None,
+            origin: None,
         })));
         s.app.refresh();
     }
@@ -667,6 +670,7 @@ fn heatmap_shows_a_periodic_stall_as_a_stripe() {
             tokens: None,
             text: None,
             client: None,
+            origin: None,
         })));
         index += 1;
         if index % 8 == 0 {
@@ -839,6 +843,7 @@ fn client_beside_server() {
         workload: workload(128, 16),
         warmup_requests: 5,
         threads: 2,
+        traffic: None,
     })));
     s.requests(0, 5, 5);
     // The warmup's window is slow; it is not in the server's steady figures.

@@ -111,6 +111,7 @@ impl Feed {
                     workload: workload(self.prompt),
                     warmup_requests: WARMUP,
                     threads: 2,
+                    traffic: None,
                 })),
             ),
         ]
@@ -172,6 +173,7 @@ impl Feed {
                 tokens: None,
                 text: None,
                 client: None,
+                origin: None,
             })),
         ));
     }

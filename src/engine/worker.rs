@@ -199,6 +199,7 @@ fn run(
         } else {
             0
         },
+        traffic: cfg.workload.traffic_info().map(Box::new),
     })));
     if let Some(w) = loaded.unapplied_window.filter(|&w| needed > w) {
         // Warn rather than refuse: the cost of attending over every position is what is
@@ -231,19 +232,25 @@ fn run(
     // candle's quantized (GGUF) models run batch 1 only (see the check in `plan`).
     let max_batch = if info.source == "gguf" { 1 } else { MAX_BATCH };
     let mut index: u64 = 0;
+    // A dataset is sent once through (unless --requests or --duration says otherwise).
+    let limit = match (cfg.requests, cfg.workload.traffic_len(), cfg.duration) {
+        (Some(n), _, _) => Some(n),
+        (None, Some(rows), None) => Some(rows),
+        (None, _, _) => None,
+    };
     loop {
         // Request boundary: apply control messages, honour limits.
         if let Some(reason) = inbox.apply(&mut cfg.workload, info.max_positions, max_batch, tx) {
             return Ok(reason);
         }
-        if cfg.requests.is_some_and(|n| index >= n) {
+        if limit.is_some_and(|n| index >= n) {
             return Ok(StopReason::RequestLimit);
         }
         if cfg.duration.is_some_and(|d| started.elapsed() >= d) {
             return Ok(StopReason::DurationLimit);
         }
 
-        let shape = cfg.workload.request(index);
+        let shape = cfg.workload.try_request(index)?;
         let warmup = index < cfg.warmup;
         let _ = tx.send(Event::RequestStarted {
             index,
@@ -254,7 +261,8 @@ fn run(
         });
         match measure.request(&shape, index, warmup, &mut inbox) {
             Ok(Request::Done(ids)) => {
-                let done = ids.finish(&cfg);
+                let mut done = ids.finish(&cfg);
+                done.origin = shape.origin.clone().map(Box::new);
                 let _ = tx.send(Event::RequestDone(Box::new(done)));
             }
             // Stopped mid-request: the partial request is not a measurement.
@@ -539,6 +547,7 @@ impl Generated {
             tokens: cfg.record_tokens.then_some(first_seq),
             text,
             client: None,
+            origin: None,
         }
     }
 }

@@ -2,117 +2,10 @@
 
 use crate::util::SplitMix64;
 
-/// A length given as one number, a list cycled per request (`128,512`), or a seeded uniform
-/// range (`64..512`, both ends included).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum LenSpec {
-    Fixed(usize),
-    List(Vec<usize>),
-    Range(usize, usize),
-}
+use std::sync::Arc;
 
-impl LenSpec {
-    /// Parses a length spec; every length must be ≥ 1. Errors are one line, without the flag
-    /// (the CLI names it).
-    pub fn parse(s: &str) -> Result<LenSpec, String> {
-        let s = s.trim();
-        let num = |t: &str| -> Result<usize, String> {
-            let t = t.trim();
-            match t.parse::<i64>() {
-                Ok(n) if n >= 1 => Ok(n as usize),
-                Ok(n) => Err(format!("{n} is not a positive length (use 1 or more)")),
-                Err(_) => Err(format!(
-                    "`{t}` is not a length (use N, a list like 128,512, or a range like 64..512)"
-                )),
-            }
-        };
-        if let Some((a, b)) = s.split_once("..") {
-            let b = b.strip_prefix('=').unwrap_or(b);
-            let (lo, hi) = (num(a)?, num(b)?);
-            if lo > hi {
-                return Err(format!("range {s} is inverted (write {hi}..{lo})"));
-            }
-            return Ok(if lo == hi {
-                LenSpec::Fixed(lo)
-            } else {
-                LenSpec::Range(lo, hi)
-            });
-        }
-        if s.contains(',') {
-            let v = s.split(',').map(num).collect::<Result<Vec<_>, _>>()?;
-            return Ok(LenSpec::List(v));
-        }
-        num(s).map(LenSpec::Fixed)
-    }
-
-    pub fn max(&self) -> usize {
-        match self {
-            LenSpec::Fixed(n) => *n,
-            LenSpec::List(v) => v.iter().copied().max().unwrap_or(1),
-            LenSpec::Range(_, hi) => *hi,
-        }
-    }
-
-    /// The length of request `index`.
-    pub fn pick(&self, index: u64, rng: &mut SplitMix64) -> usize {
-        match self {
-            LenSpec::Fixed(n) => *n,
-            LenSpec::List(v) => v[(index as usize) % v.len().max(1)],
-            LenSpec::Range(lo, hi) => rng.next_in(*lo as u64, *hi as u64) as usize,
-        }
-    }
-
-    /// The output-tokens key (`+`/`-`): every length changed by `delta` tokens.
-    pub fn plus(&self, delta: i64) -> LenSpec {
-        self.map(|n| (n as i64).saturating_add(delta).max(1) as usize)
-    }
-
-    /// The prompt key (`]`/`[`): every length doubled per step (halved per negative step).
-    pub fn doubled(&self, steps: i64) -> LenSpec {
-        self.map(|n| doubled(n, steps))
-    }
-
-    /// Every length changed by `f` (clamped to ≥ 1).
-    pub fn map(&self, f: impl Fn(usize) -> usize) -> LenSpec {
-        let g = |n: usize| f(n).max(1);
-        match self {
-            LenSpec::Fixed(n) => LenSpec::Fixed(g(*n)),
-            LenSpec::List(v) => LenSpec::List(v.iter().map(|&n| g(n)).collect()),
-            LenSpec::Range(lo, hi) => LenSpec::Range(g(*lo), g(*hi)),
-        }
-    }
-}
-
-impl std::fmt::Display for LenSpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LenSpec::Fixed(n) => write!(f, "{n}"),
-            LenSpec::List(v) => {
-                let s: Vec<String> = v.iter().map(|n| n.to_string()).collect();
-                write!(f, "{}", s.join(","))
-            }
-            LenSpec::Range(lo, hi) => write!(f, "{lo}..{hi}"),
-        }
-    }
-}
-
-/// What the doubling keys mean in every engine (prompt length, batch, concurrency): `n`
-/// doubled per step, halved per negative step, at most 8 steps at once, never below 1. The
-/// request rate of an open loop scales by the same factor (`doubling_factor`).
-pub fn doubled(n: usize, steps: i64) -> usize {
-    let s = steps.clamp(-8, 8);
-    if s >= 0 {
-        n.saturating_mul(1 << s)
-    } else {
-        n >> -s
-    }
-    .max(1)
-}
-
-/// `doubled`'s factor, for loads that are not counts (a rate).
-pub fn doubling_factor(steps: i64) -> f64 {
-    2f64.powi(steps.clamp(-8, 8) as i32)
-}
+pub use crate::traffic::len::{doubled, doubling_factor, LenSpec};
+use crate::traffic::Source;
 
 /// Where prompt ids come from.
 #[derive(Clone, Debug, PartialEq)]
@@ -131,6 +24,8 @@ pub struct RequestShape {
     pub batch: usize,
     /// `batch × prompt_tokens` ids, row-major.
     pub ids: Vec<u32>,
+    /// Where it came from (a dataset row, a shared-prefix group).
+    pub origin: Option<crate::event::Origin>,
 }
 
 #[derive(Clone, Debug)]
@@ -142,11 +37,19 @@ pub struct Workload {
     pub source: PromptSource,
     pub vocab: usize,
     pub seed: u64,
+    /// Requests from a dataset or shared-prefix groups (prompts and lengths); `prompt` and
+    /// `source` are then unused, and `output` is the length of rows that do not say.
+    pub traffic: Option<Arc<Source>>,
+    /// Tokenizes a dataset's text prompts (the model's tokenizer).
+    pub tokenizer: Option<Arc<tokenizers::Tokenizer>>,
 }
 
 impl Workload {
     /// The longest prompt + output this workload can ask for.
     pub fn max_positions_needed(&self) -> usize {
+        if let Some(t) = &self.traffic {
+            return t.max_positions(self.output.max());
+        }
         let p = match (&self.prompt, &self.source) {
             (Some(spec), _) => spec.max(),
             (None, PromptSource::Text(ps)) => ps.iter().map(Vec::len).max().unwrap_or(1),
@@ -156,6 +59,14 @@ impl Workload {
     }
 
     pub fn describe(&self) -> crate::event::WorkloadDesc {
+        if let Some(t) = &self.traffic {
+            return crate::event::WorkloadDesc {
+                prompt_tokens: t.describe(),
+                output_tokens: self.output.to_string(),
+                batch: self.batch,
+                load: None,
+            };
+        }
         let prompt = match (&self.prompt, &self.source) {
             (Some(s), _) => s.to_string(),
             (None, PromptSource::Text(ps)) => format!("text ({} prompts)", ps.len()),
@@ -169,7 +80,61 @@ impl Workload {
         }
     }
 
+    /// Requests the traffic holds (a dataset's rows), if bounded.
+    pub fn traffic_len(&self) -> Option<u64> {
+        self.traffic
+            .as_ref()
+            .and_then(|t| t.rows())
+            .map(|n| n as u64)
+    }
+
+    /// What the record says of the traffic: a dataset's file, shared prefixes; no prefix cache.
+    pub fn traffic_info(&self) -> Option<crate::event::TrafficInfo> {
+        let mut info = self.traffic.as_ref()?.info();
+        info.exact_lengths = true;
+        info.cache = Some("none: the candle engine has no prefix cache".into());
+        Some(info)
+    }
+
+    /// The shape and ids of request `index` from the traffic source: its prompt tokenized (or
+    /// its made-up parts as ids), its output length or the run's.
+    fn of_traffic(&self, traffic: &Source, index: u64) -> Result<RequestShape, String> {
+        let planned = traffic
+            .request(self.seed, index)
+            .ok_or_else(|| "the dataset has no rows left".to_string())?;
+        let mut rng = SplitMix64::new(self.seed ^ index.wrapping_mul(0xA24B_AED4_963E_E407));
+        let output_tokens = planned
+            .output_tokens
+            .unwrap_or_else(|| self.output.pick(index, &mut rng));
+        let row = planned.prompt.ids(self.tokenizer.as_deref(), self.vocab)?;
+        if row.is_empty() {
+            return Err(format!(
+                "the prompt of request {index} is empty after tokenization"
+            ));
+        }
+        let mut ids = Vec::with_capacity(self.batch * row.len());
+        for _ in 0..self.batch {
+            ids.extend_from_slice(&row);
+        }
+        Ok(RequestShape {
+            prompt_tokens: row.len(),
+            output_tokens,
+            batch: self.batch,
+            ids,
+            origin: Some(planned.origin),
+        })
+    }
+
     /// The shape and ids of request `index`; deterministic for a seed.
+    pub fn try_request(&self, index: u64) -> Result<RequestShape, String> {
+        match &self.traffic {
+            Some(t) => self.of_traffic(t, index),
+            None => Ok(self.request(index)),
+        }
+    }
+
+    /// The shape and ids of request `index` of made-up or given prompts; deterministic for a
+    /// seed.
     pub fn request(&self, index: u64) -> RequestShape {
         let mut rng = SplitMix64::new(self.seed ^ index.wrapping_mul(0xA24B_AED4_963E_E407));
         let output_tokens = self.output.pick(index, &mut rng);
@@ -210,6 +175,7 @@ impl Workload {
             output_tokens,
             batch: self.batch,
             ids,
+            origin: None,
         }
     }
 }

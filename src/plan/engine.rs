@@ -104,7 +104,12 @@ fn plan_http(opts: &RunOpts) -> Result<HttpConfig, Failure> {
     };
     if server_tokenizer(opts) {
         let texts = prompt_texts(w)?.map(Arc::new);
-        return Ok(http_config(opts, api_key, http::Prompts::Server { texts }));
+        let traffic = super::traffic::plan(opts, true, None, None)?;
+        let mut cfg = http_config(opts, api_key, http::Prompts::Server { texts });
+        cfg.source = traffic.source;
+        cfg.replay = traffic.replay;
+        cfg.conversations = traffic.conversations;
+        return Ok(cfg);
     }
     let tokenizer = match &opts.model.tokenizer {
         Some(path) => Some(tokenizer_flag(path)?),
@@ -130,7 +135,16 @@ fn plan_http(opts: &RunOpts) -> Result<HttpConfig, Failure> {
             _ => http::Prompts::Approximate,
         },
     };
-    Ok(http_config(opts, api_key, prompts))
+    let counted_by = match (&tokenizer, &prompts) {
+        (Some(tk), _) => Some(tk),
+        _ => None,
+    };
+    let traffic = super::traffic::plan(opts, true, counted_by, None)?;
+    let mut cfg = http_config(opts, api_key, prompts);
+    cfg.source = traffic.source;
+    cfg.replay = traffic.replay;
+    cfg.conversations = traffic.conversations;
+    Ok(cfg)
 }
 
 fn http_config(opts: &RunOpts, api_key: Option<String>, prompts: http::Prompts) -> HttpConfig {
@@ -154,6 +168,9 @@ fn http_config(opts: &RunOpts, api_key: Option<String>, prompts: http::Prompts) 
         exact_output: !w.stop_at_eos,
         chunk_usage: s.chunk_usage,
         record_tokens: opts.output.record_tokens,
+        source: None,
+        replay: None,
+        conversations: None,
     }
 }
 
@@ -197,7 +214,14 @@ fn plan_candle(opts: &RunOpts) -> Result<WorkerConfig, Failure> {
 
     // Prompts.
     let record_tokens = opts.output.record_tokens;
-    let tokenizer = if w.has_text() || record_tokens {
+    let t = &opts.traffic;
+    if t.turns.is_some() {
+        return Err(Failure::usage(
+            "--turns: conversations run against a server (--endpoint with --api chat); the candle engine sends independent requests",
+        ));
+    }
+    let wants_traffic = t.dataset.is_some() || t.shared_prefix.is_some();
+    let tokenizer = if w.has_text() || record_tokens || t.dataset.is_some() {
         Some(load_tokenizer(
             &spec,
             arch.as_ref(),
@@ -211,6 +235,12 @@ fn plan_candle(opts: &RunOpts) -> Result<WorkerConfig, Failure> {
         (PromptSource::Synthetic, None) => Some(LenSpec::Fixed(128)),
         (_, p) => p.clone(),
     };
+    let traffic = if wants_traffic {
+        let max = arch.as_ref().map(|c| c.max_position_embeddings);
+        super::traffic::plan(opts, false, tokenizer.as_ref(), max)?.source
+    } else {
+        None
+    };
     let workload = Workload {
         prompt: prompt_len,
         output: w.output_tokens.clone(),
@@ -218,6 +248,11 @@ fn plan_candle(opts: &RunOpts) -> Result<WorkerConfig, Failure> {
         source,
         vocab: arch.as_ref().map(|c| c.vocab_size).unwrap_or(32000),
         seed: w.seed,
+        traffic: traffic.map(Arc::new),
+        tokenizer: tokenizer
+            .clone()
+            .filter(|_| t.dataset.is_some())
+            .map(Arc::new),
     };
     if let Some(cfg) = &arch {
         let needed = workload.max_positions_needed();

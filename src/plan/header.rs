@@ -46,6 +46,7 @@ pub fn header(opts: &RunOpts, engine: &EnginePlan, slo: Slo) -> Header {
             threads: c.threads,
             prompt_tokens: c.workload.describe().prompt_tokens,
             batch: c.workload.batch,
+            traffic: c.workload.traffic_info(),
             ..common
         },
         // No API key here: it is never written.
@@ -72,6 +73,7 @@ pub fn header(opts: &RunOpts, engine: &EnginePlan, slo: Slo) -> Header {
             prompt_tokens: h.describe().prompt_tokens,
             output_tokens: h.output.to_string(),
             batch: 1,
+            traffic: h.traffic_info(),
             ..common
         },
     };

@@ -9,6 +9,7 @@ pub mod header;
 pub mod opts;
 mod prompts;
 pub mod sweep;
+pub mod traffic;
 pub mod values;
 
 use std::io::IsTerminal;

@@ -213,6 +213,8 @@ pub struct RunOpts {
     #[command(flatten)]
     pub workload: WorkloadOpts,
     #[command(flatten)]
+    pub traffic: super::traffic::TrafficOpts,
+    #[command(flatten)]
     pub server: ServerOpts,
     #[command(flatten)]
     pub output: OutputOpts,

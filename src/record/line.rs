@@ -106,6 +106,11 @@ pub struct RunConfig {
     pub burstiness: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_timeout_s: Option<f64>,
+    /// The traffic beyond made-up lengths: the dataset (file, format, size, sha256, rows used
+    /// and skipped), a replayed trace, conversations, shared prefixes, what can be said of the
+    /// cache.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<crate::event::TrafficInfo>,
 }
 
 /// Where the run ran.

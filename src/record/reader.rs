@@ -224,9 +224,11 @@ fn summary_of_record(rec: &Record) -> RunSummary {
         }
     }
     let mut endpoints = crate::stats::EndpointStats::default();
+    let mut breakdown = crate::stats::Breakdown::default();
     for r in rec.counted() {
         stats.record_request(r);
         endpoints.record_request(r);
+        breakdown.observe(r);
     }
     for f in &rec.failed {
         endpoints.record_failure(f);
@@ -235,7 +237,8 @@ fn summary_of_record(rec: &Record) -> RunSummary {
         .with_resources(rec.resources.clone())
         .with_failures(rec.failed.len() as u64)
         .with_endpoints(endpoints.summaries())
-        .with_server(rec.server.summary.clone());
+        .with_server(rec.server.summary.clone())
+        .with_breakdown(&breakdown);
     if rec.steps.is_empty() {
         if let Some(itl) = footer_metric(rec.footer.as_ref(), "metrics", Metric::Itl) {
             set(&mut summary.steady, Metric::Itl, itl);

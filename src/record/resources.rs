@@ -145,6 +145,7 @@ mod tests {
             tokens: None,
             text: None,
             client: None,
+            origin: None,
         }
     }
 

@@ -44,6 +44,9 @@ pub struct RunSummary {
     /// The server's own histograms over the steady state (`--server-metrics`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerSpanSummary>,
+    /// Steady TTFT by cache outcome and by turn, and the length distributions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breakdown: Option<crate::stats::BreakdownSummary>,
 }
 
 impl RunSummary {
@@ -57,7 +60,15 @@ impl RunSummary {
             failed_requests: 0,
             endpoints: Vec::new(),
             server: None,
+            breakdown: None,
         }
+    }
+
+    /// The summary with the steady requests split by cache outcome and turn.
+    pub fn with_breakdown(mut self, b: &crate::stats::Breakdown) -> RunSummary {
+        let s = b.summary();
+        self.breakdown = (s.prompt_tokens.n > 0).then_some(s);
+        self
     }
 
     /// The summary with the server's own view beside the client's.
@@ -120,6 +131,9 @@ impl RunSummary {
         if let Some(srv) = &self.server {
             out["server"] = serde_json::to_value(srv).unwrap_or_default();
         }
+        if let Some(b) = &self.breakdown {
+            out["breakdown"] = serde_json::to_value(b).unwrap_or_default();
+        }
         out
     }
 
@@ -161,6 +175,9 @@ impl RunSummary {
         out.push_str(&self.resources.markdown());
         out.push_str(&self.endpoints_markdown());
         out.push_str(&self.server_markdown());
+        if let Some(b) = &self.breakdown {
+            out.push_str(&b.markdown());
+        }
         out
     }
 

@@ -128,6 +128,7 @@ mod tests {
                 endpoint: endpoint.to_string(),
                 ..Default::default()
             })),
+            origin: None,
         }
     }
 

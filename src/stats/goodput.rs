@@ -104,6 +104,7 @@ mod tests {
             tokens: None,
             text: None,
             client: None,
+            origin: None,
         }
     }
 

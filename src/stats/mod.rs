@@ -1,5 +1,6 @@
 //! Statistics that must match numpy exactly: percentiles, bounded windows, summaries.
 
+pub mod breakdown;
 mod endpoints;
 pub mod goodput;
 mod percentile;
@@ -12,6 +13,7 @@ mod slo;
 pub mod steady;
 mod window;
 
+pub use breakdown::{Breakdown, BreakdownSummary, CacheOutcome};
 pub use endpoints::{EndpointStats, EndpointSummary};
 pub use percentile::{median, median_in_place, percentile_sorted};
 pub use run::{

@@ -390,6 +390,7 @@ mod tests {
             tokens: None,
             text: None,
             client: None,
+            origin: None,
         }
     }
 

@@ -54,6 +54,8 @@ pub enum View {
     Bands,
     /// ITL per slice of run time and latency bucket.
     Heatmap,
+    /// TTFT by conversation turn and by cache outcome (when the run has either).
+    Breakdown,
 }
 
 impl View {
@@ -62,7 +64,8 @@ impl View {
             View::Requests => View::Distributions,
             View::Distributions => View::Bands,
             View::Bands => View::Heatmap,
-            View::Heatmap => View::Requests,
+            View::Heatmap => View::Breakdown,
+            View::Breakdown => View::Requests,
         }
     }
 
@@ -72,6 +75,7 @@ impl View {
             View::Distributions => "distributions",
             View::Bands => "bands",
             View::Heatmap => "heatmap",
+            View::Breakdown => "by turn & cache",
         }
     }
 }
@@ -274,6 +278,8 @@ pub struct App {
     /// Whether the table shows the client's percentiles beside the server's own (when the run
     /// has `--server-metrics`; `s` toggles).
     pub server_columns: bool,
+    /// Steady TTFT by turn and cache outcome, and the lengths (refreshed with the table).
+    pub breakdown: crate::stats::BreakdownSummary,
     /// A sweep's fold (`infertop sweep` in a terminal): its cells so far and the grid; `run`
     /// is then the open cell's.
     pub sweep: Option<crate::sweep::fold::SweepFold>,
@@ -335,6 +341,7 @@ impl App {
             outlier_tpot: Summary::default(),
             decode_tok_s: None,
             server_columns: true,
+            breakdown: Default::default(),
             sweep: None,
             dirty: true,
             pending_boundary: false,
@@ -757,6 +764,7 @@ impl App {
         self.outlier_ttft = self.outlier_window_ttft.summary();
         self.outlier_tpot = self.outlier_window_tpot.summary();
         self.decode_tok_s = self.current_decode_rate();
+        self.breakdown = self.run.breakdown.summary();
         self.dirty = false;
     }
 
@@ -834,7 +842,7 @@ impl App {
                 Update::None
             }
             Action::CycleView => {
-                self.view = self.view.next();
+                self.view = self.next_view();
                 Update::None
             }
             Action::ToggleServer => {
@@ -858,6 +866,15 @@ impl App {
             | Action::LoadMore
             | Action::LoadLess => Update::None,
         }
+    }
+
+    /// The view after this one; the breakdown only when there is one to show.
+    pub fn next_view(&self) -> View {
+        let next = self.view.next();
+        if next == View::Breakdown && !self.breakdown.has_splits() {
+            return next.next();
+        }
+        next
     }
 
     /// The SLO limit for a table row, if one is set.
@@ -911,6 +928,7 @@ mod tests {
             tokens: None,
             text: None,
             client: None,
+            origin: None,
         }))
     }
 

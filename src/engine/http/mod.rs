@@ -11,6 +11,7 @@
 //! aside until then and counts them only if it completes, so a failed request never leaves
 //! latency samples behind.
 
+mod conversation;
 pub mod request;
 pub mod sse;
 pub mod tokenize;
@@ -24,9 +25,10 @@ use tokio::task::JoinSet;
 
 use crate::engine::workload::{doubled, doubling_factor, LenSpec};
 use crate::event::{
-    ClientDetail, Control, Event, ModelInfo, RequestDone, RequestFailed, RunInfo, StopReason,
-    WorkloadDesc,
+    ClientDetail, Control, Event, ModelInfo, Origin, RequestDone, RequestFailed, RunInfo,
+    StopReason, TrafficInfo, WorkloadDesc,
 };
+use crate::traffic::{Conversations, Prompt, Source};
 use crate::util::{fnv1a, SplitMix64};
 use request::{Ask, Failure, Measured, Token};
 pub use request::{Endpoint, PromptWords};
@@ -126,39 +128,98 @@ pub struct HttpConfig {
     /// (speculative decoding) is recorded with its count.
     pub chunk_usage: bool,
     pub record_tokens: bool,
+    /// Requests from a dataset or shared-prefix groups instead of made-up lengths.
+    pub source: Option<Source>,
+    /// `--replay`: each dataset row is sent at its timestamp × this scale (open loop).
+    pub replay: Option<f64>,
+    /// `--turns`: conversations, turn by turn (`concurrency` then counts conversations).
+    pub conversations: Option<Conversations>,
 }
 
 impl HttpConfig {
     pub fn describe(&self) -> WorkloadDesc {
+        let traffic = match (&self.conversations, &self.source) {
+            (Some(c), _) => Some(c.describe()),
+            (None, Some(s)) => Some(s.describe()),
+            (None, None) => None,
+        };
         WorkloadDesc {
-            prompt_tokens: match &self.prompts {
-                Prompts::Words(_) => self.prompt.to_string(),
-                Prompts::Approximate => format!("~{}", self.prompt),
-                Prompts::Texts(t) if t.len() == 1 => format!("text ({} tokens)", t[0].tokens),
-                Prompts::Texts(t) => format!("{} texts", t.len()),
-                Prompts::Server { .. } => self.prompt.to_string(),
+            prompt_tokens: match (&self.prompts, traffic) {
+                (_, Some(t)) => t,
+                (Prompts::Words(_), None) => self.prompt.to_string(),
+                (Prompts::Approximate, None) => format!("~{}", self.prompt),
+                (Prompts::Texts(t), None) if t.len() == 1 => {
+                    format!("text ({} tokens)", t[0].tokens)
+                }
+                (Prompts::Texts(t), None) => format!("{} texts", t.len()),
+                (Prompts::Server { .. }, None) => self.prompt.to_string(),
             },
             output_tokens: self.output.to_string(),
             batch: 1,
-            load: Some(match (self.rate, self.concurrency) {
-                (Some(r), Some(cap)) => format!("rate {r}/s (≤ {cap} in flight)"),
-                (Some(r), None) => format!("rate {r}/s"),
-                (None, c) => format!("concurrency {}", c.unwrap_or(1)),
+            load: Some(match (self.replay, self.rate, self.concurrency) {
+                (Some(scale), _, _) => format!("replay ×{}", 1.0 / scale),
+                (None, Some(r), Some(cap)) => format!("rate {r}/s (≤ {cap} in flight)"),
+                (None, Some(r), None) => format!("rate {r}/s"),
+                (None, None, c) if self.conversations.is_some() => {
+                    format!("{} conversations at once", c.unwrap_or(1))
+                }
+                (None, None, c) => format!("concurrency {}", c.unwrap_or(1)),
             }),
         }
     }
 
-    /// Requests in flight at most: the concurrency (default 1), or with a rate its cap (none).
+    /// What the record says of the traffic (`None` for made-up lengths).
+    pub fn traffic_info(&self) -> Option<TrafficInfo> {
+        let mut info = match (&self.conversations, &self.source) {
+            (Some(c), _) => c.info(),
+            (None, Some(s)) => s.info(),
+            (None, None) => return None,
+        };
+        info.time_scale = self.replay;
+        if self.replay.is_none() {
+            info.trace_span_s = None;
+        }
+        info.exact_lengths = info.exact_lengths || matches!(self.prompts, Prompts::Words(_));
+        info.cache = Some("cached_tokens as each request's usage reports it".into());
+        Some(info)
+    }
+
+    /// Requests the traffic bounds the run to: `--requests`, else every dataset row once (a
+    /// replayed trace: at most every row).
+    fn request_limit(&self) -> Option<u64> {
+        let rows = self.source.as_ref().and_then(Source::rows).map(|n| n as u64);
+        match (self.requests, rows) {
+            (Some(n), Some(rows)) if self.replay.is_some() => Some(n.min(rows)),
+            (Some(n), _) => Some(n),
+            (None, Some(rows)) if self.duration.is_none() || self.replay.is_some() => Some(rows),
+            (None, _) => None,
+        }
+    }
+
+    /// Whether requests go out on a schedule (a rate, a replayed trace) rather than as slots
+    /// free up.
+    fn open_loop(&self) -> bool {
+        self.rate.is_some() || self.replay.is_some()
+    }
+
+    /// Requests in flight at most: the concurrency (default 1), or in an open loop its cap
+    /// (none).
     fn in_flight_cap(&self) -> usize {
-        match self.rate {
-            Some(_) => self.concurrency.unwrap_or(usize::MAX),
-            None => self.concurrency.unwrap_or(1),
+        if self.open_loop() {
+            self.concurrency.unwrap_or(usize::MAX)
+        } else {
+            self.concurrency.unwrap_or(1)
         }
         .max(1)
     }
 
-    /// `Control::AdjustLoad`: the rate of an open loop, else the concurrency, ×2 per step.
+    /// `Control::AdjustLoad`: the rate of an open loop (a replay's speed), else the
+    /// concurrency, ×2 per step.
     fn adjust_load(&mut self, steps: i64) {
+        if let Some(scale) = self.replay {
+            self.replay = Some((scale / doubling_factor(steps)).clamp(1e-6, 1e6));
+            return;
+        }
         match self.rate {
             Some(r) => self.rate = Some((r * doubling_factor(steps)).clamp(1e-3, 1e6)),
             None => {
@@ -257,6 +318,7 @@ struct Launched {
     /// The prompt is `requested_prompt_tokens` long in the server's tokenizer.
     exact_prompt: bool,
     scheduled: Instant,
+    origin: Option<Origin>,
 }
 
 async fn run(
@@ -273,28 +335,41 @@ async fn run(
         .pool_max_idle_per_host(in_flight_cap.min(4096))
         .build()
         .map_err(|e| format!("cannot build the http client: {}", request::describe(e)))?;
-    let model = match &cfg.served_model {
-        Some(m) => m.clone(),
-        None => {
-            let first = &cfg.endpoints[0];
-            request::first_model(&client, first, cfg.api_key.as_deref())
-                .await
-                .map_err(|e| {
-                    format!(
-                        "cannot list the models of {} ({e}); pass --served-model NAME",
-                        first.display()
-                    )
-                })?
+    let first = &cfg.endpoints[0];
+    let listed = request::first_model(&client, first, cfg.api_key.as_deref()).await;
+    let model = match (&cfg.served_model, &listed) {
+        (Some(m), _) => m.clone(),
+        (None, Ok(served)) => served.id.clone(),
+        (None, Err(e)) => {
+            return Err(format!(
+                "cannot list the models of {} ({e}); pass --served-model NAME",
+                first.display()
+            ))
         }
     };
     if let Prompts::Server { texts } = &cfg.prompts {
         cfg.prompts = server_prompts(&client, &cfg, &model, texts.as_deref()).await?;
+    }
+    // Rows the server cannot take (prompt + output beyond its max_model_len) are left out,
+    // counted, before anything is sent.
+    if let (Some(max), Some(Source::Dataset(d))) = (
+        listed.as_ref().ok().and_then(|s| s.max_model_len),
+        cfg.source.as_mut(),
+    ) {
+        let output = cfg.output.max();
+        d.restrict(max, output);
+        if d.is_empty() {
+            return Err(format!(
+                "every dataset row is longer than the server's {max} positions (max_model_len); use shorter rows or a model that takes more"
+            ));
+        }
     }
     let _ = tx.send(Event::RunStarted(Box::new(RunInfo {
         model: model_info(&model, &cfg.endpoints),
         workload: cfg.describe(),
         warmup_requests: cfg.warmup,
         threads: 0,
+        traffic: cfg.traffic_info().map(Box::new),
     })));
     let shared = Arc::new(Shared {
         client,
@@ -306,10 +381,17 @@ async fn run(
     // Dropped (and so stopped) when the run returns.
     let mut probe = JoinSet::new();
     probe.spawn(saturation_probe(tx.clone(), SATURATION_PROBE, SATURATED));
+    if cfg.conversations.is_some() {
+        return conversation::run(cfg, shared, model, tx, control).await;
+    }
+    let limit_requests = cfg.request_limit();
 
     let started = Instant::now();
     let mut arrivals = Arrivals::new(cfg.rate, cfg.burstiness, cfg.seed ^ 0x5EED_A771_0A15)?;
     let mut next_due = started;
+    // A replayed trace's clock: row times count from here (moved on by pauses).
+    let mut replay_origin = started;
+    let mut paused_at = started;
     let mut hold_until = started;
     let mut paused = false;
     let mut index: u64 = 0;
@@ -327,11 +409,17 @@ async fn run(
                 }
                 Ok(Control::Pause) if !paused => {
                     paused = true;
+                    paused_at = Instant::now();
                     let _ = tx.send(Event::Paused);
                 }
                 Ok(Control::Resume) if paused => {
                     paused = false;
-                    next_due = Instant::now();
+                    // A replayed trace goes on where it stopped: its clock skips the pause.
+                    replay_origin += paused_at.elapsed();
+                    next_due = match replay_due(&cfg, replay_origin, index) {
+                        Some(due) => due,
+                        None => Instant::now(),
+                    };
                     let _ = tx.send(Event::Resumed);
                 }
                 Ok(Control::Pause | Control::Resume) => {}
@@ -343,10 +431,22 @@ async fn run(
                     let _ = tx.send(Event::WorkloadChanged(cfg.describe()));
                 }
                 Ok(Control::AdjustLoad(steps)) => {
+                    let before = cfg.replay;
                     cfg.adjust_load(steps);
                     in_flight_cap = cfg.in_flight_cap();
                     arrivals = Arrivals::new(cfg.rate, cfg.burstiness, cfg.seed ^ index)?;
                     next_due = next_due.min(Instant::now() + Duration::from_secs(1));
+                    if let (Some(old), Some(new)) = (before, cfg.replay) {
+                        // The trace time already covered stays covered; the rest runs faster.
+                        let now = Instant::now();
+                        let covered =
+                            now.saturating_duration_since(replay_origin).as_secs_f64() / old;
+                        replay_origin =
+                            now - Duration::from_secs_f64(covered * new).min(now - started);
+                        if let Some(due) = replay_due(&cfg, replay_origin, index) {
+                            next_due = due;
+                        }
+                    }
                     let _ = tx.send(Event::WorkloadChanged(cfg.describe()));
                 }
                 Ok(Control::AdjustPromptTokens(steps)) => {
@@ -362,7 +462,7 @@ async fn run(
         }
 
         // Launch what is due.
-        let limit = if cfg.requests.is_some_and(|n| index >= n) {
+        let limit = if limit_requests.is_some_and(|n| index >= n) {
             Some(StopReason::RequestLimit)
         } else if cfg.duration.is_some_and(|d| started.elapsed() >= d) {
             Some(StopReason::DurationLimit)
@@ -380,16 +480,15 @@ async fn run(
         let now = Instant::now();
         if limit.is_none() && !paused && now >= hold_until {
             while tasks.len() < in_flight_cap
-                && cfg.requests.is_none_or(|n| index < n)
-                && (cfg.rate.is_none() || now >= next_due)
+                && limit_requests.is_none_or(|n| index < n)
+                && (!cfg.open_loop() || now >= next_due)
             {
-                let scheduled = match cfg.rate {
-                    Some(_) => next_due,
-                    None => now,
-                };
+                let scheduled = if cfg.open_loop() { next_due } else { now };
                 launch(&cfg, &shared, &model, index, scheduled, &mut tasks);
                 index += 1;
-                if let Some(arrivals) = arrivals.as_mut() {
+                if let Some(due) = replay_due(&cfg, replay_origin, index) {
+                    next_due = due;
+                } else if let Some(arrivals) = arrivals.as_mut() {
                     next_due += arrivals.gap();
                 }
             }
@@ -397,7 +496,7 @@ async fn run(
 
         // Wait for a result, the next arrival, or the next look at the controls.
         let mut wake = Instant::now() + CONTROL_POLL;
-        if cfg.rate.is_some() && !paused && tasks.len() < in_flight_cap {
+        if cfg.open_loop() && !paused && tasks.len() < in_flight_cap {
             wake = wake.min(next_due);
         }
         if hold_until > Instant::now() {
@@ -499,8 +598,114 @@ impl Arrivals {
     }
 }
 
+/// When request `index` of a replayed trace is due: the trace's clock origin plus its row's
+/// time, scaled (`--time-scale 0.5` is twice as fast); `None` outside a replay.
+fn replay_due(cfg: &HttpConfig, origin: Instant, index: u64) -> Option<Instant> {
+    let scale = cfg.replay?;
+    let at_s = cfg.source.as_ref()?.dataset()?.at_s(index)?;
+    Some(origin + Duration::from_secs_f64((at_s * scale).max(0.0)))
+}
+
 fn all_failed(failed: u64, last: &str) -> String {
     format!("every request failed ({failed} of {failed}); the last: {last}")
+}
+
+/// What one request sends: its prompt (text, or chat messages as written), its lengths, and
+/// where it came from.
+pub(crate) struct WhatToSend {
+    pub prompt: String,
+    pub messages: Option<Vec<(String, String)>>,
+    pub prompt_tokens: usize,
+    /// `prompt_tokens` is the server's count (made of its one-token words, or counted with
+    /// its tokenizer), not an estimate.
+    pub exact: bool,
+    pub output_tokens: usize,
+    pub origin: Option<Origin>,
+}
+
+/// Request `index`: from the traffic source (a dataset row, a shared-prefix group), else from
+/// the given texts or made-up lengths.
+fn what_to_send(cfg: &HttpConfig, index: u64) -> WhatToSend {
+    let mut rng = SplitMix64::new(cfg.seed ^ index.wrapping_mul(0xA24B_AED4_963E_E407));
+    let made_up_tokens = cfg.prompt.pick(index, &mut rng);
+    let output_tokens = cfg.output.pick(index, &mut rng);
+    let words = match &cfg.prompts {
+        Prompts::Words(w) => Some(w.as_ref()),
+        _ => None,
+    };
+    if let Some(planned) = cfg.source.as_ref().and_then(|s| s.request(cfg.seed, index)) {
+        let counted = cfg
+            .source
+            .as_ref()
+            .and_then(Source::dataset)
+            .is_some_and(|d| d.counted);
+        let exact = match &planned.prompt {
+            Prompt::Made(_) => words.is_some(),
+            Prompt::Text(_) | Prompt::Messages(_) => counted,
+        };
+        let (prompt, messages) = render(&planned.prompt, cfg.api, words, None);
+        return WhatToSend {
+            prompt,
+            messages,
+            prompt_tokens: planned.prompt_tokens,
+            exact,
+            output_tokens: planned.output_tokens.unwrap_or(output_tokens),
+            origin: Some(planned.origin),
+        };
+    }
+    let given = match &cfg.prompts {
+        Prompts::Texts(texts) => texts.get((index as usize) % texts.len().max(1)),
+        _ => None,
+    };
+    let (prompt, prompt_tokens, exact) = match (given, words) {
+        (Some(t), _) => (t.text.clone(), t.tokens, t.exact),
+        (None, Some(words)) => (
+            words.prompt(made_up_tokens, rng.next_u64()),
+            made_up_tokens,
+            true,
+        ),
+        (None, None) => (
+            request::approximate_prompt(made_up_tokens, rng.next_u64()),
+            made_up_tokens,
+            false,
+        ),
+    };
+    WhatToSend {
+        prompt,
+        messages: None,
+        prompt_tokens,
+        exact,
+        output_tokens,
+        origin: None,
+    }
+}
+
+/// A prompt as the API takes it: text for completions; for chat, messages as written (with
+/// `system` first, when given), or one user message.
+pub(crate) fn render(
+    prompt: &Prompt,
+    api: Api,
+    words: Option<&PromptWords>,
+    system: Option<&str>,
+) -> (String, Option<Vec<(String, String)>>) {
+    match (prompt, api) {
+        (Prompt::Messages(m), Api::Chat) => {
+            let mut messages: Vec<(String, String)> = system
+                .map(|s| ("system".to_string(), s.to_string()))
+                .into_iter()
+                .collect();
+            messages.extend(m.iter().map(|(r, t)| (r.name().to_string(), t.clone())));
+            (String::new(), Some(messages))
+        }
+        (p, Api::Chat) if system.is_some() => {
+            let messages = vec![
+                ("system".to_string(), system.unwrap_or_default().to_string()),
+                ("user".to_string(), p.text(words)),
+            ];
+            (String::new(), Some(messages))
+        }
+        (p, _) => (p.text(words), None),
+    }
 }
 
 /// Starts request `index` as a task.
@@ -512,32 +717,17 @@ fn launch(
     scheduled: Instant,
     tasks: &mut JoinSet<(Launched, Result<Measured, Failure>)>,
 ) {
-    let mut rng = SplitMix64::new(cfg.seed ^ index.wrapping_mul(0xA24B_AED4_963E_E407));
-    let made_up_tokens = cfg.prompt.pick(index, &mut rng);
-    let output_tokens = cfg.output.pick(index, &mut rng);
-    let given = match &cfg.prompts {
-        Prompts::Texts(texts) => texts.get((index as usize) % texts.len().max(1)),
-        _ => None,
-    };
-    let (prompt, prompt_tokens, exact_prompt) = match (given, &cfg.prompts) {
-        (Some(t), _) => (t.text.clone(), t.tokens, t.exact),
-        (None, Prompts::Words(words)) => (
-            words.prompt(made_up_tokens, rng.next_u64()),
-            made_up_tokens,
-            true,
-        ),
-        (None, _) => (
-            request::approximate_prompt(made_up_tokens, rng.next_u64()),
-            made_up_tokens,
-            false,
-        ),
-    };
+    let what = what_to_send(cfg, index);
     let endpoint = cfg.endpoints[(index as usize) % cfg.endpoints.len()].clone();
     let warmup = index < cfg.warmup;
+    let (prompt_tokens, output_tokens, exact_prompt) =
+        (what.prompt_tokens, what.output_tokens, what.exact);
     let ask = Ask {
         model: model.to_string(),
         api: cfg.api,
-        prompt,
+        prompt: what.prompt,
+        messages: what.messages,
+        session: None,
         output_tokens,
         exact_output: cfg.exact_output,
         chunk_usage: cfg.chunk_usage,
@@ -556,6 +746,7 @@ fn launch(
         requested_prompt_tokens: prompt_tokens,
         exact_prompt,
         scheduled,
+        origin: what.origin,
     };
     let shared = shared.clone();
     tasks.spawn(async move {
@@ -630,7 +821,9 @@ fn request_done(record_tokens: bool, launched: &Launched, m: Measured) -> Reques
                 Vec::new()
             },
             finish_reason: m.finish_reason,
+            cached_tokens: m.cached_tokens,
         })),
+        origin: launched.origin.clone().map(Box::new),
     }
 }
 
@@ -698,6 +891,7 @@ mod tests {
             requested_prompt_tokens: 100,
             exact_prompt: false,
             scheduled: Instant::now(),
+            origin: None,
         }
     }
 

@@ -74,6 +74,11 @@ pub struct Ask {
     pub model: String,
     pub api: Api,
     pub prompt: String,
+    /// Chat messages as `(role, content)`, sent as they are over `--api chat` (a dataset's
+    /// messages, a conversation's history); `None`: one user message of `prompt`.
+    pub messages: Option<Vec<(String, String)>>,
+    /// An `X-Session-ID` header (one per conversation, for routers' session affinity).
+    pub session: Option<String>,
     pub output_tokens: usize,
     /// Send `ignore_eos` and `min_tokens` so exactly `output_tokens` come back.
     pub exact_output: bool,
@@ -86,10 +91,16 @@ impl Ask {
     pub fn body(&self) -> Value {
         let mut body = match self.api {
             Api::Completions => json!({"model": self.model, "prompt": self.prompt}),
-            Api::Chat => json!({
-                "model": self.model,
-                "messages": [{"role": "user", "content": self.prompt}],
-            }),
+            Api::Chat => {
+                let messages: Vec<Value> = match &self.messages {
+                    Some(m) => m
+                        .iter()
+                        .map(|(role, content)| json!({"role": role, "content": content}))
+                        .collect(),
+                    None => vec![json!({"role": "user", "content": self.prompt})],
+                };
+                json!({"model": self.model, "messages": messages})
+            }
         };
         if let Some(obj) = body.as_object_mut() {
             obj.insert("max_tokens".into(), json!(self.output_tokens));
@@ -128,6 +139,8 @@ pub struct Measured {
     pub chunk_tokens: Vec<u32>,
     pub finish_reason: Option<String>,
     pub text: String,
+    /// The usage chunk's `prompt_tokens_details.cached_tokens`.
+    pub cached_tokens: Option<usize>,
 }
 
 /// A request that did not complete.
@@ -224,6 +237,9 @@ async fn stream(
     if let Some(key) = api_key {
         req = req.bearer_auth(key);
     }
+    if let Some(session) = &ask.session {
+        req = req.header("X-Session-ID", session);
+    }
     let sent = Instant::now();
     progress.sent = Some(sent);
     let since = |t: Instant| t.saturating_duration_since(scheduled).as_secs_f64();
@@ -298,6 +314,9 @@ async fn stream(
             if chunk.prompt_tokens.is_some() {
                 out.usage_prompt_tokens = chunk.prompt_tokens;
             }
+            if chunk.cached_tokens.is_some() {
+                out.cached_tokens = chunk.cached_tokens;
+            }
             // The running usage, when the server sends it with the text: this chunk's tokens.
             let usage_before = out.usage_completion_tokens.unwrap_or(0);
             if chunk.completion_tokens.is_some() {
@@ -367,12 +386,20 @@ async fn stream(
     Ok(out)
 }
 
-/// `GET /v1/models`: the first model id the server lists.
+/// What `GET /v1/models` says of the first model a server lists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Served {
+    pub id: String,
+    /// The longest prompt + output it takes (vLLM's `max_model_len`), when it says.
+    pub max_model_len: Option<usize>,
+}
+
+/// `GET /v1/models`: the first model the server lists.
 pub async fn first_model(
     client: &Client,
     endpoint: &Endpoint,
     api_key: Option<&str>,
-) -> Result<String, String> {
+) -> Result<Served, String> {
     let mut req = client.get(endpoint.url("/v1/models"));
     if let Some(key) = api_key {
         req = req.bearer_auth(key);
@@ -389,13 +416,20 @@ pub async fn first_model(
             ));
         }
         let v: Value = serde_json::from_slice(&body).map_err(|e| format!("not JSON ({e})"))?;
-        v.get("data")
+        let first = v
+            .get("data")
             .and_then(Value::as_array)
-            .and_then(|d| d.first())
+            .and_then(|d| d.first());
+        let id = first
             .and_then(|m| m.get("id"))
             .and_then(Value::as_str)
             .map(str::to_string)
-            .ok_or_else(|| "no model listed".to_string())
+            .ok_or_else(|| "no model listed".to_string())?;
+        let max_model_len = first
+            .and_then(|m| m.get("max_model_len"))
+            .and_then(Value::as_u64)
+            .and_then(|n| usize::try_from(n).ok());
+        Ok(Served { id, max_model_len })
     };
     match tokio::time::timeout(Duration::from_secs(10), fetch).await {
         Ok(r) => r,
@@ -405,126 +439,7 @@ pub async fn first_model(
 
 pub use crate::util::http_error as describe;
 
-/// Text of roughly `tokens` tokens for a server whose tokenizer we do not have: common English
-/// words that are one token in the usual BPE vocabularies, seeded so every request differs
-/// (a shared prefix would let a prefix cache shorten the prefill).
-pub fn approximate_prompt(tokens: usize, seed: u64) -> String {
-    const WORDS: [&str; 48] = [
-        "the", "time", "people", "way", "water", "day", "man", "world", "house", "life", "hand",
-        "part", "child", "eye", "place", "work", "week", "case", "point", "number", "group",
-        "night", "fact", "city", "game", "line", "end", "name", "story", "book", "word", "side",
-        "kind", "head", "home", "room", "mother", "area", "money", "month", "body", "face", "door",
-        "road", "tree", "light", "river", "music",
-    ];
-    let mut rng = crate::util::SplitMix64::new(seed);
-    let mut s = String::with_capacity(tokens * 7);
-    for i in 0..tokens {
-        if i > 0 {
-            s.push(' ');
-        }
-        s.push_str(WORDS[rng.below(WORDS.len())]);
-    }
-    s
-}
-
-/// Words the server's tokenizer encodes as exactly one token each, so that a prompt of `n` of
-/// them is exactly `n` prompt tokens (the server may add its own, e.g. a BOS token or a chat
-/// template). Byte-level BPEs have one-token words with a leading space (" river"), so every word
-/// gets one; SentencePiece marks the space itself, so words are joined by spaces only. Sampled per
-/// request, so no two prompts share a prefix.
-#[derive(Debug)]
-pub struct PromptWords {
-    words: Vec<String>,
-    /// Every word is written with a leading space.
-    lead: bool,
-}
-
-impl PromptWords {
-    /// Words kept: enough for prompts that differ, few enough to find quickly in a large vocabulary.
-    const WANT: usize = 2000;
-    pub(crate) const FEWEST: usize = 32;
-    const PROBE: usize = 512;
-
-    pub fn from_tokenizer(tk: &tokenizers::Tokenizer) -> Result<PromptWords, String> {
-        let mut ids: Vec<u32> = tk.get_vocab(false).into_values().collect();
-        ids.sort_unstable();
-        let count = |text: &str| tk.encode(text, false).map(|e| e.get_ids().len()).ok();
-        // Candidates for each way of writing them: [joined by spaces, each with a leading space].
-        let mut found: [Vec<String>; 2] = [Vec::new(), Vec::new()];
-        for id in ids {
-            let Ok(text) = tk.decode(&[id], false) else {
-                continue;
-            };
-            let w = text.trim();
-            if !(3..=10).contains(&w.len()) || !w.bytes().all(|b| b.is_ascii_lowercase()) {
-                continue;
-            }
-            if count(w) == Some(1) && count(&format!("{w} {w}")) == Some(2) {
-                found[0].push(w.to_string());
-            }
-            if count(&format!(" {w}")) == Some(1) && count(&format!(" {w} {w}")) == Some(2) {
-                found[1].push(w.to_string());
-            }
-            if found.iter().any(|f| f.len() >= Self::WANT) {
-                break;
-            }
-        }
-        let [plain, lead] = found;
-        let words = PromptWords::choose(plain, lead)?;
-        // Joined words must not merge across the spaces: check one long prompt end to end.
-        let probe = words.probe();
-        words.checked(count(&probe))
-    }
-
-    /// The words of the way of writing them that has more (`plain`: joined by spaces; `lead`:
-    /// each with a leading space), or why there are too few.
-    pub fn choose(plain: Vec<String>, lead: Vec<String>) -> Result<PromptWords, String> {
-        let use_lead = lead.len() > plain.len();
-        let mut words = if use_lead { lead } else { plain };
-        words.sort();
-        words.dedup();
-        if words.len() < Self::FEWEST {
-            return Err(format!(
-                "it has {} words that are one token each (needs {})",
-                words.len(),
-                Self::FEWEST
-            ));
-        }
-        Ok(PromptWords {
-            words,
-            lead: use_lead,
-        })
-    }
-
-    /// Words joined into a long prompt, to check that they do not merge (`checked`).
-    pub fn probe(&self) -> String {
-        self.prompt(Self::PROBE, 0x5EED)
-    }
-
-    /// The words, when `probe` came to as many tokens as it has words.
-    pub fn checked(self, probe_tokens: Option<usize>) -> Result<PromptWords, String> {
-        match probe_tokens {
-            Some(got) if got == Self::PROBE => Ok(self),
-            got => Err(format!(
-                "{} one-token words encode to {} tokens together",
-                Self::PROBE,
-                got.map_or("no".to_string(), |g| g.to_string())
-            )),
-        }
-    }
-
-    pub fn prompt(&self, tokens: usize, seed: u64) -> String {
-        let mut rng = crate::util::SplitMix64::new(seed);
-        let mut s = String::with_capacity(tokens * 8);
-        for i in 0..tokens {
-            if i > 0 || self.lead {
-                s.push(' ');
-            }
-            s.push_str(&self.words[rng.below(self.words.len())]);
-        }
-        s
-    }
-}
+pub use crate::traffic::words::{approximate_prompt, PromptWords};
 
 #[cfg(test)]
 mod tests {
@@ -553,6 +468,8 @@ mod tests {
             model: "m".into(),
             api: Api::Chat,
             prompt: "hi".into(),
+            messages: None,
+            session: None,
             output_tokens: 16,
             exact_output: true,
             chunk_usage: false,

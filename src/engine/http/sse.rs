@@ -120,6 +120,9 @@ pub struct Chunk {
     pub finish_reason: Option<String>,
     pub prompt_tokens: Option<usize>,
     pub completion_tokens: Option<usize>,
+    /// `usage.prompt_tokens_details.cached_tokens`: prompt tokens the server's prefix cache
+    /// held (vLLM, SGLang, OpenAI).
+    pub cached_tokens: Option<usize>,
 }
 
 /// The fields of a chunk that matter, borrowed from the payload where no escape forces a copy:
@@ -160,6 +163,14 @@ struct TypedUsage {
     prompt_tokens: Option<u64>,
     #[serde(default)]
     completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<TypedDetails>,
+}
+
+#[derive(serde::Deserialize)]
+struct TypedDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
 }
 
 /// Reads one `data:` JSON payload of `/v1/completions` or `/v1/chat/completions`. A chunk of
@@ -177,6 +188,10 @@ fn typed_chunk(t: Typed) -> Chunk {
     if let Some(u) = t.usage {
         chunk.prompt_tokens = u.prompt_tokens.and_then(|n| usize::try_from(n).ok());
         chunk.completion_tokens = u.completion_tokens.and_then(|n| usize::try_from(n).ok());
+        chunk.cached_tokens = u
+            .prompt_tokens_details
+            .and_then(|d| d.cached_tokens)
+            .and_then(|n| usize::try_from(n).ok());
     }
     for choice in t.choices {
         let delta = choice.delta;
@@ -224,6 +239,11 @@ fn parse_value(payload: &str) -> Result<Chunk, String> {
         };
         chunk.prompt_tokens = count("prompt_tokens");
         chunk.completion_tokens = count("completion_tokens");
+        chunk.cached_tokens = usage
+            .get("prompt_tokens_details")
+            .and_then(|d| d.get("cached_tokens"))
+            .and_then(Value::as_u64)
+            .and_then(|n| usize::try_from(n).ok());
     }
     if let Some(choices) = obj.get("choices").and_then(Value::as_array) {
         for choice in choices {

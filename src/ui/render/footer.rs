@@ -38,7 +38,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         items.push((vec![Action::ToggleServer], what));
     }
     if app.run.info.is_some() {
-        items.push((vec![Action::CycleView], app.view.next().label()));
+        items.push((vec![Action::CycleView], app.next_view().label()));
         items.push((vec![Action::ToggleWarmup], warmup));
         items.push((vec![Action::CycleWindow], "window"));
     }

@@ -139,6 +139,25 @@ fn status_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
     if let Some(rate) = app.decode_tok_s {
         part("decode ".into(), format::si(rate), " tok/s");
     }
+    // A dataset's progress: the row sent of how many, and a replayed trace's clock.
+    if let Some(t) = app.run.info.as_ref().and_then(|i| i.traffic.as_deref()) {
+        if let (Some(n), None) = (t.requests, t.conversations) {
+            let sent = app.run.started_requests.min(n);
+            part("row ".into(), format!("{sent} of {n}"), "");
+        }
+        if let (Some(span), Some(_)) = (t.trace_span_s, t.time_scale) {
+            let covered = app.run.trace_covered_s.unwrap_or(0.0);
+            part(
+                "trace ".into(),
+                format!(
+                    "{} of {}",
+                    format::elapsed(std::time::Duration::from_secs_f64(covered.max(0.0))),
+                    format::elapsed(std::time::Duration::from_secs_f64(span.max(0.0)))
+                ),
+                "",
+            );
+        }
+    }
     let server = app
         .run
         .info

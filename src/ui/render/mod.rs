@@ -40,6 +40,7 @@
 //! steps): ratatui sends only the cells that changed, and that is what crosses an SSH link.
 
 mod bands;
+mod breakdown;
 mod dist;
 mod events;
 mod footer;
@@ -224,6 +225,7 @@ pub fn render(frame: &mut Frame, app: &App) {
             View::Distributions => three(frame, app, r.charts(), dist::render),
             View::Bands => three(frame, app, r.charts(), bands::render),
             View::Heatmap => heatmap::render(frame, app, r.charts()),
+            View::Breakdown => breakdown::render(frame, app, r.charts()),
         }
         if let Some(rect) = r.heatmap {
             heatmap::render(frame, app, rect);

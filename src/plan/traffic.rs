@@ -1,0 +1,248 @@
+//! The traffic flags (`--dataset`, `--replay`, `--turns`, `--shared-prefix`, ...) and their
+//! plan: the dataset read and checked, its lengths counted (exactly with a tokenizer, else
+//! estimated and said to be), rows too long for the model left out and counted, conversations
+//! gathered, a shared-prefix spec checked against the model. Every mistake is one line, exit 2,
+//! before anything is sent.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::opts::RunOpts;
+use crate::run::Failure;
+use crate::traffic::dataset::{self, Format, ReadOptions};
+use crate::traffic::{
+    synthetic_conversations, Conversations, DatasetPlan, Order, SharedPrefix, Source, ThinkTime,
+    Turns, DEFAULT_BLOCK_SIZE,
+};
+
+/// What is sent beyond made-up lengths: datasets, traces, conversations, shared prefixes.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Traffic")]
+pub struct TrafficOpts {
+    /// A dataset or trace to send: ShareGPT (.json array or JSONL), JSONL rows (text, prompt,
+    /// messages or input_length; output_length; timestamp or delay in ms; hash_ids), Mooncake
+    /// traces, or BurstGPT's CSV. Every row once, unless --requests or --duration.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["prompt", "prompt_file", "shared_prefix"])]
+    pub dataset: Option<PathBuf>,
+    /// The dataset's format (auto: from the extension and the first row).
+    #[arg(long, value_enum, default_value_t = Format::Auto, requires = "dataset")]
+    pub dataset_format: Format,
+    /// Keep only rows whose field (or CSV column) has this value, e.g. model=GPT-4; several
+    /// comma-separated.
+    #[arg(long, value_name = "KEY=VALUE", requires = "dataset", value_parser = dataset::parse_filter)]
+    pub dataset_filter: Option<Vec<(String, String)>>,
+    /// The order rows are sent in (shuffle: with --seed).
+    #[arg(long, value_enum, default_value_t = Order::Sequential, requires = "dataset")]
+    pub dataset_order: Order,
+    /// Skip malformed rows (counted and recorded) instead of stopping at the first.
+    #[arg(long, requires = "dataset")]
+    pub skip_bad_rows: bool,
+    /// Tokens per hash id of a trace's rows (Mooncake's 512; Alibaba's traces use 16).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_BLOCK_SIZE, value_parser = super::values::positive_usize, requires = "dataset")]
+    pub block_size: usize,
+    /// Send each row at its timestamp (open loop; latency counts from the scheduled time), with
+    /// servers only; --concurrency caps what is in flight.
+    #[arg(long, requires = "dataset", conflicts_with_all = ["rate", "turns"])]
+    pub replay: bool,
+    /// With --replay: the trace's clock scaled, e.g. 0.5 sends it twice as fast.
+    #[arg(long, value_name = "X", default_value = "1", value_parser = time_scale, requires = "replay")]
+    pub time_scale: f64,
+    /// Replay conversations turn by turn over --api chat, each turn resending the history with
+    /// the replies streamed: `all` turns or the first N (with --dataset, or --conversations).
+    #[arg(long, value_name = "all|N", value_parser = Turns::parse)]
+    pub turns: Option<Turns>,
+    /// With --turns: this many synthetic conversations, turns of -p tokens, replies of -n.
+    #[arg(long, value_name = "N", value_parser = super::values::positive_usize, requires = "turns", conflicts_with = "dataset")]
+    pub conversations: Option<usize>,
+    /// With --turns: the pause before each turn after the first, from the end of the reply:
+    /// a duration (2s), or exp:2s (exponential, mean 2 s), or uniform:1s..3s.
+    #[arg(long, value_name = "D", value_parser = ThinkTime::parse, requires = "turns")]
+    pub think_time: Option<ThinkTime>,
+    /// Requests in G groups whose prompts share a P-token prefix, then a Q-token question of
+    /// their own: groups=G,prefix=P,question=Q[,distribution=zipf].
+    #[arg(long, value_name = "SPEC", value_parser = SharedPrefix::parse)]
+    pub shared_prefix: Option<SharedPrefix>,
+}
+
+/// `--time-scale`: a factor > 0.
+fn time_scale(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!(
+            "`{s}` is not a time scale (use a number > 0: 0.5 is twice as fast, 2 half as fast)"
+        )),
+    }
+}
+
+/// The traffic a run sends, planned.
+#[derive(Debug, Default)]
+pub struct TrafficPlan {
+    pub source: Option<Source>,
+    pub conversations: Option<Conversations>,
+    /// `--replay`'s time scale.
+    pub replay: Option<f64>,
+}
+
+/// How prompt texts are counted: a tokenizer (exact), else about four characters a token.
+pub fn counter(tokenizer: Option<&tokenizers::Tokenizer>) -> (impl Fn(&str) -> usize + '_, bool) {
+    (
+        move |text: &str| match tokenizer.and_then(|tk| tk.encode(text, false).ok()) {
+            Some(e) => e.get_ids().len(),
+            None => text.chars().count().div_ceil(4),
+        },
+        tokenizer.is_some(),
+    )
+}
+
+/// Plans the traffic of `opts` for an engine: `server` (the http engine, which may replay
+/// and converse) or not; `tokenizer` counts lengths exactly; `max_positions` (the model's)
+/// leaves out rows that cannot fit.
+pub fn plan(
+    opts: &RunOpts,
+    server: bool,
+    tokenizer: Option<&tokenizers::Tokenizer>,
+    max_positions: Option<usize>,
+) -> Result<TrafficPlan, Failure> {
+    let t = &opts.traffic;
+    let w = &opts.workload;
+    let output = w.output_tokens.max();
+    if t.replay && !server {
+        return Err(Failure::usage(
+            "--replay: the candle engine runs one request at a time, so it cannot keep a trace's arrival times; replay against a server (--endpoint), or drop --replay to take the rows' prompts and lengths",
+        ));
+    }
+    if t.turns.is_some() && server && opts.server.api != crate::engine::http::Api::Chat {
+        return Err(Failure::usage(
+            "--turns: a conversation resends its history as chat messages; add --api chat",
+        ));
+    }
+    if let Some(sp) = &t.shared_prefix {
+        if let Some(max) = max_positions {
+            let need = sp.prefix + sp.question + output;
+            if need > max {
+                return Err(Failure::usage(format!(
+                    "--shared-prefix: prefix {} + question {} + output {output} = {need} tokens exceed the model's {max} positions; make them shorter",
+                    sp.prefix, sp.question
+                )));
+            }
+        }
+    }
+    let mut plan = TrafficPlan {
+        replay: t.replay.then_some(t.time_scale),
+        ..TrafficPlan::default()
+    };
+    let dataset = match &t.dataset {
+        Some(path) => Some(read_dataset(opts, path, tokenizer, max_positions, output)?),
+        None => None,
+    };
+    if let Some(turns) = t.turns {
+        let (list, info, exact) = match (dataset, t.conversations) {
+            (Some(d), _) => {
+                let list = d.conversations();
+                if !list.iter().any(|c| c.turns.len() > 1) {
+                    return Err(Failure::usage(format!(
+                        "--turns: {} has no conversations (every row is one turn); use a ShareGPT file, messages with several user turns, or rows with session_id, or drop --turns",
+                        d.ds.path.display()
+                    )));
+                }
+                let exact = d.counted;
+                (list, Some(d.ds.info.clone()), exact)
+            }
+            (None, Some(n)) => {
+                let k = match turns {
+                    Turns::First(k) => k,
+                    Turns::All => {
+                        return Err(Failure::usage(
+                            "--turns all: synthetic conversations need a number of turns (e.g. --conversations 100 --turns 4)",
+                        ))
+                    }
+                };
+                let prompt = w
+                    .prompt_tokens
+                    .clone()
+                    .unwrap_or(crate::traffic::LenSpec::Fixed(128));
+                if let Some(max) = max_positions {
+                    let need = k * (prompt.max() + output);
+                    if need > max {
+                        return Err(Failure::usage(format!(
+                            "--turns {k}: a conversation's last turn holds {need} tokens of history, over the model's {max} positions; fewer turns or shorter -p/-n"
+                        )));
+                    }
+                }
+                (synthetic_conversations(n, k, &prompt, w.seed), None, false)
+            }
+            (None, None) => return Err(Failure::usage(
+                "--turns: give --dataset FILE (its conversations) or --conversations N (synthetic)",
+            )),
+        };
+        plan.conversations = Some(Conversations {
+            list,
+            turns,
+            think: t.think_time,
+            dataset: info,
+            exact_lengths: exact,
+        });
+        return Ok(plan);
+    }
+    plan.source = match (dataset, &t.shared_prefix) {
+        (Some(d), _) => Some(Source::Dataset(Box::new(d))),
+        (None, Some(sp)) => Some(Source::SharedPrefix(sp.clone())),
+        (None, None) => None,
+    };
+    if let (Some(_), Some(d)) = (plan.replay, plan.source.as_ref().and_then(Source::dataset)) {
+        if !d.ds.info.timed {
+            let first =
+                d.ds.rows()
+                    .iter()
+                    .find(|r| r.at_s().is_none())
+                    .map(|r| r.line)
+                    .unwrap_or(0);
+            return Err(Failure::usage(format!(
+                "--replay: {} has rows without a time (the first at line {first}); give every row a timestamp or delay, or drop --replay",
+                d.ds.path.display()
+            )));
+        }
+    }
+    Ok(plan)
+}
+
+/// Reads, counts and selects the dataset's rows.
+fn read_dataset(
+    opts: &RunOpts,
+    path: &std::path::Path,
+    tokenizer: Option<&tokenizers::Tokenizer>,
+    max_positions: Option<usize>,
+    output: usize,
+) -> Result<DatasetPlan, Failure> {
+    let t = &opts.traffic;
+    let read = ReadOptions {
+        format: t.dataset_format,
+        filter: t.dataset_filter.clone().unwrap_or_default(),
+        skip_bad_rows: t.skip_bad_rows,
+    };
+    let ds = dataset::read(path, &read).map_err(|e| Failure::usage(format!("--dataset {e}")))?;
+    let mut plan = DatasetPlan::new(
+        ds,
+        t.dataset_order,
+        opts.workload.seed,
+        if t.turns.is_some() {
+            None
+        } else {
+            opts.workload.requests
+        },
+        t.block_size,
+    );
+    let (count, exact) = counter(tokenizer);
+    plan.count_tokens(count, exact);
+    if let Some(max) = max_positions {
+        plan.restrict(max, output);
+        if plan.is_empty() {
+            return Err(Failure::usage(format!(
+                "--dataset {}: every row is longer than the model's {max} positions (prompt + output); use shorter rows or a model that takes more",
+                path.display()
+            )));
+        }
+    }
+    Ok(plan)
+}
