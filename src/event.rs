@@ -133,6 +133,85 @@ pub struct TrafficInfo {
     pub cache: Option<String>,
 }
 
+impl TrafficInfo {
+    /// The traffic in one line: `dataset rows.jsonl (mooncake, 1,200 rows, sha256 1a2b3c4d…);
+    /// replayed ×2; 3 rows skipped (malformed)`.
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(d) = &self.dataset {
+            let sha: String = d.sha256.chars().take(12).collect();
+            let mut s = format!(
+                "dataset {} ({}, {} rows, sha256 {sha}…",
+                d.file, d.format, d.rows
+            );
+            if let Some(f) = &d.filter {
+                s.push_str(&format!(", filter {f}"));
+            }
+            s.push(')');
+            parts.push(s);
+            let skipped: Vec<String> = d.skipped.iter().map(|(r, n)| format!("{n} {r}")).collect();
+            if !skipped.is_empty() {
+                parts.push(format!("rows skipped: {}", skipped.join(", ")));
+            }
+        }
+        if let Some(scale) = self.time_scale {
+            parts.push(format!("replayed at its timestamps, time scale {scale}"));
+        }
+        if let Some(n) = self.conversations {
+            let turns = self.turns.as_deref().unwrap_or("all");
+            parts.push(format!("{n} conversations, turns {turns}"));
+        }
+        if let Some(sp) = &self.shared_prefix {
+            parts.push(format!("shared prefix {sp}"));
+        }
+        parts.push(if self.exact_lengths {
+            "lengths exact".to_string()
+        } else {
+            "lengths estimated (no tokenizer)".to_string()
+        });
+        if let Some(c) = &self.cache {
+            parts.push(format!("cache: {c}"));
+        }
+        parts.join("; ")
+    }
+
+    /// What makes two runs' traffic different (the dataset's content, its filter, the shared
+    /// prefix, the conversations' turns, the replay's scale), as `what: a → b` lines.
+    pub fn differences(a: Option<&TrafficInfo>, b: Option<&TrafficInfo>) -> Vec<String> {
+        let key = |t: Option<&TrafficInfo>| {
+            let t = t.cloned().unwrap_or_default();
+            [
+                (
+                    "dataset",
+                    t.dataset.as_ref().map(|d| {
+                        format!(
+                            "{} (sha256 {})",
+                            d.file,
+                            d.sha256.chars().take(12).collect::<String>()
+                        )
+                    }),
+                ),
+                (
+                    "dataset filter",
+                    t.dataset.as_ref().and_then(|d| d.filter.clone()),
+                ),
+                ("shared prefix", t.shared_prefix.clone()),
+                ("turns", t.turns.clone()),
+                ("time scale", t.time_scale.map(|s| s.to_string())),
+            ]
+        };
+        key(a)
+            .into_iter()
+            .zip(key(b))
+            .filter(|((_, x), (_, y))| x != y)
+            .map(|((what, x), (_, y))| {
+                let show = |v: Option<String>| v.unwrap_or_else(|| "none".into());
+                format!("{what}: {} → {}", show(x), show(y))
+            })
+            .collect()
+    }
+}
+
 /// Sent once, when the model has loaded and the first request is about to start.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunInfo {

@@ -30,8 +30,8 @@ pub struct TrafficOpts {
     pub dataset_format: Format,
     /// Keep only rows whose field (or CSV column) has this value, e.g. model=GPT-4; several
     /// comma-separated.
-    #[arg(long, value_name = "KEY=VALUE", requires = "dataset", value_parser = dataset::parse_filter)]
-    pub dataset_filter: Option<Vec<(String, String)>>,
+    #[arg(long, value_name = "KEY=VALUE", requires = "dataset", value_parser = dataset::parse_filter_flag)]
+    pub dataset_filter: Option<dataset::Filter>,
     /// The order rows are sent in (shuffle: with --seed).
     #[arg(long, value_enum, default_value_t = Order::Sequential, requires = "dataset")]
     pub dataset_order: Order,
@@ -218,7 +218,7 @@ fn read_dataset(
     let t = &opts.traffic;
     let read = ReadOptions {
         format: t.dataset_format,
-        filter: t.dataset_filter.clone().unwrap_or_default(),
+        filter: t.dataset_filter.clone().map(|f| f.0).unwrap_or_default(),
         skip_bad_rows: t.skip_bad_rows,
     };
     let ds = dataset::read(path, &read).map_err(|e| Failure::usage(format!("--dataset {e}")))?;

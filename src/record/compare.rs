@@ -352,6 +352,12 @@ fn output_check(base: &Record, other: &Record) -> OutputCheck {
             check.config_differs.push(format!("{key}: {a} → {b}"));
         }
     }
+    // Different traffic is a different experiment: a dataset of other rows, another mix.
+    let traffic = |r: &Record| r.config().and_then(|c| c.traffic.clone());
+    for d in crate::event::TrafficInfo::differences(traffic(base).as_ref(), traffic(other).as_ref())
+    {
+        check.config_differs.push(format!("traffic: {d}"));
+    }
     check
 }
 

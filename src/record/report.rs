@@ -108,6 +108,8 @@ pub struct Analysis {
 pub struct Report {
     pub summary: RunSummary,
     pub analysis: Analysis,
+    /// The traffic the run sent (a dataset, conversations, shared prefixes), from its header.
+    pub traffic: Option<crate::event::TrafficInfo>,
 }
 
 impl Report {
@@ -115,6 +117,7 @@ impl Report {
         Report {
             summary: rec.summary(),
             analysis: analyse(rec, opts),
+            traffic: rec.config().and_then(|c| c.traffic.clone()),
         }
     }
 
@@ -133,7 +136,14 @@ impl Report {
                 }
                 v.to_string() + "\n"
             }
-            SummaryFormat::Md => self.summary.render(format) + &self.analysis.to_markdown(),
+            SummaryFormat::Md => {
+                let traffic = self
+                    .traffic
+                    .as_ref()
+                    .map(|t| format!("\ntraffic: {}\n", t.describe()))
+                    .unwrap_or_default();
+                traffic + &self.summary.render(format) + &self.analysis.to_markdown()
+            }
         }
     }
 }

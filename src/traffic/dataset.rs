@@ -140,7 +140,16 @@ pub struct ReadOptions {
     pub skip_bad_rows: bool,
 }
 
+/// `--dataset-filter`: the `key=value` pairs (keys normalized).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filter(pub Vec<(String, String)>);
+
 /// `--dataset-filter model=GPT-4,log_type=Conversation log`: comma-separated `key=value`.
+pub fn parse_filter_flag(s: &str) -> Result<Filter, String> {
+    parse_filter(s).map(Filter)
+}
+
+/// The pairs of a filter spec.
 pub fn parse_filter(s: &str) -> Result<Vec<(String, String)>, String> {
     let mut out = Vec::new();
     for part in s.split(',') {
@@ -316,6 +325,11 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Dataset, String> {
     std::io::copy(&mut reader, &mut std::io::sink())
         .map_err(|e| format!("{shown}: {}", crate::util::one_line(&e.to_string())))?;
     ds.info.sha256 = reader.hex();
+    // Held for the run: no slack from growing.
+    ds.rows.shrink_to_fit();
+    ds.msgs.shrink_to_fit();
+    ds.hash_ids.shrink_to_fit();
+    ds.text.shrink_to_fit();
     ds.info.rows = ds.rows.len() as u64;
     ds.info.timed = !ds.rows.is_empty() && ds.rows.iter().all(|r| !r.at_s.is_nan());
     ds.sessions = state.sessions.len() as u32;
@@ -564,8 +578,19 @@ fn turns(turns: Vec<ShareTurn>, field: &str) -> Result<Vec<(Role, String)>, Stri
 }
 
 fn jsonl_row(line: &str) -> Result<Parsed, String> {
+    // The common case without the path bookkeeping; a row that fails is parsed again to say
+    // which field.
+    let row: JsonlRow = match serde_json::from_str(line) {
+        Ok(r) => r,
+        Err(_) => jsonl_row_error(line)?,
+    };
+    jsonl_parsed(row)
+}
+
+/// The error of a row that does not parse, naming its field.
+fn jsonl_row_error(line: &str) -> Result<JsonlRow, String> {
     let de = &mut serde_json::Deserializer::from_str(line);
-    let row: JsonlRow = serde_path_to_error::deserialize(de).map_err(|e| {
+    serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = crate::util::one_line(&e.inner().to_string());
         if path == "." || path.is_empty() {
@@ -573,7 +598,10 @@ fn jsonl_row(line: &str) -> Result<Parsed, String> {
         } else {
             format!("field `{path}`: {inner}")
         }
-    })?;
+    })
+}
+
+fn jsonl_parsed(row: JsonlRow) -> Result<Parsed, String> {
     let mut p = Parsed {
         input_length: row.input_length,
         output_length: row.output_length,

@@ -627,7 +627,8 @@ impl SharedPrefix {
 
     /// The group request `index` is in: uniform, or by Zipf's law over the groups' ranks.
     pub fn group(&self, seed: u64, index: u64) -> usize {
-        let mut rng = SplitMix64::new(seed ^ 0x0006_E00F ^ index.wrapping_mul(0xD1B5_4A32_D192_ED03));
+        let mut rng =
+            SplitMix64::new(seed ^ 0x0006_E00F ^ index.wrapping_mul(0xD1B5_4A32_D192_ED03));
         match self.zipf {
             None => rng.below(self.groups),
             Some(s) => {

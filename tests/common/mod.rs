@@ -2,3 +2,4 @@
 #![allow(dead_code)]
 
 pub mod pty;
+pub mod traffic_server;

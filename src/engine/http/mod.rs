@@ -187,7 +187,11 @@ impl HttpConfig {
     /// Requests the traffic bounds the run to: `--requests`, else every dataset row once (a
     /// replayed trace: at most every row).
     fn request_limit(&self) -> Option<u64> {
-        let rows = self.source.as_ref().and_then(Source::rows).map(|n| n as u64);
+        let rows = self
+            .source
+            .as_ref()
+            .and_then(Source::rows)
+            .map(|n| n as u64);
         match (self.requests, rows) {
             (Some(n), Some(rows)) if self.replay.is_some() => Some(n.min(rows)),
             (Some(n), _) => Some(n),
@@ -496,8 +500,9 @@ async fn run(
 
         // Wait for a result, the next arrival, or the next look at the controls.
         let mut wake = Instant::now() + CONTROL_POLL;
-        if cfg.open_loop() && !paused && tasks.len() < in_flight_cap {
-            wake = wake.min(next_due);
+        let on_schedule = cfg.open_loop() && !paused && tasks.len() < in_flight_cap;
+        if on_schedule {
+            wake = wake.min(next_due.checked_sub(TIMER_SLACK).unwrap_or(next_due));
         }
         if hold_until > Instant::now() {
             wake = wake.min(hold_until);
@@ -539,8 +544,20 @@ async fn run(
             }
             _ = tokio::time::sleep_until(wake.into()) => {}
         }
+        // The runtime's timer rounds up to the millisecond: a send due within that is waited
+        // for on this thread, whose sleep is finer (the requests in flight are read on the
+        // runtime's workers meanwhile).
+        if on_schedule {
+            let left = next_due.saturating_duration_since(Instant::now());
+            if left <= TIMER_SLACK {
+                std::thread::sleep(left);
+            }
+        }
     }
 }
+
+/// How late the runtime's timer may wake: it rounds deadlines up to the millisecond.
+const TIMER_SLACK: Duration = Duration::from_micros(1500);
 
 /// How often the event loop's lateness is probed.
 const SATURATION_PROBE: Duration = Duration::from_millis(50);

@@ -1,0 +1,215 @@
+//! An OpenAI-compatible streaming server on 127.0.0.1 that records every request (arrival time,
+//! path, session header, body) and keeps a prefix cache as vLLM's does in spirit: a prompt's
+//! tokens (here: its whitespace-separated words) that begin like an earlier prompt's are
+//! cached, reported as `usage.prompt_tokens_details.cached_tokens`, and cost no prefill time.
+//! TTFT = `base` + `per_token` × uncached prompt tokens; then `max_tokens` tokens, one every
+//! `itl`, the reply `" w0 w1 …"`. `POST /reset_prefix_cache` empties the cache.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+#[derive(Clone, Copy, Debug)]
+pub struct Timing {
+    pub base: Duration,
+    pub per_token: Duration,
+    pub itl: Duration,
+    /// `max_model_len` in `/v1/models`.
+    pub max_model_len: usize,
+}
+
+/// One request as the server saw it.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    /// Since the server started.
+    pub at: Duration,
+    /// When its stream ended (since the server started).
+    pub ended: Option<Duration>,
+    pub path: String,
+    pub session: Option<String>,
+    pub body: Value,
+    /// The prompt's words (completions: the prompt; chat: every message's content).
+    pub words: Vec<String>,
+    pub cached: usize,
+}
+
+pub struct TrafficServer {
+    pub url: String,
+    pub seen: Arc<Mutex<Vec<Seen>>>,
+    pub resets: Arc<Mutex<Vec<Duration>>>,
+}
+
+impl TrafficServer {
+    pub fn start(timing: Timing) -> TrafficServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let url = format!(
+            "http://127.0.0.1:{}",
+            listener.local_addr().expect("addr").port()
+        );
+        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
+        let resets: Arc<Mutex<Vec<Duration>>> = Arc::default();
+        let cache: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
+        let t0 = Instant::now();
+        let (s, r) = (seen.clone(), resets.clone());
+        thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let (s, r, c) = (s.clone(), r.clone(), cache.clone());
+                thread::spawn(move || {
+                    let _ = answer(conn, timing, t0, &s, &r, &c);
+                });
+            }
+        });
+        TrafficServer { url, seen, resets }
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        let mut v = self.seen.lock().expect("lock").clone();
+        v.sort_by_key(|s| s.at);
+        v
+    }
+}
+
+fn prompt_words(body: &Value) -> Vec<String> {
+    let mut text = String::new();
+    if let Some(p) = body.get("prompt").and_then(Value::as_str) {
+        text.push_str(p);
+    }
+    if let Some(ms) = body.get("messages").and_then(Value::as_array) {
+        for m in ms {
+            if let Some(c) = m.get("content").and_then(Value::as_str) {
+                text.push(' ');
+                text.push_str(c);
+            }
+        }
+    }
+    text.split_whitespace().map(str::to_string).collect()
+}
+
+fn answer(
+    conn: TcpStream,
+    t: Timing,
+    t0: Instant,
+    seen: &Mutex<Vec<Seen>>,
+    resets: &Mutex<Vec<Duration>>,
+    cache: &Mutex<Vec<Vec<String>>>,
+) -> std::io::Result<()> {
+    conn.set_nodelay(true)?;
+    let mut reader = BufReader::new(conn.try_clone()?);
+    loop {
+        let mut first = String::new();
+        if reader.read_line(&mut first)? == 0 {
+            return Ok(());
+        }
+        let at = t0.elapsed();
+        let mut parts = first.split_whitespace();
+        let method = parts.next().unwrap_or("").to_string();
+        let path = parts.next().unwrap_or("").to_string();
+        let mut length = 0usize;
+        let mut session = None;
+        loop {
+            let mut line = String::new();
+            reader.read_line(&mut line)?;
+            let line = line.trim_end();
+            if line.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = line.split_once(':') {
+                if name.eq_ignore_ascii_case("content-length") {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+                if name.eq_ignore_ascii_case("x-session-id") {
+                    session = Some(value.trim().to_string());
+                }
+            }
+        }
+        let mut body = vec![0u8; length];
+        reader.read_exact(&mut body)?;
+        let mut out = conn.try_clone()?;
+        if method == "GET" && path == "/v1/models" {
+            let json = format!(
+                r#"{{"object":"list","data":[{{"id":"m","object":"model","max_model_len":{}}}]}}"#,
+                t.max_model_len
+            );
+            write!(
+                out,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{json}",
+                json.len()
+            )?;
+            out.flush()?;
+            continue;
+        }
+        if path == "/reset_prefix_cache" {
+            cache.lock().expect("lock").clear();
+            resets.lock().expect("lock").push(at);
+            write!(out, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")?;
+            out.flush()?;
+            continue;
+        }
+        let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let words = prompt_words(&body);
+        let cached = {
+            let mut c = cache.lock().expect("lock");
+            let hit = c
+                .iter()
+                .map(|p| p.iter().zip(&words).take_while(|(a, b)| a == b).count())
+                .max()
+                .unwrap_or(0);
+            c.push(words.clone());
+            // The last token is always computed (as vLLM does), so a prompt is never all hit.
+            hit.min(words.len().saturating_sub(1))
+        };
+        let max_tokens = body.get("max_tokens").and_then(Value::as_u64).unwrap_or(4) as usize;
+        let index = {
+            let mut s = seen.lock().expect("lock");
+            s.push(Seen {
+                at,
+                ended: None,
+                path: path.clone(),
+                session,
+                body: body.clone(),
+                words: words.clone(),
+                cached,
+            });
+            s.len() - 1
+        };
+        let chat = path.ends_with("/chat/completions");
+        out.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")?;
+        let mut send = |data: &str| -> std::io::Result<()> {
+            let data = format!("data: {data}\n\n");
+            write!(out, "{:x}\r\n{data}\r\n", data.len())?;
+            out.flush()
+        };
+        thread::sleep(t.base + t.per_token * (words.len() - cached) as u32);
+        for i in 0..max_tokens {
+            if i > 0 {
+                thread::sleep(t.itl);
+            }
+            let piece = format!(" w{i}");
+            if chat {
+                send(&format!(
+                    r#"{{"choices":[{{"index":0,"delta":{{"content":"{piece}"}},"finish_reason":null}}]}}"#
+                ))?;
+            } else {
+                send(&format!(
+                    r#"{{"choices":[{{"index":0,"text":"{piece}","finish_reason":null}}]}}"#
+                ))?;
+            }
+        }
+        send(&format!(
+            r#"{{"choices":[],"usage":{{"prompt_tokens":{},"completion_tokens":{max_tokens},"total_tokens":{},"prompt_tokens_details":{{"cached_tokens":{cached}}}}}}}"#,
+            words.len(),
+            words.len() + max_tokens
+        ))?;
+        send("[DONE]")?;
+        write!(out, "0\r\n\r\n")?;
+        out.flush()?;
+        if let Some(s) = seen.lock().expect("lock").get_mut(index) {
+            s.ended = Some(t0.elapsed());
+        }
+        return Ok(());
+    }
+}
