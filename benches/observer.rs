@@ -614,6 +614,7 @@ fn inproc(s: &Settings) {
             seed: 0,
             traffic: None,
             tokenizer: None,
+            conversations: None,
         },
         warmup: 3,
         requests: None,

@@ -35,6 +35,7 @@ fn workload(vocab: usize) -> Workload {
         seed: 0,
         traffic: None,
         tokenizer: None,
+        conversations: None,
     }
 }
 

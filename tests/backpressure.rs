@@ -28,6 +28,7 @@ fn config(requests: Option<u64>) -> WorkerConfig {
             seed: 0,
             traffic: None,
             tokenizer: None,
+            conversations: None,
         },
         warmup: 0,
         requests,

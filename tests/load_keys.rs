@@ -47,6 +47,7 @@ fn the_candle_engine_doubles_and_halves_its_batch() {
             seed: 0,
             traffic: None,
             tokenizer: None,
+            conversations: None,
         },
         warmup: 0,
         requests: Some(3),

@@ -598,3 +598,43 @@ fn bad_traffic_input_is_one_line_and_exit_2() {
     }
     assert!(completions(srv.seen()).is_empty(), "nothing was sent");
 }
+
+#[test]
+fn candle_conversations_grow_each_turns_prompt_by_the_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("conv.jsonl");
+    let out = infertop()
+        .args(["--conversations", "2", "--turns", "3", "-p", "8", "-n", "4"])
+        .args(["--headless", "--no-telemetry", "--warmup", "0", "--record"])
+        .arg(&record)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rec = lines(&record);
+    let got: Vec<(u64, u64, u64)> = requests(&rec)
+        .iter()
+        .map(|r| {
+            (
+                r["origin"]["conversation"].as_u64().unwrap(),
+                r["origin"]["turn"].as_u64().unwrap(),
+                r["prompt_tokens"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    // Turn k's prompt: every earlier turn (8 tokens) and reply (4 tokens), then its own 8.
+    assert_eq!(
+        got,
+        [
+            (0, 1, 8),
+            (0, 2, 20),
+            (0, 3, 32),
+            (1, 1, 8),
+            (1, 2, 20),
+            (1, 3, 32)
+        ]
+    );
+}

@@ -10,7 +10,7 @@ use candle_core::{DType, Device, Tensor, D};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::timer::{device_memory, GpuTimer};
-use super::workload::{doubled, RequestShape, Sampler, Sampling, Workload};
+use super::workload::{doubled, Dialogue, RequestShape, Sampler, Sampling, Workload};
 use crate::event::{Control, Event, RequestDone, RunInfo, StopReason};
 use crate::model::{self, CausalLm, DeviceSpec, ModelSpec};
 use crate::telemetry::alloc;
@@ -232,6 +232,7 @@ fn run(
     // candle's quantized (GGUF) models run batch 1 only (see the check in `plan`).
     let max_batch = if info.source == "gguf" { 1 } else { MAX_BATCH };
     let mut index: u64 = 0;
+    let mut dialogue = cfg.workload.conversations.clone().map(Dialogue::new);
     // A dataset is sent once through (unless --requests or --duration says otherwise).
     let limit = match (cfg.requests, cfg.workload.traffic_len(), cfg.duration) {
         (Some(n), _, _) => Some(n),
@@ -250,7 +251,20 @@ fn run(
             return Ok(StopReason::DurationLimit);
         }
 
-        let shape = cfg.workload.try_request(index)?;
+        let shape = match dialogue.as_mut() {
+            Some(d) => match d.next(&cfg.workload, index, info.max_positions) {
+                None => return Ok(StopReason::RequestLimit),
+                Some(Ok(shape)) => shape,
+                Some(Err(why)) => {
+                    let _ = tx.send(Event::Error {
+                        message: why,
+                        fatal: false,
+                    });
+                    continue;
+                }
+            },
+            None => cfg.workload.try_request(index)?,
+        };
         let warmup = index < cfg.warmup;
         let _ = tx.send(Event::RequestStarted {
             index,
@@ -261,6 +275,9 @@ fn run(
         });
         match measure.request(&shape, index, warmup, &mut inbox) {
             Ok(Request::Done(ids)) => {
+                if let Some(d) = dialogue.as_mut() {
+                    d.replied(&ids.first_sequence());
+                }
                 let mut done = ids.finish(&cfg);
                 done.origin = shape.origin.clone().map(Box::new);
                 let _ = tx.send(Event::RequestDone(Box::new(done)));
@@ -512,18 +529,21 @@ impl Measure<'_> {
 }
 
 impl Generated {
+    /// The ids of the first sequence (every b-th id: they are kept step by step).
+    fn first_sequence(&self) -> Vec<u32> {
+        self.ids
+            .iter()
+            .step_by(self.batch.max(1))
+            .copied()
+            .collect()
+    }
+
     /// The request as every consumer sees it: E2E = TTFT + the decode steps (the timed regions
     /// only), TPOT = (E2E − TTFT) / (G − 1), and a hash of every generated id.
     fn finish(self, cfg: &WorkerConfig) -> RequestDone {
         let output_tokens = self.steps + 1;
         let bytes: Vec<u8> = self.ids.iter().flat_map(|id| id.to_le_bytes()).collect();
-        // The first sequence is every b-th id.
-        let first_seq: Vec<u32> = self
-            .ids
-            .iter()
-            .step_by(self.batch.max(1))
-            .copied()
-            .collect();
+        let first_seq = self.first_sequence();
         let text = if cfg.record_tokens {
             cfg.tokenizer
                 .as_ref()

@@ -4,8 +4,9 @@ use crate::util::SplitMix64;
 
 use std::sync::Arc;
 
+use crate::event::Origin;
 pub use crate::traffic::len::{doubled, doubling_factor, LenSpec};
-use crate::traffic::Source;
+use crate::traffic::{Conversations, Source};
 
 /// Where prompt ids come from.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,11 +43,17 @@ pub struct Workload {
     pub traffic: Option<Arc<Source>>,
     /// Tokenizes a dataset's text prompts (the model's tokenizer).
     pub tokenizer: Option<Arc<tokenizers::Tokenizer>>,
+    /// Conversations, one at a time, each turn's prompt the history so far (`Dialogue`).
+    pub conversations: Option<Arc<Conversations>>,
 }
 
 impl Workload {
     /// The longest prompt + output this workload can ask for.
     pub fn max_positions_needed(&self) -> usize {
+        if self.conversations.is_some() {
+            // Each turn is checked as its history grows (`Dialogue::next`).
+            return 1 + self.output.max();
+        }
         if let Some(t) = &self.traffic {
             return t.max_positions(self.output.max());
         }
@@ -59,6 +66,14 @@ impl Workload {
     }
 
     pub fn describe(&self) -> crate::event::WorkloadDesc {
+        if let Some(c) = &self.conversations {
+            return crate::event::WorkloadDesc {
+                prompt_tokens: c.describe(),
+                output_tokens: self.output.to_string(),
+                batch: self.batch,
+                load: None,
+            };
+        }
         if let Some(t) = &self.traffic {
             return crate::event::WorkloadDesc {
                 prompt_tokens: t.describe(),
@@ -177,6 +192,113 @@ impl Workload {
             ids,
             origin: None,
         }
+    }
+}
+
+/// The candle engine's conversations: one at a time, each turn's prompt the history so far
+/// (the earlier turns' prompts and the ids generated for them) followed by the next user turn.
+/// A conversation whose history would outgrow the model's positions ends there.
+#[derive(Debug)]
+pub struct Dialogue {
+    convs: Arc<Conversations>,
+    conv: usize,
+    turn: usize,
+    history: Vec<u32>,
+    /// The prompt of the turn in flight (its row), to append the reply to.
+    asked: Vec<u32>,
+}
+
+impl Dialogue {
+    pub fn new(convs: Arc<Conversations>) -> Dialogue {
+        Dialogue {
+            convs,
+            conv: 0,
+            turn: 0,
+            history: Vec::new(),
+            asked: Vec::new(),
+        }
+    }
+
+    /// The next turn's request, `None` when every conversation is done; `Err(reason)` when a
+    /// conversation ended early (its history too long), then call again for the next.
+    pub fn next(
+        &mut self,
+        w: &Workload,
+        index: u64,
+        max_positions: usize,
+    ) -> Option<Result<RequestShape, String>> {
+        loop {
+            let conv = self.convs.list.get(self.conv)?;
+            let turns = self.convs.turns.take(conv.turns.len());
+            if self.turn >= turns {
+                self.end_conversation();
+                continue;
+            }
+            if self.turn == 0 {
+                self.history = match &conv.system {
+                    Some(s) => match crate::traffic::Prompt::Text(s.clone())
+                        .ids(w.tokenizer.as_deref(), w.vocab)
+                    {
+                        Ok(ids) => ids,
+                        Err(e) => return Some(Err(e)),
+                    },
+                    None => Vec::new(),
+                };
+            }
+            let turn = &conv.turns[self.turn];
+            let user = match turn.user.ids(w.tokenizer.as_deref(), w.vocab) {
+                Ok(ids) => ids,
+                Err(e) => return Some(Err(e)),
+            };
+            let mut rng = SplitMix64::new(w.seed ^ index.wrapping_mul(0xA24B_AED4_963E_E407));
+            let output_tokens = turn
+                .output_tokens
+                .unwrap_or_else(|| w.output.pick(index, &mut rng));
+            let mut row = self.history.clone();
+            row.extend_from_slice(&user);
+            if row.is_empty() || row.len() + output_tokens > max_positions {
+                let at = self.turn + 1;
+                let c = self.conv;
+                self.end_conversation();
+                return Some(Err(format!(
+                    "conversation {c} ends before turn {at}: its history ({} tokens) + {output_tokens} out would exceed the model's {max_positions} positions",
+                    row.len()
+                )));
+            }
+            let mut ids = Vec::with_capacity(w.batch * row.len());
+            for _ in 0..w.batch {
+                ids.extend_from_slice(&row);
+            }
+            let origin = Origin {
+                row: (turn.row > 0).then_some(turn.row),
+                conversation: Some(self.conv as u64),
+                turn: Some(self.turn as u32 + 1),
+                ..Origin::default()
+            };
+            self.asked = row;
+            return Some(Ok(RequestShape {
+                prompt_tokens: self.asked.len(),
+                output_tokens,
+                batch: w.batch,
+                ids,
+                origin: Some(origin),
+            }));
+        }
+    }
+
+    /// The turn in flight was answered with `reply` (the first sequence's ids): the history
+    /// is its prompt and the reply.
+    pub fn replied(&mut self, reply: &[u32]) {
+        self.history = std::mem::take(&mut self.asked);
+        self.history.extend_from_slice(reply);
+        self.turn += 1;
+    }
+
+    fn end_conversation(&mut self) {
+        self.conv += 1;
+        self.turn = 0;
+        self.history = Vec::new();
+        self.asked = Vec::new();
     }
 }
 

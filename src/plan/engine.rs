@@ -215,12 +215,7 @@ fn plan_candle(opts: &RunOpts) -> Result<WorkerConfig, Failure> {
     // Prompts.
     let record_tokens = opts.output.record_tokens;
     let t = &opts.traffic;
-    if t.turns.is_some() {
-        return Err(Failure::usage(
-            "--turns: conversations run against a server (--endpoint with --api chat); the candle engine sends independent requests",
-        ));
-    }
-    let wants_traffic = t.dataset.is_some() || t.shared_prefix.is_some();
+    let wants_traffic = t.dataset.is_some() || t.shared_prefix.is_some() || t.turns.is_some();
     let tokenizer = if w.has_text() || record_tokens || t.dataset.is_some() {
         Some(load_tokenizer(
             &spec,
@@ -235,11 +230,12 @@ fn plan_candle(opts: &RunOpts) -> Result<WorkerConfig, Failure> {
         (PromptSource::Synthetic, None) => Some(LenSpec::Fixed(128)),
         (_, p) => p.clone(),
     };
-    let traffic = if wants_traffic {
+    let (traffic, conversations) = if wants_traffic {
         let max = arch.as_ref().map(|c| c.max_position_embeddings);
-        super::traffic::plan(opts, false, tokenizer.as_ref(), max)?.source
+        let plan = super::traffic::plan(opts, false, tokenizer.as_ref(), max)?;
+        (plan.source, plan.conversations)
     } else {
-        None
+        (None, None)
     };
     let workload = Workload {
         prompt: prompt_len,
@@ -253,6 +249,7 @@ fn plan_candle(opts: &RunOpts) -> Result<WorkerConfig, Failure> {
             .clone()
             .filter(|_| t.dataset.is_some())
             .map(Arc::new),
+        conversations: conversations.map(Arc::new),
     };
     if let Some(cfg) = &arch {
         let needed = workload.max_positions_needed();

@@ -147,6 +147,10 @@ pub enum RunEvent {
     RunStarted {
         model: ModelInfo,
         workload: WorkloadDesc,
+        /// The traffic as the engine started it (a server's `max_model_len` may have left
+        /// rows out since the header was written).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        traffic: Option<Box<crate::event::TrafficInfo>>,
     },
     Paused,
     Resumed,

@@ -124,6 +124,7 @@ impl Recorder {
             Event::RunStarted(info) => self.line(&event(RunEvent::RunStarted {
                 model: info.model.clone(),
                 workload: info.workload.clone(),
+                traffic: info.traffic.clone(),
             })),
             Event::RequestDone(r) => {
                 self.line(&Line::Request(RequestLine::of(r, Some(t_s))));
