@@ -97,6 +97,9 @@ impl Workload {
 
     /// Requests the traffic holds (a dataset's rows), if bounded.
     pub fn traffic_len(&self) -> Option<u64> {
+        if let Some(c) = &self.conversations {
+            return Some(c.requests());
+        }
         self.traffic
             .as_ref()
             .and_then(|t| t.rows())
@@ -105,7 +108,11 @@ impl Workload {
 
     /// What the record says of the traffic: a dataset's file, shared prefixes; no prefix cache.
     pub fn traffic_info(&self) -> Option<crate::event::TrafficInfo> {
-        let mut info = self.traffic.as_ref()?.info();
+        let mut info = match (&self.conversations, &self.traffic) {
+            (Some(c), _) => c.info(),
+            (None, Some(t)) => t.info(),
+            (None, None) => return None,
+        };
         info.exact_lengths = true;
         info.cache = Some("none: the candle engine has no prefix cache".into());
         Some(info)

@@ -31,11 +31,22 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         &turn_rows,
         "no conversations",
     );
-    let cache_rows: Vec<(String, Summary)> = b
-        .ttft_by_cache
-        .iter()
-        .map(|(o, s)| (o.name().to_string(), *s))
-        .collect();
+    // An engine without a prefix cache (candle) has nothing to split by it.
+    let no_cache = app
+        .run
+        .info
+        .as_ref()
+        .and_then(|i| i.traffic.as_ref())
+        .and_then(|t| t.cache.as_deref())
+        .is_some_and(|c| c.starts_with("none"));
+    let cache_rows: Vec<(String, Summary)> = if no_cache {
+        Vec::new()
+    } else {
+        b.ttft_by_cache
+            .iter()
+            .map(|(o, s)| (o.name().to_string(), *s))
+            .collect()
+    };
     let mut title = "TTFT by cache".to_string();
     if let Some(h) = b.hit_share {
         title.push_str(&format!(" {} hits {:.0}%", app.glyphs.sep, h * 100.0));
@@ -43,10 +54,16 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     if let Some(srv) = app.run.server.last.as_ref().and_then(|w| w.prefix_hit_rate) {
         title.push_str(&format!(" (server {:.0}%)", srv * 100.0));
     }
-    rows(frame, app, cache, &title, &cache_rows, "no requests yet");
+    let empty = if no_cache {
+        "no prefix cache (candle)"
+    } else {
+        "no requests yet"
+    };
+    rows(frame, app, cache, &title, &cache_rows, empty);
 }
 
-/// One row per group: `label  ████▏   p50 · p99 · n`, bars to a common scale (the largest p99).
+/// One row per group: `label  ████▏   p50 · p99 · n`, bars to a common scale (the largest p99);
+/// the figures are never cut, the bars take what is left.
 fn rows(
     frame: &mut Frame,
     app: &App,
@@ -71,20 +88,31 @@ fn rows(
         .max()
         .unwrap_or(4)
         + 1;
-    let text_w = 26usize;
+    let figures: Vec<String> = rows
+        .iter()
+        .map(|(_, s)| {
+            format!(
+                "{} · p99 {} · n {}",
+                format::duration(s.p50, ascii),
+                format::duration(s.p99, ascii),
+                s.n
+            )
+        })
+        .collect();
+    let text_w = figures.iter().map(|f| f.chars().count()).max().unwrap_or(0);
     let bar_w = (inner.width as usize).saturating_sub(label_w + text_w + 1);
+    let cells = |v: f64| {
+        if scale > 0.0 {
+            (((v / scale) * bar_w as f64).round() as usize).min(bar_w)
+        } else {
+            0
+        }
+    };
     let lines: Vec<Line> = rows
         .iter()
+        .zip(figures)
         .take(inner.height as usize)
-        .map(|(label, s)| {
-            let cells = |v: f64| {
-                if scale > 0.0 {
-                    ((v / scale) * bar_w as f64).round() as usize
-                } else {
-                    0
-                }
-                .min(bar_w)
-            };
+        .map(|((label, s), text)| {
             let (p50, p99) = (cells(s.p50), cells(s.p99));
             let mut bar = app.glyphs.gauge_fill.repeat(p50);
             if p99 > p50 {
@@ -96,15 +124,7 @@ fn rows(
                 Span::styled(format!("{label:<label_w$}"), theme.dim),
                 Span::styled(bar, theme.ttft),
                 Span::raw(" ".repeat(pad + 1)),
-                Span::styled(
-                    format!(
-                        "{} · p99 {} · n {}",
-                        format::duration(s.p50, ascii),
-                        format::duration(s.p99, ascii),
-                        s.n
-                    ),
-                    theme.text,
-                ),
+                Span::styled(text, theme.text),
             ])
         })
         .collect();
