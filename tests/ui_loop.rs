@@ -312,3 +312,79 @@ fn a_worker_that_vanishes_is_an_error_on_screen() {
         "{text}"
     );
 }
+
+/// `infertop sweep` in the dashboard: the sweep engine runs the cells on the one channel the
+/// dashboard folds; space pauses the cell's engine (it echoes `Paused`), a load key is refused
+/// with a line and reaches no engine, and q stops the cell in flight and the sweep after it.
+#[test]
+fn a_sweep_in_the_dashboard_takes_real_controls_through_one_channel() {
+    use infertop::record::line::SweepConfig;
+    use infertop::sweep::engine::{self, StartCell, LOAD_KEYS_OFF};
+    use infertop::sweep::fold::SweepFold;
+    use infertop::sweep::CellSpec;
+    use infertop::traffic::LenSpec;
+
+    let cells: Vec<_> = [1usize, 2]
+        .iter()
+        .map(|&b| {
+            CellSpec {
+                batch: b,
+                prompt: Some(LenSpec::Fixed(8)),
+                output: LenSpec::Fixed(4),
+                concurrency: None,
+                rate: None,
+            }
+            .params()
+        })
+        .collect();
+    let (ev_tx, ev_rx) = unbounded();
+    let (ctl_tx, ctl_rx) = unbounded();
+    let (got_tx, got_rx) = unbounded::<Vec<Control>>();
+    let start: StartCell = Box::new(move |_cell, tx: Sender<Event>, rx: Receiver<Control>| {
+        let got_tx = got_tx.clone();
+        Ok(thread::spawn(move || {
+            let _ = tx.send(run_info());
+            let got = fake_worker(tx, rx, true).join().unwrap();
+            let _ = got_tx.send(got);
+        }))
+    });
+    let sweep = engine::spawn(cells.clone(), start, ev_tx, ctl_rx).unwrap();
+    let mut app = App::default();
+    app.sweep = Some(SweepFold::new(
+        SweepConfig {
+            cells,
+            warmup: 0,
+            repetitions: 3,
+            ..SweepConfig::default()
+        },
+        Default::default(),
+    ));
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    let mut input = Script::new(
+        &[press(' '), press('B'), press('q')],
+        Duration::from_millis(300),
+    );
+    let stop = run_app(
+        &mut terminal,
+        &mut input,
+        &ev_rx,
+        &ctl_tx,
+        &mut app,
+        &options(Signals::none()),
+        STOP_WAIT,
+        &mut |_, _| {},
+    )
+    .unwrap();
+    assert_eq!(stop, StopReason::UserStop);
+    sweep.join().unwrap();
+    // The first cell's engine got the pause and the stop, and nothing for the load key.
+    let got = got_rx.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert_eq!(got, [Control::Pause, Control::Stop(StopReason::UserStop)]);
+    assert!(got_rx.try_recv().is_err(), "the second cell never started");
+    let fold = app.sweep.as_ref().unwrap();
+    assert_eq!(fold.results.len(), 1);
+    assert_eq!(fold.not_run(), 1);
+    assert_eq!(fold.interrupted(), Some(&StopReason::UserStop));
+    assert!(app.events.iter().any(|e| e.text == LOAD_KEYS_OFF));
+    assert!(app.events.iter().any(|e| e.text == "paused"));
+}
