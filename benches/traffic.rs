@@ -2,8 +2,13 @@
 //! in memory (Mooncake JSONL with hash ids, BurstGPT CSV), and how late a replayed trace's
 //! requests are sent (the schedule lag) at 1,000 requests/s offered, against a local server.
 //!
+//! And what conversations in flight cost: 10,000 synthetic conversations at once against a
+//! server in another process (that holds every reply a while, so all are in flight), the heap
+//! sampled throughout: its peak over the baseline, per conversation, beside the bytes their
+//! histories hold, and the heap after they end (a finished conversation's history is dropped).
+//!
 //! `cargo bench --profile dev --bench traffic` (`TRAFFIC_ROWS=1000000`, `TRAFFIC_RATE=1000`,
-//! `TRAFFIC_SECONDS=10`).
+//! `TRAFFIC_SECONDS=10`, `TRAFFIC_CONVERSATIONS=10000`).
 #![allow(clippy::unwrap_used)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -218,7 +223,150 @@ fn replay_bench(rate: u64, seconds: u64) {
     );
 }
 
+/// The other process: a chat server that holds each reply `hold` before streaming four tokens.
+fn serve_chat(hold: Duration) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        println!("{}", listener.local_addr().unwrap().port());
+        loop {
+            let Ok((sock, _)) = listener.accept().await else { continue };
+            tokio::spawn(async move {
+                let (read, mut write) = sock.into_split();
+                let mut reader = BufReader::new(read);
+                loop {
+                    let mut length = 0usize;
+                    let mut line = String::new();
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line.trim().is_empty() {
+                            break;
+                        }
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0u8; length];
+                    if reader.read_exact(&mut body).await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(hold).await;
+                    let mut events: Vec<String> = (0..4)
+                        .map(|i| format!(r#"{{"choices":[{{"index":0,"delta":{{"content":" reply{i}"}}}}]}}"#))
+                        .collect();
+                    events.push(r#"{"choices":[],"usage":{"prompt_tokens":512,"completion_tokens":4}}"#.into());
+                    events.push("[DONE]".into());
+                    let body: String = events.iter().map(|e| format!("data: {e}\n\n")).collect();
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\n\r\n",
+                        body.len()
+                    );
+                    if write.write_all(head.as_bytes()).await.is_err()
+                        || write.write_all(body.as_bytes()).await.is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+}
+
+fn conversation_bench(count: usize) {
+    use infertop::traffic::{synthetic_conversations, Conversations, Turns};
+    // The server runs in a child process: 10,000 connections on each side would exceed one
+    // process's file descriptors.
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .env("TRAFFIC_SERVE_CHAT", "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let url = format!("http://127.0.0.1:{}", port.trim());
+    let turns = 2;
+    let prompt = LenSpec::Fixed(512);
+    let list = synthetic_conversations(count, turns, &prompt, 0);
+    let cfg = HttpConfig {
+        endpoints: vec![Endpoint::parse(&url).unwrap()],
+        api: Api::Chat,
+        served_model: Some("m".into()),
+        api_key: None,
+        prompt: prompt.clone(),
+        prompts: http::Prompts::Approximate,
+        output: LenSpec::Fixed(4),
+        seed: 0,
+        concurrency: Some(count),
+        rate: None,
+        burstiness: 1.0,
+        warmup: 0,
+        requests: None,
+        duration: None,
+        request_timeout: Duration::from_secs(120),
+        exact_output: true,
+        chunk_usage: false,
+        record_tokens: false,
+        source: None,
+        replay: None,
+        conversations: Some(Conversations {
+            list,
+            turns: Turns::All,
+            think: None,
+            dataset: None,
+            exact_lengths: false,
+        }),
+    };
+    let baseline = current_bytes();
+    let (tx, rx) = bounded(1 << 16);
+    let (_ctl_tx, ctl_rx) = unbounded::<Control>();
+    let started = Instant::now();
+    let handle = http::spawn(cfg, tx, ctl_rx).unwrap();
+    let (mut peak, mut done, mut failed, mut history_bytes) = (0u64, 0u64, 0u64, 0usize);
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(Event::RequestDone(r)) => {
+                done += 1;
+                // What the second turn resends: the first turn, its reply, the second turn.
+                if r.origin.as_ref().and_then(|o| o.turn) == Some(2) {
+                    history_bytes = history_bytes.max(r.prompt_tokens * 6);
+                }
+            }
+            Ok(Event::RequestFailed(_)) => failed += 1,
+            Ok(Event::Finished(_)) => break,
+            Ok(_) => {}
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+            Err(_) => break,
+        }
+        peak = peak.max(current_bytes().saturating_sub(baseline));
+    }
+    handle.join().unwrap();
+    let after = current_bytes().saturating_sub(baseline);
+    let _ = child.kill();
+    println!(
+        "{count} conversations of {turns} turns in flight at once: {done} turns done, {failed} failed, in {:.1} s; heap peak +{:.1} MB ({:.1} KB per conversation; a turn-2 history is about {:.1} KB of text), +{:.1} MB after they ended",
+        started.elapsed().as_secs_f64(),
+        peak as f64 / 1e6,
+        peak as f64 / count as f64 / 1e3,
+        history_bytes as f64 / 1e3,
+        after as f64 / 1e6
+    );
+}
+
 fn main() {
+    if std::env::var_os("TRAFFIC_SERVE_CHAT").is_some() {
+        return serve_chat(Duration::from_millis(1500));
+    }
     read_bench(env("TRAFFIC_ROWS", 1_000_000));
     replay_bench(env("TRAFFIC_RATE", 1000), env("TRAFFIC_SECONDS", 10));
+    conversation_bench(env("TRAFFIC_CONVERSATIONS", 10_000) as usize);
 }
