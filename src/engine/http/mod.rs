@@ -11,6 +11,7 @@
 //! aside until then and counts them only if it completes, so a failed request never leaves
 //! latency samples behind.
 
+pub mod conn;
 pub mod request;
 pub mod sse;
 pub mod tokenize;
@@ -126,6 +127,10 @@ pub struct HttpConfig {
     /// (speculative decoding) is recorded with its count.
     pub chunk_usage: bool,
     pub record_tokens: bool,
+    /// Open the connections the first requests will use before the first one is timed
+    /// (`--no-preconnect` turns it off), so the first wave pays no connect storm; see
+    /// `preconnect_count`.
+    pub preconnect: bool,
 }
 
 impl HttpConfig {
@@ -171,6 +176,51 @@ impl HttpConfig {
 
 /// The most requests in flight the load keys go to.
 const MAX_CONCURRENCY: usize = 4096;
+
+/// The most connections opened before the run (per run, over all endpoints).
+const MAX_PRECONNECT: usize = 4096;
+
+impl HttpConfig {
+    /// Connections to open before the first timed request: one per request the first wave has
+    /// in flight (the concurrency; an open loop: one second of arrivals, within its cap).
+    /// Requests beyond them open their own, and their records say so.
+    pub fn preconnect_count(&self) -> usize {
+        if !self.preconnect {
+            return 0;
+        }
+        let first_wave = match self.rate {
+            Some(r) => (r.ceil() as usize).min(self.in_flight_cap()),
+            None => self.in_flight_cap(),
+        };
+        first_wave.clamp(1, MAX_PRECONNECT)
+    }
+}
+
+/// Opens `cfg.preconnect_count()` connections, spread over the endpoints as the requests will
+/// be (round-robin), each origin's at once.
+async fn preconnect(cfg: &HttpConfig, pool: &Arc<conn::Pool>) {
+    let n = cfg.preconnect_count();
+    if n == 0 || cfg.endpoints.is_empty() {
+        return;
+    }
+    let mut per_origin: Vec<(conn::Origin, usize)> = Vec::new();
+    for i in 0..n {
+        let endpoint = &cfg.endpoints[i % cfg.endpoints.len()];
+        let Ok(origin) = conn::Origin::of(&endpoint.url("/")) else {
+            continue;
+        };
+        match per_origin.iter_mut().find(|(o, _)| *o == origin) {
+            Some((_, count)) => *count += 1,
+            None => per_origin.push((origin, 1)),
+        }
+    }
+    let mut opening = JoinSet::new();
+    for (origin, count) in per_origin {
+        let (pool, timeout) = (pool.clone(), cfg.request_timeout);
+        opening.spawn(async move { pool.preopen(&origin, count, timeout).await });
+    }
+    while opening.join_next().await.is_some() {}
+}
 
 /// Starts the engine on a named thread. It reports through `events` and ends with
 /// `Event::Finished`; a panic inside it is caught and reported as a fatal error.
@@ -242,7 +292,8 @@ fn model_info(model: &str, endpoints: &[Endpoint]) -> ModelInfo {
 
 /// What every request task shares.
 struct Shared {
-    client: reqwest::Client,
+    /// The streamed requests' connections.
+    pool: Arc<conn::Pool>,
     api_key: Option<String>,
     timeout: Duration,
     events: Sender<Event>,
@@ -290,6 +341,8 @@ async fn run(
     if let Prompts::Server { texts } = &cfg.prompts {
         cfg.prompts = server_prompts(&client, &cfg, &model, texts.as_deref()).await?;
     }
+    let pool = Arc::new(conn::Pool::new());
+    preconnect(&cfg, &pool).await;
     let _ = tx.send(Event::RunStarted(Box::new(RunInfo {
         model: model_info(&model, &cfg.endpoints),
         workload: cfg.describe(),
@@ -297,7 +350,7 @@ async fn run(
         threads: 0,
     })));
     let shared = Arc::new(Shared {
-        client,
+        pool,
         api_key: cfg.api_key.clone(),
         timeout: cfg.request_timeout,
         events: tx.clone(),
@@ -561,7 +614,7 @@ fn launch(
     tasks.spawn(async move {
         let events = shared.events.clone();
         let result = request::measure(
-            &shared.client,
+            &shared.pool,
             &launched.endpoint,
             shared.api_key.as_deref(),
             &ask,
@@ -630,6 +683,8 @@ fn request_done(record_tokens: bool, launched: &Launched, m: Measured) -> Reques
                 Vec::new()
             },
             finish_reason: m.finish_reason,
+            http: m.http,
+            ttst_s: m.ttst_s,
         })),
     }
 }

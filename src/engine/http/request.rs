@@ -1,14 +1,20 @@
 //! One streamed request, timed on the client: TTFT from the (scheduled) send to the first chunk
-//! carrying generated text, one interval per further content chunk, E2E to the end of the stream.
-//! Every way it can go wrong becomes a `Failure` with a one-line reason.
+//! carrying generated text, one interval per further content chunk, E2E to the end of the stream,
+//! and the HTTP phases before the first token (see `conn`). Every way it can go wrong becomes a
+//! `Failure` with a one-line reason.
 
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{ACCEPT, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use reqwest::{Client, Url};
 use serde_json::{json, Value};
 
+use super::conn::{Exchange, Origin, Pool};
 use super::sse::{excerpt, parse_chunk, Data, SseLines};
 use super::Api;
+use crate::event::HttpPhases;
 
 /// A server's base URL (no `/v1`), and how it is shown (no credentials).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,6 +134,10 @@ pub struct Measured {
     pub chunk_tokens: Vec<u32>,
     pub finish_reason: Option<String>,
     pub text: String,
+    /// From the first content chunk to the second.
+    pub ttst_s: Option<f64>,
+    /// The connection and its phases before the first token.
+    pub http: Option<HttpPhases>,
 }
 
 /// A request that did not complete.
@@ -168,7 +178,7 @@ pub struct Progress {
 /// arrives (the TTFT, then each step's interval), so that a dashboard sees a long stream live.
 #[allow(clippy::too_many_arguments)]
 pub async fn measure(
-    client: &Client,
+    pool: &Pool,
     endpoint: &Endpoint,
     api_key: Option<&str>,
     ask: &Ask,
@@ -178,7 +188,7 @@ pub async fn measure(
 ) -> Result<Measured, Failure> {
     let mut progress = Progress::default();
     let run = stream(
-        client,
+        pool,
         endpoint,
         api_key,
         ask,
@@ -203,7 +213,7 @@ pub async fn measure(
 }
 
 async fn stream(
-    client: &Client,
+    pool: &Pool,
     endpoint: &Endpoint,
     api_key: Option<&str>,
     ask: &Ask,
@@ -216,33 +226,40 @@ async fn stream(
         Api::Chat => "/v1/chat/completions",
     };
     let body = serde_json::to_vec(&ask.body()).map_err(|e| Failure::new(e.to_string()))?;
-    let mut req = client
-        .post(endpoint.url(path))
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .header(reqwest::header::ACCEPT, "text/event-stream")
-        .body(body);
-    if let Some(key) = api_key {
-        req = req.bearer_auth(key);
-    }
+    let url = endpoint.url(path);
+    let origin = Origin::of(&url).map_err(Failure::new)?;
+    let req = post(&url, &origin, api_key, body)?;
     let sent = Instant::now();
     progress.sent = Some(sent);
     let since = |t: Instant| t.saturating_duration_since(scheduled).as_secs_f64();
-    let mut resp = req.send().await.map_err(|e| Failure::new(describe(e)))?;
+    let (resp, lease, exchange) = pool
+        .send(&origin, req)
+        .await
+        .map_err(|e| Failure::new(e.reason))?;
     progress.headers = true;
     let status = resp.status();
+    // A server that says it closes the connection after this response is not asked again on it.
+    let closes = resp
+        .headers()
+        .get(CONNECTION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+    let mut body = resp.into_body();
     if !status.is_success() {
-        let mut body = Vec::new();
+        let mut text = Vec::new();
         // A short excerpt, read briefly: the status is the measurement.
         let _ = tokio::time::timeout(Duration::from_secs(2), async {
-            while let Ok(Some(b)) = resp.chunk().await {
-                body.extend_from_slice(&b);
-                if body.len() >= 2048 {
+            while let Some(Ok(frame)) = body.frame().await {
+                if let Ok(b) = frame.into_data() {
+                    text.extend_from_slice(&b);
+                }
+                if text.len() >= 2048 {
                     break;
                 }
             }
         })
         .await;
-        let text = String::from_utf8_lossy(&body);
+        let text = String::from_utf8_lossy(&text);
         let detail = if text.trim().is_empty() {
             String::new()
         } else {
@@ -256,6 +273,7 @@ async fn stream(
 
     let mut out = Measured {
         send_delay_s: since(sent),
+        http: Some(phases(&exchange, since)),
         ..Measured::default()
     };
     let mut sse = SseLines::new();
@@ -265,22 +283,26 @@ async fn stream(
     let mut done: Option<Instant> = None;
     let mut end: Instant;
     loop {
-        let next = resp.chunk().await;
+        let next = body.frame().await;
         end = Instant::now();
         let ended = match next {
-            Ok(Some(bytes)) => {
+            Some(Ok(frame)) => {
+                // Trailers carry no data.
+                let Ok(bytes) = frame.into_data() else {
+                    continue;
+                };
                 sse.feed(&bytes, &mut payloads).map_err(Failure::new)?;
                 false
             }
-            Ok(None) => {
+            None => {
                 sse.finish(&mut payloads).map_err(Failure::new)?;
                 true
             }
-            Err(e) => {
+            Some(Err(e)) => {
                 return Err(Failure::new(format!(
                     "stream cut after {} content chunks: {}",
                     out.content_chunks,
-                    describe(e)
+                    crate::util::error_line(&e, false)
                 )))
             }
         };
@@ -364,7 +386,64 @@ async fn stream(
         }
     };
     out.e2e_s = since(finished);
+    out.ttst_s = out.itls_s.first().copied();
+    if !closes {
+        pool.give_back(lease);
+    }
     Ok(out)
+}
+
+/// The request as it goes on the wire: origin-form target, `Host`, the JSON body's length, and
+/// the API key as a bearer token (else the URL's credentials as basic auth, as reqwest sends
+/// them).
+fn post(
+    url: &Url,
+    origin: &Origin,
+    api_key: Option<&str>,
+    body: Vec<u8>,
+) -> Result<hyper::Request<Full<Bytes>>, Failure> {
+    let mut target = url.path().to_string();
+    if let Some(q) = url.query() {
+        target.push('?');
+        target.push_str(q);
+    }
+    let mut req = hyper::Request::post(target)
+        .header(HOST, origin.host_header())
+        .header(CONTENT_TYPE, "application/json")
+        .header(ACCEPT, "text/event-stream")
+        .header(CONTENT_LENGTH, body.len());
+    if let Some(key) = api_key {
+        req = req.header(AUTHORIZATION, format!("Bearer {key}"));
+    } else if !url.username().is_empty() {
+        use base64::Engine;
+        let user = percent_decoded(url.username());
+        let pass = url.password().map(percent_decoded).unwrap_or_default();
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
+        req = req.header(AUTHORIZATION, format!("Basic {token}"));
+    }
+    req.body(Full::new(Bytes::from(body)))
+        .map_err(|e| Failure::new(format!("cannot build the request ({e}); check --api-key")))
+}
+
+/// A URL's user or password as written before percent-encoding.
+fn percent_decoded(s: &str) -> String {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// The exchange's instants as seconds since the request's start (`since`).
+fn phases(x: &Exchange, since: impl Fn(Instant) -> f64) -> HttpPhases {
+    let secs = |d: Duration| d.as_secs_f64();
+    HttpPhases {
+        connection: x.how,
+        dns_s: x.opening.and_then(|o| o.dns).map(secs),
+        tcp_s: x.opening.map(|o| secs(o.tcp)),
+        tls_s: x.opening.and_then(|o| o.tls).map(secs),
+        connected_s: since(x.connected),
+        sent_s: x.written.map(&since),
+        first_byte_s: x.first_byte.map(&since),
+    }
 }
 
 /// `GET /v1/models`: the first model id the server lists.
