@@ -133,8 +133,9 @@ pub struct RequestDone {
 pub struct ClientDetail {
     /// The endpoint's base URL (credentials stripped).
     pub endpoint: String,
-    /// Open loop: scheduled send time → actual send (0 in a closed loop). TTFT and E2E count
-    /// from the scheduled time, so a saturated client cannot hide queueing.
+    /// Open loop: scheduled send time → actual send; TTFT and E2E count from the scheduled
+    /// time, so a saturated client cannot hide queueing. Closed loop: the scheduler's launch →
+    /// the actual send (the client's own queueing); TTFT and E2E count from the send's start.
     pub send_delay_s: f64,
     /// `usage` (the server's usage chunk) or `counted` (chunks carrying text).
     pub output_tokens_from: String,

@@ -51,22 +51,28 @@ fn config(url: &str, concurrency: usize, requests: u64, preconnect: bool) -> Htt
 
 /// The completed requests of a run to its end (at most 30 s), in index order.
 fn run(cfg: HttpConfig) -> Vec<RequestDone> {
+    run_with_warnings(cfg).0
+}
+
+/// The completed requests and the warnings of a run.
+fn run_with_warnings(cfg: HttpConfig) -> (Vec<RequestDone>, Vec<String>) {
     let (tx, rx) = bounded(1 << 16);
     let (_ctl, ctl_rx) = unbounded::<Control>();
     let handle = http::spawn(cfg, tx, ctl_rx).unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
-    let mut done = Vec::new();
+    let (mut done, mut warnings) = (Vec::new(), Vec::new());
     while Instant::now() < deadline {
         match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(Event::Finished(_)) => break,
             Ok(Event::RequestDone(r)) => done.push(*r),
             Ok(Event::RequestFailed(f)) => panic!("{f:?}"),
+            Ok(Event::Error { message, .. }) => warnings.push(message),
             _ => {}
         }
     }
     handle.join().unwrap();
     done.sort_by_key(|r| r.index);
-    done
+    (done, warnings)
 }
 
 fn phases(r: &RequestDone) -> &HttpPhases {
@@ -176,4 +182,17 @@ fn a_server_that_closes_every_connection_makes_every_later_request_connect() {
     for r in &done {
         assert_ordered(r);
     }
+}
+
+/// One stream, a few chunks a second: the client is idle, and its saturation alarm (calibrated
+/// against this machine's own timer jitter at the start) stays silent, however busy the machine.
+#[test]
+fn a_light_run_raises_no_saturation_alarm() {
+    let server = stream_server::start_counted(timing(), true).unwrap();
+    let (done, warnings) = run_with_warnings(config(&server.url, 1, 12, true));
+    assert_eq!(done.len(), 12);
+    assert!(
+        !warnings.iter().any(|w| w.contains("client saturated")),
+        "{warnings:?}"
+    );
 }

@@ -253,6 +253,9 @@ pub struct SendError {
     pub connecting: bool,
 }
 
+/// Connections `Pool::preopen` opens at a time.
+const PREOPEN_AT_ONCE: usize = 32;
+
 /// The engine's kept connections, per origin.
 #[derive(Default)]
 pub struct Pool {
@@ -272,14 +275,18 @@ impl Pool {
             .map_or(0, |m| m.get(origin).map_or(0, Vec::len))
     }
 
-    /// Opens `n` connections to `origin` at once, before anything is timed, and keeps them for
-    /// the first requests. Returns how many opened (a server that refuses them fails the
+    /// Opens `n` connections to `origin`, before anything is timed, and keeps them for the
+    /// first requests; `PREOPEN_AT_ONCE` at a time, since a burst of hundreds of handshakes
+    /// overflows the kernel's queues even on loopback, and a dropped SYN costs a second (the
+    /// retransmission timeout). Returns how many opened (a server that refuses them fails the
     /// requests themselves, each with its reason).
     pub async fn preopen(self: &Arc<Pool>, origin: &Origin, n: usize, timeout: Duration) -> usize {
         let mut opening = tokio::task::JoinSet::new();
+        let at_once = Arc::new(tokio::sync::Semaphore::new(PREOPEN_AT_ONCE));
         for _ in 0..n {
-            let (pool, origin) = (self.clone(), origin.clone());
+            let (pool, origin, at_once) = (self.clone(), origin.clone(), at_once.clone());
             opening.spawn(async move {
+                let _permit = at_once.acquire().await.ok()?;
                 tokio::time::timeout(timeout, pool.open(&origin))
                     .await
                     .ok()
@@ -317,7 +324,11 @@ impl Pool {
                     connecting: false,
                 });
             };
-            let kept = if fresh_only { None } else { self.take(origin) };
+            let kept = if fresh_only {
+                None
+            } else {
+                self.take(origin).await
+            };
             let (mut conn, how) = match kept {
                 Some(c) if c.preopened && c.used == 0 => (c, ConnectionUse::Preopened),
                 Some(c) => (c, ConnectionUse::Reused),
@@ -380,16 +391,18 @@ impl Pool {
         }
     }
 
-    /// The most recently used idle connection that is still open.
-    fn take(&self, origin: &Origin) -> Option<Conn> {
-        let mut idle = self.idle.lock().ok()?;
-        let list = idle.get_mut(origin)?;
-        while let Some(c) = list.pop() {
-            if !c.sender.is_closed() && c.sender.is_ready() {
-                return Some(c);
+    /// The most recently used idle connection that is still open, once it is ready (a fresh
+    /// one is, as soon as the task driving it has run once).
+    async fn take(&self, origin: &Origin) -> Option<Conn> {
+        loop {
+            let mut conn = {
+                let mut idle = self.idle.lock().ok()?;
+                idle.get_mut(origin)?.pop()?
+            };
+            if !conn.sender.is_closed() && conn.sender.ready().await.is_ok() {
+                return Some(conn);
             }
         }
-        None
     }
 
     /// Opens a connection: the name lookup, the TCP connect (each address in turn), the TLS

@@ -12,6 +12,7 @@
 //! latency samples behind.
 
 pub mod conn;
+pub mod probe;
 pub mod request;
 pub mod sse;
 pub mod tokenize;
@@ -318,6 +319,8 @@ async fn run(
     if cfg.endpoints.is_empty() {
         return Err("no --endpoint given".into());
     }
+    // This machine's timer jitter, measured before anything else runs on the runtime.
+    let calibration = probe::calibrate().await;
     let mut in_flight_cap = cfg.in_flight_cap();
     let client = reqwest::Client::builder()
         .tcp_nodelay(true)
@@ -349,6 +352,12 @@ async fn run(
         warmup_requests: cfg.warmup,
         threads: 0,
     })));
+    if let Some(warning) = calibration.warning() {
+        let _ = tx.send(Event::Error {
+            message: warning,
+            fatal: false,
+        });
+    }
     let shared = Arc::new(Shared {
         pool,
         api_key: cfg.api_key.clone(),
@@ -358,7 +367,7 @@ async fn run(
 
     // Dropped (and so stopped) when the run returns.
     let mut probe = JoinSet::new();
-    probe.spawn(saturation_probe(tx.clone(), SATURATION_PROBE, SATURATED));
+    probe.spawn(probe::watch(tx.clone(), probe::EVERY, calibration));
 
     let started = Instant::now();
     let mut arrivals = Arrivals::new(cfg.rate, cfg.burstiness, cfg.seed ^ 0x5EED_A771_0A15)?;
@@ -436,9 +445,11 @@ async fn run(
                 && cfg.requests.is_none_or(|n| index < n)
                 && (cfg.rate.is_none() || now >= next_due)
             {
+                // Closed loop: a request is launched now (its time starts when it begins to
+                // be sent, see `request::Start`).
                 let scheduled = match cfg.rate {
                     Some(_) => next_due,
-                    None => now,
+                    None => Instant::now(),
                 };
                 launch(&cfg, &shared, &model, index, scheduled, &mut tasks);
                 index += 1;
@@ -492,36 +503,6 @@ async fn run(
                 }
             }
             _ = tokio::time::sleep_until(wake.into()) => {}
-        }
-    }
-}
-
-/// How often the event loop's lateness is probed.
-const SATURATION_PROBE: Duration = Duration::from_millis(50);
-/// Lateness of the event loop past which the client says it is saturated: every chunk's
-/// timestamp may be that late, and open-loop sends that much behind schedule.
-const SATURATED: Duration = Duration::from_millis(2);
-/// At most one saturation warning this often.
-const SATURATION_REPEAT: Duration = Duration::from_secs(10);
-
-/// Watches the client's own event loop: a timer that fires late means every stream on it is read
-/// late, so the timestamps of its chunks are late by as much. Warns (a non-fatal event, shown in
-/// the events pane and written to the record) when it is late by more than `limit`.
-async fn saturation_probe(tx: Sender<Event>, every: Duration, limit: Duration) {
-    let mut warned: Option<Instant> = None;
-    loop {
-        let due = Instant::now() + every;
-        tokio::time::sleep_until(due.into()).await;
-        let late = Instant::now().saturating_duration_since(due);
-        if late > limit && warned.is_none_or(|w| w.elapsed() >= SATURATION_REPEAT) {
-            warned = Some(Instant::now());
-            let _ = tx.send(Event::Error {
-                message: format!(
-                    "client saturated: its event loop ran {:.1} ms late, so chunk timestamps and sends may be that late (lower --concurrency/--rate, or run more clients)",
-                    late.as_secs_f64() * 1e3
-                ),
-                fatal: false,
-            });
         }
     }
 }
@@ -611,6 +592,10 @@ fn launch(
         scheduled,
     };
     let shared = shared.clone();
+    let start = match cfg.rate {
+        Some(_) => request::Start::Due(scheduled),
+        None => request::Start::Launched(scheduled),
+    };
     tasks.spawn(async move {
         let events = shared.events.clone();
         let result = request::measure(
@@ -618,7 +603,7 @@ fn launch(
             &launched.endpoint,
             shared.api_key.as_deref(),
             &ask,
-            scheduled,
+            start,
             shared.timeout,
             |token| {
                 let _ = events.send(match token {
@@ -710,39 +695,6 @@ mod tests {
             assert!((cv / cv_want - 1.0).abs() < 0.05, "b={burstiness}: cv {cv}");
         }
         assert!(Arrivals::new(None, 1.0, 0).unwrap().is_none());
-    }
-
-    /// A blocked event loop is noticed, and reported once per SATURATION_REPEAT.
-    #[test]
-    fn a_late_event_loop_is_reported_as_client_saturation() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let (tx, rx) = crossbeam_channel::unbounded();
-        rt.block_on(async {
-            let probe = tokio::spawn(saturation_probe(
-                tx,
-                Duration::from_millis(5),
-                Duration::from_millis(2),
-            ));
-            tokio::time::sleep(Duration::from_millis(40)).await;
-            // Work that holds the loop, as thousands of busy streams would.
-            std::thread::sleep(Duration::from_millis(30));
-            tokio::time::sleep(Duration::from_millis(40)).await;
-            std::thread::sleep(Duration::from_millis(30));
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            probe.abort();
-        });
-        let warnings: Vec<Event> = rx.try_iter().collect();
-        assert_eq!(warnings.len(), 1, "{warnings:?}");
-        let Event::Error { message, fatal } = &warnings[0] else {
-            panic!("{warnings:?}")
-        };
-        assert!(
-            !fatal && message.starts_with("client saturated"),
-            "{message}"
-        );
     }
 
     fn launched() -> Launched {

@@ -124,7 +124,7 @@ pub struct Measured {
     pub itls_s: Vec<f64>,
     /// Scheduled send → end of stream (`[DONE]`).
     pub e2e_s: f64,
-    /// Scheduled send → actual send.
+    /// When the request was due (open loop) or launched (closed loop) → its actual send.
     pub send_delay_s: f64,
     pub content_chunks: usize,
     pub usage_prompt_tokens: Option<usize>,
@@ -159,7 +159,7 @@ impl Failure {
 /// A content chunk as it arrives.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Token {
-    /// The first: scheduled send → now.
+    /// The first: the request's start → now.
     First { ttft_s: f64 },
     /// Chunk `step` (1 for the second chunk) after the first, `itl_s` after the one before.
     Step { step: u32, itl_s: f64 },
@@ -173,29 +173,33 @@ pub struct Progress {
     pub content_chunks: usize,
 }
 
-/// Sends `ask` to `endpoint` and reads the whole stream. `scheduled` is when the request was
-/// due (open loop) or is now (closed loop); `on_token` hears of each content chunk as it
-/// arrives (the TTFT, then each step's interval), so that a dashboard sees a long stream live.
+/// When a request's time starts.
+#[derive(Clone, Copy, Debug)]
+pub enum Start {
+    /// Open loop: when it was due. TTFT and E2E count from then, so a client that sends late
+    /// cannot hide it (no coordinated omission).
+    Due(Instant),
+    /// Closed loop: when the scheduler launched it. Its time counts from when it begins to be
+    /// sent, as a closed loop's does (the next request waits for a free slot, not a clock); the
+    /// wait between the launch and then, the client's own, is its send delay.
+    Launched(Instant),
+}
+
+/// Sends `ask` to `endpoint` and reads the whole stream, timed from `start`; `on_token` hears
+/// of each content chunk as it arrives (the TTFT, then each step's interval), so that a
+/// dashboard sees a long stream live.
 #[allow(clippy::too_many_arguments)]
 pub async fn measure(
     pool: &Pool,
     endpoint: &Endpoint,
     api_key: Option<&str>,
     ask: &Ask,
-    scheduled: Instant,
+    start: Start,
     timeout: Duration,
     on_token: impl FnMut(Token),
 ) -> Result<Measured, Failure> {
     let mut progress = Progress::default();
-    let run = stream(
-        pool,
-        endpoint,
-        api_key,
-        ask,
-        scheduled,
-        &mut progress,
-        on_token,
-    );
+    let run = stream(pool, endpoint, api_key, ask, start, &mut progress, on_token);
     match tokio::time::timeout(timeout, run).await {
         Ok(r) => r,
         Err(_) => {
@@ -217,10 +221,14 @@ async fn stream(
     endpoint: &Endpoint,
     api_key: Option<&str>,
     ask: &Ask,
-    scheduled: Instant,
+    start: Start,
     progress: &mut Progress,
     mut on_token: impl FnMut(Token),
 ) -> Result<Measured, Failure> {
+    let (scheduled, due) = match start {
+        Start::Due(due) => (due, due),
+        Start::Launched(launched) => (Instant::now(), launched),
+    };
     let path = match ask.api {
         Api::Completions => "/v1/completions",
         Api::Chat => "/v1/chat/completions",
@@ -272,7 +280,7 @@ async fn stream(
     }
 
     let mut out = Measured {
-        send_delay_s: since(sent),
+        send_delay_s: sent.saturating_duration_since(due).as_secs_f64(),
         http: Some(phases(&exchange, since)),
         ..Measured::default()
     };
