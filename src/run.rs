@@ -15,7 +15,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use crate::event::{Control, Event, RequestDone, RunInfo, StopReason};
 use crate::record::resources::Resources;
 use crate::record::RunSummary;
-use crate::stats::{EndpointStats, RunStats, ServerSteady, Window, RECENT_REQUESTS};
+use crate::stats::{EndpointStats, PhaseStats, RunStats, ServerSteady, Window, RECENT_REQUESTS};
 
 /// Exit codes (README, "Exit codes and errors").
 pub const EXIT_OK: i32 = 0;
@@ -56,6 +56,8 @@ pub struct Run {
     pub stats: RunStats,
     /// The same requests per server endpoint (empty for the candle engine).
     pub endpoints: EndpointStats,
+    /// A server run's HTTP phases and time to second token (nothing for the candle engine).
+    pub phases: PhaseStats,
     /// Peak memory and energy over the whole run (not reset by `r`).
     pub resources: Resources,
     /// Requests finished since the start (not reset by `r`).
@@ -132,6 +134,7 @@ impl Run {
             Event::StatsReset => {
                 self.stats.reset();
                 self.endpoints.reset();
+                self.phases.reset();
                 self.server.reset();
                 for steps in self.pending_steps.values_mut() {
                     steps.clear();
@@ -167,6 +170,7 @@ impl Run {
     fn request_done(&mut self, r: &RequestDone) {
         self.stats.record_request(r);
         self.endpoints.record_request(r);
+        self.phases.record_request(r);
         if let Some(c) = &r.client {
             let w = self
                 .send_delays
@@ -210,6 +214,7 @@ impl Run {
             .with_resources(self.resources.clone())
             .with_failures(self.failed_requests)
             .with_endpoints(self.endpoints.summaries())
+            .with_phases(self.phases.summary())
             .with_server(self.server.summary.clone())
     }
 

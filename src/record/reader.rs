@@ -224,9 +224,11 @@ fn summary_of_record(rec: &Record) -> RunSummary {
         }
     }
     let mut endpoints = crate::stats::EndpointStats::default();
+    let mut phases = crate::stats::PhaseStats::default();
     for r in rec.counted() {
         stats.record_request(r);
         endpoints.record_request(r);
+        phases.record_request(r);
     }
     for f in &rec.failed {
         endpoints.record_failure(f);
@@ -235,6 +237,7 @@ fn summary_of_record(rec: &Record) -> RunSummary {
         .with_resources(rec.resources.clone())
         .with_failures(rec.failed.len() as u64)
         .with_endpoints(endpoints.summaries())
+        .with_phases(phases.summary())
         .with_server(rec.server.summary.clone());
     if rec.steps.is_empty() {
         if let Some(itl) = footer_metric(rec.footer.as_ref(), "metrics", Metric::Itl) {

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::event::ServerQuantiles;
 
 use crate::stats::{
-    EndpointSummary, Metric, RunStats, ServerSpanSummary, Summary, Table, WindowKind,
+    EndpointSummary, Metric, PhaseSummary, RunStats, ServerSpanSummary, Summary, Table, WindowKind,
 };
 
 /// `--format` of runs and `report`.
@@ -44,6 +44,10 @@ pub struct RunSummary {
     /// The server's own histograms over the steady state (`--server-metrics`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerSpanSummary>,
+    /// A server run's HTTP phases and time to second token (`to_json` writes them as
+    /// `http_phases`).
+    #[serde(skip)]
+    pub phases: Option<PhaseSummary>,
 }
 
 impl RunSummary {
@@ -57,7 +61,14 @@ impl RunSummary {
             failed_requests: 0,
             endpoints: Vec::new(),
             server: None,
+            phases: None,
         }
+    }
+
+    /// The summary with the HTTP phases of a server run.
+    pub fn with_phases(mut self, phases: Option<PhaseSummary>) -> RunSummary {
+        self.phases = phases;
+        self
     }
 
     /// The summary with the server's own view beside the client's.
@@ -120,6 +131,17 @@ impl RunSummary {
         if let Some(srv) = &self.server {
             out["server"] = serde_json::to_value(srv).unwrap_or_default();
         }
+        if let Some(p) = &self.phases {
+            let mut m = serde_json::Map::new();
+            m.insert(
+                "connections".into(),
+                serde_json::to_value(p.connections).unwrap_or_default(),
+            );
+            for (phase, s) in &p.rows {
+                m.insert(phase.key().into(), summary_json(s));
+            }
+            out["http_phases"] = serde_json::Value::Object(m);
+        }
         out
     }
 
@@ -160,7 +182,40 @@ impl RunSummary {
         }
         out.push_str(&self.resources.markdown());
         out.push_str(&self.endpoints_markdown());
+        out.push_str(&self.phases_markdown());
         out.push_str(&self.server_markdown());
+        out
+    }
+
+    /// Where a server run's time went before the first token: the connections, and each
+    /// phase's percentiles (rows without samples are left out, e.g. TLS over http).
+    fn phases_markdown(&self) -> String {
+        let Some(p) = &self.phases else {
+            return String::new();
+        };
+        let c = p.connections;
+        let mut out = format!(
+            "\nHTTP phases (steady requests): {} on kept connections, {} on preopened ones, {} opened their own while timed (their connect is in their TTFT)\n\n",
+            c.reused, c.preopened, c.new
+        );
+        out.push_str("| phase | p50 | p90 | p99 | max | n | what |\n");
+        out.push_str("|---|---:|---:|---:|---:|---:|---|\n");
+        for (phase, s) in &p.rows {
+            if s.n == 0 {
+                continue;
+            }
+            let f = |v: f64| format_value(Metric::Ttft, v);
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                phase.label(),
+                f(s.p50),
+                f(s.p90),
+                f(s.p99),
+                f(s.max),
+                s.n,
+                phase.meaning()
+            ));
+        }
         out
     }
 
@@ -266,6 +321,21 @@ impl RunSummary {
                         e.endpoint, s.mean, s.p50, s.p90, s.p95, s.p99, s.max, s.n
                     ));
                 }
+            }
+        }
+        if let Some(p) = &self.phases {
+            for (phase, s) in &p.rows {
+                out.push_str(&format!(
+                    "http,{},{},{},{},{},{},{},{}\n",
+                    phase.key(),
+                    s.mean,
+                    s.p50,
+                    s.p90,
+                    s.p95,
+                    s.p99,
+                    s.max,
+                    s.n
+                ));
             }
         }
         if let Some(srv) = &self.server {

@@ -3,6 +3,7 @@
 mod endpoints;
 pub mod goodput;
 mod percentile;
+pub mod phases;
 pub mod roofline;
 mod run;
 pub mod scale;
@@ -14,6 +15,7 @@ mod window;
 
 pub use endpoints::{EndpointStats, EndpointSummary};
 pub use percentile::{median, median_in_place, percentile_sorted};
+pub use phases::{Phase, PhaseStats, PhaseSummary};
 pub use run::{
     Metric, RunStats, Table, WindowKind, RECENT_REQUESTS, RECENT_STEPS, REQUEST_WINDOW, STEP_WINDOW,
 };
