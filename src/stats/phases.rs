@@ -164,6 +164,11 @@ impl PhaseStats {
         push(Phase::Ttst, client.ttst_s);
     }
 
+    /// Whether a request with phases has been counted (a server run, since the last reset).
+    pub fn has_samples(&self) -> bool {
+        self.windows.is_some()
+    }
+
     /// Statistics reset (`r`): everything starts again.
     pub fn reset(&mut self) {
         *self = PhaseStats::default();

@@ -274,6 +274,10 @@ pub struct App {
     /// Whether the table shows the client's percentiles beside the server's own (when the run
     /// has `--server-metrics`; `s` toggles).
     pub server_columns: bool,
+    /// Whether the table shows the client's HTTP phases instead (`h`; a server run's), and
+    /// their figures, refreshed with the table.
+    pub phase_rows: bool,
+    pub phases: Option<crate::stats::PhaseSummary>,
     /// A sweep's fold (`infertop sweep` in a terminal): its cells so far and the grid; `run`
     /// is then the open cell's.
     pub sweep: Option<crate::sweep::fold::SweepFold>,
@@ -335,6 +339,8 @@ impl App {
             outlier_tpot: Summary::default(),
             decode_tok_s: None,
             server_columns: true,
+            phase_rows: false,
+            phases: None,
             sweep: None,
             dirty: true,
             pending_boundary: false,
@@ -746,6 +752,9 @@ impl App {
         // A few µs with full 100k windows (sorted blocks, BENCHMARKS.md): every frame that
         // has something new gets an exact table.
         self.table = self.run.stats.table(self.window, self.include_warmup);
+        if self.phase_rows {
+            self.phases = self.run.phases.summary();
+        }
         self.dists = DIST_METRICS
             .iter()
             .map(|&m| {
@@ -839,6 +848,11 @@ impl App {
             }
             Action::ToggleServer => {
                 self.server_columns = !self.server_columns;
+                Update::None
+            }
+            Action::TogglePhases => {
+                self.phase_rows = !self.phase_rows;
+                self.dirty = true;
                 Update::None
             }
             Action::NextTheme => {
