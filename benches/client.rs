@@ -1,27 +1,40 @@
 //! The HTTP client engine must not be the bottleneck: how many concurrent streams it sustains,
-//! how many chunks per second it processes, and how much later than the truth it timestamps a
-//! chunk, against a local streaming server on the same machine.
+//! how many chunks per second it processes, how much CPU it spends per chunk, and how much later
+//! than the truth it timestamps a chunk, against a local streaming server on the same machine.
 //!
 //! The server (tokio, its own thread) answers every `/v1/completions` with `CHUNKS` content
-//! chunks, one every `ITL`, and writes into each chunk's text how long after it read the request
-//! it wrote that chunk. The engine's own measurements (TTFT, then the inter-token latencies) are
-//! compared with that truth:
+//! chunks, the first `TTFT` after it read the request, then one every `ITL`, and writes into each
+//! chunk's text how long after it read the request it wrote that chunk. Connections are kept
+//! alive. The engine's own measurements (TTFT, then the inter-token latencies) are compared with
+//! that truth:
 //!
+//! - TTFT p50 / p99 against the server's TTFT (what a user reads), for all requests and for the
+//!   first wave (the first `streams` requests, which open or take the connections) and the rest.
+//! - first-chunk lag: client TTFT − the server's time to the first chunk, whose p99 is the
+//!   client's own tail: connect, send, transit, the server's delay in reading the request, and
+//!   the client's delay in reading the chunk.
 //! - ITL error: per chunk after the first, |client's inter-token latency − the server's|: how much
 //!   a late timestamp moves ITL and TPOT.
-//! - first-chunk lag: client TTFT − the server's time to the first chunk. An upper bound of the
-//!   TTFT error: it also holds the request's transit and the server's own delay in reading it.
+//! - client CPU-ms per 1,000 chunks: the CPU time of the client's own threads (`infertop-…`).
+//! - the HTTP phases of the first wave: when its requests were connected and sent (p99, since
+//!   their start), and how many connections were new, preopened or reused.
 //!
-//! `cargo bench --profile dev --bench client` (also `CLIENT_STREAMS=100,1000`, `CLIENT_ITL_MS`,
-//! `CLIENT_CHUNKS`). Needs about 2 file descriptors per stream (`ulimit -n`).
+//! `cargo bench --profile dev --bench client` (the crate unoptimized) or `cargo bench --bench
+//! client` (release), with `CLIENT_STREAMS=100,1000`, `CLIENT_ITL_MS=10`, `CLIENT_CHUNKS=100`,
+//! `CLIENT_TTFT_MS=0`, `CLIENT_PRECONNECT=on` (`on`, `off` or `on,off`), `CLIENT_REQUESTS=3`
+//! (requests per stream). The 500-stream comparison: `CLIENT_STREAMS=500 CLIENT_TTFT_MS=150
+//! CLIENT_ITL_MS=20 CLIENT_CHUNKS=50 CLIENT_PRECONNECT=off,on`. Needs about 2 file descriptors
+//! per stream (`ulimit -n`).
 #![allow(clippy::unwrap_used)]
+// One getrusage(RUSAGE_CHILDREN) call: the CPU time of the infertop process the bench ran.
+#![allow(unsafe_code)]
 
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded};
 use infertop::engine::http::{self, Api, Endpoint, HttpConfig};
 use infertop::engine::workload::LenSpec;
-use infertop::event::{Control, Event};
+use infertop::event::{ConnectionUse, Control, Event, HttpPhases};
 use infertop::stats::Summary;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -61,7 +74,7 @@ async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
     }
 }
 
-async fn serve_connection(mut sock: TcpStream, chunks: u32, itl: Duration) {
+async fn serve_connection(mut sock: TcpStream, chunks: u32, ttft: Duration, itl: Duration) {
     let _ = sock.set_nodelay(true);
     let mut buf = Vec::new();
     while read_request(&mut sock, &mut buf).await {
@@ -82,7 +95,7 @@ async fn serve_connection(mut sock: TcpStream, chunks: u32, itl: Duration) {
             return;
         }
         for k in 0..chunks {
-            tokio::time::sleep_until((read_at + itl * (k + 1)).into()).await;
+            tokio::time::sleep_until((read_at + ttft + itl * k).into()).await;
             let written = read_at.elapsed().as_nanos();
             let event = format!(
                 "data: {{\"choices\":[{{\"index\":0,\"text\":\"[{written}]\",\"finish_reason\":null}}]}}\n\n"
@@ -101,7 +114,7 @@ async fn serve_connection(mut sock: TcpStream, chunks: u32, itl: Duration) {
 }
 
 /// Starts the server on its own thread; returns its URL.
-fn start_server(chunks: u32, itl: Duration) -> String {
+fn start_server(chunks: u32, ttft: Duration, itl: Duration) -> String {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -113,7 +126,7 @@ fn start_server(chunks: u32, itl: Duration) -> String {
             tx.send(listener.local_addr().unwrap().port()).unwrap();
             loop {
                 let (sock, _) = listener.accept().await.unwrap();
-                tokio::spawn(serve_connection(sock, chunks, itl));
+                tokio::spawn(serve_connection(sock, chunks, ttft, itl));
             }
         });
     });
@@ -157,8 +170,26 @@ fn clock_ticks_per_s() -> f64 {
         .unwrap_or(100.0)
 }
 
-struct Figures {
+/// One configuration of the bench.
+#[derive(Clone, Copy)]
+struct Scenario {
     streams: usize,
+    requests_per_stream: usize,
+    chunks: u32,
+    ttft: Duration,
+    itl: Duration,
+    preconnect: bool,
+}
+
+/// What one request measured beside what the server did.
+struct Measured {
+    ttft_s: f64,
+    /// Client TTFT − the server's time to its first chunk.
+    lag_s: f64,
+    http: Option<HttpPhases>,
+}
+
+struct Figures {
     requests: usize,
     failed: usize,
     chunks: usize,
@@ -169,14 +200,15 @@ struct Figures {
     /// Per chunk after the first: |client's inter-token latency − the server's|, the error a
     /// late timestamp puts into ITL and TPOT.
     itl_error: Summary,
-    /// The first chunk's lag: an upper bound of the TTFT error (it includes the request's transit
-    /// and the server's own delay in reading it).
-    first: Summary,
+    /// How late the server itself wrote its first chunk (not the client's).
+    server_late: Summary,
+    /// Every completed request, by index.
+    requests_seen: Vec<(u64, Measured)>,
 }
 
-fn measure(streams: usize, chunks: u32, itl: Duration) -> Figures {
-    let url = start_server(chunks, itl);
-    let requests = streams * 3;
+fn measure(sc: Scenario) -> Figures {
+    let url = start_server(sc.chunks, sc.ttft, sc.itl);
+    let requests = sc.streams * sc.requests_per_stream;
     let cfg = HttpConfig {
         endpoints: vec![Endpoint::parse(&url).unwrap()],
         api: Api::Completions,
@@ -184,9 +216,9 @@ fn measure(streams: usize, chunks: u32, itl: Duration) -> Figures {
         api_key: None,
         prompt: LenSpec::Fixed(8),
         prompts: Default::default(),
-        output: LenSpec::Fixed(chunks as usize),
+        output: LenSpec::Fixed(sc.chunks as usize),
         seed: 0,
-        concurrency: Some(streams),
+        concurrency: Some(sc.streams),
         rate: None,
         burstiness: 1.0,
         warmup: 0,
@@ -199,24 +231,30 @@ fn measure(streams: usize, chunks: u32, itl: Duration) -> Figures {
         source: None,
         replay: None,
         conversations: None,
+        preconnect: sc.preconnect,
     };
     let (tx, rx) = bounded(1 << 20);
     let (_ctl, ctl_rx) = unbounded::<Control>();
-    let start = Instant::now();
+    let ticks_per_s = clock_ticks_per_s();
+    let mut cpu: std::collections::HashMap<String, f64> = Default::default();
     let handle = http::spawn(cfg, tx, ctl_rx).unwrap();
     let mut steps: std::collections::HashMap<u64, Vec<f64>> = Default::default();
     let mut itl_errors = Vec::new();
-    let mut firsts = Vec::new();
+    let mut server_late = Vec::new();
+    let mut seen = Vec::new();
     let (mut failed, mut total_chunks) = (0, 0);
-    let ticks_per_s = clock_ticks_per_s();
-    let mut cpu: std::collections::HashMap<String, f64> = Default::default();
     let mut sampled = Instant::now();
+    // Chunks per second count from the first request's start (after the preconnect).
+    let mut start: Option<Instant> = None;
     loop {
         if sampled.elapsed() >= Duration::from_millis(100) {
             client_cpu(&mut cpu, ticks_per_s);
             sampled = Instant::now();
         }
         match rx.recv().unwrap() {
+            Event::RequestStarted { .. } => {
+                start.get_or_insert_with(Instant::now);
+            }
             Event::DecodeStep { index, itl_s, .. } => steps.entry(index).or_default().push(itl_s),
             Event::RequestDone(r) => {
                 let itls = steps.remove(&r.index).unwrap_or_default();
@@ -227,7 +265,15 @@ fn measure(streams: usize, chunks: u32, itl: Duration) -> Figures {
                     .map(|s| s.parse::<f64>().unwrap() * 1e-9)
                     .collect();
                 if let Some(w0) = written.first() {
-                    firsts.push(r.ttft_s - w0);
+                    server_late.push(w0 - sc.ttft.as_secs_f64());
+                    seen.push((
+                        r.index,
+                        Measured {
+                            ttft_s: r.ttft_s,
+                            lag_s: r.ttft_s - w0,
+                            http: r.client.as_ref().and_then(|c| c.http.clone()),
+                        },
+                    ));
                 }
                 for (k, pair) in written.windows(2).enumerate() {
                     if let Some(itl) = itls.get(k) {
@@ -244,49 +290,236 @@ fn measure(streams: usize, chunks: u32, itl: Duration) -> Figures {
             _ => {}
         }
     }
-    let wall = start.elapsed().as_secs_f64();
+    let wall = start.map_or(1e-9, |s| s.elapsed().as_secs_f64());
     handle.join().unwrap();
+    seen.sort_by_key(|(i, _)| *i);
     Figures {
-        streams,
         requests,
         failed,
         chunks: total_chunks,
         chunks_per_s: total_chunks as f64 / wall,
         client_cpu_s: cpu.values().sum(),
         itl_error: Summary::of(&itl_errors),
-        first: Summary::of(&firsts),
+        server_late: Summary::of(&server_late),
+        requests_seen: seen,
     }
+}
+
+/// CPU seconds (user + system) of the children waited for so far.
+fn children_cpu_s() -> f64 {
+    // SAFETY: getrusage fills the struct it is given and reads nothing else.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    if rc != 0 {
+        return 0.0;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// The scenario run as a user runs it: the infertop binary, headless, recording, against the
+/// bench's server; the CPU time is the whole process's (engine, the consumer's fold, the
+/// recorder, the telemetry sampler), the timings are read back from its record.
+fn measure_process(sc: Scenario) -> Figures {
+    let url = start_server(sc.chunks, sc.ttft, sc.itl);
+    let requests = sc.streams * sc.requests_per_stream;
+    let dir = std::env::temp_dir().join(format!("infertop-client-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let record = dir.join("run.jsonl");
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_infertop"));
+    cmd.args(["--endpoint", &url, "--served-model", "bench", "--headless"])
+        .args(["--concurrency", &sc.streams.to_string()])
+        .args(["--requests", &requests.to_string()])
+        .args([
+            "--prompt-tokens",
+            "8",
+            "--output-tokens",
+            &sc.chunks.to_string(),
+        ])
+        .args(["--record-tokens", "--record"])
+        .arg(&record)
+        .stdout(std::process::Stdio::null());
+    if !sc.preconnect {
+        cmd.arg("--no-preconnect");
+    }
+    let before = children_cpu_s();
+    let status = cmd.status().unwrap();
+    let cpu = children_cpu_s() - before;
+    assert!(status.success(), "infertop exited with {status}");
+    let text = std::fs::read_to_string(&record).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let (mut seen, mut server_late, mut failed, mut chunks) = (Vec::new(), Vec::new(), 0, 0);
+    let (mut first_start, mut last_end) = (f64::MAX, 0.0f64);
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+        match v["type"].as_str() {
+            Some("request_failed") => failed += 1,
+            Some("request") => {
+                let ttft_s = v["ttft_s"].as_f64().unwrap();
+                let written: Vec<f64> = v["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .split(['[', ']'])
+                    .filter(|s| !s.is_empty())
+                    .map(|s| s.parse::<f64>().unwrap() * 1e-9)
+                    .collect();
+                chunks += written.len();
+                if let (Some(t), Some(e2e)) = (v["t_s"].as_f64(), v["e2e_s"].as_f64()) {
+                    first_start = first_start.min(t - e2e);
+                    last_end = last_end.max(t);
+                }
+                let Some(w0) = written.first() else { continue };
+                server_late.push(w0 - sc.ttft.as_secs_f64());
+                let http = serde_json::from_value(v["client"]["http"].clone()).ok();
+                seen.push((
+                    v["index"].as_u64().unwrap(),
+                    Measured {
+                        ttft_s,
+                        lag_s: ttft_s - w0,
+                        http,
+                    },
+                ));
+            }
+            _ => {}
+        }
+    }
+    seen.sort_by_key(|(i, _)| *i);
+    Figures {
+        requests,
+        failed,
+        chunks,
+        chunks_per_s: chunks as f64 / (last_end - first_start).max(1e-9),
+        client_cpu_s: cpu,
+        // Steps are not in the record without --jsonl-steps: the in-process rows have them.
+        itl_error: Summary::of(&[]),
+        server_late: Summary::of(&server_late),
+        requests_seen: seen,
+    }
+}
+
+fn env_words(key: &str, default: &str) -> Vec<String> {
+    std::env::var(key)
+        .unwrap_or_else(|_| default.to_string())
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .collect()
+}
+
+fn ms(v: f64) -> String {
+    format!("{:.1}", v * 1e3)
 }
 
 fn main() {
     // `cargo bench` passes `--bench`; a filter argument is not used.
     let streams = env_list("CLIENT_STREAMS", "100,1000");
-    let itl = Duration::from_millis(env_list("CLIENT_ITL_MS", "10")[0]);
+    let itl_ms = env_list("CLIENT_ITL_MS", "10")[0];
+    let itl = Duration::from_millis(itl_ms);
+    let ttft = Duration::from_millis(env_list("CLIENT_TTFT_MS", &itl_ms.to_string())[0]);
     let chunks = env_list("CLIENT_CHUNKS", "100")[0] as u32;
+    let per_stream = env_list("CLIENT_REQUESTS", "3")[0] as usize;
+    let preconnects: Vec<bool> = env_words("CLIENT_PRECONNECT", "on")
+        .iter()
+        .map(|w| w != "off")
+        .collect();
+    // `engine`: the engine in this process (its threads' CPU); `process`: the infertop binary
+    // as a user runs it (the whole process's CPU).
+    let modes = env_words("CLIENT_MODE", "engine");
     println!(
-        "client bench: {chunks} chunks per stream, one every {} ms, 3 requests per stream",
+        "client bench: {chunks} chunks per stream, the first {} ms after the request, then one every {} ms, {per_stream} requests per stream",
+        ttft.as_millis(),
         itl.as_millis()
     );
     println!(
-        "| streams | requests | failed | chunks | chunks/s | client CPU s | chunks per client CPU-s | ITL error p50 | ITL error p99 | ITL error max | first-chunk lag p50 / p99 |"
+        "| streams | client | preconnect | requests | failed | chunks/s | client CPU-ms / 1k chunks | TTFT p50 / p99 (server {} ms) | first wave p50 / p99 | later p50 / p99 | first-chunk lag p50 / p99 | first wave: sent p99 | connections new / preopened / reused | server late p99 | ITL error p50 / p99 / max |",
+        ttft.as_millis()
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|:---|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for n in streams {
-        let f = measure(n as usize, chunks, itl);
-        println!(
-            "| {} | {} | {} | {} | {:.0} | {:.2} | {:.0} | {:.3} ms | {:.3} ms | {:.3} ms | {:.3} / {:.3} ms |",
-            f.streams,
-            f.requests,
-            f.failed,
-            f.chunks,
-            f.chunks_per_s,
-            f.client_cpu_s,
-            f.chunks as f64 / f.client_cpu_s.max(1e-9),
-            f.itl_error.p50 * 1e3,
-            f.itl_error.p99 * 1e3,
-            f.itl_error.max * 1e3,
-            f.first.p50 * 1e3,
-            f.first.p99 * 1e3
-        );
+        for (mode, &preconnect) in modes
+            .iter()
+            .flat_map(|m| preconnects.iter().map(move |p| (m, p)))
+        {
+            let sc = Scenario {
+                streams: n as usize,
+                requests_per_stream: per_stream,
+                chunks,
+                ttft,
+                itl,
+                preconnect,
+            };
+            let f = if mode == "process" {
+                measure_process(sc)
+            } else {
+                measure(sc)
+            };
+            if let Ok(path) = std::env::var("CLIENT_DUMP") {
+                // One line per request, for a closer look: index, TTFT, lag, and its phases.
+                let mut out = String::new();
+                for (i, m) in &f.requests_seen {
+                    let h = m.http.as_ref();
+                    out.push_str(&format!(
+                        "{i} {:.6} {:.6} {:?} {:.6} {:.6}\n",
+                        m.ttft_s,
+                        m.lag_s,
+                        h.map(|h| h.connection),
+                        h.and_then(|h| h.sent_s).unwrap_or(-1.0),
+                        h.and_then(|h| h.first_byte_s).unwrap_or(-1.0),
+                    ));
+                }
+                std::fs::write(format!("{path}.{n}.{mode}.{preconnect}"), out).unwrap();
+            }
+            let all: Vec<f64> = f.requests_seen.iter().map(|(_, m)| m.ttft_s).collect();
+            let (first, later): (Vec<_>, Vec<_>) = f
+                .requests_seen
+                .iter()
+                .partition(|(i, _)| (*i as usize) < sc.streams);
+            let ttfts = |v: &[&(u64, Measured)]| {
+                Summary::of(&v.iter().map(|(_, m)| m.ttft_s).collect::<Vec<_>>())
+            };
+            let lag = Summary::of(
+                &f.requests_seen
+                    .iter()
+                    .map(|(_, m)| m.lag_s)
+                    .collect::<Vec<_>>(),
+            );
+            let sent = Summary::of(
+                &first
+                    .iter()
+                    .filter_map(|(_, m)| m.http.as_ref()?.sent_s)
+                    .collect::<Vec<_>>(),
+            );
+            let count = |u: ConnectionUse| {
+                f.requests_seen
+                    .iter()
+                    .filter(|(_, m)| m.http.as_ref().is_some_and(|h| h.connection == u))
+                    .count()
+            };
+            let (a, fw, lt) = (Summary::of(&all), ttfts(&first), ttfts(&later));
+            println!(
+                "| {} | {mode} | {} | {} | {} | {:.0} | {:.1} | {} / {} ms | {} / {} ms | {} / {} ms | {} / {} ms | {} ms | {} / {} / {} | {} ms | {:.3} / {:.3} / {:.3} ms |",
+                sc.streams,
+                if preconnect { "on" } else { "off" },
+                f.requests,
+                f.failed,
+                f.chunks_per_s,
+                1e3 * 1e3 * f.client_cpu_s / (f.chunks as f64).max(1.0),
+                ms(a.p50),
+                ms(a.p99),
+                ms(fw.p50),
+                ms(fw.p99),
+                ms(lt.p50),
+                ms(lt.p99),
+                ms(lag.p50),
+                ms(lag.p99),
+                ms(sent.p99),
+                count(ConnectionUse::New),
+                count(ConnectionUse::Preopened),
+                count(ConnectionUse::Reused),
+                ms(f.server_late.p99),
+                f.itl_error.p50 * 1e3,
+                f.itl_error.p99 * 1e3,
+                f.itl_error.max * 1e3,
+            );
+        }
     }
 }

@@ -197,6 +197,7 @@ fn replay_bench(rate: u64, seconds: u64) {
         exact_output: true,
         chunk_usage: false,
         record_tokens: false,
+        preconnect: true,
         source: Some(Source::Dataset(Box::new(plan))),
         replay: Some(1.0),
         conversations: None,
@@ -316,6 +317,7 @@ fn conversation_bench(count: usize) {
         exact_output: true,
         chunk_usage: false,
         record_tokens: false,
+        preconnect: true,
         source: None,
         replay: None,
         conversations: Some(Conversations {
@@ -352,6 +354,7 @@ fn conversation_bench(count: usize) {
     handle.join().unwrap();
     let after = current_bytes().saturating_sub(baseline);
     let _ = child.kill();
+    let _ = child.wait();
     println!(
         "{count} conversations of {turns} turns in flight at once: {done} turns done, {failed} failed, in {:.1} s; heap peak +{:.1} MB ({:.1} KB per conversation; a turn-2 history is about {:.1} KB of text), +{:.1} MB after they ended",
         started.elapsed().as_secs_f64(),

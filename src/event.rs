@@ -294,8 +294,9 @@ pub struct Origin {
 pub struct ClientDetail {
     /// The endpoint's base URL (credentials stripped).
     pub endpoint: String,
-    /// Open loop: scheduled send time → actual send (0 in a closed loop). TTFT and E2E count
-    /// from the scheduled time, so a saturated client cannot hide queueing.
+    /// Open loop: scheduled send time → actual send; TTFT and E2E count from the scheduled
+    /// time, so a saturated client cannot hide queueing. Closed loop: the scheduler's launch →
+    /// the actual send (the client's own queueing); TTFT and E2E count from the send's start.
     pub send_delay_s: f64,
     /// `usage` (the server's usage chunk) or `counted` (chunks carrying text).
     pub output_tokens_from: String,
@@ -317,6 +318,66 @@ pub struct ClientDetail {
     /// as vLLM, SGLang and OpenAI report it); `None` when it did not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<usize>,
+    /// Where the time before the first token went on the request's connection; absent in
+    /// records written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpPhases>,
+    /// Time to second token: from the first content chunk to the second (AIPerf's TTST), so a
+    /// slow first decode step is told apart from a slow prefill; absent with one chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttst_s: Option<f64>,
+}
+
+/// How a request got its connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConnectionUse {
+    /// Opened for this request while it was timed: the connect is inside its TTFT, as it was.
+    New,
+    /// Kept alive after an earlier request.
+    Reused,
+    /// Opened before the run's first timed request (`--preconnect`); this request was its first.
+    Preopened,
+    /// Written by a newer version.
+    #[serde(other)]
+    Other,
+}
+
+impl ConnectionUse {
+    pub fn name(self) -> &'static str {
+        match self {
+            ConnectionUse::New => "new",
+            ConnectionUse::Reused => "reused",
+            ConnectionUse::Preopened => "preopened",
+            ConnectionUse::Other => "other",
+        }
+    }
+}
+
+/// A request's HTTP phases (k6's and AIPerf's names). The opening's steps are durations, of the
+/// connection's opening (for `new` and `preopened` connections: a preopened one's is not in the
+/// request's time); the rest are instants in seconds since the request's start (its scheduled
+/// time, the origin of its TTFT), so `connected_s ≤ sent_s ≤ first_byte_s ≤ ttft_s`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HttpPhases {
+    pub connection: ConnectionUse,
+    /// The name lookup (absent for an IP address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_s: Option<f64>,
+    /// The TCP handshake.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_s: Option<f64>,
+    /// The TLS handshake (https).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_s: Option<f64>,
+    /// The connection was ready for the request (a new one: opened).
+    pub connected_s: f64,
+    /// The request's last bytes went to the socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_s: Option<f64>,
+    /// The response's first byte came back (time to first byte).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_byte_s: Option<f64>,
 }
 
 /// A request that did not complete: never a latency sample, always counted.

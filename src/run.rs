@@ -15,7 +15,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use crate::event::{Control, Event, RequestDone, RunInfo, StopReason};
 use crate::record::resources::Resources;
 use crate::record::RunSummary;
-use crate::stats::{Breakdown, EndpointStats, RunStats, ServerSteady, Window, RECENT_REQUESTS};
+use crate::stats::{
+    Breakdown, EndpointStats, PhaseStats, RunStats, ServerSteady, Window, RECENT_REQUESTS,
+};
 
 /// Exit codes (README, "Exit codes and errors").
 pub const EXIT_OK: i32 = 0;
@@ -56,6 +58,8 @@ pub struct Run {
     pub stats: RunStats,
     /// The same requests per server endpoint (empty for the candle engine).
     pub endpoints: EndpointStats,
+    /// A server run's HTTP phases and time to second token (nothing for the candle engine).
+    pub phases: PhaseStats,
     /// Peak memory and energy over the whole run (not reset by `r`).
     pub resources: Resources,
     /// Requests finished since the start (not reset by `r`).
@@ -137,6 +141,7 @@ impl Run {
                 self.stats.reset();
                 self.breakdown.reset();
                 self.endpoints.reset();
+                self.phases.reset();
                 self.server.reset();
                 for steps in self.pending_steps.values_mut() {
                     steps.clear();
@@ -176,6 +181,7 @@ impl Run {
         if let Some(t) = r.origin.as_ref().and_then(|o| o.at_s) {
             self.trace_covered_s = Some(self.trace_covered_s.map_or(t, |c| c.max(t)));
         }
+        self.phases.record_request(r);
         if let Some(c) = &r.client {
             let w = self
                 .send_delays
@@ -219,6 +225,7 @@ impl Run {
             .with_resources(self.resources.clone())
             .with_failures(self.failed_requests)
             .with_endpoints(self.endpoints.summaries())
+            .with_phases(self.phases.summary())
             .with_server(self.server.summary.clone())
             .with_breakdown(&self.breakdown)
     }

@@ -133,7 +133,14 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
 pub fn http_error(e: reqwest::Error) -> String {
     let timeout = e.is_timeout();
     let e = e.without_url();
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+    error_line(&e, timeout)
+}
+
+/// Any error of a network client as one line: a known I/O cause in plain words (`connection
+/// refused`, `connection reset by the server`, `timed out`), else the two innermost causes
+/// ("dns error: ...", "invalid peer certificate ..."), which say the most.
+pub fn error_line(e: &(dyn std::error::Error + 'static), timeout: bool) -> String {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
     let mut parts: Vec<String> = Vec::new();
     while let Some(s) = source {
         if let Some(io) = s.downcast_ref::<std::io::Error>() {
@@ -159,7 +166,6 @@ pub fn http_error(e: reqwest::Error) -> String {
     if timeout {
         parts.insert(0, "timed out".into());
     }
-    // The innermost causes say the most ("dns error: ...", "invalid peer certificate ...").
     let n = parts.len();
     parts[n.saturating_sub(2)..].join(": ")
 }

@@ -281,6 +281,7 @@ fn config(url: &str, requests: u64) -> HttpConfig {
         source: None,
         replay: None,
         conversations: None,
+        preconnect: true,
     }
 }
 

@@ -868,3 +868,87 @@ fn client_beside_server() {
     let text = text_of(draw(&s.app, 80, 24).backend().buffer());
     assert!(text.contains("mean") && !text.contains("srv p50"), "{text}");
 }
+
+/// `h` on a server run: the table shows where the time before the first token went (the
+/// connection's phases, TTFT split by new and kept connections, time to second token), and
+/// `h` again brings the latency table back.
+#[test]
+fn http_phases_on_a_key() {
+    use infertop::event::{ClientDetail, ConnectionUse, HttpPhases};
+    use infertop::ui::keys::Action;
+    let mut s = Sim::default();
+    s.start(0, 128, 16);
+    for i in 0..24u64 {
+        let new = i < 4;
+        let ttft_s = if new { 0.160 } else { 0.150 } + 0.001 * (i % 5) as f64;
+        s.apply(Event::RequestStarted {
+            index: i,
+            warmup: false,
+            prompt_tokens: 128,
+            output_tokens: 16,
+            batch: 1,
+        });
+        s.apply(Event::RequestDone(Box::new(RequestDone {
+            index: i,
+            warmup: false,
+            batch: 1,
+            prompt_tokens: 128,
+            output_tokens: 16,
+            ttft_s,
+            tpot_s: Some(0.020),
+            e2e_s: ttft_s + 0.300,
+            gpu_ttft_s: None,
+            gpu_decode_s: None,
+            peak_alloc_bytes: None,
+            output_hash: "0".into(),
+            tokens: None,
+            text: None,
+            client: Some(Box::new(ClientDetail {
+                endpoint: "http://127.0.0.1:8000".into(),
+                http: Some(HttpPhases {
+                    connection: if new {
+                        ConnectionUse::New
+                    } else {
+                        ConnectionUse::Reused
+                    },
+                    dns_s: None,
+                    tcp_s: new.then_some(0.008),
+                    tls_s: None,
+                    connected_s: if new { 0.0085 } else { 0.0002 },
+                    sent_s: Some(if new { 0.0088 } else { 0.0004 }),
+                    first_byte_s: Some(if new { 0.011 } else { 0.0021 }),
+                }),
+                ttst_s: Some(0.030 + 0.001 * (i % 3) as f64),
+                ..Default::default()
+            })),
+            origin: None,
+        })));
+    }
+    s.app.refresh();
+    let text = text_of(draw(&s.app, 80, 24).backend().buffer());
+    assert!(text.contains("h phases"), "the footer offers it: {text}");
+    s.app.update(Action::TogglePhases);
+    s.app.refresh();
+    let terminal = draw(&s.app, 80, 24);
+    let text = text_of(terminal.backend().buffer());
+    for want in [
+        "HTTP phases",
+        "4 new, 20 kept",
+        "TTFT new conn",
+        "TTFT kept",
+        "TCP connect",
+        "first byte",
+        "TTST",
+        "h latency",
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+    insta::assert_snapshot!("http_phases_80x24", terminal.backend());
+    s.app.update(Action::TogglePhases);
+    s.app.refresh();
+    let text = text_of(draw(&s.app, 80, 24).backend().buffer());
+    assert!(
+        text.contains("Percentiles") && !text.contains("HTTP phases"),
+        "{text}"
+    );
+}

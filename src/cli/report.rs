@@ -42,6 +42,12 @@ pub struct ReportArgs {
     /// Do not run the short CPU bandwidth/FLOP probe for CPU records.
     #[arg(long)]
     pub no_probe: bool,
+    /// Also write the run as a Chrome trace-event file (JSON) for Perfetto (ui.perfetto.dev) or
+    /// chrome://tracing: a track per request slot with each request's prefill and decode (and
+    /// steps, with --jsonl-steps), the run's events, and counters for memory, GPU and the
+    /// server's metrics.
+    #[arg(long, value_name = "OUT.json")]
+    pub trace: Option<PathBuf>,
 }
 
 pub fn report(args: &ReportArgs) -> Result<i32, Failure> {
@@ -60,6 +66,9 @@ pub fn report(args: &ReportArgs) -> Result<i32, Failure> {
         probe: !args.no_probe,
         rule: SettleRule::default(),
     };
+    if let Some(out) = &args.trace {
+        trace(&args.record, out)?;
+    }
     // One read and one parse: the lines say whether it is a sweep's record or a run's.
     let rec = match read(&args.record).map_err(Failure::usage)? {
         AnyRecord::Sweep(sweep) => {
@@ -88,4 +97,35 @@ pub fn report(args: &ReportArgs) -> Result<i32, Failure> {
     }
     print_stdout(&report.render(args.format))?;
     Ok(EXIT_OK)
+}
+
+/// `--trace OUT`: the record's trace, or one line saying why not (before the report prints).
+fn trace(record: &std::path::Path, out: &std::path::Path) -> Result<(), Failure> {
+    let lines = crate::record::reader::parse_lines(record).map_err(Failure::usage)?;
+    let written = crate::record::trace::write(record, &lines, out).map_err(|e| {
+        Failure::usage(if e.starts_with("--trace") {
+            e
+        } else {
+            format!("--trace: {}: {e}", record.display())
+        })
+    })?;
+    let failed = if written.failed > 0 {
+        format!(" and {} failed", written.failed)
+    } else {
+        String::new()
+    };
+    say!(
+        "wrote {}: {} requests{failed} on {} slots, {} events (open it in ui.perfetto.dev or chrome://tracing)",
+        out.display(),
+        written.requests,
+        written.slots,
+        written.events
+    );
+    if written.laid_end_to_end {
+        say!(
+            "{}: written before requests carried their time (t_s), so they are laid end to end",
+            record.display()
+        );
+    }
+    Ok(())
 }

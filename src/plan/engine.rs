@@ -171,6 +171,7 @@ fn http_config(opts: &RunOpts, api_key: Option<String>, prompts: http::Prompts) 
         source: None,
         replay: None,
         conversations: None,
+        preconnect: !s.no_preconnect,
     }
 }
 

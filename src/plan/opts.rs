@@ -149,6 +149,11 @@ pub struct ServerOpts {
     /// With --endpoint: a request still unfinished after this long fails (e.g. 30s, 5m).
     #[arg(long, default_value = "5m", value_parser = values::duration)]
     pub request_timeout: Duration,
+    /// With --endpoint: do not open the first wave's connections before the first request is
+    /// timed; each then opens its own, and its TTFT includes the connect, as a new client's
+    /// would (every record says which requests paid a connect).
+    #[arg(long, requires = "endpoint")]
+    pub no_preconnect: bool,
 }
 
 /// Where the measurements go.

@@ -14,6 +14,7 @@ pub mod reader;
 pub mod report;
 pub mod resources;
 pub mod summary;
+pub mod trace;
 pub mod writer;
 
 pub use summary::{RunSummary, SummaryFormat};

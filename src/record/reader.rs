@@ -225,10 +225,12 @@ fn summary_of_record(rec: &Record) -> RunSummary {
     }
     let mut endpoints = crate::stats::EndpointStats::default();
     let mut breakdown = crate::stats::Breakdown::default();
+    let mut phases = crate::stats::PhaseStats::default();
     for r in rec.counted() {
         stats.record_request(r);
         endpoints.record_request(r);
         breakdown.observe(r);
+        phases.record_request(r);
     }
     for f in &rec.failed {
         endpoints.record_failure(f);
@@ -237,6 +239,7 @@ fn summary_of_record(rec: &Record) -> RunSummary {
         .with_resources(rec.resources.clone())
         .with_failures(rec.failed.len() as u64)
         .with_endpoints(endpoints.summaries())
+        .with_phases(phases.summary())
         .with_server(rec.server.summary.clone())
         .with_breakdown(&breakdown);
     if rec.steps.is_empty() {

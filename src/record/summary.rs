@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use crate::event::ServerQuantiles;
 
 use crate::stats::{
-    EndpointSummary, Metric, RunStats, ServerSpanSummary, Summary, Table, WindowKind,
+    EndpointSummary, Metric, PhaseSummary, RunStats, ServerSpanSummary, Summary, Table, WindowKind,
 };
 
 /// `--format` of runs and `report`.
@@ -47,6 +47,10 @@ pub struct RunSummary {
     /// Steady TTFT by cache outcome and by turn, and the length distributions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breakdown: Option<crate::stats::BreakdownSummary>,
+    /// A server run's HTTP phases and time to second token (`to_json` writes them as
+    /// `http_phases`).
+    #[serde(skip)]
+    pub phases: Option<PhaseSummary>,
 }
 
 impl RunSummary {
@@ -61,6 +65,7 @@ impl RunSummary {
             endpoints: Vec::new(),
             server: None,
             breakdown: None,
+            phases: None,
         }
     }
 
@@ -68,6 +73,12 @@ impl RunSummary {
     pub fn with_breakdown(mut self, b: &crate::stats::Breakdown) -> RunSummary {
         let s = b.summary();
         self.breakdown = (s.prompt_tokens.n > 0).then_some(s);
+        self
+    }
+
+    /// The summary with the HTTP phases of a server run.
+    pub fn with_phases(mut self, phases: Option<PhaseSummary>) -> RunSummary {
+        self.phases = phases;
         self
     }
 
@@ -134,6 +145,17 @@ impl RunSummary {
         if let Some(b) = &self.breakdown {
             out["breakdown"] = serde_json::to_value(b).unwrap_or_default();
         }
+        if let Some(p) = &self.phases {
+            let mut m = serde_json::Map::new();
+            m.insert(
+                "connections".into(),
+                serde_json::to_value(p.connections).unwrap_or_default(),
+            );
+            for (phase, s) in &p.rows {
+                m.insert(phase.key().into(), summary_json(s));
+            }
+            out["http_phases"] = serde_json::Value::Object(m);
+        }
         out
     }
 
@@ -174,9 +196,42 @@ impl RunSummary {
         }
         out.push_str(&self.resources.markdown());
         out.push_str(&self.endpoints_markdown());
+        out.push_str(&self.phases_markdown());
         out.push_str(&self.server_markdown());
         if let Some(b) = &self.breakdown {
             out.push_str(&b.markdown());
+        }
+        out
+    }
+
+    /// Where a server run's time went before the first token: the connections, and each
+    /// phase's percentiles (rows without samples are left out, e.g. TLS over http).
+    fn phases_markdown(&self) -> String {
+        let Some(p) = &self.phases else {
+            return String::new();
+        };
+        let c = p.connections;
+        let mut out = format!(
+            "\nHTTP phases (steady requests): {} on kept connections, {} on preopened ones, {} opened their own while timed (their connect is in their TTFT)\n\n",
+            c.reused, c.preopened, c.new
+        );
+        out.push_str("| phase | p50 | p90 | p99 | max | n | what |\n");
+        out.push_str("|---|---:|---:|---:|---:|---:|---|\n");
+        for (phase, s) in &p.rows {
+            if s.n == 0 {
+                continue;
+            }
+            let f = |v: f64| format_value(Metric::Ttft, v);
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                phase.label(),
+                f(s.p50),
+                f(s.p90),
+                f(s.p99),
+                f(s.max),
+                s.n,
+                phase.meaning()
+            ));
         }
         out
     }
@@ -283,6 +338,21 @@ impl RunSummary {
                         e.endpoint, s.mean, s.p50, s.p90, s.p95, s.p99, s.max, s.n
                     ));
                 }
+            }
+        }
+        if let Some(p) = &self.phases {
+            for (phase, s) in &p.rows {
+                out.push_str(&format!(
+                    "http,{},{},{},{},{},{},{},{}\n",
+                    phase.key(),
+                    s.mean,
+                    s.p50,
+                    s.p90,
+                    s.p95,
+                    s.p99,
+                    s.max,
+                    s.n
+                ));
             }
         }
         if let Some(srv) = &self.server {

@@ -4,6 +4,7 @@ pub mod breakdown;
 mod endpoints;
 pub mod goodput;
 mod percentile;
+pub mod phases;
 pub mod roofline;
 mod run;
 pub mod scale;
@@ -16,6 +17,7 @@ mod window;
 pub use breakdown::{Breakdown, BreakdownSummary, CacheOutcome};
 pub use endpoints::{EndpointStats, EndpointSummary};
 pub use percentile::{median, median_in_place, percentile_sorted};
+pub use phases::{Phase, PhaseStats, PhaseSummary};
 pub use run::{
     Metric, RunStats, Table, WindowKind, RECENT_REQUESTS, RECENT_STEPS, REQUEST_WINDOW, STEP_WINDOW,
 };

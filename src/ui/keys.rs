@@ -37,12 +37,13 @@ pub enum Action {
     NextTheme,
     CycleView,
     ToggleServer,
+    TogglePhases,
     Help,
 }
 
 impl Action {
     /// Every action with its name in the keys file, its default keys and its help text.
-    pub const TABLE: [(Action, &'static str, &'static [&'static str], &'static str); 15] = [
+    pub const TABLE: [(Action, &'static str, &'static [&'static str], &'static str); 16] = [
         (
             Action::Quit,
             "quit",
@@ -121,6 +122,12 @@ impl Action {
             "server",
             &["s"],
             "table: client vs server (--server-metrics)",
+        ),
+        (
+            Action::TogglePhases,
+            "phases",
+            &["h"],
+            "table: the client's HTTP phases (--endpoint)",
         ),
         (Action::Help, "help", &["?"], "this help"),
     ];
@@ -324,6 +331,7 @@ struct KeysFile {
     theme: Option<Spanned<KeyList>>,
     view: Option<Spanned<KeyList>>,
     server: Option<Spanned<KeyList>>,
+    phases: Option<Spanned<KeyList>>,
     help: Option<Spanned<KeyList>>,
 }
 
@@ -344,6 +352,7 @@ impl KeysFile {
             (Action::NextTheme, self.theme),
             (Action::CycleView, self.view),
             (Action::ToggleServer, self.server),
+            (Action::TogglePhases, self.phases),
             (Action::Help, self.help),
         ]
         .into_iter()

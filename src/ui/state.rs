@@ -280,6 +280,10 @@ pub struct App {
     pub server_columns: bool,
     /// Steady TTFT by turn and cache outcome, and the lengths (refreshed with the table).
     pub breakdown: crate::stats::BreakdownSummary,
+    /// Whether the table shows the client's HTTP phases instead (`h`; a server run's), and
+    /// their figures, refreshed with the table.
+    pub phase_rows: bool,
+    pub phases: Option<crate::stats::PhaseSummary>,
     /// A sweep's fold (`infertop sweep` in a terminal): its cells so far and the grid; `run`
     /// is then the open cell's.
     pub sweep: Option<crate::sweep::fold::SweepFold>,
@@ -342,6 +346,8 @@ impl App {
             decode_tok_s: None,
             server_columns: true,
             breakdown: Default::default(),
+            phase_rows: false,
+            phases: None,
             sweep: None,
             dirty: true,
             pending_boundary: false,
@@ -753,6 +759,9 @@ impl App {
         // A few µs with full 100k windows (sorted blocks, BENCHMARKS.md): every frame that
         // has something new gets an exact table.
         self.table = self.run.stats.table(self.window, self.include_warmup);
+        if self.phase_rows {
+            self.phases = self.run.phases.summary();
+        }
         self.dists = DIST_METRICS
             .iter()
             .map(|&m| {
@@ -847,6 +856,11 @@ impl App {
             }
             Action::ToggleServer => {
                 self.server_columns = !self.server_columns;
+                Update::None
+            }
+            Action::TogglePhases => {
+                self.phase_rows = !self.phase_rows;
+                self.dirty = true;
                 Update::None
             }
             Action::NextTheme => {

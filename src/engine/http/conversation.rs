@@ -230,11 +230,11 @@ async fn converse(
         let scheduled = Instant::now();
         let events = shared.events.clone();
         let result = request::measure(
-            &shared.client,
+            &shared.pool,
             &endpoint,
             shared.api_key.as_deref(),
             &ask,
-            scheduled,
+            request::Start::Launched(scheduled),
             shared.timeout,
             |token| {
                 let _ = events.send(match token {

@@ -11,7 +11,9 @@
 //! aside until then and counts them only if it completes, so a failed request never leaves
 //! latency samples behind.
 
+pub mod conn;
 mod conversation;
+pub mod probe;
 pub mod request;
 pub mod sse;
 pub mod tokenize;
@@ -134,6 +136,10 @@ pub struct HttpConfig {
     pub replay: Option<f64>,
     /// `--turns`: conversations, turn by turn (`concurrency` then counts conversations).
     pub conversations: Option<Conversations>,
+    /// Open the connections the first requests will use before the first one is timed
+    /// (`--no-preconnect` turns it off), so the first wave pays no connect storm; see
+    /// `preconnect_count`.
+    pub preconnect: bool,
 }
 
 impl HttpConfig {
@@ -237,6 +243,51 @@ impl HttpConfig {
 /// The most requests in flight the load keys go to.
 const MAX_CONCURRENCY: usize = 4096;
 
+/// The most connections opened before the run (per run, over all endpoints).
+const MAX_PRECONNECT: usize = 4096;
+
+impl HttpConfig {
+    /// Connections to open before the first timed request: one per request the first wave has
+    /// in flight (the concurrency; an open loop: one second of arrivals, within its cap).
+    /// Requests beyond them open their own, and their records say so.
+    pub fn preconnect_count(&self) -> usize {
+        if !self.preconnect {
+            return 0;
+        }
+        let first_wave = match self.rate {
+            Some(r) => (r.ceil() as usize).min(self.in_flight_cap()),
+            None => self.in_flight_cap(),
+        };
+        first_wave.clamp(1, MAX_PRECONNECT)
+    }
+}
+
+/// Opens `cfg.preconnect_count()` connections, spread over the endpoints as the requests will
+/// be (round-robin), each origin's at once.
+async fn preconnect(cfg: &HttpConfig, pool: &Arc<conn::Pool>) {
+    let n = cfg.preconnect_count();
+    if n == 0 || cfg.endpoints.is_empty() {
+        return;
+    }
+    let mut per_origin: Vec<(conn::Origin, usize)> = Vec::new();
+    for i in 0..n {
+        let endpoint = &cfg.endpoints[i % cfg.endpoints.len()];
+        let Ok(origin) = conn::Origin::of(&endpoint.url("/")) else {
+            continue;
+        };
+        match per_origin.iter_mut().find(|(o, _)| *o == origin) {
+            Some((_, count)) => *count += 1,
+            None => per_origin.push((origin, 1)),
+        }
+    }
+    let mut opening = JoinSet::new();
+    for (origin, count) in per_origin {
+        let (pool, timeout) = (pool.clone(), cfg.request_timeout);
+        opening.spawn(async move { pool.preopen(&origin, count, timeout).await });
+    }
+    while opening.join_next().await.is_some() {}
+}
+
 /// Starts the engine on a named thread. It reports through `events` and ends with
 /// `Event::Finished`; a panic inside it is caught and reported as a fatal error.
 pub fn spawn(
@@ -307,7 +358,8 @@ fn model_info(model: &str, endpoints: &[Endpoint]) -> ModelInfo {
 
 /// What every request task shares.
 struct Shared {
-    client: reqwest::Client,
+    /// The streamed requests' connections.
+    pool: Arc<conn::Pool>,
     api_key: Option<String>,
     timeout: Duration,
     events: Sender<Event>,
@@ -333,6 +385,8 @@ async fn run(
     if cfg.endpoints.is_empty() {
         return Err("no --endpoint given".into());
     }
+    // This machine's timer jitter, measured before anything else runs on the runtime.
+    let calibration = probe::calibrate().await;
     let mut in_flight_cap = cfg.in_flight_cap();
     let client = reqwest::Client::builder()
         .tcp_nodelay(true)
@@ -340,7 +394,14 @@ async fn run(
         .build()
         .map_err(|e| format!("cannot build the http client: {}", request::describe(e)))?;
     let first = &cfg.endpoints[0];
-    let listed = request::first_model(&client, first, cfg.api_key.as_deref()).await;
+    // The model list names the model (unless --served-model does) and, for a dataset, the
+    // longest prompt + output the server takes.
+    let wants_list = cfg.served_model.is_none() || matches!(cfg.source, Some(Source::Dataset(_)));
+    let listed = if wants_list {
+        request::first_model(&client, first, cfg.api_key.as_deref()).await
+    } else {
+        Err("not asked".to_string())
+    };
     let model = match (&cfg.served_model, &listed) {
         (Some(m), _) => m.clone(),
         (None, Ok(served)) => served.id.clone(),
@@ -368,6 +429,8 @@ async fn run(
             ));
         }
     }
+    let pool = Arc::new(conn::Pool::new());
+    preconnect(&cfg, &pool).await;
     let _ = tx.send(Event::RunStarted(Box::new(RunInfo {
         model: model_info(&model, &cfg.endpoints),
         workload: cfg.describe(),
@@ -375,8 +438,14 @@ async fn run(
         threads: 0,
         traffic: cfg.traffic_info().map(Box::new),
     })));
+    if let Some(warning) = calibration.warning() {
+        let _ = tx.send(Event::Error {
+            message: warning,
+            fatal: false,
+        });
+    }
     let shared = Arc::new(Shared {
-        client,
+        pool,
         api_key: cfg.api_key.clone(),
         timeout: cfg.request_timeout,
         events: tx.clone(),
@@ -384,7 +453,7 @@ async fn run(
 
     // Dropped (and so stopped) when the run returns.
     let mut probe = JoinSet::new();
-    probe.spawn(saturation_probe(tx.clone(), SATURATION_PROBE, SATURATED));
+    probe.spawn(probe::watch(tx.clone(), probe::EVERY, calibration));
     if cfg.conversations.is_some() {
         return conversation::run(cfg, shared, model, tx, control).await;
     }
@@ -487,7 +556,13 @@ async fn run(
                 && limit_requests.is_none_or(|n| index < n)
                 && (!cfg.open_loop() || now >= next_due)
             {
-                let scheduled = if cfg.open_loop() { next_due } else { now };
+                // Closed loop: a request is launched now (its time starts when it begins to
+                // be sent, see `request::Start`).
+                let scheduled = if cfg.open_loop() {
+                    next_due
+                } else {
+                    Instant::now()
+                };
                 launch(&cfg, &shared, &model, index, scheduled, &mut tasks);
                 index += 1;
                 if let Some(due) = replay_due(&cfg, replay_origin, index) {
@@ -558,36 +633,6 @@ async fn run(
 
 /// How late the runtime's timer may wake: it rounds deadlines up to the millisecond.
 const TIMER_SLACK: Duration = Duration::from_micros(1500);
-
-/// How often the event loop's lateness is probed.
-const SATURATION_PROBE: Duration = Duration::from_millis(50);
-/// Lateness of the event loop past which the client says it is saturated: every chunk's
-/// timestamp may be that late, and open-loop sends that much behind schedule.
-const SATURATED: Duration = Duration::from_millis(2);
-/// At most one saturation warning this often.
-const SATURATION_REPEAT: Duration = Duration::from_secs(10);
-
-/// Watches the client's own event loop: a timer that fires late means every stream on it is read
-/// late, so the timestamps of its chunks are late by as much. Warns (a non-fatal event, shown in
-/// the events pane and written to the record) when it is late by more than `limit`.
-async fn saturation_probe(tx: Sender<Event>, every: Duration, limit: Duration) {
-    let mut warned: Option<Instant> = None;
-    loop {
-        let due = Instant::now() + every;
-        tokio::time::sleep_until(due.into()).await;
-        let late = Instant::now().saturating_duration_since(due);
-        if late > limit && warned.is_none_or(|w| w.elapsed() >= SATURATION_REPEAT) {
-            warned = Some(Instant::now());
-            let _ = tx.send(Event::Error {
-                message: format!(
-                    "client saturated: its event loop ran {:.1} ms late, so chunk timestamps and sends may be that late (lower --concurrency/--rate, or run more clients)",
-                    late.as_secs_f64() * 1e3
-                ),
-                fatal: false,
-            });
-        }
-    }
-}
 
 /// Gaps between open-loop arrivals: gamma-distributed with mean 1/rate, seeded.
 struct Arrivals {
@@ -766,14 +811,19 @@ fn launch(
         origin: what.origin,
     };
     let shared = shared.clone();
+    let start = if cfg.open_loop() {
+        request::Start::Due(scheduled)
+    } else {
+        request::Start::Launched(scheduled)
+    };
     tasks.spawn(async move {
         let events = shared.events.clone();
         let result = request::measure(
-            &shared.client,
+            &shared.pool,
             &launched.endpoint,
             shared.api_key.as_deref(),
             &ask,
-            scheduled,
+            start,
             shared.timeout,
             |token| {
                 let _ = events.send(match token {
@@ -839,6 +889,8 @@ fn request_done(record_tokens: bool, launched: &Launched, m: Measured) -> Reques
             },
             finish_reason: m.finish_reason,
             cached_tokens: m.cached_tokens,
+            http: m.http,
+            ttst_s: m.ttst_s,
         })),
         origin: launched.origin.clone().map(Box::new),
     }
@@ -865,39 +917,6 @@ mod tests {
             assert!((cv / cv_want - 1.0).abs() < 0.05, "b={burstiness}: cv {cv}");
         }
         assert!(Arrivals::new(None, 1.0, 0).unwrap().is_none());
-    }
-
-    /// A blocked event loop is noticed, and reported once per SATURATION_REPEAT.
-    #[test]
-    fn a_late_event_loop_is_reported_as_client_saturation() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let (tx, rx) = crossbeam_channel::unbounded();
-        rt.block_on(async {
-            let probe = tokio::spawn(saturation_probe(
-                tx,
-                Duration::from_millis(5),
-                Duration::from_millis(2),
-            ));
-            tokio::time::sleep(Duration::from_millis(40)).await;
-            // Work that holds the loop, as thousands of busy streams would.
-            std::thread::sleep(Duration::from_millis(30));
-            tokio::time::sleep(Duration::from_millis(40)).await;
-            std::thread::sleep(Duration::from_millis(30));
-            tokio::time::sleep(Duration::from_millis(20)).await;
-            probe.abort();
-        });
-        let warnings: Vec<Event> = rx.try_iter().collect();
-        assert_eq!(warnings.len(), 1, "{warnings:?}");
-        let Event::Error { message, fatal } = &warnings[0] else {
-            panic!("{warnings:?}")
-        };
-        assert!(
-            !fatal && message.starts_with("client saturated"),
-            "{message}"
-        );
     }
 
     fn launched() -> Launched {

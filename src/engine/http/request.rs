@@ -1,14 +1,20 @@
 //! One streamed request, timed on the client: TTFT from the (scheduled) send to the first chunk
-//! carrying generated text, one interval per further content chunk, E2E to the end of the stream.
-//! Every way it can go wrong becomes a `Failure` with a one-line reason.
+//! carrying generated text, one interval per further content chunk, E2E to the end of the stream,
+//! and the HTTP phases before the first token (see `conn`). Every way it can go wrong becomes a
+//! `Failure` with a one-line reason.
 
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::header::{ACCEPT, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use reqwest::{Client, Url};
 use serde_json::{json, Value};
 
+use super::conn::{Exchange, Origin, Pool};
 use super::sse::{excerpt, parse_chunk, Data, SseLines};
 use super::Api;
+use crate::event::HttpPhases;
 
 /// A server's base URL (no `/v1`), and how it is shown (no credentials).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,7 +135,7 @@ pub struct Measured {
     pub itls_s: Vec<f64>,
     /// Scheduled send → end of stream (`[DONE]`).
     pub e2e_s: f64,
-    /// Scheduled send → actual send.
+    /// When the request was due (open loop) or launched (closed loop) → its actual send.
     pub send_delay_s: f64,
     pub content_chunks: usize,
     pub usage_prompt_tokens: Option<usize>,
@@ -141,6 +147,10 @@ pub struct Measured {
     pub text: String,
     /// The usage chunk's `prompt_tokens_details.cached_tokens`.
     pub cached_tokens: Option<usize>,
+    /// From the first content chunk to the second.
+    pub ttst_s: Option<f64>,
+    /// The connection and its phases before the first token.
+    pub http: Option<HttpPhases>,
 }
 
 /// A request that did not complete.
@@ -162,7 +172,7 @@ impl Failure {
 /// A content chunk as it arrives.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Token {
-    /// The first: scheduled send → now.
+    /// The first: the request's start → now.
     First { ttft_s: f64 },
     /// Chunk `step` (1 for the second chunk) after the first, `itl_s` after the one before.
     Step { step: u32, itl_s: f64 },
@@ -176,29 +186,33 @@ pub struct Progress {
     pub content_chunks: usize,
 }
 
-/// Sends `ask` to `endpoint` and reads the whole stream. `scheduled` is when the request was
-/// due (open loop) or is now (closed loop); `on_token` hears of each content chunk as it
-/// arrives (the TTFT, then each step's interval), so that a dashboard sees a long stream live.
+/// When a request's time starts.
+#[derive(Clone, Copy, Debug)]
+pub enum Start {
+    /// Open loop: when it was due. TTFT and E2E count from then, so a client that sends late
+    /// cannot hide it (no coordinated omission).
+    Due(Instant),
+    /// Closed loop: when the scheduler launched it. Its time counts from when it begins to be
+    /// sent, as a closed loop's does (the next request waits for a free slot, not a clock); the
+    /// wait between the launch and then, the client's own, is its send delay.
+    Launched(Instant),
+}
+
+/// Sends `ask` to `endpoint` and reads the whole stream, timed from `start`; `on_token` hears
+/// of each content chunk as it arrives (the TTFT, then each step's interval), so that a
+/// dashboard sees a long stream live.
 #[allow(clippy::too_many_arguments)]
 pub async fn measure(
-    client: &Client,
+    pool: &Pool,
     endpoint: &Endpoint,
     api_key: Option<&str>,
     ask: &Ask,
-    scheduled: Instant,
+    start: Start,
     timeout: Duration,
     on_token: impl FnMut(Token),
 ) -> Result<Measured, Failure> {
     let mut progress = Progress::default();
-    let run = stream(
-        client,
-        endpoint,
-        api_key,
-        ask,
-        scheduled,
-        &mut progress,
-        on_token,
-    );
+    let run = stream(pool, endpoint, api_key, ask, start, &mut progress, on_token);
     match tokio::time::timeout(timeout, run).await {
         Ok(r) => r,
         Err(_) => {
@@ -216,49 +230,57 @@ pub async fn measure(
 }
 
 async fn stream(
-    client: &Client,
+    pool: &Pool,
     endpoint: &Endpoint,
     api_key: Option<&str>,
     ask: &Ask,
-    scheduled: Instant,
+    start: Start,
     progress: &mut Progress,
     mut on_token: impl FnMut(Token),
 ) -> Result<Measured, Failure> {
+    let (scheduled, due) = match start {
+        Start::Due(due) => (due, due),
+        Start::Launched(launched) => (Instant::now(), launched),
+    };
     let path = match ask.api {
         Api::Completions => "/v1/completions",
         Api::Chat => "/v1/chat/completions",
     };
     let body = serde_json::to_vec(&ask.body()).map_err(|e| Failure::new(e.to_string()))?;
-    let mut req = client
-        .post(endpoint.url(path))
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .header(reqwest::header::ACCEPT, "text/event-stream")
-        .body(body);
-    if let Some(key) = api_key {
-        req = req.bearer_auth(key);
-    }
-    if let Some(session) = &ask.session {
-        req = req.header("X-Session-ID", session);
-    }
+    let url = endpoint.url(path);
+    let origin = Origin::of(&url).map_err(Failure::new)?;
+    let req = post(&url, &origin, api_key, ask.session.as_deref(), body)?;
     let sent = Instant::now();
     progress.sent = Some(sent);
     let since = |t: Instant| t.saturating_duration_since(scheduled).as_secs_f64();
-    let mut resp = req.send().await.map_err(|e| Failure::new(describe(e)))?;
+    let (resp, lease, exchange) = pool
+        .send(&origin, req)
+        .await
+        .map_err(|e| Failure::new(e.reason))?;
     progress.headers = true;
     let status = resp.status();
+    // A server that says it closes the connection after this response is not asked again on it.
+    let closes = resp
+        .headers()
+        .get(CONNECTION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+    let mut body = resp.into_body();
     if !status.is_success() {
-        let mut body = Vec::new();
+        let mut text = Vec::new();
         // A short excerpt, read briefly: the status is the measurement.
         let _ = tokio::time::timeout(Duration::from_secs(2), async {
-            while let Ok(Some(b)) = resp.chunk().await {
-                body.extend_from_slice(&b);
-                if body.len() >= 2048 {
+            while let Some(Ok(frame)) = body.frame().await {
+                if let Ok(b) = frame.into_data() {
+                    text.extend_from_slice(&b);
+                }
+                if text.len() >= 2048 {
                     break;
                 }
             }
         })
         .await;
-        let text = String::from_utf8_lossy(&body);
+        let text = String::from_utf8_lossy(&text);
         let detail = if text.trim().is_empty() {
             String::new()
         } else {
@@ -271,7 +293,8 @@ async fn stream(
     }
 
     let mut out = Measured {
-        send_delay_s: since(sent),
+        send_delay_s: sent.saturating_duration_since(due).as_secs_f64(),
+        http: Some(phases(&exchange, since)),
         ..Measured::default()
     };
     let mut sse = SseLines::new();
@@ -281,22 +304,26 @@ async fn stream(
     let mut done: Option<Instant> = None;
     let mut end: Instant;
     loop {
-        let next = resp.chunk().await;
+        let next = body.frame().await;
         end = Instant::now();
         let ended = match next {
-            Ok(Some(bytes)) => {
+            Some(Ok(frame)) => {
+                // Trailers carry no data.
+                let Ok(bytes) = frame.into_data() else {
+                    continue;
+                };
                 sse.feed(&bytes, &mut payloads).map_err(Failure::new)?;
                 false
             }
-            Ok(None) => {
+            None => {
                 sse.finish(&mut payloads).map_err(Failure::new)?;
                 true
             }
-            Err(e) => {
+            Some(Err(e)) => {
                 return Err(Failure::new(format!(
                     "stream cut after {} content chunks: {}",
                     out.content_chunks,
-                    describe(e)
+                    crate::util::error_line(&e, false)
                 )))
             }
         };
@@ -383,7 +410,68 @@ async fn stream(
         }
     };
     out.e2e_s = since(finished);
+    out.ttst_s = out.itls_s.first().copied();
+    if !closes {
+        pool.give_back(lease);
+    }
     Ok(out)
+}
+
+/// The request as it goes on the wire: origin-form target, `Host`, the JSON body's length, and
+/// the API key as a bearer token (else the URL's credentials as basic auth, as reqwest sends
+/// them).
+fn post(
+    url: &Url,
+    origin: &Origin,
+    api_key: Option<&str>,
+    session: Option<&str>,
+    body: Vec<u8>,
+) -> Result<hyper::Request<Full<Bytes>>, Failure> {
+    let mut target = url.path().to_string();
+    if let Some(q) = url.query() {
+        target.push('?');
+        target.push_str(q);
+    }
+    let mut req = hyper::Request::post(target)
+        .header(HOST, origin.host_header())
+        .header(CONTENT_TYPE, "application/json")
+        .header(ACCEPT, "text/event-stream")
+        .header(CONTENT_LENGTH, body.len());
+    if let Some(session) = session {
+        req = req.header("X-Session-ID", session);
+    }
+    if let Some(key) = api_key {
+        req = req.header(AUTHORIZATION, format!("Bearer {key}"));
+    } else if !url.username().is_empty() {
+        use base64::Engine;
+        let user = percent_decoded(url.username());
+        let pass = url.password().map(percent_decoded).unwrap_or_default();
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
+        req = req.header(AUTHORIZATION, format!("Basic {token}"));
+    }
+    req.body(Full::new(Bytes::from(body)))
+        .map_err(|e| Failure::new(format!("cannot build the request ({e}); check --api-key")))
+}
+
+/// A URL's user or password as written before percent-encoding.
+fn percent_decoded(s: &str) -> String {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// The exchange's instants as seconds since the request's start (`since`).
+fn phases(x: &Exchange, since: impl Fn(Instant) -> f64) -> HttpPhases {
+    let secs = |d: Duration| d.as_secs_f64();
+    HttpPhases {
+        connection: x.how,
+        dns_s: x.opening.and_then(|o| o.dns).map(secs),
+        tcp_s: x.opening.map(|o| secs(o.tcp)),
+        tls_s: x.opening.and_then(|o| o.tls).map(secs),
+        connected_s: since(x.connected),
+        sent_s: x.written.map(&since),
+        first_byte_s: x.first_byte.map(&since),
+    }
 }
 
 /// What `GET /v1/models` says of the first model a server lists.

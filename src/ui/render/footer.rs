@@ -37,6 +37,10 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         };
         items.push((vec![Action::ToggleServer], what));
     }
+    if app.run.phases.has_samples() && app.baseline.is_none() {
+        let what = if app.phase_rows { "latency" } else { "phases" };
+        items.push((vec![Action::TogglePhases], what));
+    }
     if app.run.info.is_some() {
         items.push((vec![Action::CycleView], app.next_view().label()));
         items.push((vec![Action::ToggleWarmup], warmup));

@@ -10,7 +10,7 @@ use ratatui::Frame;
 
 use super::panel;
 use crate::event::ServerQuantiles;
-use crate::stats::{Metric, Slo, Summary};
+use crate::stats::{Metric, Phase, Slo, Summary};
 use crate::ui::keys::Action;
 use crate::ui::state::App;
 use crate::util::format;
@@ -24,6 +24,9 @@ const SERVER_HEADINGS: [&str; 8] = [
 ];
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
+    if let (true, None, Some(phases)) = (app.phase_rows, &app.baseline, &app.phases) {
+        return render_phases(frame, app, rect, phases);
+    }
     let theme = app.theme();
     let ascii = app.glyphs.ascii;
     let title = format!(
@@ -261,4 +264,73 @@ fn slo_text(app: &App) -> Option<String> {
         })
         .collect();
     (!parts.is_empty()).then(|| format!("SLO {}", parts.join(" ")))
+}
+
+/// The phases the table keeps when it cannot show them all, most telling first.
+const PHASE_PRIORITY: [Phase; 9] = [
+    Phase::TtftNew,
+    Phase::TtftKept,
+    Phase::FirstByte,
+    Phase::FirstByteToToken,
+    Phase::Ttst,
+    Phase::Tcp,
+    Phase::Dns,
+    Phase::Tls,
+    Phase::Sent,
+];
+
+/// `h`: a server run's HTTP phases (steady requests since the last reset) in the table's
+/// columns, rows without samples left out (TLS over http, DNS for an IP address); when the
+/// panel is short, the least telling rows go (`PHASE_PRIORITY`).
+fn render_phases(frame: &mut Frame, app: &App, rect: Rect, phases: &crate::stats::PhaseSummary) {
+    let theme = app.theme();
+    let sep = app.glyphs.sep;
+    let c = phases.connections;
+    let block = panel(
+        app,
+        format!(
+            "HTTP phases {sep} steady {sep} {} new, {} kept, {} preopened",
+            c.new, c.reused, c.preopened
+        ),
+    );
+    let header = Row::new(
+        HEADINGS
+            .iter()
+            .map(|h| Cell::from(Line::from(*h).right_aligned())),
+    )
+    .style(theme.table_header);
+    let room = usize::from(rect.height.saturating_sub(3));
+    let shown: Vec<Phase> = PHASE_PRIORITY
+        .iter()
+        .copied()
+        .filter(|p| phases.get(*p).n > 0)
+        .take(room)
+        .collect();
+    let rows = phases
+        .rows
+        .iter()
+        .filter(|(p, _)| shown.contains(p))
+        .map(|(phase, s)| {
+            let mut cells = vec![Cell::from(Span::styled(phase.label(), theme.text))];
+            for v in values(s) {
+                cells.push(Cell::from(
+                    Line::styled(
+                        format!("{} ", format::duration(v, app.glyphs.ascii)),
+                        theme.text,
+                    )
+                    .right_aligned(),
+                ));
+            }
+            cells.push(Cell::from(
+                Line::styled(format!("{} ", s.n), theme.dim).right_aligned(),
+            ));
+            Row::new(cells)
+        });
+    let mut widths = vec![Constraint::Length(13)];
+    widths.extend([Constraint::Fill(1); 7]);
+    let table = Table::new(rows, widths)
+        .header(header)
+        .column_spacing(1)
+        .block(block);
+    frame.render_widget(table, rect);
 }
