@@ -8,6 +8,7 @@
 
 pub mod coalesce;
 pub mod config;
+pub mod feed;
 pub use crate::util::format;
 pub mod keys;
 pub mod render;

@@ -183,6 +183,56 @@ pub enum Update {
     Send(Control),
 }
 
+/// Where the dashboard's events come from: an engine in this process (whose keys control
+/// it), or a record: replayed (`infertop replay`: the keys pause, step and speed the replay) or
+/// followed while another infertop writes it (`infertop follow`: nothing here controls that
+/// run, and quitting leaves it running).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Source {
+    #[default]
+    Engine,
+    Replay,
+    Follow,
+}
+
+impl Source {
+    /// The line a key gets that does not apply to this source, if it does not.
+    pub fn refuses(self, action: Action) -> Option<&'static str> {
+        let load = matches!(
+            action,
+            Action::OutputMore
+                | Action::OutputLess
+                | Action::PromptMore
+                | Action::PromptLess
+                | Action::LoadMore
+                | Action::LoadLess
+        );
+        let replay_key = matches!(action, Action::Step | Action::SpeedUp | Action::SpeedDown);
+        match self {
+            Source::Engine if replay_key => {
+                Some("step and speed keys are a replay's (infertop replay RECORD)")
+            }
+            Source::Engine => None,
+            Source::Replay if load => Some(
+                "a replay shows a finished run: the load keys change a live run's workload",
+            ),
+            Source::Replay if action == Action::ResetStats => Some(
+                "a replay shows the record's own statistics (report's numbers): nothing to reset",
+            ),
+            Source::Follow if load || action == Action::ResetStats => Some(
+                "following a run that another infertop drives: nothing here controls it (it goes on when you quit)",
+            ),
+            Source::Follow if action == Action::PauseResume => Some(
+                "following a run that another infertop drives: it is not this viewer's to pause",
+            ),
+            Source::Follow if replay_key => Some(
+                "following: lines are drawn as they are written; step and speed are infertop replay's",
+            ),
+            _ => None,
+        }
+    }
+}
+
 /// Settings the dashboard starts with (validated before the terminal is touched).
 #[derive(Clone, Debug)]
 pub struct AppConfig {
@@ -277,6 +327,8 @@ pub struct App {
     /// A sweep's fold (`infertop sweep` in a terminal): its cells so far and the grid; `run`
     /// is then the open cell's.
     pub sweep: Option<crate::sweep::fold::SweepFold>,
+    /// Where the events come from (an engine, or a record replayed or followed).
+    pub source: Source,
     dirty: bool,
 
     // Bookkeeping for events that are noticed rather than sent.
@@ -336,6 +388,7 @@ impl App {
             decode_tok_s: None,
             server_columns: true,
             sweep: None,
+            source: Source::Engine,
             dirty: true,
             pending_boundary: false,
             warmup_seen: false,
@@ -365,7 +418,20 @@ impl App {
     /// Whether the load keys (output, prompt, load) reach an engine that acts on them: a live
     /// run's, not a sweep's (each cell runs its grid workload).
     pub fn takes_load_keys(&self) -> bool {
-        self.worker_live() && self.run.info.is_some() && self.sweep.is_none()
+        self.worker_live()
+            && self.run.info.is_some()
+            && self.sweep.is_none()
+            && self.source == Source::Engine
+    }
+
+    /// Whether `action` does something for this source (the help lists only those).
+    pub fn offers(&self, action: Action) -> bool {
+        self.source.refuses(action).is_none()
+    }
+
+    /// Adds a line to the events pane (a record-fed screen's notes about its sources).
+    pub fn note(&mut self, level: Level, text: String) {
+        self.log(level, text);
     }
 
     /// How the engine said it ended, once it has.
@@ -792,6 +858,10 @@ impl App {
     /// Applies a user action to the view, or says what to send to the worker. Changes to the
     /// run itself are not applied here: the worker echoes them as events.
     pub fn update(&mut self, action: Action) -> Update {
+        if let Some(why) = self.source.refuses(action) {
+            self.log(Level::Warn, why.into());
+            return Update::None;
+        }
         let live = self.worker_live() && self.run.info.is_some();
         let load_key = matches!(
             action,
@@ -849,6 +919,8 @@ impl App {
                 self.show_help = !self.show_help;
                 Update::None
             }
+            // A replay's keys reach its producer before the state (`ui::feed`).
+            Action::Step | Action::SpeedUp | Action::SpeedDown => Update::None,
             Action::PauseResume
             | Action::ResetStats
             | Action::OutputMore

@@ -11,7 +11,8 @@ use crate::ui::state::App;
 use crate::ui::theme::{Glyphs, Theme};
 
 pub fn render(frame: &mut Frame, app: &App, area: Rect) {
-    let keys = Action::TABLE.iter().map(|(action, _, _, _)| {
+    let offered = Action::TABLE.iter().filter(|(a, ..)| app.offers(*a));
+    let keys = offered.map(|(action, _, _, _)| {
         let keys = app.keys.label(*action);
         let keys = if keys.is_empty() {
             "(unbound)".to_string()

@@ -1,0 +1,312 @@
+//! What a record-fed dashboard draws besides the run dashboard's own regions: the bottom row
+//! becomes a position bar (a replay: play state, speed, how far, its keys) or the follow's
+//! line (what is followed, how the sources are doing), and with several sources the memory
+//! panel becomes the sources pane, a row per source:
+//! ```text
+//! ┌Sources · 3, aligned at their starts──┐
+//! │gpu1 live    1234 req  12.1ms  1.20ms │   name, state, requests, TTFT/TPOT p50
+//! │gpu2 died       8 req  11.9ms  1.31ms │
+//! └──────────────────────────────────────┘
+//!  ▶ 4× [██████████░░░░░░░░] 0:42/1:30  space pause  n step  </> speed  ? help  q quit
+//! ```
+//! Reads the screen's state only.
+
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Clear, Paragraph};
+use ratatui::Frame;
+
+use super::{FeedScreen, SourceRow};
+use crate::record::feed::{Position, SourceState};
+use crate::ui::keys::Action;
+use crate::ui::render::{bordered, layout};
+use crate::ui::state::Source;
+use crate::util::format;
+
+/// Draws over the run dashboard's frame (the bottom row; with several sources, the memory
+/// panel). Nothing over the help overlay, the loading screen or a too-small message.
+pub fn render(frame: &mut Frame, screen: &FeedScreen) {
+    let Some(r) = layout(frame.area()) else {
+        return;
+    };
+    if screen.app.show_help {
+        return;
+    }
+    frame.render_widget(Clear, r.footer);
+    let line = match (&screen.position, screen.app.source) {
+        (Some(p), Source::Replay) => replay_line(screen, p, r.footer.width as usize),
+        _ => follow_line(screen, r.footer.width as usize),
+    };
+    frame.render_widget(Paragraph::new(line), r.footer);
+    if screen.merged() && screen.app.run.info.is_some() {
+        sources(frame, screen, r.memory);
+    }
+}
+
+/// The keys of `items` that are bound, as `key what` pairs.
+fn keys(screen: &FeedScreen, items: &[(&[Action], &str)]) -> Vec<(String, String)> {
+    items
+        .iter()
+        .filter_map(|(actions, what)| {
+            let k: Vec<String> = actions
+                .iter()
+                .filter_map(|a| screen.app.keys.short_label(*a))
+                .collect();
+            (!k.is_empty()).then(|| (k.join("/"), what.to_string()))
+        })
+        .collect()
+}
+
+fn key_spans<'a>(screen: &FeedScreen, keys: &[(String, String)]) -> Vec<Span<'a>> {
+    let theme = screen.app.theme();
+    keys.iter()
+        .flat_map(|(k, what)| {
+            [
+                Span::styled(format!("  {k}"), theme.key),
+                Span::styled(format!(" {what}"), theme.dim),
+            ]
+        })
+        .collect()
+}
+
+fn keys_width(keys: &[(String, String)]) -> usize {
+    keys.iter()
+        .map(|(k, w)| 2 + k.chars().count() + 1 + w.chars().count())
+        .sum()
+}
+
+/// `▶ 4× [████░░░░] 0:42/1:30  space pause  n step  </> speed  ? help  q quit`.
+fn replay_line<'a>(screen: &FeedScreen, p: &Position, width: usize) -> Line<'a> {
+    let app = &screen.app;
+    let theme = app.theme();
+    let ascii = app.glyphs.ascii;
+    let speed = match (p.speed, ascii) {
+        (s, true) => s.label().replace('×', "x"),
+        (s, false) => s.label(),
+    };
+    let state = match (p.done, p.paused, ascii) {
+        (true, _, false) => "■ end".to_string(),
+        (true, _, true) => "[] end".to_string(),
+        (false, true, false) => format!("‖ paused ({speed})"),
+        (false, true, true) => format!("|| paused ({speed})"),
+        (false, false, false) => format!("▶ {speed}"),
+        (false, false, true) => format!("> {speed}"),
+    };
+    let at = std::time::Duration::from_secs_f64(p.t_s.max(0.0));
+    let when = match (p.end_s, p.untimed) {
+        (Some(end), false) => format!(
+            "{}/{}",
+            format::elapsed(at),
+            format::elapsed(std::time::Duration::from_secs_f64(end.max(0.0)))
+        ),
+        _ => format!("{:.0}% of the file", p.fraction() * 100.0),
+    };
+    let pause_what = if p.paused { "play" } else { "pause" };
+    let mut k = keys(
+        screen,
+        &[
+            (&[Action::PauseResume], pause_what),
+            (&[Action::Step], "step"),
+            (&[Action::SpeedDown, Action::SpeedUp], "speed"),
+            (&[Action::Help], "help"),
+            (&[Action::Quit], "quit"),
+        ],
+    );
+    if p.done {
+        k.retain(|(_, w)| w == "help" || w == "quit");
+    }
+    let fixed = 1 + state.chars().count() + 1 + 2 + 1 + when.chars().count();
+    let mut bar_w = width.saturating_sub(fixed + keys_width(&k));
+    // Where room is short the bar keeps 8 cells; the keys go, help first (? still opens it),
+    // quit last.
+    for drop in ["help", "step", "speed", "pause", "play", "quit"] {
+        if bar_w >= 8 {
+            break;
+        }
+        k.retain(|(_, w)| w != drop);
+        bar_w = width.saturating_sub(fixed + keys_width(&k));
+    }
+    let bar_w = bar_w.min(40);
+    let filled = ((p.fraction() * bar_w as f64).round() as usize).min(bar_w);
+    let state_style = if p.paused || p.done {
+        theme.event_warn
+    } else {
+        theme.key
+    };
+    let mut spans = vec![
+        Span::raw(" "),
+        Span::styled(state, state_style),
+        Span::raw(" "),
+    ];
+    if bar_w >= 4 {
+        spans.push(Span::styled("[", theme.dim));
+        spans.push(Span::styled(
+            app.glyphs.gauge_fill.repeat(filled),
+            theme.gauge_fill,
+        ));
+        spans.push(Span::styled(
+            app.glyphs.gauge_empty.repeat(bar_w - filled),
+            theme.gauge_empty,
+        ));
+        spans.push(Span::styled("] ", theme.dim));
+    }
+    spans.push(Span::styled(when, theme.text));
+    spans.extend(key_spans(screen, &k));
+    Line::from(spans)
+}
+
+/// A source's state in a word or two.
+pub fn state_words(row: &SourceRow, wall: std::time::Duration) -> String {
+    match &row.state {
+        SourceState::Waiting => "waiting".into(),
+        SourceState::Live if row.quiet => match row.last_seen {
+            Some(at) => format!("quiet {:.0}s", wall.saturating_sub(at).as_secs_f64()),
+            None => "quiet".into(),
+        },
+        SourceState::Live => "live".into(),
+        SourceState::Ended => "ended".into(),
+        SourceState::Died(_) => "died".into(),
+    }
+}
+
+/// `following run.jsonl · live · 1234 requests  ? help  q quit (the run goes on)`, or for
+/// several sources how many are live, quiet, ended and dead.
+fn follow_line<'a>(screen: &FeedScreen, width: usize) -> Line<'a> {
+    let app = &screen.app;
+    let theme = app.theme();
+    let sep = format!(" {} ", app.glyphs.sep);
+    let what = match screen.sources.as_slice() {
+        [one] => format!(
+            "following {}{sep}{}{sep}{} requests",
+            one.name,
+            state_words(one, screen.wall),
+            one.requests
+        ),
+        rows => {
+            let count = |f: &dyn Fn(&SourceRow) -> bool| rows.iter().filter(|r| f(r)).count();
+            let parts = [
+                (count(&|r| r.state == SourceState::Live && !r.quiet), "live"),
+                (count(&|r| r.state == SourceState::Live && r.quiet), "quiet"),
+                (count(&|r| r.state == SourceState::Waiting), "waiting"),
+                (count(&|r| r.state == SourceState::Ended), "ended"),
+                (count(&|r| matches!(r.state, SourceState::Died(_))), "died"),
+            ];
+            let states: Vec<String> = parts
+                .iter()
+                .filter(|(n, _)| *n > 0)
+                .map(|(n, w)| format!("{n} {w}"))
+                .collect();
+            let requests: u64 = rows.iter().map(|r| r.requests).sum();
+            format!(
+                "following {} sources: {}{sep}{requests} requests",
+                rows.len(),
+                states.join(", ")
+            )
+        }
+    };
+    let mut k = keys(
+        screen,
+        &[
+            (&[Action::Help], "help"),
+            (&[Action::Quit], "quit (the run goes on)"),
+        ],
+    );
+    while 1 + what.chars().count() + keys_width(&k) > width && !k.is_empty() {
+        k.remove(0);
+    }
+    let mut spans = vec![Span::raw(" "), Span::styled(what, theme.text)];
+    spans.extend(key_spans(screen, &k));
+    Line::from(spans)
+}
+
+/// The sources pane: a row per source, as many as fit (the rest counted).
+fn sources(frame: &mut Frame, screen: &FeedScreen, rect: Rect) {
+    let app = &screen.app;
+    let theme = app.theme();
+    let ascii = app.glyphs.ascii;
+    let title = format!(
+        "Sources {} {}, aligned at their starts",
+        app.glyphs.sep,
+        screen.sources.len()
+    );
+    let block = bordered(theme, &app.glyphs, title);
+    let inner = block.inner(rect);
+    frame.render_widget(Clear, rect);
+    frame.render_widget(block, rect);
+    let rows = inner.height as usize;
+    if rows == 0 {
+        return;
+    }
+    let name_w = screen
+        .sources
+        .iter()
+        .map(|r| r.name.chars().count())
+        .max()
+        .unwrap_or(4)
+        .clamp(4, 16);
+    let shown = if screen.sources.len() > rows {
+        rows.saturating_sub(1)
+    } else {
+        rows
+    };
+    let dur = |v: Option<f64>| v.map_or("-".to_string(), |v| format::duration(v, ascii));
+    let mut lines: Vec<Line> = screen
+        .sources
+        .iter()
+        .take(shown)
+        .map(|row| {
+            let state = state_words(row, screen.wall);
+            let style = match (&row.state, row.quiet) {
+                (SourceState::Died(_), _) => theme.event_error,
+                (SourceState::Live, true) => theme.event_warn,
+                (SourceState::Live, false) => theme.text,
+                _ => theme.dim,
+            };
+            let name: String = row.name.chars().take(name_w).collect();
+            let mut spans = vec![
+                Span::styled(format!("{name:<name_w$} "), theme.title),
+                Span::styled(format!("{state:<9}"), style),
+                Span::styled(format!("{:>7}", row.requests), theme.text),
+                Span::styled(" req", theme.dim),
+            ];
+            let mut rest = vec![
+                (format!(" {:>8}", dur(row.ttft_p50)), true),
+                (format!(" {:>8}", dur(row.tpot_p50)), true),
+            ];
+            if row.failed > 0 {
+                rest.push((format!(" {} failed", row.failed), false));
+            }
+            if let Some(rate) = row.rate() {
+                rest.push((format!(" {}/s", format::si(rate)), false));
+            }
+            let mut used: usize = spans.iter().map(Span::width).sum();
+            for (text, plain) in rest {
+                let w = text.chars().count();
+                if used + w > inner.width as usize {
+                    break;
+                }
+                used += w;
+                spans.push(Span::styled(
+                    text,
+                    if plain { theme.text } else { theme.dim },
+                ));
+            }
+            Line::from(spans)
+        })
+        .collect();
+    if shown < screen.sources.len() {
+        lines.push(Line::styled(
+            format!(
+                "+{} more (TTFT/TPOT p50 per source)",
+                screen.sources.len() - shown
+            ),
+            theme.dim,
+        ));
+    } else if lines.len() < rows {
+        lines.push(Line::styled(
+            format!("{:>w$}TTFT p50 TPOT p50", "", w = name_w + 21),
+            theme.dim,
+        ));
+    }
+    frame.render_widget(Paragraph::new(lines), inner);
+}
