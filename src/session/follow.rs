@@ -604,3 +604,29 @@ impl Reader {
         words
     }
 }
+
+/// Follows record files from this process (benchmarks and tests drive the screen themselves):
+/// a source thread per file, sending on `tx` from its first line on. Setting the returned
+/// flag stops them.
+pub fn follow_files(paths: &[PathBuf], tx: Sender<FeedEvent>) -> Result<Arc<AtomicBool>, Failure> {
+    let stop = Arc::new(AtomicBool::new(false));
+    // Closed at once: no source waits for the others' headers.
+    let (_, go) = crossbeam_channel::bounded::<()>(0);
+    for (i, p) in paths.iter().enumerate() {
+        let source = SourceThread {
+            source: i,
+            spec: Spec {
+                name: display_name(p),
+                input: Input::File(p.clone()),
+            },
+            tx: tx.clone(),
+            go: go.clone(),
+            stop: stop.clone(),
+        };
+        std::thread::Builder::new()
+            .name(format!("infertop-follow-{i}"))
+            .spawn(move || source.run())
+            .map_err(|e| Failure::runtime(format!("cannot start a follow thread: {e}")))?;
+    }
+    Ok(stop)
+}

@@ -429,6 +429,17 @@ impl App {
         self.source.refuses(action).is_none()
     }
 
+    /// What `action` does here, for the help: a replay's and a follow's quit and pause are not
+    /// a run's.
+    pub fn describe(&self, action: Action) -> &'static str {
+        match (self.source, action) {
+            (Source::Replay, Action::Quit) => "quit (prints the run's summary)",
+            (Source::Replay, Action::PauseResume) => "pause / play the replay",
+            (Source::Follow, Action::Quit) => "quit (the run being followed goes on)",
+            _ => action.describe(),
+        }
+    }
+
     /// Adds a line to the events pane (a record-fed screen's notes about its sources).
     pub fn note(&mut self, level: Level, text: String) {
         self.log(level, text);

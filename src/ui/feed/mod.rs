@@ -61,6 +61,9 @@ pub struct SourceRow {
     /// Medians of its last `SOURCE_WINDOW` steady requests (computed in `refresh`).
     pub ttft_p50: Option<f64>,
     pub tpot_p50: Option<f64>,
+    /// Whether it writes step lines: decided by its first finished request (a step before it).
+    pub steps: Option<bool>,
+    steps_before_first: bool,
     dirty: bool,
 }
 
@@ -81,6 +84,8 @@ impl SourceRow {
             tpot: Window::new(SOURCE_WINDOW),
             ttft_p50: None,
             tpot_p50: None,
+            steps: None,
+            steps_before_first: false,
             dirty: false,
         }
     }
@@ -96,12 +101,16 @@ impl SourceRow {
         matches!(self.state, SourceState::Ended | SourceState::Died(_))
     }
 
-    fn observe(&mut self, t_s: f64, event: &Event) {
+    /// Counts an event of this source; `medians`: keep its own TTFT/TPOT for its row (only
+    /// a merge shows rows; a replay of one record skips the work).
+    fn observe(&mut self, t_s: f64, event: &Event, medians: bool) {
         match event {
+            Event::DecodeStep { .. } => self.steps_before_first = true,
             Event::RequestDone(r) => {
+                self.steps.get_or_insert(self.steps_before_first);
                 self.requests += 1;
                 self.first_t_s.get_or_insert(t_s - r.e2e_s);
-                if !r.warmup {
+                if medians && !r.warmup {
                     self.ttft.push(r.ttft_s);
                     if let Some(t) = r.tpot_s {
                         self.tpot.push(t);
@@ -134,8 +143,7 @@ pub struct FeedScreen {
     next_id: u64,
     run_started: bool,
     server_noted: bool,
-    /// Whether a decode step has come, and whether its absence has been said.
-    steps_seen: bool,
+    /// Whether a source's missing steps have been said.
     no_steps_noted: bool,
     finished: bool,
     /// The dashboard's time: the latest any source has reached on its own clock.
@@ -165,7 +173,6 @@ impl FeedScreen {
             next_id: 0,
             run_started: false,
             server_noted: false,
-            steps_seen: false,
             no_steps_noted: false,
             finished: false,
             clock: 0.0,
@@ -194,6 +201,10 @@ impl FeedScreen {
         if let Some(itl) = self.itl.warmup {
             set_row(&mut s.warmup, Metric::Itl, itl);
         }
+        if self.itl_left_out() {
+            set_row(&mut s.steady, Metric::Itl, Summary::default());
+            set_row(&mut s.warmup, Metric::Itl, Summary::default());
+        }
         s
     }
 
@@ -216,8 +227,12 @@ impl FeedScreen {
                 }
             }
             FeedEvent::Run { source, t_s, event } => self.run_event(*source, *t_s, event),
-            FeedEvent::Sweep { config, .. } => {
-                if !self.merged() && self.app.sweep.is_none() {
+            FeedEvent::Sweep { source, config } => {
+                if self.merged() {
+                    // A sweep's cells are runs of their own: not one run's union.
+                    let why = "a sweep's record: follow or replay a sweep on its own".to_string();
+                    self.source_event(*source, Some(&SourceState::Died(why)), None);
+                } else if self.app.sweep.is_none() {
                     self.app.sweep = Some(crate::sweep::fold::SweepFold::new(
                         config.as_ref().clone(),
                         self.app.slo,
@@ -283,24 +298,38 @@ impl FeedScreen {
         }
     }
 
-    /// Says once, at the first request, when the record has no step lines: ITL then has no
-    /// samples until the footer (one source: the run's own figure) or at all (a merge).
-    fn note_steps(&mut self, event: &Event) {
-        match event {
-            Event::DecodeStep { .. } => self.steps_seen = true,
-            Event::RequestDone(_) if !self.steps_seen && !self.no_steps_noted => {
-                self.no_steps_noted = true;
-                let text = if self.merged() {
-                    "no step lines (--jsonl-steps): ITL percentiles cannot be merged without them"
-                } else if self.app.source == Source::Replay {
-                    "no step lines (--jsonl-steps) in this record: ITL is the run's own, from its footer"
-                } else {
-                    "no step lines (--jsonl-steps): ITL is the run's own, once its footer comes"
-                };
-                self.app.note(Level::Info, text.into());
-            }
-            _ => {}
+    /// Says once, at a source's first request, when it has no step lines: ITL then has no
+    /// samples until the footer (one source: the run's own figure), or is left out of a merge
+    /// (it cannot be merged without every source's steps, as `report` of the records says).
+    fn note_steps(&mut self, source: usize, event: &Event) {
+        if !matches!(event, Event::RequestDone(_)) || self.no_steps_noted {
+            return;
         }
+        let Some(row) = self.sources.get(source) else {
+            return;
+        };
+        if row.steps != Some(false) || row.requests != 1 {
+            return;
+        }
+        self.no_steps_noted = true;
+        let text = if self.merged() {
+            format!(
+                "{} has no step lines (--jsonl-steps): ITL is left out of the merge, which needs \
+                 every source's steps",
+                row.name
+            )
+        } else if self.app.source == Source::Replay {
+            "no step lines (--jsonl-steps) in this record: ITL is the run's own, from its footer"
+                .to_string()
+        } else {
+            "no step lines (--jsonl-steps): ITL is the run's own, once its footer comes".to_string()
+        };
+        self.app.note(Level::Info, text);
+    }
+
+    /// A merge's ITL is left out when a source has no steps (its ITL cannot join the union).
+    fn itl_left_out(&self) -> bool {
+        self.merged() && self.sources.iter().any(|r| r.steps == Some(false))
     }
 
     /// The dashboard's clock moves to the latest time any source has reached.
@@ -317,6 +346,11 @@ impl FeedScreen {
         let Some(row) = self.sources.get_mut(source) else {
             return;
         };
+        // A source marked dead sends nothing more into the union (what is in flight from a
+        // cut stream, or a sweep among runs).
+        if matches!(row.state, SourceState::Died(_)) {
+            return;
+        }
         if row.quiet {
             row.quiet = false;
             let text = match row.last_seen {
@@ -335,8 +369,8 @@ impl FeedScreen {
         if row.state == SourceState::Waiting {
             row.state = SourceState::Live;
         }
-        row.observe(t_s, event);
-        self.note_steps(event);
+        row.observe(t_s, event, merged);
+        self.note_steps(source, event);
         if !merged {
             self.advance(t_s);
             self.app.apply(event);
@@ -535,6 +569,15 @@ impl FeedScreen {
         if let Some(itl) = self.itl.steady {
             if self.app.window == WindowKind::Steady && !self.app.include_warmup {
                 set_row(&mut self.app.table, Metric::Itl, itl);
+            }
+        }
+        if self.itl_left_out() {
+            set_row(&mut self.app.table, Metric::Itl, Summary::default());
+            let at = crate::ui::state::DIST_METRICS
+                .iter()
+                .position(|m| *m == Metric::Itl);
+            if let Some(d) = at.and_then(|i| self.app.dists.get_mut(i)) {
+                *d = None;
             }
         }
         for row in &mut self.sources {
@@ -747,6 +790,29 @@ mod tests {
         assert_eq!(quiet(&s), 1);
         s.apply(&run(0, 30.0, done(1, 0.1)));
         assert!(s.app.events.iter().any(|e| e.text.contains("lines again")));
+    }
+
+    /// A source without step lines: ITL cannot join the union, so the merge leaves it out
+    /// (as `report` of the records does) rather than show part of it.
+    #[test]
+    fn a_merge_leaves_itl_out_when_a_source_has_no_steps() {
+        let mut s = merged(2);
+        s.apply(&run(0, 1.0, started(0)));
+        s.apply(&run(0, 1.1, step(0, 0.004)));
+        s.apply(&run(0, 1.2, done(0, 0.1)));
+        s.refresh();
+        assert_eq!(s.app.table.get(Metric::Itl).n, 1);
+        s.apply(&run(1, 1.0, started(0)));
+        s.apply(&run(1, 1.3, done(0, 0.1)));
+        s.refresh();
+        assert_eq!(s.app.table.get(Metric::Itl).n, 0);
+        assert_eq!(s.summary().steady.get(Metric::Itl).n, 0);
+        assert_eq!(s.app.table.get(Metric::Ttft).n, 2);
+        assert!(s
+            .app
+            .events
+            .iter()
+            .any(|e| e.text.starts_with("gpu1 has no step lines")));
     }
 
     #[test]

@@ -24,21 +24,20 @@ use crate::ui::state::Source;
 use crate::util::format;
 
 /// Draws over the run dashboard's frame (the bottom row; with several sources, the memory
-/// panel). Nothing over the help overlay, the loading screen or a too-small message.
+/// panel, unless the help overlay or the loading screen is over it). Nothing over a too-small
+/// message.
 pub fn render(frame: &mut Frame, screen: &FeedScreen) {
     let Some(r) = layout(frame.area()) else {
         return;
     };
-    if screen.app.show_help {
-        return;
-    }
+    // The help overlay is drawn over the middle rows; the bottom row stays the bar's.
     frame.render_widget(Clear, r.footer);
     let line = match (&screen.position, screen.app.source) {
         (Some(p), Source::Replay) => replay_line(screen, p, r.footer.width as usize),
         _ => follow_line(screen, r.footer.width as usize),
     };
     frame.render_widget(Paragraph::new(line), r.footer);
-    if screen.merged() && screen.app.run.info.is_some() {
+    if screen.merged() && screen.app.run.info.is_some() && !screen.app.show_help {
         sources(frame, screen, r.memory);
     }
 }
@@ -219,7 +218,8 @@ fn follow_line<'a>(screen: &FeedScreen, width: usize) -> Line<'a> {
     Line::from(spans)
 }
 
-/// The sources pane: a row per source, as many as fit (the rest counted).
+/// The sources pane: a row per source (name, state, requests, TTFT and TPOT p50, failures and
+/// rate where there is room), as many as fit; the rest share the last line, name, state and n.
 fn sources(frame: &mut Frame, screen: &FeedScreen, rect: Rect) {
     let app = &screen.app;
     let theme = app.theme();
@@ -234,9 +234,15 @@ fn sources(frame: &mut Frame, screen: &FeedScreen, rect: Rect) {
     frame.render_widget(Clear, rect);
     frame.render_widget(block, rect);
     let rows = inner.height as usize;
+    let width = inner.width as usize;
     if rows == 0 {
         return;
     }
+    let states: Vec<String> = screen
+        .sources
+        .iter()
+        .map(|r| state_words(r, screen.wall))
+        .collect();
     let name_w = screen
         .sources
         .iter()
@@ -244,45 +250,53 @@ fn sources(frame: &mut Frame, screen: &FeedScreen, rect: Rect) {
         .max()
         .unwrap_or(4)
         .clamp(4, 16);
+    let state_w = states.iter().map(|s| s.chars().count()).max().unwrap_or(4);
+    let count_w = screen
+        .sources
+        .iter()
+        .map(|r| r.requests.to_string().len())
+        .max()
+        .unwrap_or(1)
+        .max(3);
     let shown = if screen.sources.len() > rows {
         rows.saturating_sub(1)
     } else {
         rows
     };
     let dur = |v: Option<f64>| v.map_or("-".to_string(), |v| format::duration(v, ascii));
+    let style_of = |row: &SourceRow| match (&row.state, row.quiet) {
+        (SourceState::Died(_), _) => theme.event_error,
+        (SourceState::Live, true) => theme.event_warn,
+        (SourceState::Live, false) => theme.text,
+        _ => theme.dim,
+    };
     let mut lines: Vec<Line> = screen
         .sources
         .iter()
+        .zip(&states)
         .take(shown)
-        .map(|row| {
-            let state = state_words(row, screen.wall);
-            let style = match (&row.state, row.quiet) {
-                (SourceState::Died(_), _) => theme.event_error,
-                (SourceState::Live, true) => theme.event_warn,
-                (SourceState::Live, false) => theme.text,
-                _ => theme.dim,
-            };
+        .map(|(row, state)| {
             let name: String = row.name.chars().take(name_w).collect();
             let mut spans = vec![
                 Span::styled(format!("{name:<name_w$} "), theme.title),
-                Span::styled(format!("{state:<9}"), style),
-                Span::styled(format!("{:>7}", row.requests), theme.text),
+                Span::styled(format!("{state:<state_w$} "), style_of(row)),
+                Span::styled(format!("{:>count_w$}", row.requests), theme.text),
                 Span::styled(" req", theme.dim),
             ];
             let mut rest = vec![
-                (format!(" {:>8}", dur(row.ttft_p50)), true),
-                (format!(" {:>8}", dur(row.tpot_p50)), true),
+                (format!("  {:>7}", dur(row.ttft_p50)), true),
+                (format!(" {:>7}", dur(row.tpot_p50)), true),
             ];
             if row.failed > 0 {
-                rest.push((format!(" {} failed", row.failed), false));
+                rest.push((format!("  {} failed", row.failed), false));
             }
             if let Some(rate) = row.rate() {
-                rest.push((format!(" {}/s", format::si(rate)), false));
+                rest.push((format!("  {}/s", format::si(rate)), false));
             }
             let mut used: usize = spans.iter().map(Span::width).sum();
             for (text, plain) in rest {
                 let w = text.chars().count();
-                if used + w > inner.width as usize {
+                if used + w > width {
                     break;
                 }
                 used += w;
@@ -295,16 +309,27 @@ fn sources(frame: &mut Frame, screen: &FeedScreen, rect: Rect) {
         })
         .collect();
     if shown < screen.sources.len() {
+        // The rest, as short as can be: `gpu3 live 80 · gpu4 died 8`.
+        let rest: Vec<String> = screen
+            .sources
+            .iter()
+            .zip(&states)
+            .skip(shown)
+            .map(|(r, st)| format!("{} {st} {}", r.name, r.requests))
+            .collect();
+        let text: String = format!("+ {}", rest.join(&format!(" {} ", app.glyphs.sep)))
+            .chars()
+            .take(width)
+            .collect();
+        lines.push(Line::styled(text, theme.dim));
+    } else if lines.len() < rows {
+        let pad = name_w + 1 + state_w + 1 + count_w + 4;
         lines.push(Line::styled(
             format!(
-                "+{} more (TTFT/TPOT p50 per source)",
-                screen.sources.len() - shown
+                "{:pad$}  TTFT/TPOT p50 of its last {}",
+                "",
+                super::SOURCE_WINDOW
             ),
-            theme.dim,
-        ));
-    } else if lines.len() < rows {
-        lines.push(Line::styled(
-            format!("{:>w$}TTFT p50 TPOT p50", "", w = name_w + 21),
             theme.dim,
         ));
     }

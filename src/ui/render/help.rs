@@ -19,7 +19,7 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
         } else {
             keys
         };
-        (keys, action.describe())
+        (keys, app.describe(*action))
     });
     let legend = [
         " Sparkline marks: w warmup request, | workload change, ! outlier",
