@@ -292,7 +292,7 @@ fn follow(dir: &Path, seconds: u64) {
     let mut terminal = Terminal::new(TestBackend::new(200, 60)).unwrap();
     let mut work_ms = Vec::new();
     let mut lag_ms = Vec::new();
-    let mut seen = vec![0u64; SOURCES];
+    let mut seen = [0u64; SOURCES];
     let mut next_frame = Instant::now();
     let deadline = t0 + Duration::from_secs(seconds + 30);
     while !screen.finished() && Instant::now() < deadline {

@@ -335,3 +335,95 @@ fn sources(frame: &mut Frame, screen: &FeedScreen, rect: Rect) {
     }
     frame.render_widget(Paragraph::new(lines), inner);
 }
+
+#[cfg(test)]
+mod tests {
+    use ratatui::backend::TestBackend;
+    use ratatui::Terminal;
+
+    use super::*;
+    use crate::record::feed::{FeedEvent, Speed};
+    use crate::ui::screen::Screen;
+    use crate::ui::App;
+
+    fn rows(screen: &FeedScreen, w: u16, h: u16) -> Vec<String> {
+        let mut t = Terminal::new(TestBackend::new(w, h)).expect("terminal");
+        t.draw(|f| screen.draw(f)).expect("draw");
+        let buf = t.backend().buffer().clone();
+        (0..h)
+            .map(|y| (0..w).map(|x| buf[(x, y)].symbol().to_string()).collect())
+            .collect()
+    }
+
+    fn position(paused: bool, done: bool) -> Position {
+        Position {
+            read_bytes: 50,
+            total_bytes: 100,
+            t_s: 42.0,
+            end_s: Some(90.0),
+            speed: Speed::Times(2.0),
+            paused,
+            untimed: false,
+            done,
+        }
+    }
+
+    #[test]
+    fn the_position_bar_says_where_and_how_fast_and_keeps_its_keys_in_80_columns() {
+        let mut s = FeedScreen::new(App::default(), Source::Replay, vec!["r".into()], None);
+        s.apply(&FeedEvent::Position(position(false, false)));
+        let last = rows(&s, 80, 24).pop().expect("a row");
+        assert!(last.starts_with(" ▶ 2× ["), "{last}");
+        assert!(last.contains("] 0:42/1:30"), "{last}");
+        for k in ["space pause", "n step", "</> speed", "q quit"] {
+            assert!(last.contains(k), "{k}: {last}");
+        }
+        s.apply(&FeedEvent::Position(position(true, false)));
+        let last = rows(&s, 80, 24).pop().expect("a row");
+        assert!(
+            last.contains("‖ paused (2×)") && last.contains("space play"),
+            "{last}"
+        );
+        s.apply(&FeedEvent::Position(position(false, true)));
+        let last = rows(&s, 80, 24).pop().expect("a row");
+        assert!(last.contains("■ end") && !last.contains("step"), "{last}");
+    }
+
+    #[test]
+    fn a_merge_has_a_row_per_source_where_the_memory_panel_was() {
+        let names = vec!["gpu1".into(), "gpu2".into()];
+        let mut s = FeedScreen::new(App::default(), Source::Follow, names, None);
+        s.apply(&FeedEvent::Run {
+            source: 0,
+            t_s: 0.0,
+            event: crate::event::Event::RunStarted(Box::new(crate::event::RunInfo {
+                model: crate::event::ModelInfo::served("m", "http://x"),
+                workload: crate::event::WorkloadDesc {
+                    prompt_tokens: "8".into(),
+                    output_tokens: "4".into(),
+                    batch: 1,
+                    load: None,
+                },
+                warmup_requests: 0,
+                threads: 0,
+            })),
+        });
+        s.apply(&FeedEvent::Source {
+            source: 1,
+            state: Some(SourceState::Died("gone".into())),
+            note: None,
+        });
+        let text = rows(&s, 80, 24).join("\n");
+        assert!(
+            text.contains("Sources · 2, aligned at their starts"),
+            "{text}"
+        );
+        assert!(text.contains("gpu1 live"), "{text}");
+        assert!(text.contains("gpu2 died"), "{text}");
+        assert!(
+            text.contains("following 2 sources: 1 live, 1 died"),
+            "{text}"
+        );
+        assert!(!text.contains("Memory"), "{text}");
+    }
+}
