@@ -14,6 +14,7 @@ pub mod keys;
 pub mod render;
 pub mod ring;
 pub mod screen;
+pub mod source;
 pub mod state;
 pub mod theme;
 mod tty;
