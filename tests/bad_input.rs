@@ -291,6 +291,60 @@ const CASES: &[Case] = &[
         message: "a-directory: is a directory; pass a record file written with --record FILE",
         code: 2,
     },
+    Case {
+        input: "`report` of a record in a newer format",
+        args: &["report", "newer-format.jsonl"],
+        message: "newer-format.jsonl: record format 99 (written by infertop 9.0.0) is newer than this infertop reads (format 1); read it with a newer infertop",
+        code: 2,
+    },
+    Case {
+        input: "`replay` of JSON lines that are not a record",
+        args: &["replay", "not-a-record.jsonl"],
+        message: "not-a-record.jsonl: not an infertop record (line 1 is not a record header); make one with --record FILE, or stream one with --jsonl",
+        code: 2,
+    },
+    Case {
+        input: "`replay` of an empty file",
+        args: &["replay", "empty.jsonl"],
+        message: "empty.jsonl: not an infertop record (the file is empty); make one with --record FILE",
+        code: 2,
+    },
+    Case {
+        input: "`replay` of a record in a newer format",
+        args: &["replay", "newer-format.jsonl"],
+        message: "newer-format.jsonl: record format 99 (written by infertop 9.0.0) is newer than this infertop reads (format 1); read it with a newer infertop",
+        code: 2,
+    },
+    Case {
+        input: "`replay` at a speed that is not one",
+        args: &["replay", "--speed", "0", "not-a-record.jsonl"],
+        message: "--speed: `0` is not a speed (use a multiple of the record's pace such as 1, 4 or 0.5, or max)",
+        code: 2,
+    },
+    Case {
+        input: "`follow` of a file that does not exist (yet)",
+        args: &["follow", "no-such-run.jsonl"],
+        message: "no-such-run.jsonl: not found (start the run with --record no-such-run.jsonl first, or follow its stream: infertop --jsonl … | infertop follow -)",
+        code: 2,
+    },
+    Case {
+        input: "`follow` of JSON lines that are not a record",
+        args: &["follow", "--headless", "not-a-record.jsonl"],
+        message: "not-a-record.jsonl: not an infertop record (line 1 is not a record header); make one with --record FILE, or stream one with --jsonl",
+        code: 2,
+    },
+    Case {
+        input: "`follow` of nothing",
+        args: &["follow"],
+        message: "follow needs a record, - (a stream on stdin) or --agent CMD (see infertop follow --help)",
+        code: 2,
+    },
+    Case {
+        input: "`--jsonl` on a sweep",
+        args: &["sweep", "--batch", "1,2", "--jsonl"],
+        message: "--jsonl: a sweep does not stream its record; write it with --record FILE and follow that file (infertop follow FILE)",
+        code: 2,
+    },
     // ---- Hugging Face directories
     Case {
         input: "model path missing",
@@ -530,6 +584,10 @@ fn make_fixtures(d: &Path) {
         std::fs::copy(entry.path(), d.join(entry.file_name())).expect("copy fixture");
     }
     std::fs::create_dir_all(d.join("a-directory")).expect("mkdir");
+    write(
+        d.join("newer-format.jsonl"),
+        "{\"type\":\"header\",\"infertop_version\":\"9.0.0\",\"record_format\":99}\n",
+    );
     write(d.join("prompts.txt"), "hello\n");
     write(
         d.join("binary.txt"),

@@ -10,7 +10,8 @@ use crate::sweep::record::{read, AnyRecord, SweepRecord};
 
 #[derive(Args, Debug, Clone)]
 pub struct CompareArgs {
-    /// Two or more records; the first is the baseline.
+    /// Two or more records; the first is the baseline. `a.jsonl+b.jsonl` takes several records
+    /// as one run (many load generators): the union of their samples.
     #[arg(required = true, num_args = 2..)]
     pub records: Vec<PathBuf>,
     #[arg(long, value_enum, default_value_t = CompareFormat::Md)]
@@ -57,6 +58,11 @@ pub fn compare(args: &CompareArgs) -> Result<i32, Failure> {
     let mut runs = Vec::new();
     let mut sweeps = Vec::new();
     for p in &paths {
+        if let Some(group) = group_of(p) {
+            let parts = super::report::read_runs(&group, "compare")?;
+            runs.push(crate::record::merge::merge(parts).record);
+            continue;
+        }
         match read(p).map_err(Failure::usage)? {
             AnyRecord::Run(r) => runs.push(*r),
             AnyRecord::Sweep(s) => sweeps.push(*s),
@@ -77,4 +83,18 @@ pub fn compare(args: &CompareArgs) -> Result<i32, Failure> {
         say!("infertop: {alarm}");
     }
     Ok(cmp.exit_code())
+}
+
+/// `a.jsonl+b.jsonl`: records taken as one run, when the argument is not itself a file.
+fn group_of(p: &Path) -> Option<Vec<PathBuf>> {
+    if p.exists() {
+        return None;
+    }
+    let text = p.to_str()?;
+    let parts: Vec<PathBuf> = text
+        .split('+')
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .collect();
+    (parts.len() > 1).then_some(parts)
 }

@@ -55,6 +55,14 @@ pub enum Command {
     /// Watch a running server's own Prometheus metrics (no load generated): request rate,
     /// running/waiting, KV cache, and its TTFT/ITL/E2E percentiles per window.
     Watch(crate::plan::opts::WatchOpts),
+    /// The dashboard drawn from a record (a run's, a sweep's or a watch's), at its own pace,
+    /// faster, or as fast as it reads: pause, step and speed keys, a position bar, the final
+    /// screen held at the end. Its statistics are the record's (report's numbers).
+    Replay(crate::plan::opts::ReplayOpts),
+    /// The dashboard attached to records other infertop runs are writing (files, - for stdin,
+    /// or --agent commands such as an ssh line), several merged into one: quitting never stops
+    /// them.
+    Follow(crate::plan::opts::FollowOpts),
 }
 
 /// Parses the command line and runs; returns the process exit code.
@@ -79,8 +87,14 @@ pub fn main() -> i32 {
         Some(Command::Devices(args)) => devices::devices(&args),
         Some(Command::Report(args)) => report::report(&args),
         Some(Command::Compare(args)) => compare::compare(&args),
+        Some(Command::Sweep(args)) if args.run.output.jsonl => Err(Failure::usage(
+            "--jsonl: a sweep does not stream its record; write it with --record FILE and \
+             follow that file (infertop follow FILE)",
+        )),
         Some(Command::Sweep(args)) => crate::session::sweep::sweep(&args),
         Some(Command::Watch(args)) => crate::session::watch::watch(&args),
+        Some(Command::Replay(args)) => crate::session::replay::replay(&args),
+        Some(Command::Follow(args)) => crate::session::follow::follow(&args),
     };
     match result {
         Ok(code) => code,

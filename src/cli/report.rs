@@ -15,8 +15,11 @@ use crate::sweep::table::SweepFormat;
 
 #[derive(Args, Debug, Clone)]
 pub struct ReportArgs {
-    /// The record (JSONL) written with --record.
-    pub record: PathBuf,
+    /// The record (JSONL) written with --record; several (one per load generator, e.g.
+    /// each client machine's) are reported as one run: n summed, percentiles over the union
+    /// of their raw samples, and a row per record.
+    #[arg(required = true, num_args = 1..)]
+    pub records: Vec<PathBuf>,
     /// Output format (csv: the summary table only).
     #[arg(long, value_enum, default_value_t = SummaryFormat::Md)]
     pub format: SummaryFormat,
@@ -51,11 +54,13 @@ pub struct ReportArgs {
 }
 
 pub fn report(args: &ReportArgs) -> Result<i32, Failure> {
-    if args.record.is_dir() {
-        return Err(Failure::usage(format!(
-            "{}: is a directory; pass a record file written with --record FILE",
-            args.record.display()
-        )));
+    for r in &args.records {
+        if r.is_dir() {
+            return Err(Failure::usage(format!(
+                "{}: is a directory; pass a record file written with --record FILE",
+                r.display()
+            )));
+        }
     }
     let opts = ReportOptions {
         slo: args.slo,
@@ -66,11 +71,19 @@ pub fn report(args: &ReportArgs) -> Result<i32, Failure> {
         probe: !args.no_probe,
         rule: SettleRule::default(),
     };
+    if let [_, _, ..] = args.records.as_slice() {
+        return report_merged(args, &opts);
+    }
+    let Some(path) = args.records.first() else {
+        return Err(Failure::usage(
+            "report needs a record (infertop report RUN.jsonl)",
+        ));
+    };
     if let Some(out) = &args.trace {
-        trace(&args.record, out)?;
+        trace(path, out)?;
     }
     // One read and one parse: the lines say whether it is a sweep's record or a run's.
-    let rec = match read(&args.record).map_err(Failure::usage)? {
+    let rec = match read(path).map_err(Failure::usage)? {
         AnyRecord::Sweep(sweep) => {
             let format = match args.format {
                 SummaryFormat::Md => SweepFormat::Md,
@@ -128,4 +141,59 @@ fn trace(record: &std::path::Path, out: &std::path::Path) -> Result<(), Failure>
         );
     }
     Ok(())
+}
+
+/// Several records as one run (`record::merge`): the union's report, then a row per record.
+fn report_merged(args: &ReportArgs, opts: &ReportOptions) -> Result<i32, Failure> {
+    let parts = read_runs(&args.records, "report")?;
+    let merged = crate::record::merge::merge(parts);
+    let report = Report::of(&merged.record, opts);
+    if let Some(out) = &args.plot {
+        let svg = crate::record::plot::plot_svg(&merged.record, &report.analysis.settling);
+        crate::record::plot::write_plot(out, &svg).map_err(Failure::usage)?;
+        say!("wrote {}", out.display());
+    }
+    let text = match args.format {
+        SummaryFormat::Md => report.render(args.format) + &merged.to_markdown(),
+        SummaryFormat::Json => {
+            let mut v: serde_json::Value = serde_json::from_str(&report.render(args.format))
+                .unwrap_or(serde_json::Value::Null);
+            if let (Some(obj), serde_json::Value::Object(extra)) =
+                (v.as_object_mut(), merged.to_json())
+            {
+                obj.extend(extra);
+            }
+            v.to_string() + "\n"
+        }
+        SummaryFormat::Csv => report.render(args.format),
+    };
+    print_stdout(&text)?;
+    // Markdown and JSON carry the notes; CSV has no room for them.
+    if args.format == SummaryFormat::Csv {
+        for n in &merged.notes {
+            say!("infertop: note: {n}");
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+/// Reads each record once; every one must be a run's (sweeps are reported one at a time).
+pub(crate) fn read_runs(
+    paths: &[PathBuf],
+    what: &str,
+) -> Result<Vec<crate::record::reader::Record>, Failure> {
+    let mut parts = Vec::new();
+    for p in paths {
+        match read(p).map_err(Failure::usage)? {
+            AnyRecord::Run(r) => parts.push(*r),
+            AnyRecord::Sweep(_) => {
+                return Err(Failure::usage(format!(
+                    "{}: a sweep's record; {what} takes several records as one run only for runs \
+                     (report a sweep on its own)",
+                    p.display()
+                )))
+            }
+        }
+    }
+    Ok(parts)
 }

@@ -64,6 +64,8 @@ pub struct RunPlan {
     pub faults: Faults,
     /// CPU threads candle uses (set as RAYON_NUM_THREADS before anything starts).
     pub threads: usize,
+    /// `--jsonl`: the whole record on stdout (header first, footer last), nothing else there.
+    pub jsonl: bool,
 }
 
 /// Plans a run: every flag and file checked.
@@ -84,6 +86,7 @@ pub fn run(opts: &RunOpts) -> Result<RunPlan, Failure> {
             jsonl_steps: opts.output.jsonl_steps,
             format: opts.output.format,
         },
+        jsonl: opts.output.jsonl,
         faults: opts.fault.unwrap_or_default(),
         threads: engine::candle_threads(opts),
         engine,
@@ -130,7 +133,9 @@ pub fn screen_for_run(opts: &RunOpts, slo: Slo) -> Result<Option<ScreenPlan>, Fa
         output_step: 16,
         baseline,
     };
-    Ok((!headless(opts.output.headless)).then_some(ScreenPlan { app, fps }))
+    // `--jsonl` makes stdout the record's: no screen there.
+    let headless = headless(opts.output.headless || opts.output.jsonl);
+    Ok((!headless).then_some(ScreenPlan { app, fps }))
 }
 
 /// The display flags, loaded and checked: themes, keys file, frame rate.

@@ -187,6 +187,11 @@ pub struct OutputOpts {
     /// A previous run's record: the dashboard shows its p50/p99 beside the live ones.
     #[arg(long)]
     pub baseline: Option<PathBuf>,
+    /// Stream the whole record on stdout as JSON lines, header first and footer last (implies
+    /// --headless; the summary is the footer's): what `infertop follow -` reads, e.g.
+    /// `ssh gpu1 infertop --jsonl … | infertop follow -`.
+    #[arg(long)]
+    pub jsonl: bool,
 }
 
 /// How a full-screen view looks: every subcommand that draws one takes these.
@@ -290,6 +295,59 @@ pub struct WatchOpts {
     /// what a pipe, a file or `--format json` gets.
     #[arg(long)]
     pub headless: bool,
+    #[command(flatten)]
+    pub display: DisplayOpts,
+}
+
+/// `infertop replay RECORD`.
+#[derive(Args, Debug, Clone)]
+pub struct ReplayOpts {
+    /// The record (JSONL) to play: a run's, a sweep's or a watch's (written with --record).
+    pub record: PathBuf,
+    /// How fast: a multiple of the record's own pace (1, 4, 0.25) or max (as fast as it reads).
+    #[arg(long, default_value = "1", value_parser = crate::record::feed::Speed::parse)]
+    pub speed: crate::record::feed::Speed,
+    /// Start paused at the first request (space plays, n steps one request at a time).
+    #[arg(long)]
+    pub paused: bool,
+    /// No dashboard: fold the whole record as the dashboard does and print the summary, as the
+    /// run printed it (automatic when stdout is not a terminal).
+    #[arg(long)]
+    pub headless: bool,
+    /// Write the record's lines to stdout at --speed instead, as a live run streams them with
+    /// --jsonl (into `infertop follow -`, say).
+    #[arg(long)]
+    pub jsonl: bool,
+    /// Summary format.
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Md)]
+    pub format: SummaryFormat,
+    #[command(flatten)]
+    pub display: DisplayOpts,
+}
+
+/// `infertop follow RECORD|- … [--agent CMD …]`.
+#[derive(Args, Debug, Clone)]
+pub struct FollowOpts {
+    /// Records another infertop is writing (its --record FILE), or - for a stream of record
+    /// lines on stdin (`ssh gpu1 infertop --jsonl … | infertop follow -`). Several are merged.
+    #[arg(value_name = "RECORD|-")]
+    pub sources: Vec<PathBuf>,
+    /// A command whose stdout is a record's lines (an infertop run with --jsonl, locally or
+    /// over ssh), started and read by infertop; repeat for several machines. `NAME=CMD` names
+    /// its row. It runs in its own process group: Ctrl-C here never reaches it, and it cannot
+    /// ask for a password (use SSH keys).
+    #[arg(long, value_name = "CMD")]
+    pub agent: Vec<String>,
+    /// A source that has written nothing for this long is said to be quiet.
+    #[arg(long, default_value = "10s", value_parser = values::duration)]
+    pub quiet_after: Duration,
+    /// No dashboard: print the summary over every source once all have ended (or on Ctrl-C),
+    /// automatic when stdout is not a terminal.
+    #[arg(long)]
+    pub headless: bool,
+    /// Summary format.
+    #[arg(long, value_enum, default_value_t = SummaryFormat::Md)]
+    pub format: SummaryFormat,
     #[command(flatten)]
     pub display: DisplayOpts,
 }

@@ -8,7 +8,9 @@
 //! request, so a run cut off mid-line still reads up to its last whole line.
 
 pub mod compare;
+pub mod feed;
 pub mod line;
+pub mod merge;
 pub mod plot;
 pub mod reader;
 pub mod report;

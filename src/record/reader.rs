@@ -60,8 +60,12 @@ pub fn parse_lines(path: &Path) -> Result<Vec<Option<Line>>, String> {
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str::<Line>(l).ok())
         .collect();
-    if !lines.iter().any(|l| matches!(l, Some(Line::Header(_)))) {
-        return Err(format!(
+    let header = lines.iter().find_map(|l| match l {
+        Some(Line::Header(h)) => Some(h),
+        _ => None,
+    });
+    match header {
+        None => Err(format!(
             "{}: not an infertop record (no header line{}); make one with --record FILE",
             path.display(),
             if lines.is_empty() {
@@ -69,9 +73,35 @@ pub fn parse_lines(path: &Path) -> Result<Vec<Option<Line>>, String> {
             } else {
                 ""
             }
-        ));
+        )),
+        Some(h) => check_format(&path.display().to_string(), h).map(|_| lines),
     }
-    Ok(lines)
+}
+
+/// Refuses a record written in a newer format than this version reads: its fields may mean
+/// something else, and numbers read the old way would be wrong without a word.
+pub fn check_format(name: &str, header: &Header) -> Result<(), String> {
+    match format_problem(header) {
+        Some(why) => Err(format!("{name}: {why}")),
+        None => Ok(()),
+    }
+}
+
+/// Why a record of this header cannot be read here, if it cannot (see `check_format`).
+pub fn format_problem(header: &Header) -> Option<String> {
+    (header.record_format > super::line::RECORD_FORMAT).then(|| {
+        format!(
+            "record format {} (written by infertop {}) is newer than this infertop reads \
+             (format {}); read it with a newer infertop",
+            header.record_format,
+            if header.infertop_version.is_empty() {
+                "?"
+            } else {
+                &header.infertop_version
+            },
+            super::line::RECORD_FORMAT
+        )
+    })
 }
 
 /// Recomputes the summary a run printed from its record. ITL comes from step lines when the run

@@ -41,7 +41,7 @@ pub fn step_line(index: u64, step: u32, itl_s: f64, gpu_s: Option<f64>, t_s: f64
 /// The JSONL record file.
 pub struct Recorder {
     path: PathBuf,
-    out: BufWriter<File>,
+    out: BufWriter<Box<dyn Write + Send>>,
     steps: bool,
     failed: Option<String>,
 }
@@ -71,15 +71,30 @@ impl Recorder {
                 crate::util::one_line(&e.to_string())
             )
         })?;
+        Ok(Recorder::to_writer(path, Box::new(file), header, steps))
+    }
+
+    /// The record streamed on stdout (`--jsonl`): the same lines, flushed as a file's are. A
+    /// reader that goes away (the follower quit) ends the stream, never the run.
+    pub fn stdout(header: Header, steps: bool) -> Recorder {
+        Recorder::to_writer(
+            Path::new("standard output"),
+            Box::new(std::io::stdout()),
+            header,
+            steps,
+        )
+    }
+
+    fn to_writer(path: &Path, out: Box<dyn Write + Send>, header: Header, steps: bool) -> Recorder {
         let mut r = Recorder {
             path: path.to_path_buf(),
-            out: BufWriter::new(file),
+            out: BufWriter::new(out),
             steps,
             failed: None,
         };
         r.line(&Line::Header(Box::new(header)));
         r.flush();
-        Ok(r)
+        r
     }
 
     pub fn path(&self) -> &Path {

@@ -35,7 +35,10 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
         screen,
         faults,
         threads: _,
+        jsonl,
     } = plan;
+    // `--jsonl`: the same record on stdout, for a viewer elsewhere (`infertop follow -`).
+    let mut stream = jsonl.then(|| Recorder::stdout(header.clone(), outputs.jsonl_steps));
     let mut recorder = match &outputs.record {
         Some(path) => {
             Some(Recorder::create(path, header, outputs.jsonl_steps).map_err(Failure::usage)?)
@@ -58,7 +61,7 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
             &ev_rx,
             &ctl_tx,
             signals,
-            recorder.as_mut(),
+            [recorder.as_mut(), stream.as_mut()],
             started,
             outputs.jsonl_steps,
         ),
@@ -80,19 +83,22 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
     let _ = ctl_tx.send(Control::Stop(outcome.stop.clone()));
     let _ = handle.join();
 
+    let elapsed_s = started.elapsed().as_secs_f64();
     if let Some(r) = recorder.as_mut() {
-        r.finish(
-            &outcome.stop,
-            started.elapsed().as_secs_f64(),
-            &outcome.summary,
-        );
+        r.finish(&outcome.stop, elapsed_s, &outcome.summary);
         if let Some(e) = r.error() {
             say!("infertop: warning: {e}");
         }
     }
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(outcome.summary.render(outputs.format).as_bytes());
-    let _ = out.flush();
+    match stream.as_mut() {
+        // The footer carries the summary; a reader that went away is no warning.
+        Some(s) => s.finish(&outcome.stop, elapsed_s, &outcome.summary),
+        None => {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(outcome.summary.render(outputs.format).as_bytes());
+            let _ = out.flush();
+        }
+    }
     if let Some(msg) = &outcome.failed {
         say!("infertop: error: {msg}");
         return Ok(EXIT_FAILURE);
@@ -148,10 +154,12 @@ fn headless(
     events: &Receiver<Event>,
     control: &Sender<Control>,
     signals: &Signals,
-    mut recorder: Option<&mut Recorder>,
+    mut recorders: [Option<&mut Recorder>; 2],
     started: Instant,
     steps: bool,
 ) -> Outcome {
+    // The second is the record streamed on stdout (`--jsonl`): then stdout has nothing else.
+    let lines = recorders[1].is_none();
     let mut run = Run::new();
     let mut consumer = Consumer {
         events,
@@ -169,11 +177,20 @@ fn headless(
                 continue;
             }
         };
-        if let Some(r) = recorder.as_deref_mut() {
-            r.on_event(since(started), &ev);
+        let t_s = since(started);
+        for r in recorders.iter_mut().flatten() {
+            r.on_event(t_s, &ev);
         }
         run.apply(&ev);
-        print_line(&mut stdout.lock(), &ev, steps, since(started));
+        if lines {
+            print_line(&mut stdout.lock(), &ev, steps, t_s);
+        } else if let Event::Error {
+            message,
+            fatal: false,
+        } = &ev
+        {
+            say!("infertop: warning: {message}");
+        }
     }
     if run.failed_requests > 0 {
         say!(

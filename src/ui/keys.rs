@@ -39,11 +39,17 @@ pub enum Action {
     ToggleServer,
     TogglePhases,
     Help,
+    /// A replay: play up to the next request's end, then pause.
+    Step,
+    /// A replay: twice as fast (past 1024×, as fast as it reads).
+    SpeedUp,
+    /// A replay: half as fast.
+    SpeedDown,
 }
 
 impl Action {
     /// Every action with its name in the keys file, its default keys and its help text.
-    pub const TABLE: [(Action, &'static str, &'static [&'static str], &'static str); 16] = [
+    pub const TABLE: [(Action, &'static str, &'static [&'static str], &'static str); 19] = [
         (
             Action::Quit,
             "quit",
@@ -130,6 +136,14 @@ impl Action {
             "table: the client's HTTP phases (--endpoint)",
         ),
         (Action::Help, "help", &["?"], "this help"),
+        (
+            Action::Step,
+            "step",
+            &["n"],
+            "replay: the next request, then pause",
+        ),
+        (Action::SpeedUp, "faster", &[">"], "replay: twice as fast"),
+        (Action::SpeedDown, "slower", &["<"], "replay: half as fast"),
     ];
 
     fn entry(self) -> &'static (Action, &'static str, &'static [&'static str], &'static str) {
@@ -333,6 +347,9 @@ struct KeysFile {
     server: Option<Spanned<KeyList>>,
     phases: Option<Spanned<KeyList>>,
     help: Option<Spanned<KeyList>>,
+    step: Option<Spanned<KeyList>>,
+    faster: Option<Spanned<KeyList>>,
+    slower: Option<Spanned<KeyList>>,
 }
 
 impl KeysFile {
@@ -354,6 +371,9 @@ impl KeysFile {
             (Action::ToggleServer, self.server),
             (Action::TogglePhases, self.phases),
             (Action::Help, self.help),
+            (Action::Step, self.step),
+            (Action::SpeedUp, self.faster),
+            (Action::SpeedDown, self.slower),
         ]
         .into_iter()
         .filter_map(|(a, k)| k.map(|k| (a, k)))
@@ -516,6 +536,15 @@ mod tests {
             (press(']'), Some(Action::PromptMore)),
             (press('['), Some(Action::PromptLess)),
             (press('t'), Some(Action::NextTheme)),
+            (press('n'), Some(Action::Step)),
+            (
+                ev(KeyCode::Char('>'), KeyModifiers::SHIFT, KeyEventKind::Press),
+                Some(Action::SpeedUp),
+            ),
+            (
+                ev(KeyCode::Char('<'), KeyModifiers::SHIFT, KeyEventKind::Press),
+                Some(Action::SpeedDown),
+            ),
             (
                 ev(KeyCode::Char('?'), KeyModifiers::SHIFT, KeyEventKind::Press),
                 Some(Action::Help),

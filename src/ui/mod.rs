@@ -8,11 +8,13 @@
 
 pub mod coalesce;
 pub mod config;
+pub mod feed;
 pub use crate::util::format;
 pub mod keys;
 pub mod render;
 pub mod ring;
 pub mod screen;
+pub mod source;
 pub mod state;
 pub mod theme;
 mod tty;

@@ -14,6 +14,7 @@ use crate::stats::{Metric, Slo, Summary, Table, Window, WindowKind};
 
 use super::keys::{Action, KeyMap};
 use super::ring::Ring;
+pub use super::source::Source;
 use super::theme::{Glyphs, Theme};
 use crate::util::format;
 
@@ -287,6 +288,8 @@ pub struct App {
     /// A sweep's fold (`infertop sweep` in a terminal): its cells so far and the grid; `run`
     /// is then the open cell's.
     pub sweep: Option<crate::sweep::fold::SweepFold>,
+    /// Where the events come from (an engine, or a record replayed or followed).
+    pub source: Source,
     dirty: bool,
 
     // Bookkeeping for events that are noticed rather than sent.
@@ -349,6 +352,7 @@ impl App {
             phase_rows: false,
             phases: None,
             sweep: None,
+            source: Source::Engine,
             dirty: true,
             pending_boundary: false,
             warmup_seen: false,
@@ -378,7 +382,26 @@ impl App {
     /// Whether the load keys (output, prompt, load) reach an engine that acts on them: a live
     /// run's, not a sweep's (each cell runs its grid workload).
     pub fn takes_load_keys(&self) -> bool {
-        self.worker_live() && self.run.info.is_some() && self.sweep.is_none()
+        self.worker_live()
+            && self.run.info.is_some()
+            && self.sweep.is_none()
+            && self.source == Source::Engine
+    }
+
+    /// Whether `action` does something for this source (the help lists only those).
+    pub fn offers(&self, action: Action) -> bool {
+        self.source.refuses(action).is_none()
+    }
+
+    /// What `action` does here, for the help: a replay's and a follow's quit and pause are not
+    /// a run's.
+    pub fn describe(&self, action: Action) -> &'static str {
+        self.source.describe(action)
+    }
+
+    /// Adds a line to the events pane (a record-fed screen's notes about its sources).
+    pub fn note(&mut self, level: Level, text: String) {
+        self.log(level, text);
     }
 
     /// How the engine said it ended, once it has.
@@ -809,6 +832,10 @@ impl App {
     /// Applies a user action to the view, or says what to send to the worker. Changes to the
     /// run itself are not applied here: the worker echoes them as events.
     pub fn update(&mut self, action: Action) -> Update {
+        if let Some(why) = self.source.refuses(action) {
+            self.log(Level::Warn, why.into());
+            return Update::None;
+        }
         let live = self.worker_live() && self.run.info.is_some();
         let load_key = matches!(
             action,
@@ -871,6 +898,8 @@ impl App {
                 self.show_help = !self.show_help;
                 Update::None
             }
+            // A replay's keys reach its producer before the state (`ui::feed`).
+            Action::Step | Action::SpeedUp | Action::SpeedDown => Update::None,
             Action::PauseResume
             | Action::ResetStats
             | Action::OutputMore

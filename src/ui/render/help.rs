@@ -11,14 +11,15 @@ use crate::ui::state::App;
 use crate::ui::theme::{Glyphs, Theme};
 
 pub fn render(frame: &mut Frame, app: &App, area: Rect) {
-    let keys = Action::TABLE.iter().map(|(action, _, _, _)| {
+    let offered = Action::TABLE.iter().filter(|(a, ..)| app.offers(*a));
+    let keys = offered.map(|(action, _, _, _)| {
         let keys = app.keys.label(*action);
         let keys = if keys.is_empty() {
             "(unbound)".to_string()
         } else {
             keys
         };
-        (keys, action.describe())
+        (keys, app.describe(*action))
     });
     let legend = [
         " Sparkline marks: w warmup request, | workload change, ! outlier",
