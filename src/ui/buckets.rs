@@ -72,10 +72,12 @@ pub struct Bucket {
     pub n: u32,
     pub ttft: Option<Spread>,
     pub tpot: Option<Spread>,
-    /// Any of them warmup, the first after a workload change, an outlier.
+    /// Any of them warmup, the first after a workload change, an outlier by its TTFT, by
+    /// its TPOT.
     pub warmup: bool,
     pub boundary: bool,
-    pub outlier: bool,
+    pub outlier_ttft: bool,
+    pub outlier_tpot: bool,
 }
 
 /// The closed buckets, the open one, and which kind of column the charts draw.
@@ -110,12 +112,14 @@ impl Buckets {
             tpot: None,
             warmup: false,
             boundary: false,
-            outlier: false,
+            outlier_ttft: false,
+            outlier_tpot: false,
         });
         b.n += 1;
         b.warmup |= p.warmup;
         b.boundary |= p.boundary;
-        b.outlier |= p.outlier;
+        b.outlier_ttft |= p.outlier_ttft;
+        b.outlier_tpot |= p.outlier_tpot;
         self.ttft.push(p.ttft_s);
         if let Some(t) = p.tpot_s {
             self.tpot.push(t);
@@ -200,7 +204,8 @@ mod tests {
             tpot_s: Some(ttft_s / 10.0),
             warmup: false,
             boundary: false,
-            outlier,
+            outlier_ttft: outlier,
+            outlier_tpot: false,
         }
     }
 
@@ -221,7 +226,7 @@ mod tests {
         let ttft = c.ttft.unwrap_or(Spread { p50: 0.0, max: 0.0 });
         assert!((ttft.p50 - 0.0115).abs() < 1e-15, "{ttft:?}");
         assert_eq!(ttft.max, 0.090);
-        assert!(c.outlier && !c.warmup && !c.boundary);
+        assert!(c.outlier_ttft && !c.outlier_tpot && !c.warmup && !c.boundary);
     }
 
     #[test]

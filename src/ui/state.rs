@@ -98,8 +98,10 @@ pub struct RequestPoint {
     pub warmup: bool,
     /// The first request after a workload change: drawn with a boundary marker.
     pub boundary: bool,
-    /// Logged as an outlier (above the running p99).
-    pub outlier: bool,
+    /// Logged as an outlier (above the running p99) by its TTFT, by its TPOT: each chart marks
+    /// its own.
+    pub outlier_ttft: bool,
+    pub outlier_tpot: bool,
 }
 
 /// One decode step, for the live decode pane.
@@ -701,19 +703,19 @@ impl App {
     }
 
     fn request_done(&mut self, r: &RequestDone) {
-        let mut outlier = false;
+        let mut outlier = [false; 2];
         if !r.warmup {
             let checks = [
                 ("TTFT", Some(r.ttft_s), self.outlier_ttft),
                 ("TPOT", r.tpot_s, self.outlier_tpot),
             ];
-            for (name, value, reference) in checks {
+            for (k, (name, value, reference)) in checks.into_iter().enumerate() {
                 let Some(value) = value else { continue };
                 if reference.n >= MIN_OUTLIER_N
                     && value > reference.p99
                     && value > OUTLIER_MIN_RATIO * reference.p50
                 {
-                    outlier = true;
+                    outlier[k] = true;
                     let ascii = self.glyphs.ascii;
                     let text = format!(
                         "#{} {name} {} > p99 {}{}",
@@ -749,7 +751,8 @@ impl App {
             tpot_s: r.tpot_s,
             warmup: r.warmup,
             boundary: std::mem::take(&mut self.pending_boundary),
-            outlier,
+            outlier_ttft: outlier[0],
+            outlier_tpot: outlier[1],
         };
         self.buckets.observe(t, &point);
         self.requests.push(point);
@@ -1113,7 +1116,7 @@ mod tests {
         assert!(app
             .requests
             .last()
-            .is_some_and(|p| p.boundary && !p.outlier));
+            .is_some_and(|p| p.boundary && !p.outlier_ttft));
     }
 
     #[test]

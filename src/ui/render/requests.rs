@@ -1,7 +1,9 @@
 //! The TTFT-per-request and TPOT-per-request sparklines, from the first request on. Warmup
 //! requests are drawn in the warmup style and marked `w`; the first request after a workload
 //! change is marked `|`; outliers (above the running p99) are drawn in the outlier style and
-//! marked `!`. Markers are characters so they survive NO_COLOR and the mono theme.
+//! marked `!`, each chart its own (a request slow to its first token is marked in the TTFT
+//! chart, not in the TPOT one). Markers are characters so they survive NO_COLOR and the mono
+//! theme.
 //!
 //! Once requests finish faster than the columns can advance (`buckets::SWITCH_RATE`), a
 //! column is a bucket of run time (`BUCKET_S`): the bar is the median request of the bucket
@@ -32,8 +34,8 @@ pub fn render_ttft(frame: &mut Frame, app: &App, rect: Rect) {
         app.theme().ttft,
         now,
         Column {
-            request: |p| Some(p.ttft_s),
-            bucket: |b| b.ttft,
+            request: |p| (Some(p.ttft_s), p.outlier_ttft),
+            bucket: |b| (b.ttft, b.outlier_ttft),
         },
     );
 }
@@ -48,16 +50,16 @@ pub fn render_tpot(frame: &mut Frame, app: &App, rect: Rect) {
         app.theme().tpot,
         now,
         Column {
-            request: |p| p.tpot_s,
-            bucket: |b| b.tpot,
+            request: |p| (p.tpot_s, p.outlier_tpot),
+            bucket: |b| (b.tpot, b.outlier_tpot),
         },
     );
 }
 
-/// The value a column shows, per request and per bucket.
+/// The value a column shows, per request and per bucket, and whether it is an outlier in it.
 struct Column {
-    request: fn(&RequestPoint) -> Option<f64>,
-    bucket: fn(&Bucket) -> Option<Spread>,
+    request: fn(&RequestPoint) -> (Option<f64>, bool),
+    bucket: fn(&Bucket) -> (Option<Spread>, bool),
 }
 
 /// The style and marker of a column that is (or holds) an outlier, a warmup request, the
@@ -89,9 +91,10 @@ fn request_bars(app: &App, width: usize, style: Style, column: &Column) -> (Vec<
         .requests
         .last_n(width)
         .map(|p| {
-            let (style, marker) = look(app, style, p.warmup, p.boundary, p.outlier);
+            let (value, outlier) = (column.request)(p);
+            let (style, marker) = look(app, style, p.warmup, p.boundary, outlier);
             Bar {
-                value: (column.request)(p),
+                value,
                 max: None,
                 style,
                 marker,
@@ -125,8 +128,8 @@ fn bucket_bars(app: &App, width: usize, style: Style, column: &Column) -> (Vec<B
         else {
             continue;
         };
-        let (style, marker) = look(app, style, b.warmup, b.boundary, b.outlier);
-        let spread = (column.bucket)(b);
+        let (spread, outlier) = (column.bucket)(b);
+        let (style, marker) = look(app, style, b.warmup, b.boundary, outlier);
         *slot = Bar {
             value: spread.map(|s| s.p50),
             max: spread.map(|s| s.max),
