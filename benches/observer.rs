@@ -14,7 +14,16 @@
 //!    default settings, at each of `OBSERVER_BYTES_SIZES`, in KB/s (1000 bytes) and bytes per
 //!    frame, as an SSH link would carry it; then key-to-screen latency: `?` pressed, time until
 //!    the help overlay is on the pty's screen (and gone again after the second `?`); targets
-//!    ≤ 20 KB/s at 200x60, ≤ 5 KB/s at 80x24, key-to-screen ≤ 100 ms.
+//!    ≤ 20 KB/s at 200x60, ≤ 5 KB/s at 80x24, key-to-screen ≤ 100 ms;
+//! 5. **rates** (issue 28): the same figures, plus the dashboard thread's CPU time, with the
+//!    dashboard fed by a synthetic event stream at each of `OBSERVER_RATES` instead of a
+//!    model, so the screen's cost can be read against the event rate alone. This binary runs
+//!    itself in the pty as the feed: with `OBSERVER_FEED=RATE:STEPS` set, `main` is the real
+//!    dashboard (`ui::run_dashboard`, its terminal, its loop) on the channel of a thread that
+//!    sends `common::rate::RateFeed`'s events in real time (RATE requests/s, STEPS decode
+//!    steps each, 20 ms TTFT, 2 ms ITL, so many requests in flight at once). Targets at every
+//!    rate: ≤ 5 KB/s at 80x24, ≤ 20 KB/s at 200x60, key-to-screen ≤ 100 ms, UI CPU ≤ 2% of a
+//!    core at 10 fps.
 //!
 //! The pty output is read and discarded (parsed with `vt100` only during start-up), so the
 //! reader costs as little as possible of the two cores it shares with the run.
@@ -27,11 +36,16 @@
 //! `OBSERVER_SEGMENT_SECS` [3], `OBSERVER_NICES` [0,10: the dashboard runs with
 //! `INFERTOP_UI_NICE` at each value, `default` leaving it unset], `OBSERVER_UI_NICE` [10: the
 //! lowered UI of the in-process part], `OBSERVER_BYTES_SIZES` [200x60,80x24],
-//! `OBSERVER_BYTES_SECS` [20], `OBSERVER_BYTES_WARM_SECS` [5: after the first RUNNING], e.g.
-//! `OBSERVER_PARTS=bytes cargo bench --bench observer`.
+//! `OBSERVER_BYTES_SECS` [20], `OBSERVER_BYTES_WARM_SECS` [5: after the first RUNNING],
+//! `OBSERVER_RATES` [1:10,10:10,100:10,1000:10,1000:100: requests/s:decode steps per request;
+//! the last is 100k decode steps/s], e.g. `OBSERVER_PARTS=bytes cargo bench --bench observer`
+//! or `OBSERVER_PARTS=rates cargo bench --bench observer`. To watch a feed by hand, run the
+//! bench binary with `OBSERVER_FEED=1000:100` in a terminal.
 #![allow(clippy::unwrap_used)]
 // A pseudo-terminal of its own and a reniced thread: libc calls the bench makes directly.
 #![allow(unsafe_code)]
+
+mod common;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -152,7 +166,24 @@ impl PtyRun {
         PtyRun::spawn(args, &[], cols, rows, &[], true)
     }
 
+    /// `start_parsed` for another program (this bench binary as a feed) with `env` set.
+    fn start_program(program: &str, env: &[(&str, String)], cols: u16, rows: u16) -> PtyRun {
+        PtyRun::spawn_program(program, &[], env, cols, rows, &[], true)
+    }
+
     fn spawn(
+        args: &[String],
+        env: &[(&str, String)],
+        cols: u16,
+        rows: u16,
+        watch: &'static [&'static str],
+        parse_all: bool,
+    ) -> PtyRun {
+        PtyRun::spawn_program(BIN, args, env, cols, rows, watch, parse_all)
+    }
+
+    fn spawn_program(
+        program: &str,
         args: &[String],
         env: &[(&str, String)],
         cols: u16,
@@ -168,7 +199,7 @@ impl PtyRun {
                 pixel_height: 0,
             })
             .expect("openpty");
-        let mut cmd = CommandBuilder::new(BIN);
+        let mut cmd = CommandBuilder::new(program);
         cmd.args(args);
         cmd.env("TERM", "xterm-256color");
         cmd.env_remove("NO_COLOR");
@@ -691,7 +722,7 @@ fn inproc(s: &Settings) {
                     handle_event(&ev, Some(&mut app));
                 }
                 if mode != 3 {
-                    app.refresh();
+                    app.refresh_paced();
                 }
                 terminal.draw(|f| render(f, &app)).expect("draw");
                 next_draw += frame;
@@ -790,7 +821,159 @@ fn bytes(s: &Settings) {
     println!();
 }
 
+/// The dashboard thread's CPU seconds so far (the process's main thread).
+fn main_thread_cpu(pid: u32) -> f64 {
+    thread_cpu(pid).get(&pid).map_or(0.0, |(_, s)| *s)
+}
+
+/// Screen bytes, UI CPU and key-to-screen with the dashboard fed at each rate.
+fn rates(_s: &Settings) {
+    let sizes: Vec<(u16, u16)> = env_str("OBSERVER_BYTES_SIZES", "200x60,80x24")
+        .split(',')
+        .filter_map(|v| {
+            let (c, r) = v.trim().split_once('x')?;
+            Some((c.parse().ok()?, r.parse().ok()?))
+        })
+        .collect();
+    let rates: Vec<(f64, u32)> = env_str("OBSERVER_RATES", "1:10,10:10,100:10,1000:10,1000:100")
+        .split(',')
+        .filter_map(|v| {
+            let (r, s) = v.trim().split_once(':')?;
+            Some((r.parse().ok()?, s.parse().ok()?))
+        })
+        .collect();
+    let secs: u64 = env_or("OBSERVER_BYTES_SECS", 20);
+    let warm: u64 = env_or("OBSERVER_BYTES_WARM_SECS", 5);
+    let me = std::env::current_exe().expect("this bench's path");
+    let me = me.to_string_lossy().into_owned();
+    println!(
+        "## the dashboard fed at a rate (synthetic events, 10 fps, {secs} s after {warm} s of RUNNING)"
+    );
+    println!("load average at start: {}", load());
+    println!(
+        "| size | requests/s | decode steps/s | requests seen | KB/s | bytes/frame | UI CPU | key-to-screen p50 | key-to-screen max |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (cols, rows) in sizes {
+        for &(rate, steps) in &rates {
+            let env = [("OBSERVER_FEED", format!("{rate}:{steps}"))];
+            let mut run = PtyRun::start_program(&me, &env, cols, rows);
+            if run
+                .wait_screen(" RUNNING ", true, Duration::from_secs(60))
+                .is_none()
+            {
+                println!("| {cols}x{rows} | {rate} | never reached RUNNING | | | | | | |");
+                run.quit();
+                continue;
+            }
+            thread::sleep(Duration::from_secs(warm));
+            let pid = run.pid();
+            let before = run.bytes.load(Ordering::Relaxed);
+            let cpu0 = main_thread_cpu(pid);
+            let t0 = Instant::now();
+            thread::sleep(Duration::from_secs(secs));
+            let wall = t0.elapsed().as_secs_f64();
+            let sent = run.bytes.load(Ordering::Relaxed) - before;
+            let cpu = main_thread_cpu(pid) - cpu0;
+            let seen = {
+                let screen = run.screen.lock().expect("screen");
+                screen.as_ref().map_or(String::new(), |p| {
+                    let text = p.screen().contents();
+                    text.split(" requests")
+                        .next()
+                        .and_then(|h| h.rsplit(' ').next())
+                        .unwrap_or("")
+                        .to_string()
+                })
+            };
+            let mut lat = Vec::new();
+            for _ in 0..5 {
+                for present in [true, false] {
+                    thread::sleep(Duration::from_millis(300));
+                    run.send("?");
+                    if let Some(t) = run.wait_screen("this help", present, Duration::from_secs(2)) {
+                        lat.push(t.as_secs_f64());
+                    }
+                }
+            }
+            let max = lat.iter().cloned().fold(0.0, f64::max);
+            println!(
+                "| {cols}x{rows} | {rate} | {} | {seen} | {:.2} | {:.0} | {:.2}% | {} | {:.1} ms{} |",
+                rate * f64::from(steps),
+                sent as f64 / wall / 1e3,
+                sent as f64 / wall / 10.0,
+                100.0 * cpu / wall,
+                if lat.is_empty() {
+                    "-".to_string()
+                } else {
+                    format!("{:.1} ms", median(&lat) * 1e3)
+                },
+                max * 1e3,
+                if lat.len() < 10 {
+                    " (some never came)"
+                } else {
+                    ""
+                }
+            );
+            run.quit();
+        }
+    }
+    println!("load average at end: {}", load());
+    println!();
+}
+
+/// `OBSERVER_FEED=RATE:STEPS`: this process is the dashboard, fed by `RateFeed` in real time.
+fn feed_child(spec: &str) {
+    use common::rate::RateFeed;
+    use infertop::event::{Control, Event, StopReason};
+    use infertop::ui::{App, AppConfig, ColorMode, Look};
+
+    let (rate, steps) = spec
+        .split_once(':')
+        .and_then(|(r, s)| Some((r.parse::<f64>().ok()?, s.parse::<u32>().ok()?)))
+        .unwrap_or_else(|| panic!("OBSERVER_FEED={spec}: want RATE:STEPS, e.g. 1000:100"));
+    let fps: u32 = env_or("OBSERVER_FEED_FPS", 10);
+    let look = Look::load("default", ColorMode::Auto, false, None, fps).expect("theme");
+    let app = App::new(AppConfig {
+        keys: look.keys,
+        themes: look.themes,
+        ascii: look.ascii,
+        ..AppConfig::default()
+    });
+    let (tx, rx) = crossbeam_channel::bounded::<Event>(infertop::event::EVENT_QUEUE);
+    let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded::<Control>();
+    let feeder = thread::spawn(move || {
+        let mut feed = RateFeed::new(rate, steps);
+        let t0 = Instant::now();
+        let mut out = Vec::new();
+        loop {
+            if let Ok(Control::Stop(reason)) = ctl_rx.try_recv() {
+                let _ = tx.send(Event::Finished(reason));
+                return;
+            }
+            feed.until(t0.elapsed().as_secs_f64(), &mut out);
+            for (_, ev) in out.drain(..) {
+                if tx.send(ev).is_err() {
+                    return;
+                }
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+    });
+    let signals = infertop::run::Signals::register().expect("signal handlers");
+    let shown = infertop::ui::run_dashboard(rx, ctl_tx.clone(), app, fps, &signals, &mut |_, _| {});
+    let _ = ctl_tx.send(Control::Stop(StopReason::UserStop));
+    let _ = feeder.join();
+    if let Err(e) = shown {
+        eprintln!("feed dashboard: {e}");
+    }
+}
+
 fn main() {
+    if let Ok(spec) = std::env::var("OBSERVER_FEED") {
+        feed_child(&spec);
+        return;
+    }
     // `cargo bench` passes `--bench`; a filter argument would select nothing here.
     let s = Settings::from_env();
     println!("infertop observer bench: {BIN}");
@@ -808,5 +991,8 @@ fn main() {
     }
     if s.parts.contains("bytes") {
         bytes(&s);
+    }
+    if s.parts.contains("rates") {
+        rates(&s);
     }
 }

@@ -17,6 +17,14 @@
 //! 100 ms (10 fps, the default), and the escape sequences `CrosstermBackend` would write for
 //! each frame's diff are counted per screen region (the real pty figure is the observer
 //! bench's `bytes` part).
+//!
+//! `RENDER_PARTS=rates cargo bench --bench render` feeds the dashboard synthetic events at
+//! each of `RENDER_RATES` (requests/s:decode steps each; default
+//! `1:10,10:10,100:10,1000:10,1000:100`) in simulated time and prints, per size, the bytes a
+//! second the real backend stack writes, the time the dashboard thread spends folding the
+//! events and drawing (per second of run time: % of a core), and the bytes per screen region
+//! (`RENDER_WARM_SECS` [20], `RENDER_SECS` [30]). The real pty figures are the observer
+//! bench's `rates` part.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -115,7 +123,7 @@ fn bytes_by_region() {
                 app.apply(&ev);
             }
             app.tick(std::time::Duration::from_secs_f64(t));
-            app.refresh();
+            app.refresh_paced();
             draw(&mut terminal, &app);
             let cur = terminal.backend().buffer().clone();
             let diff = prev.diff(&cur);
@@ -146,11 +154,120 @@ fn bytes_by_region() {
     }
 }
 
+/// The rates of `RENDER_RATES` (requests/s:decode steps per request), default
+/// `1:10,10:10,100:10,1000:10,1000:100` (the last is 100k decode steps/s).
+fn rate_list() -> Vec<(f64, u32)> {
+    std::env::var("RENDER_RATES")
+        .unwrap_or_else(|_| "1:10,10:10,100:10,1000:10,1000:100".into())
+        .split(',')
+        .filter_map(|v| {
+            let (r, s) = v.trim().split_once(':')?;
+            Some((r.parse().ok()?, s.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Bytes per second at each request rate: the whole stack (`Coalesce` over crossterm, as the
+/// dashboard writes), then per region (each region's diff through crossterm alone, without
+/// the bridging, to see where the bytes go).
+fn bytes_by_rate() {
+    use common::rate::{screen_bytes, RateFeed};
+    use infertop::ui::render::layout;
+    use infertop::ui::{AppConfig, Screen};
+    use ratatui::buffer::Buffer;
+    let warm: f64 = std::env::var("RENDER_WARM_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20.0);
+    let secs: f64 = std::env::var("RENDER_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30.0);
+    println!("## bytes per second by request rate (simulated, 10 fps, {secs} s after {warm} s)");
+    println!();
+    println!(
+        "| size | requests/s | decode steps/s | KB/s | bytes/frame | fold (apply), % of a core | screen (refresh + draw), % of a core |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (w, h) in SIZES {
+        for (rate, steps) in rate_list() {
+            let b = screen_bytes(w, h, rate, steps, 10, warm, secs);
+            println!(
+                "| {w}x{h} | {rate} | {} | {:.2} | {:.0} | {:.2}% | {:.2}% |",
+                rate * f64::from(steps),
+                b.per_s / 1e3,
+                b.per_s / 10.0,
+                100.0 * b.fold_s_per_s,
+                100.0 * b.screen_s_per_s
+            );
+        }
+    }
+    println!();
+    for (w, h) in SIZES {
+        let regions = layout(Rect::new(0, 0, w, h)).unwrap();
+        let names = regions.named();
+        let mut header = "| requests/s | steps/s |".to_string();
+        for (n, _) in &names {
+            header.push_str(&format!(" {n} |"));
+        }
+        println!("### {w}x{h}, KB/s per region (without bridging)");
+        println!("{header} other |");
+        println!("|{}", "---:|".repeat(names.len() + 3));
+        for (rate, steps) in rate_list() {
+            let mut app = infertop::ui::App::new(AppConfig::default());
+            let mut feed = RateFeed::new(rate, steps);
+            let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
+            let mut prev = Buffer::empty(Rect::new(0, 0, w, h));
+            let mut per_region = vec![0u64; names.len() + 1];
+            let mut events = Vec::new();
+            let total = ((warm + secs) * 10.0) as u64;
+            for frame in 1..=total {
+                let t = frame as f64 * 0.1;
+                feed.until(t, &mut events);
+                for (et, ev) in events.drain(..) {
+                    Screen::tick(&mut app, std::time::Duration::from_secs_f64(et));
+                    Screen::apply(&mut app, &ev);
+                }
+                Screen::tick(&mut app, std::time::Duration::from_secs_f64(t));
+                Screen::refresh(&mut app);
+                terminal.draw(|f| Screen::draw(&app, f)).unwrap();
+                let cur = terminal.backend().buffer().clone();
+                if t > warm {
+                    let diff = prev.diff(&cur);
+                    for (i, slot) in per_region.iter_mut().enumerate() {
+                        let cells = diff.iter().copied().filter(|(x, y, _)| {
+                            let p = ratatui::layout::Position::new(*x, *y);
+                            match names.get(i) {
+                                Some((_, r)) => r.contains(p),
+                                None => !names.iter().any(|(_, r)| r.contains(p)),
+                            }
+                        });
+                        let mut out = Vec::<u8>::new();
+                        CrosstermBackend::new(&mut out).draw(cells).unwrap();
+                        *slot += out.len() as u64;
+                    }
+                }
+                prev = cur;
+            }
+            let mut line = format!("| {rate} | {} |", rate * f64::from(steps));
+            for b in &per_region {
+                line.push_str(&format!(" {:.2} |", *b as f64 / secs / 1e3));
+            }
+            println!("{line}");
+        }
+        println!();
+    }
+}
+
 criterion_group!(benches, frames);
 
 fn main() {
     if std::env::var("RENDER_PARTS").is_ok_and(|p| p.contains("bytes")) {
         bytes_by_region();
+        return;
+    }
+    if std::env::var("RENDER_PARTS").is_ok_and(|p| p.contains("rates")) {
+        bytes_by_rate();
         return;
     }
     benches();

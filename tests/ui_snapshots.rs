@@ -18,11 +18,14 @@ use ratatui::buffer::Buffer;
 use ratatui::Terminal;
 
 /// Drives an `App` through a run the way the loop would: the clock advances with the
-/// simulated work, and `refresh` runs once per "frame" (here: after every request).
+/// simulated work, and `refresh` runs once per "frame" (here: after every request). Requests
+/// run back to back (about 29 a second, so the charts' columns are buckets of run time)
+/// unless `think_s` leaves a pause after each.
 struct Sim {
     app: App,
     t: f64,
     seed: u64,
+    think_s: f64,
 }
 
 fn model() -> ModelInfo {
@@ -62,6 +65,7 @@ impl Sim {
             app: App::new(config),
             t: 0.0,
             seed: 0x2545_f491_4f6c_dd1d,
+            think_s: 0.0,
         }
     }
 
@@ -158,6 +162,7 @@ impl Sim {
             origin: None,
         })));
         self.app.refresh();
+        self.t += self.think_s;
     }
 
     /// `n` requests from `first`: warmup ones slow and settling, steady ones noisy around
@@ -180,7 +185,13 @@ impl Sim {
     }
 
     fn steady() -> Sim {
+        Sim::steady_with(0.0)
+    }
+
+    /// `steady`, with `think_s` after each request.
+    fn steady_with(think_s: f64) -> Sim {
         let mut s = Sim::default();
+        s.think_s = think_s;
         s.start(5, 128, 16);
         s.requests(0, 45, 5);
         s.apply(Event::WorkloadChanged(workload(256, 16)));
@@ -269,6 +280,54 @@ fn steady_state() {
     let mut s = Sim::steady();
     s.at(2.5);
     snap_both!("steady", s.app);
+}
+
+/// A few requests a second: the charts keep one column per request (request k in column
+/// k mod width), the newest at the gap.
+#[test]
+fn per_request_columns_when_requests_are_slow() {
+    let s = Sim::steady_with(0.25);
+    assert!(!s.app.buckets.by_time());
+    snap_both!("per_request", s.app);
+}
+
+/// Back to back (about 29 requests a second) a column is 200 ms of run time: its bar the
+/// median request, its whisker the slowest; an outlier still stands out, in the outlier style
+/// with its `!`, the whisker up to the top of the chart.
+#[test]
+fn bucket_columns_keep_an_outlier() {
+    let mut s = Sim::steady();
+    s.request(70, false, 0.085, 0.0015, 16);
+    s.requests(71, 4, 5);
+    s.at(s.t + 0.2);
+    s.app.refresh();
+    assert!(s.app.buckets.by_time());
+    let theme = s.app.theme().clone();
+    let terminal = draw(&s.app, 80, 24);
+    let buf = terminal.backend().buffer();
+    let text = text_of(buf);
+    let lines: Vec<&str> = text.lines().collect();
+    let title = lines
+        .iter()
+        .position(|l| l.contains("TTFT p50│max per 200ms"))
+        .unwrap_or_else(|| panic!("no bucket title:\n{text}"));
+    // The marker row is the last inside the panel; the outlier's column is marked `!`.
+    let bottom = (title + 1..lines.len())
+        .find(|&y| lines[y].starts_with('└'))
+        .expect("panel bottom");
+    let marker_row = bottom - 1;
+    let x = (1..40u16)
+        .find(|&x| buf[(x, marker_row as u16)].symbol() == "!")
+        .unwrap_or_else(|| panic!("no outlier marker:\n{text}"));
+    // Its whisker reaches the top row (85 ms against a 100 ms scale), in the outlier style.
+    let top = (title + 1) as u16;
+    assert_eq!(buf[(x, top)].symbol(), "│", "\n{text}");
+    assert_eq!(buf[(x, top)].fg, theme.outlier.fg.expect("outlier colour"));
+    // No other column of this chart reaches that high.
+    let tall = (1..39u16)
+        .filter(|&c| buf[(c, top)].symbol() != " ")
+        .count();
+    assert_eq!(tall, 1, "\n{text}");
 }
 
 #[test]
@@ -423,6 +482,8 @@ fn styles_follow_the_theme() {
         slo: Slo::parse("ttft=13ms").expect("slo"),
         ..AppConfig::default()
     });
+    // A few requests a second: one column per request.
+    s.think_s = 0.25;
     s.start(5, 128, 16);
     s.requests(0, 40, 5);
     let theme = s.app.theme().clone();
@@ -740,7 +801,7 @@ fn every_view_at_once_when_there_is_room() {
     let terminal = draw(&s.app, 160, 48);
     let text = text_of(terminal.backend().buffer());
     for title in [
-        "TTFT per request",
+        "TTFT p50│max per 200ms",
         "ITL heatmap",
         "TTFT p50/p99",
         "ITL p50/p99",

@@ -5,6 +5,8 @@
 
 #![allow(dead_code)] // each bench binary uses part of it
 
+pub mod rate;
+
 use std::time::Duration;
 
 use infertop::event::ModelInfo;

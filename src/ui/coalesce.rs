@@ -32,6 +32,15 @@ impl<B: Backend> Coalesce<B> {
         c
     }
 
+    /// For a backend that cannot say its size (a writer that is not a terminal, as the
+    /// benches and tests use): the screen is `size`, blank.
+    pub fn with_size(inner: B, size: Size) -> Self {
+        Coalesce {
+            inner,
+            screen: Some(Buffer::empty(Rect::new(0, 0, size.width, size.height))),
+        }
+    }
+
     pub fn inner(&self) -> &B {
         &self.inner
     }

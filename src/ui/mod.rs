@@ -6,6 +6,7 @@
 //! terminal, runs the loop, and on the way out asks a still-running engine to stop and waits
 //! (bounded) for its `Finished`, so the record closes with everything measured.
 
+pub mod buckets;
 pub mod coalesce;
 pub mod config;
 pub mod feed;
@@ -244,7 +245,7 @@ impl Screen for App {
     }
 
     fn refresh(&mut self) {
-        App::refresh(self);
+        App::refresh_paced(self);
     }
 
     fn key(&mut self, key: &KeyEvent) -> Update {

@@ -56,6 +56,11 @@ impl<T> Ring<T> {
         self.items.back()
     }
 
+    /// The newest item, to change in place (an events line that counts a burst).
+    pub fn last_mut(&mut self) -> Option<&mut T> {
+        self.items.back_mut()
+    }
+
     /// The newest `n` items, oldest first: exactly what a sparkline `n` cells wide shows.
     pub fn last_n(&self, n: usize) -> impl DoubleEndedIterator<Item = &T> + ExactSizeIterator {
         self.items.range(self.items.len().saturating_sub(n)..)
@@ -82,6 +87,10 @@ mod tests {
         assert_eq!(r.last_n(10).count(), 3);
         assert_eq!(r.last(), Some(&4));
         assert_eq!(r.newest_number(), 4);
+        if let Some(v) = r.last_mut() {
+            *v = 7;
+        }
+        assert_eq!(r.iter().copied().collect::<Vec<_>>(), [2, 3, 7]);
         r.clear();
         r.push(9);
         assert_eq!(r.newest_number(), 5);

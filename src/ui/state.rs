@@ -1,7 +1,8 @@
 //! The dashboard's state: everything render reads, changed only by `apply` (events from the
 //! worker and the telemetry thread), `update` (user actions) and `tick` (the clock, injected so
-//! tests never read wall-clock time). Statistics are computed in `refresh`, at most once per
-//! frame and only when something changed; render only reads the cached results.
+//! tests never read wall-clock time). Statistics are computed in `refresh` (or, on screen,
+//! `refresh_paced`: the figures at most every `FIGURES_HOLD`), at most once per frame and only
+//! when something changed; render only reads the cached results.
 
 use std::time::Duration;
 
@@ -12,6 +13,7 @@ use crate::stats::scale::Histogram;
 use crate::stats::slices::{SliceMetric, Slices};
 use crate::stats::{Metric, Slo, Summary, Table, Window, WindowKind};
 
+use super::buckets::Buckets;
 use super::keys::{Action, KeyMap};
 use super::ring::Ring;
 pub use super::source::Source;
@@ -35,6 +37,17 @@ pub const OUTLIER_MIN_RATIO: f64 = 1.25;
 pub const OUTLIER_WINDOW: usize = 1000;
 /// Decode steps averaged for the header's current decode tok/s.
 pub const DECODE_RATE_STEPS: usize = 8;
+/// The figures on screen (the table, the header's counts and rates, the charts' `now`, the
+/// distributions) change at most this often: a figure that changes at every frame (a count at
+/// 1,000 requests/s, the last request's TTFT) is unreadable, and each change is bytes on an
+/// SSH link. A change after a quiet spell shows at the next frame; what the user changes
+/// (window, warmup, reset) and the end of the run show at once. Every figure shown is exact
+/// at the moment it was taken.
+pub const FIGURES_HOLD: Duration = Duration::from_millis(500);
+/// Outliers within this long of the newest outlier line go into that line (counted, the worst
+/// one named) instead of a line each, so at a thousand requests a second the events pane does
+/// not scroll at every frame and other events stay in view.
+pub const OUTLIER_LINE_EVERY: Duration = Duration::from_secs(1);
 
 /// Bins of the distribution histograms the state keeps; the views merge neighbours to fit
 /// their width (120 divides evenly into 60, 40, 30, 24, 20, ... bins).
@@ -90,8 +103,10 @@ pub struct RequestPoint {
     pub warmup: bool,
     /// The first request after a workload change: drawn with a boundary marker.
     pub boundary: bool,
-    /// Logged as an outlier (above the running p99).
-    pub outlier: bool,
+    /// Logged as an outlier (above the running p99) by its TTFT, by its TPOT: each chart marks
+    /// its own.
+    pub outlier_ttft: bool,
+    pub outlier_tpot: bool,
 }
 
 /// One decode step, for the live decode pane.
@@ -180,6 +195,38 @@ pub struct LogEntry {
     pub text: String,
 }
 
+/// The figures the text shows, taken together at most every `FIGURES_HOLD` (`refresh`), so
+/// that the header, the table and the charts' lines agree with each other.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Figures {
+    pub requests_done: u64,
+    pub warmup_requests: u64,
+    pub in_flight: u64,
+    pub failed_requests: u64,
+    pub error_rate: f64,
+    pub send_delay_p99_s: Option<f64>,
+    pub current: Option<CurrentRequest>,
+    /// The newest request's TTFT and TPOT, and the newest decode step's ITL.
+    pub last_ttft_s: Option<f64>,
+    pub last_tpot_s: Option<f64>,
+    pub last_itl_s: Option<f64>,
+    /// Requests started (a dataset's rows sent) and how far a replayed trace has got.
+    pub started_requests: u64,
+    pub trace_covered_s: Option<f64>,
+}
+
+/// The newest outlier line, while later outliers may still go into it.
+#[derive(Clone, Debug)]
+struct OutlierBurst {
+    /// Its number in the events ring.
+    line: u64,
+    since: Duration,
+    count: u32,
+    /// The worst so far: how far above its p99, and its words.
+    worst_ratio: f64,
+    worst: String,
+}
+
 /// What the loop does after a key: nothing more, quit, or send a message to the worker.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Update {
@@ -248,6 +295,8 @@ pub struct App {
     pub gpu: Ring<GpuPoint>,
     /// p50/p99 bands and the ITL heatmap, per slice of dashboard time.
     pub slices: Slices,
+    /// The per-request charts' columns once requests outpace them: buckets of dashboard time.
+    pub buckets: Buckets,
     pub telemetry: Option<Sample>,
     /// Oldest first; the pane shows them newest first.
     pub events: Ring<LogEntry>,
@@ -276,6 +325,14 @@ pub struct App {
     outlier_ttft: Summary,
     outlier_tpot: Summary,
     pub decode_tok_s: Option<f64>,
+    /// The header's and the charts' figures, taken with the table.
+    pub figures: Figures,
+    /// When the figures were last taken; whether something changed since; whether the next
+    /// frame must show it (a key, a reset, the end).
+    figures_at: Option<Duration>,
+    figures_stale: bool,
+    urgent: bool,
+    outlier_burst: Option<OutlierBurst>,
     /// Whether the table shows the client's percentiles beside the server's own (when the run
     /// has `--server-metrics`; `s` toggles).
     pub server_columns: bool,
@@ -331,6 +388,7 @@ impl App {
             memory: Ring::new(MEMORY_HISTORY),
             gpu: Ring::new(MEMORY_HISTORY),
             slices: Slices::default(),
+            buckets: Buckets::default(),
             telemetry: None,
             events: Ring::new(EVENT_HISTORY),
             now: Duration::ZERO,
@@ -347,6 +405,11 @@ impl App {
             outlier_ttft: Summary::default(),
             outlier_tpot: Summary::default(),
             decode_tok_s: None,
+            figures: Figures::default(),
+            figures_at: None,
+            figures_stale: true,
+            urgent: false,
+            outlier_burst: None,
             server_columns: true,
             breakdown: Default::default(),
             phase_rows: false,
@@ -416,6 +479,14 @@ impl App {
     pub fn tick(&mut self, now: Duration) {
         self.now = now;
         self.slices.advance(now.as_secs_f64());
+        self.buckets.advance(now.as_secs_f64());
+    }
+
+    /// Something changed that the next frame must show whole (not held): a key, a reset, a
+    /// workload change, the end of a run or a cell.
+    fn invalidate(&mut self) {
+        self.dirty = true;
+        self.urgent = true;
     }
 
     fn log(&mut self, level: Level, text: String) {
@@ -475,11 +546,13 @@ impl App {
                 if matches!(self.phase, RunPhase::Warmup | RunPhase::Running) {
                     self.phase = self.active_phase();
                 }
+                self.figures_stale = true;
             }
             Event::PrefillDone { index, ttft_s } => {
                 if let Some(c) = self.current.as_mut().filter(|c| c.index == *index) {
                     c.ttft_s = Some(*ttft_s);
                 }
+                self.figures_stale = true;
             }
             Event::DecodeStep {
                 index, step, itl_s, ..
@@ -503,6 +576,7 @@ impl App {
                 if self.current.as_ref().is_some_and(|c| c.index == f.index) {
                     self.current = None;
                 }
+                self.figures_stale = true;
                 self.log(
                     Level::Warn,
                     format!("request #{} failed: {}", f.index, f.reason),
@@ -533,8 +607,9 @@ impl App {
                 self.requests.clear();
                 self.steps.clear();
                 self.slices.clear();
+                self.buckets.clear();
                 self.clear_outlier_reference();
-                self.dirty = true;
+                self.invalidate();
                 self.log(Level::Info, "statistics reset".into());
             }
             Event::WorkloadChanged(desc) => {
@@ -550,7 +625,7 @@ impl App {
                 self.workload = Some(desc.clone());
                 self.pending_boundary = true;
                 self.clear_outlier_reference();
-                self.dirty = true;
+                self.invalidate();
             }
             Event::Error { message, fatal } => {
                 if *fatal {
@@ -562,7 +637,7 @@ impl App {
             }
             Event::Finished(reason) if self.worker_live() => {
                 // A sweep's cell ended; the sweep goes on.
-                self.dirty = true;
+                self.invalidate();
                 self.current = None;
                 self.decode_tok_s = None;
                 let ended = self.sweep.as_ref().and_then(|s| s.last_result());
@@ -578,7 +653,7 @@ impl App {
             }
             Event::Finished(reason) => {
                 // The last table is exact, whatever the run's length.
-                self.dirty = true;
+                self.invalidate();
                 self.finished_at = Some(self.now);
                 self.current = None;
                 self.decode_tok_s = None;
@@ -598,6 +673,7 @@ impl App {
         self.requests.clear();
         self.steps.clear();
         self.slices.clear();
+        self.buckets.clear();
         self.clear_outlier_reference();
         self.current = None;
         self.loading = None;
@@ -607,7 +683,7 @@ impl App {
         self.warmup_seen = false;
         self.warmup_done = false;
         self.pending_boundary = false;
-        self.dirty = true;
+        self.invalidate();
     }
 
     /// The channel closed without `Finished`: the worker is gone (crashed or dropped it).
@@ -625,6 +701,7 @@ impl App {
         self.finished_at = Some(self.now);
         self.current = None;
         self.phase = RunPhase::Error;
+        self.invalidate();
     }
 
     fn clear_outlier_reference(&mut self) {
@@ -665,19 +742,19 @@ impl App {
     }
 
     fn request_done(&mut self, r: &RequestDone) {
-        let mut outlier = false;
+        let mut outlier = [false; 2];
         if !r.warmup {
             let checks = [
                 ("TTFT", Some(r.ttft_s), self.outlier_ttft),
                 ("TPOT", r.tpot_s, self.outlier_tpot),
             ];
-            for (name, value, reference) in checks {
+            for (k, (name, value, reference)) in checks.into_iter().enumerate() {
                 let Some(value) = value else { continue };
                 if reference.n >= MIN_OUTLIER_N
                     && value > reference.p99
                     && value > OUTLIER_MIN_RATIO * reference.p50
                 {
-                    outlier = true;
+                    outlier[k] = true;
                     let ascii = self.glyphs.ascii;
                     let text = format!(
                         "#{} {name} {} > p99 {}{}",
@@ -686,7 +763,7 @@ impl App {
                         format::duration(reference.p99, ascii),
                         self.context()
                     );
-                    self.log(Level::Warn, text);
+                    self.log_outlier(value / reference.p99, text);
                 }
             }
             self.outlier_window_ttft.push(r.ttft_s);
@@ -707,16 +784,51 @@ impl App {
         if let Some(tpot) = r.tpot_s {
             self.slices.observe(t, SliceMetric::Tpot, tpot);
         }
-        self.requests.push(RequestPoint {
+        let point = RequestPoint {
             index: r.index,
             ttft_s: r.ttft_s,
             tpot_s: r.tpot_s,
             warmup: r.warmup,
             boundary: std::mem::take(&mut self.pending_boundary),
-            outlier,
-        });
+            outlier_ttft: outlier[0],
+            outlier_tpot: outlier[1],
+        };
+        self.buckets.observe(t, &point);
+        self.requests.push(point);
         self.current = self.current.take().filter(|c| c.index != r.index);
         self.dirty = true;
+    }
+
+    /// An outlier's line (`ratio`: how far above its p99): its own line, or, within
+    /// `OUTLIER_LINE_EVERY` of the newest outlier line and while that is still the newest
+    /// line, counted into it (`3 outliers, worst #12 TTFT ...`).
+    fn log_outlier(&mut self, ratio: f64, text: String) {
+        let newest = self.events.newest_number();
+        let now = self.now;
+        if let Some(b) = self.outlier_burst.as_mut().filter(|b| {
+            b.line == newest
+                && !self.events.is_empty()
+                && now.saturating_sub(b.since) < OUTLIER_LINE_EVERY
+        }) {
+            b.count += 1;
+            if ratio > b.worst_ratio {
+                b.worst_ratio = ratio;
+                b.worst = text;
+            }
+            let merged = format!("{} outliers, worst {}", b.count, b.worst);
+            if let Some(line) = self.events.last_mut() {
+                line.text = merged;
+            }
+            return;
+        }
+        self.log(Level::Warn, text.clone());
+        self.outlier_burst = Some(OutlierBurst {
+            line: self.events.newest_number(),
+            since: now,
+            count: 1,
+            worst_ratio: ratio,
+            worst: text,
+        });
     }
 
     /// What the machine looked like at the last telemetry sample, for outlier lines.
@@ -773,14 +885,39 @@ impl App {
         self.telemetry = Some(s.clone());
     }
 
-    /// Recomputes the cached statistics if anything changed since the last call. The loop
-    /// calls this once per frame before drawing; render never computes statistics.
+    /// Recomputes the cached statistics and takes the figures now, if anything changed since
+    /// the last call: what a test or a snapshot wants. Render never computes statistics.
     pub fn refresh(&mut self) {
-        if !self.dirty {
+        self.refresh_with(true);
+    }
+
+    /// What the screen loop calls before each frame: the outlier reference and the charts'
+    /// kind of column follow every frame; the figures are taken again only once they are
+    /// `FIGURES_HOLD` old (or at once after a key, a reset, the end).
+    pub fn refresh_paced(&mut self) {
+        self.refresh_with(false);
+    }
+
+    fn refresh_with(&mut self, now: bool) {
+        self.buckets.update_mode(self.now.as_secs_f64());
+        if self.dirty {
+            self.outlier_ttft = self.outlier_window_ttft.summary();
+            self.outlier_tpot = self.outlier_window_tpot.summary();
+            self.figures_stale = true;
+            self.dirty = false;
+        }
+        let due = now
+            || self.urgent
+            || self
+                .figures_at
+                .is_none_or(|at| self.now.saturating_sub(at) >= FIGURES_HOLD);
+        if !(self.figures_stale && due) {
             return;
         }
-        // A few µs with full 100k windows (sorted blocks, BENCHMARKS.md): every frame that
-        // has something new gets an exact table.
+        self.figures_stale = false;
+        self.urgent = false;
+        self.figures_at = Some(self.now);
+        // A few µs with full 100k windows (sorted blocks, BENCHMARKS.md).
         self.table = self.run.stats.table(self.window, self.include_warmup);
         if self.phase_rows {
             self.phases = self.run.phases.summary();
@@ -793,11 +930,23 @@ impl App {
                     .histogram(m, self.window, self.include_warmup, DIST_BINS)
             })
             .collect();
-        self.outlier_ttft = self.outlier_window_ttft.summary();
-        self.outlier_tpot = self.outlier_window_tpot.summary();
         self.decode_tok_s = self.current_decode_rate();
+        let last = self.requests.last();
+        self.figures = Figures {
+            requests_done: self.run.requests_done,
+            warmup_requests: self.run.stats.warmup_requests(),
+            in_flight: self.run.in_flight(),
+            failed_requests: self.run.failed_requests,
+            error_rate: self.run.error_rate(),
+            send_delay_p99_s: self.run.send_delay_p99_s,
+            current: self.current.clone(),
+            last_ttft_s: last.map(|p| p.ttft_s),
+            last_tpot_s: last.and_then(|p| p.tpot_s),
+            last_itl_s: self.steps.last().map(|s| s.itl_s),
+            started_requests: self.run.started_requests,
+            trace_covered_s: self.run.trace_covered_s,
+        };
         self.breakdown = self.run.breakdown.summary();
-        self.dirty = false;
     }
 
     /// Tokens per second over the last few decode steps (all sequences of the batch).
@@ -869,12 +1018,12 @@ impl App {
             Action::LoadLess if live => Update::Send(Control::AdjustLoad(-1)),
             Action::ToggleWarmup => {
                 self.include_warmup = !self.include_warmup;
-                self.dirty = true;
+                self.invalidate();
                 Update::None
             }
             Action::CycleWindow => {
                 self.window = self.window.next();
-                self.dirty = true;
+                self.invalidate();
                 Update::None
             }
             Action::CycleView => {
@@ -1033,7 +1182,7 @@ mod tests {
         assert!(app
             .requests
             .last()
-            .is_some_and(|p| p.boundary && !p.outlier));
+            .is_some_and(|p| p.boundary && !p.outlier_ttft));
     }
 
     #[test]
@@ -1077,6 +1226,83 @@ mod tests {
         app.apply(&done(1, false, 0.01));
         app.refresh();
         assert_eq!(app.table.get(Metric::Itl).max, 0.5);
+    }
+
+    /// On screen (`refresh_paced`), figures change at most every `FIGURES_HOLD`; a change after
+    /// a quiet spell, a key and the end of the run show at once, and what is shown is exact.
+    #[test]
+    fn figures_are_held_but_exact() {
+        let mut app = App::default();
+        let at = |app: &mut App, ms: u64| app.tick(Duration::from_millis(ms));
+        at(&mut app, 1000);
+        app.apply(&done(0, false, 0.01));
+        app.refresh_paced();
+        assert_eq!(app.table.get(Metric::Ttft).n, 1);
+        assert_eq!(app.figures.requests_done, 1);
+        // Two more within the hold: not yet.
+        at(&mut app, 1100);
+        app.apply(&done(1, false, 0.02));
+        app.refresh_paced();
+        at(&mut app, 1400);
+        app.apply(&done(2, false, 0.03));
+        app.refresh_paced();
+        assert_eq!(app.table.get(Metric::Ttft).n, 1);
+        assert_eq!(app.figures.requests_done, 1);
+        assert_eq!(app.figures.last_ttft_s, Some(0.01));
+        // Once the hold has passed: both, exactly.
+        at(&mut app, 1500);
+        app.refresh_paced();
+        assert_eq!(app.table.get(Metric::Ttft).n, 3);
+        assert_eq!(app.table.get(Metric::Ttft).max, 0.03);
+        assert_eq!(app.figures.requests_done, 3);
+        assert_eq!(app.figures.last_ttft_s, Some(0.03));
+        // A key shows at once (the warmup request enters the table).
+        at(&mut app, 1600);
+        app.apply(&done(3, true, 0.5));
+        app.update(Action::ToggleWarmup);
+        app.refresh_paced();
+        assert_eq!(app.table.get(Metric::Ttft).n, 4);
+        // So does the end of the run.
+        at(&mut app, 1700);
+        app.apply(&done(4, false, 0.01));
+        app.apply(&Event::Finished(StopReason::RequestLimit));
+        app.refresh_paced();
+        assert_eq!(app.table.get(Metric::Ttft).n, 5);
+        // A quiet spell, then a change: at the next frame.
+        at(&mut app, 5000);
+        app.apply(&done(5, false, 0.01));
+        app.refresh_paced();
+        assert_eq!(app.figures.requests_done, 6);
+    }
+
+    /// At a thousand requests a second the outliers of one second share a line: the pane does
+    /// not scroll at every frame, and the worst of them is named.
+    #[test]
+    fn outliers_within_a_second_share_a_line() {
+        let mut app = App::default();
+        for i in 0..40 {
+            app.apply(&done(i, false, 0.010));
+            app.refresh();
+        }
+        let lines = app.events.len();
+        app.tick(Duration::from_millis(10_000));
+        app.apply(&done(100, false, 0.040));
+        app.tick(Duration::from_millis(10_300));
+        app.apply(&done(101, false, 0.090));
+        app.tick(Duration::from_millis(10_600));
+        app.apply(&done(102, false, 0.050));
+        assert_eq!(app.events.len(), lines + 1, "{:?}", warnings(&app));
+        let w = warnings(&app);
+        assert!(
+            w[0].starts_with("3 outliers, worst #101 TTFT 90.0ms > p99 "),
+            "{w:?}"
+        );
+        // A second later: a line of its own again.
+        app.tick(Duration::from_millis(11_100));
+        app.apply(&done(103, false, 0.040));
+        let w = warnings(&app);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w[1].starts_with("#103 TTFT 40.0ms > p99 "), "{w:?}");
     }
 
     #[test]

@@ -109,7 +109,9 @@ fn top_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
 /// Elapsed, requests, decode rate, then what the run has: the request in flight (candle), or
 /// requests in flight, errors, send delay and the server's own view (servers); how it stopped.
 /// Each part is kept whole: one that does not fit is left out (a later, shorter one may still
-/// fit), and the stop reason always has its room.
+/// fit), and the stop reason always has its room. The counts and rates are the held figures
+/// (`App::figures`, taken with the table), so they agree with it and change at most twice a
+/// second.
 fn status_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
     let theme = app.theme();
     let (dim, text) = (theme.dim, theme.text);
@@ -117,10 +119,10 @@ fn status_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
         Span::styled(" elapsed ", dim),
         Span::styled(format::elapsed(app.elapsed()), text),
         Span::styled(sep.to_string(), dim),
-        Span::styled(app.run.requests_done.to_string(), text),
+        Span::styled(app.figures.requests_done.to_string(), text),
         Span::styled(" requests", dim),
     ];
-    let warmup = app.run.stats.warmup_requests();
+    let warmup = app.figures.warmup_requests;
     if warmup > 0 {
         first.push(Span::styled(format!(" ({warmup} warmup)"), dim));
     }
@@ -142,11 +144,11 @@ fn status_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
     // A dataset's progress: the row sent of how many, and a replayed trace's clock.
     if let Some(t) = app.run.info.as_ref().and_then(|i| i.traffic.as_deref()) {
         if let (Some(n), None) = (t.requests, t.conversations) {
-            let sent = app.run.started_requests.min(n);
+            let sent = app.figures.started_requests.min(n);
             part("row ".into(), format!("{sent} of {n}"), "");
         }
         if let (Some(span), Some(_)) = (t.trace_span_s, t.time_scale) {
-            let covered = app.run.trace_covered_s.unwrap_or(0.0);
+            let covered = app.figures.trace_covered_s.unwrap_or(0.0);
             part(
                 "trace ".into(),
                 format!(
@@ -166,17 +168,21 @@ fn status_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
     if server {
         // A server run has many requests at once: how many, how many failed, and whether the
         // client keeps its schedule (send delay).
-        part(String::new(), app.run.in_flight().to_string(), " in flight");
-        let failed = app.run.failed_requests;
+        part(
+            String::new(),
+            app.figures.in_flight.to_string(),
+            " in flight",
+        );
+        let failed = app.figures.failed_requests;
         if failed > 0 {
             let s = if failed == 1 { "" } else { "s" };
             part(
                 String::new(),
-                format!("{failed} error{s} ({:.1}%)", 100.0 * app.run.error_rate()),
+                format!("{failed} error{s} ({:.1}%)", 100.0 * app.figures.error_rate),
                 "",
             );
         }
-        if let Some(d) = app.run.send_delay_p99_s {
+        if let Some(d) = app.figures.send_delay_p99_s {
             part(
                 "send delay p99 ".into(),
                 format::duration(d, app.glyphs.ascii),
@@ -203,7 +209,7 @@ fn status_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
                 );
             }
         }
-    } else if let Some(c) = &app.current {
+    } else if let Some(c) = &app.figures.current {
         parts.push(vec![Span::styled(c.progress(app.elapsed()), dim)]);
     }
     let stop = app.run.stop.as_ref().map(|reason| {

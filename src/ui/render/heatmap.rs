@@ -59,7 +59,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         app.glyphs.sep,
         format::duration(SLICE_S, ascii)
     ))];
-    if let Some(c) = &app.current {
+    if let Some(c) = &app.figures.current {
         title.push(Span::styled(
             format!(" {} request {}", app.glyphs.sep, c.progress(app.elapsed())),
             theme.dim,
@@ -70,7 +70,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     let mut figures = vec![
         Span::styled("now ", theme.dim),
         Span::styled(
-            app.steps.last().map_or("-".to_string(), |s| fmt(s.itl_s)),
+            app.figures.last_itl_s.map_or("-".to_string(), fmt),
             theme.text,
         ),
     ];

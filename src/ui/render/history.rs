@@ -14,6 +14,10 @@
 //! smallest one: steady latencies sit within a few percent of each other, and bars from zero
 //! would all be full height with the variation lost in the top eighth of a cell. The title
 //! always says where the scale starts.
+//!
+//! A bar may carry a whisker (`Bar::max`): a thin line from the top of the bar up to the cell
+//! of its `max`, for a column that stands for many requests (its median as the bar, its
+//! slowest as the whisker; `buckets`). The scale then holds the whiskers too.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -29,6 +33,8 @@ use crate::ui::state::App;
 #[derive(Clone, Copy, Debug)]
 pub struct Bar {
     pub value: Option<f64>,
+    /// The top of a whisker above the bar (`None`: a plain bar).
+    pub max: Option<f64>,
     pub style: Style,
     /// The character under the bar in the marker row (`' '` for none).
     pub marker: char,
@@ -76,9 +82,9 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect, h: History) {
     // The scale is the range of what is on screen: O(width), no statistics.
     let (low, high) = visible
         .iter()
-        .filter_map(|b| b.value)
-        .fold((f64::INFINITY, 0.0f64), |(lo, hi), v| {
-            (lo.min(v), hi.max(v))
+        .filter_map(|b| b.value.map(|v| (v, b.max.unwrap_or(v))))
+        .fold((f64::INFINITY, 0.0f64), |(lo, hi), (v, top)| {
+            (lo.min(v), hi.max(v).max(top))
         });
     let (floor, top) = bar_scale(low, high);
     let block = if top > 0.0 && h.scale_title {
@@ -110,7 +116,17 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect, h: History) {
         let x = inner.x + column_of(first + i as u64, width);
         if let Some(v) = bar.value {
             let e = eighths(v, floor, top, bar_rows);
-            draw_bar(buf, app, x, inner.y, bar_rows, e, h.style.patch(bar.style));
+            let style = h.style.patch(bar.style);
+            draw_bar(buf, app, x, inner.y, bar_rows, e, style);
+            if let Some(m) = bar.max {
+                let whisker = if app.glyphs.ascii { "|" } else { "│" };
+                let (body, reach) = (e.div_ceil(8), eighths(m, floor, top, bar_rows).div_ceil(8));
+                for cell in body + 1..=reach.min(u32::from(bar_rows)) {
+                    buf[(x, inner.y + bar_rows - cell as u16)]
+                        .set_symbol(whisker)
+                        .set_style(style);
+                }
+            }
         }
         if with_markers && bar.marker != ' ' {
             let mut tmp = [0u8; 4];

@@ -67,6 +67,7 @@ fn render_gpu_strip(frame: &mut Frame, app: &App, rect: Rect, label: &str, value
         .last_n(width)
         .map(|g| Bar {
             value: value(g),
+            max: None,
             style: theme.memory,
             marker: ' ',
         })
@@ -198,6 +199,7 @@ fn render_strip(frame: &mut Frame, app: &App, rect: Rect) {
         .last_n(width)
         .map(|m| Bar {
             value: Some(m.bytes as f64),
+            max: None,
             style: theme.memory,
             marker: ' ',
         })

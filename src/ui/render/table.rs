@@ -40,7 +40,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     }
     let only_warmup = !app.include_warmup
         && app.table.get(Metric::Ttft).n == 0
-        && app.run.stats.warmup_requests() > 0;
+        && app.figures.warmup_requests > 0;
     if only_warmup {
         if let Some(key) = app.keys.short_label(Action::ToggleWarmup) {
             block = block.title_bottom(Line::styled(
