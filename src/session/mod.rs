@@ -95,3 +95,33 @@ pub fn print_stdout(text: &str) -> Result<(), Failure> {
         ))),
     }
 }
+
+/// Runs the dashboard on `app` over the engine's channel; a panic in it (which ratatui's hook
+/// has restored the terminal from and printed) becomes an error line, so the session still
+/// stops the engine and writes the record's footer.
+pub(crate) fn dashboard(
+    app: crate::ui::App,
+    screen_fps: u32,
+    events: &crossbeam_channel::Receiver<Event>,
+    control: &Sender<crate::event::Control>,
+    signals: &crate::run::Signals,
+    on_event: &mut dyn FnMut(&Event, &mut crate::ui::App),
+) -> Result<(crate::event::StopReason, crate::ui::App), String> {
+    let shown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::ui::run_dashboard(
+            events.clone(),
+            control.clone(),
+            app,
+            screen_fps,
+            signals,
+            on_event,
+        )
+    }));
+    match shown {
+        Ok(Ok(done)) => Ok(done),
+        Ok(Err(e)) => Err(format!("dashboard: {e}")),
+        Err(_) => Err(
+            "the dashboard panicked (see above); the record keeps every finished request".into(),
+        ),
+    }
+}

@@ -127,25 +127,9 @@ fn dashboard(
         }
     };
     let app = crate::ui::App::new(screen.app);
-    // A panic in the dashboard has restored the terminal (ratatui's hook) and printed itself;
-    // catching it here stops the worker and writes the record's footer.
-    let shown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::ui::run_dashboard(
-            events.clone(),
-            control.clone(),
-            app,
-            screen.fps,
-            signals,
-            &mut on_event,
-        )
-    }));
-    match shown {
-        Ok(Ok((stop, app))) => app.run.outcome(stop),
-        Ok(Err(e)) => Outcome::failed(&Run::new(), format!("dashboard: {e}")),
-        Err(_) => Outcome::failed(
-            &Run::new(),
-            "the dashboard panicked (see above); the record keeps every finished request".into(),
-        ),
+    match super::dashboard(app, screen.fps, events, control, signals, &mut on_event) {
+        Ok((stop, app)) => app.run.outcome(stop),
+        Err(e) => Outcome::failed(&Run::new(), e),
     }
 }
 

@@ -243,25 +243,12 @@ fn dashboard(
             after_event(fold, ev, recorder.as_mut(), since(started));
         }
     };
-    let shown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::ui::run_dashboard(
-            events.clone(),
-            control.clone(),
-            app,
-            screen.fps,
-            signals,
-            &mut on_event,
-        )
-    }));
-    match shown {
-        Ok(Ok((_, mut app))) => app
+    match super::dashboard(app, screen.fps, events, control, signals, &mut on_event) {
+        Ok((_, mut app)) => app
             .sweep
             .take()
             .ok_or_else(|| Failure::runtime("the sweep's state was lost")),
-        Ok(Err(e)) => Err(Failure::runtime(format!("dashboard: {e}"))),
-        Err(_) => Err(Failure::runtime(
-            "the dashboard panicked (see above); the record keeps every finished request",
-        )),
+        Err(e) => Err(Failure::runtime(e)),
     }
 }
 

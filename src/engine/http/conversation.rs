@@ -13,9 +13,9 @@ use crossbeam_channel::{Receiver, Sender, TryRecvError};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use super::request::{self, Ask, Token};
+use super::request::{self, Ask};
 use super::{
-    all_failed, render, request_done, Arrivals, HttpConfig, Launched, Prompts, Shared,
+    all_failed, render, request_done, send_token, Arrivals, HttpConfig, Launched, Prompts, Shared,
     CONTROL_POLL, GIVE_UP_AFTER_FAILURES,
 };
 use crate::event::{Control, Event, Origin, RequestFailed, StopReason};
@@ -236,17 +236,7 @@ async fn converse(
             &ask,
             request::Start::Launched(scheduled),
             shared.timeout,
-            |token| {
-                let _ = events.send(match token {
-                    Token::First { ttft_s } => Event::PrefillDone { index, ttft_s },
-                    Token::Step { step, itl_s } => Event::DecodeStep {
-                        index,
-                        step,
-                        itl_s,
-                        gpu_s: None,
-                    },
-                });
-            },
+            |token| send_token(&events, index, token),
         )
         .await;
         let launched = Launched {

@@ -825,20 +825,23 @@ fn launch(
             &ask,
             start,
             shared.timeout,
-            |token| {
-                let _ = events.send(match token {
-                    Token::First { ttft_s } => Event::PrefillDone { index, ttft_s },
-                    Token::Step { step, itl_s } => Event::DecodeStep {
-                        index,
-                        step,
-                        itl_s,
-                        gpu_s: None,
-                    },
-                });
-            },
+            |token| send_token(&events, index, token),
         )
         .await;
         (launched, result)
+    });
+}
+
+/// A content chunk of request `index` as the protocol says it: its first token, then a step.
+pub(crate) fn send_token(events: &Sender<Event>, index: u64, token: Token) {
+    let _ = events.send(match token {
+        Token::First { ttft_s } => Event::PrefillDone { index, ttft_s },
+        Token::Step { step, itl_s } => Event::DecodeStep {
+            index,
+            step,
+            itl_s,
+            gpu_s: None,
+        },
     });
 }
 
