@@ -827,6 +827,7 @@ fn client_beside_server() {
             itl_s: infertop::stats::histogram_quantiles(&histograms.itl),
             e2e_s: infertop::stats::histogram_quantiles(&histograms.e2e),
             histograms,
+            ..ServerWindow::default()
         }))
     };
     let mut s = Sim::default();

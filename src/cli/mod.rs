@@ -52,9 +52,13 @@ pub enum Command {
     /// --endpoint, --concurrency or --rate), each cell measured like a run; print one row per
     /// cell and what the grid shows (knee, best cell, saturation, roofline).
     Sweep(Box<crate::plan::sweep::SweepArgs>),
-    /// Watch a running server's own Prometheus metrics (no load generated): request rate,
-    /// running/waiting, KV cache, and its TTFT/ITL/E2E percentiles per window.
+    /// Watch running servers' own Prometheus metrics (no load generated): a row per node and
+    /// their total, request rate, running/waiting, KV cache, TTFT/ITL/E2E/queue percentiles
+    /// per window, and GPUs and hosts from the exporters already there (--gpu-metrics).
     Watch(crate::plan::opts::WatchOpts),
+    /// Serve this machine's GPUs (NVML) and host (CPU, memory, load) as Prometheus text for
+    /// `watch --gpu-metrics`. Unauthenticated: it listens on 127.0.0.1 unless --bind widens it.
+    Agent(crate::plan::opts::AgentOpts),
 }
 
 /// Parses the command line and runs; returns the process exit code.
@@ -81,6 +85,7 @@ pub fn main() -> i32 {
         Some(Command::Compare(args)) => compare::compare(&args),
         Some(Command::Sweep(args)) => crate::session::sweep::sweep(&args),
         Some(Command::Watch(args)) => crate::session::watch::watch(&args),
+        Some(Command::Agent(args)) => crate::session::agent::agent(&args),
     };
     match result {
         Ok(code) => code,

@@ -38,11 +38,14 @@ pub enum Action {
     CycleView,
     ToggleServer,
     Help,
+    /// The row above / below (`watch`'s node table).
+    SelectUp,
+    SelectDown,
 }
 
 impl Action {
     /// Every action with its name in the keys file, its default keys and its help text.
-    pub const TABLE: [(Action, &'static str, &'static [&'static str], &'static str); 15] = [
+    pub const TABLE: [(Action, &'static str, &'static [&'static str], &'static str); 17] = [
         (
             Action::Quit,
             "quit",
@@ -123,6 +126,18 @@ impl Action {
             "table: client vs server (--server-metrics)",
         ),
         (Action::Help, "help", &["?"], "this help"),
+        (
+            Action::SelectUp,
+            "select_up",
+            &["up", "k"],
+            "watch: the row above",
+        ),
+        (
+            Action::SelectDown,
+            "select_down",
+            &["down", "j"],
+            "watch: the row below",
+        ),
     ];
 
     fn entry(self) -> &'static (Action, &'static str, &'static [&'static str], &'static str) {
@@ -325,6 +340,8 @@ struct KeysFile {
     view: Option<Spanned<KeyList>>,
     server: Option<Spanned<KeyList>>,
     help: Option<Spanned<KeyList>>,
+    select_up: Option<Spanned<KeyList>>,
+    select_down: Option<Spanned<KeyList>>,
 }
 
 impl KeysFile {
@@ -345,6 +362,8 @@ impl KeysFile {
             (Action::CycleView, self.view),
             (Action::ToggleServer, self.server),
             (Action::Help, self.help),
+            (Action::SelectUp, self.select_up),
+            (Action::SelectDown, self.select_down),
         ]
         .into_iter()
         .filter_map(|(a, k)| k.map(|k| (a, k)))

@@ -857,6 +857,8 @@ impl App {
             | Action::PromptLess
             | Action::LoadMore
             | Action::LoadLess => Update::None,
+            // Row selection is `watch`'s.
+            Action::SelectUp | Action::SelectDown => Update::None,
         }
     }
 

@@ -11,15 +11,20 @@ use crate::ui::state::App;
 use crate::ui::theme::{Glyphs, Theme};
 
 pub fn render(frame: &mut Frame, app: &App, area: Rect) {
-    let keys = Action::TABLE.iter().map(|(action, _, _, _)| {
-        let keys = app.keys.label(*action);
-        let keys = if keys.is_empty() {
-            "(unbound)".to_string()
-        } else {
-            keys
-        };
-        (keys, action.describe())
-    });
+    // Row selection is `watch`'s alone; its help lists it.
+    let own = |a: &Action| !matches!(a, Action::SelectUp | Action::SelectDown);
+    let keys = Action::TABLE
+        .iter()
+        .filter(|e| own(&e.0))
+        .map(|(action, _, _, _)| {
+            let keys = app.keys.label(*action);
+            let keys = if keys.is_empty() {
+                "(unbound)".to_string()
+            } else {
+                keys
+            };
+            (keys, action.describe())
+        });
     let legend = [
         " Sparkline marks: w warmup request, | workload change, ! outlier",
         " (above the running p99). Table: ! crosses the SLO.",
