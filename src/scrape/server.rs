@@ -274,28 +274,32 @@ pub struct Scrape {
 /// Parses a server's Prometheus text page. `Err` names the line when a line of a metric
 /// read here is malformed, or when nothing on the page is a sample.
 pub fn parse(text: &str) -> Result<Scrape, PageError> {
+    // Lines without an engine label (the API server's, or a server without engines) are the
+    // server's as a whole; labelled ones are their engine's.
+    let mut shared = Part::default();
     let mut engines: Vec<(String, Part)> = Vec::new();
     let mut bad: Option<String> = None;
     let mut add = |s: &Sample<'_>| {
         let Some((name, kind)) = lookup(s.name) else {
             return;
         };
-        let engine = names::ENGINE_LABELS.iter().find_map(|k| s.label(k));
-        let engine = engine.as_deref().unwrap_or("");
-        let part = match engines.iter().position(|(e, _)| e == engine) {
-            Some(i) => &mut engines[i].1,
-            None => {
-                engines.push((engine.to_string(), Part::default()));
-                let last = engines.len() - 1;
-                &mut engines[last].1
-            }
+        let part = match names::ENGINE_LABELS.iter().find_map(|k| s.label(k)) {
+            None => &mut shared,
+            Some(engine) => match engines.iter().position(|(e, _)| *e == engine) {
+                Some(i) => &mut engines[i].1,
+                None => {
+                    engines.push((engine.into_owned(), Part::default()));
+                    let last = engines.len() - 1;
+                    &mut engines[last].1
+                }
+            },
         };
         match kind {
             Kind::Value => part.add_value(name, s.value, 1),
             Kind::Histogram => match s.label("le").map(|v| v.parse::<f64>()) {
                 Some(Ok(le)) => part.add_bucket(name, le, s.value),
                 _ => {
-                    bad.get_or_insert_with(|| format!("{}_bucket without a numeric `le`", name));
+                    bad.get_or_insert_with(|| format!("{name}_bucket without a numeric `le`"));
                 }
             },
             Kind::ByLabel(key) => {
@@ -324,20 +328,15 @@ pub fn parse(text: &str) -> Result<Scrape, PageError> {
             excerpt: String::new(),
         }));
     }
+    let mut whole = shared;
     for (_, p) in &mut engines {
         p.sort();
+        whole.add(p);
     }
-    let whole = match engines.len() {
-        0 => Part::default(),
-        1 => engines.pop().map(|e| e.1).unwrap_or_default(),
-        _ => {
-            let mut w = Part::default();
-            for (_, p) in &engines {
-                w.add(p);
-            }
-            w
-        }
-    };
+    whole.sort();
+    if engines.len() < 2 {
+        engines.clear();
+    }
     // Engines numbered as numbers, not as text ("10" after "9").
     engines.sort_by(|a, b| match (a.0.parse::<u64>(), b.0.parse::<u64>()) {
         (Ok(x), Ok(y)) => x.cmp(&y),
@@ -602,8 +601,10 @@ vllm:e2e_request_latency_seconds_bucket{le="+Inf",model_name="m"} 30.0
             (one.kv_usage.unwrap() - 0.3).abs() < 1e-12,
             "engines average"
         );
-        // Each engine is its own window too (the histogram lines had no engine label).
-        assert_eq!(one.engines.len(), 3, "{:?}", one.engines.keys());
+        // Each engine is its own window too (the histogram lines, without an engine label,
+        // are the server's as a whole).
+        assert_eq!(one.engines.len(), 2, "{:?}", one.engines.keys());
+        assert_eq!(one.ttft_s.unwrap().n, 4);
         assert_eq!(one.engines["1"].running, Some(1.0));
         assert_eq!(one.engines["0"].kv_usage, Some(0.2));
         let both = window(&Scrape::default(), &merge(vec![a, b]), 1.0);

@@ -194,7 +194,7 @@ fn telemetry(lines: &mut Vec<Line<'static>>, s: &WatchState, t: &NodeTelemetry) 
     let sep = format!(" {} ", s.glyphs.sep);
     let bytes = |v: f64| format::bytes(v.max(0.0) as u64);
     for g in &t.gpus {
-        let mut parts = vec![format!("gpu{}", g.gpu)];
+        let mut parts = Vec::new();
         if let Some(u) = g.util_pct {
             parts.push(format!("util {u:.0}%"));
         }
@@ -215,7 +215,10 @@ fn telemetry(lines: &mut Vec<Line<'static>>, s: &WatchState, t: &NodeTelemetry) 
         if let Some(c) = g.temperature_c {
             parts.push(format!("{c:.0}C"));
         }
-        lines.push(Line::styled(parts.join(&sep), theme.text));
+        lines.push(Line::from(vec![
+            Span::styled(format!("gpu{} ", g.gpu), theme.title),
+            Span::styled(parts.join(&sep), theme.text),
+        ]));
     }
     let h = &t.host;
     let mut parts = Vec::new();

@@ -34,16 +34,18 @@ pub enum Row {
     Engine(usize, String),
 }
 
-/// The table's lines in order, with the selection index of each selectable one.
-pub fn lines(s: &WatchState) -> Vec<(Row, Option<usize>)> {
+/// The table's lines in order, with the selection index of each selectable one; a node's
+/// engines under it when `engines` (else only under the selected node).
+pub fn lines(s: &WatchState, engines: bool) -> Vec<(Row, Option<usize>)> {
     let mut out = Vec::new();
     let several = s.nodes.len() > 1;
     if several {
         out.push((Row::Total, Some(0)));
     }
     for (i, n) in s.nodes.iter().enumerate() {
-        out.push((Row::Node(i), Some(if several { i + 1 } else { 0 })));
-        if !n.down() {
+        let sel = if several { i + 1 } else { 0 };
+        out.push((Row::Node(i), Some(sel)));
+        if !n.down() && (engines || sel == s.selected) {
             if let Some(w) = &n.series.last {
                 for e in w.engines.keys() {
                     out.push((Row::Engine(i, e.clone()), None));
@@ -287,7 +289,12 @@ fn fit(name: &str, width: usize) -> String {
 pub fn render(frame: &mut Frame, s: &WatchState, rect: Rect) {
     let theme = s.theme();
     let wide = rect.width >= WIDE;
-    let all = lines(s);
+    // Every node's engines where they fit, else only the selected node's.
+    let lines_room = usize::from(rect.height.saturating_sub(3));
+    let mut all = lines(s, true);
+    if all.len() > lines_room {
+        all = lines(s, false);
+    }
     let up = s
         .nodes
         .iter()
@@ -316,12 +323,20 @@ pub fn render(frame: &mut Frame, s: &WatchState, rect: Rect) {
         heading.push_str(&format!(" {:>w$}", c.heading, w = c.width));
     }
     let mut out = vec![Line::styled(heading, theme.table_header)];
-    // Scroll so that the selected row stays in view.
-    let room = usize::from(inner.height.saturating_sub(1));
-    let at = all
+    // Scroll so that the selected row stays in view; the last line says how many more.
+    let room = if all.len() > lines_room {
+        lines_room.saturating_sub(1)
+    } else {
+        lines_room
+    };
+    let mut at = all
         .iter()
         .position(|(_, sel)| *sel == Some(s.selected))
         .unwrap_or(0);
+    // The selected node's engines come into view with it.
+    while matches!(all.get(at + 1), Some((Row::Engine(..), _))) {
+        at += 1;
+    }
     let offset = (at + 1).saturating_sub(room);
     for (row, sel) in all.iter().skip(offset).take(room) {
         let selected = *sel == Some(s.selected);
@@ -383,11 +398,14 @@ pub fn render(frame: &mut Frame, s: &WatchState, rect: Rect) {
         }
         out.push(Line::from(spans));
     }
-    if offset + room < all.len() {
-        let more = all.len() - offset - room;
-        if let Some(last) = out.last_mut() {
-            *last = Line::styled(format!("  ... {more} more (down)"), theme.dim);
-        }
+    if all.len() > room {
+        let (above, below) = (offset, all.len().saturating_sub(offset + room));
+        let text = match (above, below) {
+            (0, b) => format!("  ... {b} more (down)"),
+            (a, 0) => format!("  ... {a} more (up)"),
+            (a, b) => format!("  ... {a} more up, {b} down"),
+        };
+        out.push(Line::styled(text, theme.dim));
     }
     frame.render_widget(Paragraph::new(out), inner);
 }
@@ -415,7 +433,7 @@ fn down_text(s: &WatchState, n: &NodeView) -> Option<String> {
     });
     let _ = s;
     Some(format!(
-        "down: {} ({count} failed, {last}; retrying)",
+        "down: {} ({count} failed, {last})",
         reason(message)
     ))
 }

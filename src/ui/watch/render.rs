@@ -87,7 +87,13 @@ pub fn layout(area: Rect, node_rows: Option<usize>, pane: Pane) -> Option<Region
     // The node table takes what its rows need, up to 45 % of the body, leaving the charts
     // two rows of bars each at least.
     let body = area.height - 3;
-    let cap = (body * 45 / 100).max(5);
+    // With the detail pane in place of the charts, it gets the room.
+    let share = if pane == Pane::Detail && area.width < DETAIL_BESIDE {
+        30
+    } else {
+        45
+    };
+    let cap = (body * share / 100).max(5);
     let want = u16::try_from(rows).unwrap_or(u16::MAX).saturating_add(3);
     let [header, nodes, below, footer] = Layout::vertical([
         Constraint::Length(2),
@@ -124,7 +130,9 @@ fn chart_grid(area: Rect) -> [Rect; 6] {
 
 /// The regions of this state's screen at `area`.
 pub fn regions(s: &WatchState, area: Rect) -> Option<Regions> {
-    let rows = s.has_node_rows().then(|| super::nodes::lines(s).len());
+    let rows = s
+        .has_node_rows()
+        .then(|| super::nodes::lines(s, true).len());
     layout(area, rows, s.pane)
 }
 
@@ -378,9 +386,12 @@ fn draw_chart(
     whose: Option<&str>,
 ) {
     let theme = s.theme();
+    // The row's name goes in the title where it fits beside the scale.
     let title = match whose {
-        Some(name) => format!("{} {} {name}", c.title, s.glyphs.sep),
-        None => c.title.to_string(),
+        Some(name) if c.title.len() + name.chars().count() + 16 <= usize::from(rect.width) => {
+            format!("{} {} {name}", c.title, s.glyphs.sep)
+        }
+        _ => c.title.to_string(),
     };
     let mut block = panel(s, title);
     let inner = block.inner(rect);
