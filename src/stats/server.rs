@@ -383,7 +383,13 @@ pub struct NodeSteady {
     pub last: ServerWindow,
     pub span: ServerSpan,
     pub summary: Option<ServerSpanSummary>,
+    /// Whether its TTFT / ITL / E2E p99 over the span is above `SLOW_FACTOR` times the
+    /// servers' median (computed when a total comes).
+    pub slow: [bool; 3],
 }
+
+/// A server's p99 counts as slow above this many times the median of every server's.
+pub const SLOW_FACTOR: f64 = 1.5;
 
 /// The server's view of a run, folded from its windows in event order, by the run (live) and
 /// by a record's reader (`report`) alike. The steady span adds only windows that began after
@@ -403,6 +409,8 @@ pub struct ServerSteady {
     pub summary: Option<ServerSpanSummary>,
     /// Each node's own, in the order they first reported.
     pub nodes: Vec<NodeSteady>,
+    /// `nodes` by TTFT p99 over the span, slowest first (computed when a total comes).
+    pub slowest_first: Vec<usize>,
 }
 
 impl Default for ServerSteady {
@@ -422,6 +430,7 @@ impl ServerSteady {
             span: ServerSpan::default(),
             summary: None,
             nodes: Vec::new(),
+            slowest_first: Vec::new(),
         }
     }
 
@@ -442,6 +451,7 @@ impl ServerSteady {
                         last: w.clone(),
                         span: ServerSpan::default(),
                         summary: None,
+                        slow: [false; 3],
                     });
                     self.nodes.len() - 1
                 }
@@ -460,6 +470,32 @@ impl ServerSteady {
         }
         self.open = self.warmup_ended >= self.warmup_requests;
         self.last = Some(w.clone());
+        self.rank_nodes();
+    }
+
+    /// Orders the nodes slowest first and marks the p99s that stand out.
+    fn rank_nodes(&mut self) {
+        if self.nodes.is_empty() {
+            return;
+        }
+        type Pick = fn(&ServerSpanSummary) -> Option<ServerQuantiles>;
+        let picks: [Pick; 3] = [|s| s.ttft_s, |s| s.itl_s, |s| s.e2e_s];
+        let p99 = |n: &NodeSteady, f: Pick| n.summary.as_ref().and_then(f).map(|q| q.p99);
+        for (k, f) in picks.into_iter().enumerate() {
+            let v: Vec<f64> = self.nodes.iter().filter_map(|n| p99(n, f)).collect();
+            let median = if v.len() >= 2 {
+                super::median(&v)
+            } else {
+                None
+            };
+            for n in &mut self.nodes {
+                n.slow[k] = matches!((p99(n, f), median), (Some(x), Some(m)) if m > 0.0 && x > SLOW_FACTOR * m);
+            }
+        }
+        let mut order: Vec<usize> = (0..self.nodes.len()).collect();
+        let key = |i: usize| p99(&self.nodes[i], picks[0]).unwrap_or(-1.0);
+        order.sort_by(|a, b| key(*b).total_cmp(&key(*a)));
+        self.slowest_first = order;
     }
 
     /// Statistics reset: the span starts again from the next whole window.

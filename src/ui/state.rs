@@ -274,6 +274,9 @@ pub struct App {
     /// Whether the table shows the client's percentiles beside the server's own (when the run
     /// has `--server-metrics`; `s` toggles).
     pub server_columns: bool,
+    /// With several servers' metrics: the table's rows are the servers (their own TTFT, ITL
+    /// and E2E over the steady state) instead of the metrics (`s` cycles to it).
+    pub server_nodes: bool,
     /// A sweep's fold (`infertop sweep` in a terminal): its cells so far and the grid; `run`
     /// is then the open cell's.
     pub sweep: Option<crate::sweep::fold::SweepFold>,
@@ -335,6 +338,7 @@ impl App {
             outlier_tpot: Summary::default(),
             decode_tok_s: None,
             server_columns: true,
+            server_nodes: false,
             sweep: None,
             dirty: true,
             pending_boundary: false,
@@ -838,7 +842,14 @@ impl App {
                 Update::None
             }
             Action::ToggleServer => {
-                self.server_columns = !self.server_columns;
+                // Client vs server, then (with several servers) each server's rows, then the
+                // client's table.
+                if self.server_columns && !self.server_nodes && self.run.server.nodes.len() > 1 {
+                    self.server_nodes = true;
+                } else {
+                    self.server_columns = !self.server_columns;
+                    self.server_nodes = false;
+                }
                 Update::None
             }
             Action::NextTheme => {

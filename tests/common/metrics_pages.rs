@@ -208,7 +208,7 @@ pub fn vllm_page(spec: &VllmSpec, k: u64) -> String {
     let requests = spec.requests;
     let prompt_len = 512.0;
     let gen_len = 128.0;
-    let mut counter = |out: &mut String, name: &str, text: &str, per_scrape: f64| {
+    let counter = |out: &mut String, name: &str, text: &str, per_scrape: f64| {
         help(out, name, "counter", text);
         for e in 0..spec.engines {
             let _ = writeln!(
