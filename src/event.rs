@@ -277,9 +277,15 @@ pub struct ServerWindow {
     /// the server has more than one.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub engines: std::collections::BTreeMap<String, ServerWindow>,
-    /// The other signals, where the server exports them.
-    #[serde(default, skip_serializing_if = "ServerSignals::is_empty")]
-    pub signals: ServerSignals,
+    /// The other signals, where the server exports them (boxed: most windows' are small
+    /// beside them).
+    #[serde(default, skip_serializing_if = "no_signals")]
+    pub signals: Box<ServerSignals>,
+}
+
+#[allow(clippy::borrowed_box)] // serde hands the field as it is
+fn no_signals(s: &Box<ServerSignals>) -> bool {
+    s.is_empty()
 }
 
 impl Default for ServerWindow {
@@ -300,7 +306,7 @@ impl Default for ServerWindow {
             histograms: ServerHistograms::default(),
             source: None,
             engines: Default::default(),
-            signals: ServerSignals::default(),
+            signals: Box::default(),
         }
     }
 }

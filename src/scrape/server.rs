@@ -523,7 +523,7 @@ fn part_window(before: &Part, after: &Part, seconds: f64, server: &str) -> Windo
         histograms,
         source: None,
         engines: BTreeMap::new(),
-        signals,
+        signals: Box::new(signals),
     }
 }
 

@@ -118,11 +118,8 @@ fn read_sample<'a>(name: &'a str, rest: &'a str) -> Result<Sample<'a>, String> {
         Some(inner) => {
             // Walk the labels to find the closing brace (a `}` may be inside a value).
             let mut cursor = inner;
-            loop {
-                match next_label(cursor)? {
-                    Some((_, _, after)) => cursor = after,
-                    None => break,
-                }
+            while let Some((_, _, after)) = next_label(cursor)? {
+                cursor = after;
             }
             let consumed = inner.len() - cursor.len();
             let after = cursor
@@ -222,9 +219,9 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    fn all(
-        text: &str,
-    ) -> Result<(Vec<(String, Vec<(String, String)>, f64)>, PageStats), PageError> {
+    type Read = Vec<(String, Vec<(String, String)>, f64)>;
+
+    fn all(text: &str) -> Result<(Read, PageStats), PageError> {
         let mut got = Vec::new();
         let keys = ["le", "gpu", "UUID", "a", "b", "engine", "x"];
         let stats = for_each_sample(text, &|_| true, &mut |s| {

@@ -245,7 +245,7 @@ impl ServerSpan {
                 itl: self.itl.buckets().to_vec(),
                 e2e: self.e2e.buckets().to_vec(),
             },
-            signals,
+            signals: Box::new(signals),
             ..ServerWindow::default()
         }
     }
@@ -350,7 +350,7 @@ pub fn total(windows: &[&ServerWindow], seconds: f64) -> ServerWindow {
         histograms,
         source: None,
         engines: BTreeMap::new(),
-        signals,
+        signals: Box::new(signals),
     }
 }
 
@@ -639,12 +639,12 @@ mod tests {
             running: Some(2.0),
             kv_usage: Some(0.2),
             prefix_hit_rate: Some(0.5),
-            signals: ServerSignals {
+            signals: Box::new(ServerSignals {
                 prefix_queries: Some(100.0),
                 spec_drafts: Some(10.0),
                 spec_accepted_tokens: Some(20.0),
                 ..Default::default()
-            },
+            }),
             ..window(&[(0.1, 0.0), (0.2, 10.0)])
         };
         let b = ServerWindow {
@@ -653,12 +653,12 @@ mod tests {
             running: Some(1.0),
             kv_usage: Some(0.6),
             prefix_hit_rate: Some(1.0),
-            signals: ServerSignals {
+            signals: Box::new(ServerSignals {
                 prefix_queries: Some(300.0),
                 spec_drafts: Some(10.0),
                 spec_accepted_tokens: Some(0.0),
                 ..Default::default()
-            },
+            }),
             ..window(&[(0.2, 0.0), (0.5, 6.0)])
         };
         let t = total(&[&a, &b], 1.0);

@@ -494,7 +494,8 @@ pub fn vllm_page(spec: &VllmSpec, k: u64) -> String {
         "histogram",
         "Latency with many buckets but no API specific labels.",
     );
-    let _ = {
+    {
+        // Written without labels: the instrumentator's high-resolution histogram has none.
         let mut h = String::new();
         histogram(
             &mut h,
@@ -508,7 +509,7 @@ pub fn vllm_page(spec: &VllmSpec, k: u64) -> String {
             &h.replace("{service=\"vllm\",", "{")
                 .replace("{service=\"vllm\"}", ""),
         );
-    };
+    }
     help(
         &mut out,
         "http_request_duration_seconds",

@@ -124,7 +124,7 @@ pub fn render(frame: &mut Frame, s: &WatchState, rect: Rect) {
             ));
         }
     }
-    if last.is_none() && !s.selected_node().is_some_and(|n| n.telemetry.is_some()) {
+    if last.is_none() && s.selected_node().is_none_or(|n| n.telemetry.is_none()) {
         lines.push(Line::styled("no window yet", theme.dim));
     }
     frame.render_widget(
