@@ -320,16 +320,18 @@ impl Collector {
                 if batch.is_empty() {
                     return true;
                 }
-                let w = if several {
-                    let seconds =
-                        batch.iter().map(|w| w.seconds).sum::<f64>() / batch.len() as f64;
-                    let refs: Vec<&ServerWindow> = batch.iter().collect();
-                    crate::stats::total_window(&refs, seconds)
-                } else {
-                    batch.swap_remove(0)
-                };
+                let t_s = started.elapsed().as_secs_f64();
+                if !several {
+                    // A single server's windows are the totals.
+                    return batch
+                        .drain(..)
+                        .all(|w| emit(t_s, Report::Window(Box::new(w))));
+                }
+                let seconds = batch.iter().map(|w| w.seconds).sum::<f64>() / batch.len() as f64;
+                let refs: Vec<&ServerWindow> = batch.iter().collect();
+                let w = crate::stats::total_window(&refs, seconds);
                 batch.clear();
-                emit(started.elapsed().as_secs_f64(), Report::Window(Box::new(w)))
+                emit(t_s, Report::Window(Box::new(w)))
             };
             loop {
                 if stop.load(Ordering::Relaxed) {

@@ -50,6 +50,12 @@ pub fn expand(list: &str) -> Result<Vec<String>, String> {
             if n.contains(']') {
                 return Err(format!("`{item}`: `]` without `[`"));
             }
+            if let Some(c) = n
+                .chars()
+                .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')))
+            {
+                return Err(format!("`{item}`: `{c}` cannot be in a host name"));
+            }
             if !hosts.contains(&n) {
                 hosts.push(n);
             }
@@ -158,6 +164,8 @@ mod tests {
             ("n[1-1000000]", "more than"),
             ("", "no host names"),
             ("gpu[]", "not a number"),
+            ("not a url", "` ` cannot be in a host name"),
+            ("a/b", "`/` cannot be in a host name"),
         ] {
             let err = expand(list).unwrap_err();
             assert!(err.contains(why), "{list}: {err}");

@@ -58,6 +58,7 @@ pub fn agent(args: &AgentOpts) -> Result<i32, Failure> {
     );
     let nvml = Arc::new(Mutex::new(nvml));
     let busy = Arc::new(AtomicUsize::new(0));
+    let mut warned = None;
     while signals.stop_reason().is_none() {
         match listener.accept() {
             Ok((conn, _)) => {
@@ -81,7 +82,16 @@ pub fn agent(args: &AgentOpts) -> Result<i32, Failure> {
                 std::thread::sleep(Duration::from_millis(50));
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Failure::runtime(format!("agent: accept failed ({e})"))),
+            // Out of file descriptors, a connection reset before it was taken: said once a
+            // minute at most, and the agent goes on.
+            Err(e) => {
+                if warned.is_none_or(|t: std::time::Instant| t.elapsed() >= Duration::from_secs(60))
+                {
+                    say!("infertop agent: warning: accept failed ({e}); going on");
+                    warned = Some(std::time::Instant::now());
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
         }
     }
     Ok(signals.exit_code().unwrap_or(EXIT_OK))

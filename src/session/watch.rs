@@ -132,6 +132,7 @@ pub fn watch(args: &WatchOpts) -> Result<i32, Failure> {
     let book = Arc::new(Mutex::new(Book {
         server: server.clone(),
         several,
+        screen: dashboard,
         total: ServerSpan::default(),
         nodes: nodes
             .iter()
@@ -225,8 +226,13 @@ pub fn plan_nodes(
     };
     let mut servers = Vec::new();
     for raw in &args.url {
+        let host_and_port = raw
+            .rsplit_once(':')
+            .is_some_and(|(h, p)| !h.is_empty() && !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
         if raw.contains("://") {
             servers.push(scrape::metrics_url(raw).map_err(usage)?);
+        } else if host_and_port {
+            servers.push(scrape::metrics_url(&format!("http://{raw}")).map_err(usage)?);
         } else {
             let hosts = scrape::hostlist::expand(raw)
                 .map_err(|e| usage(format!("`{raw}` is neither a URL nor a hostlist ({e})")))?;
@@ -302,6 +308,8 @@ fn header(nodes: &[Node], args: &WatchOpts) -> Header {
 struct Book {
     server: String,
     several: bool,
+    /// The live screen has the terminal: nothing goes to stderr.
+    screen: bool,
     total: ServerSpan,
     nodes: Vec<NodeBook>,
     recorder: Option<Recorder>,
@@ -384,7 +392,10 @@ impl Book {
                 })
             }
             Report::Skipped { message, .. } => {
-                say!("infertop: warning: {message}");
+                // On the live screen stderr is the screen: said in line mode only.
+                if !self.screen {
+                    say!("infertop: warning: {message}");
+                }
                 None
             }
         }
@@ -779,9 +790,9 @@ mod tests {
 
     #[test]
     fn nodes_from_urls_hostlists_and_slurm() {
-        let n = nodes(&["http://a:8000", "b[1-2]", "--port", "9000"], None).unwrap();
+        let n = nodes(&["http://a:8000", "b[1-2]", "c:7000", "--port", "9000"], None).unwrap();
         let names: Vec<&str> = n.iter().map(|n| n.name.as_str()).collect();
-        assert_eq!(names, ["a:8000", "b1:9000", "b2:9000"]);
+        assert_eq!(names, ["a:8000", "b1:9000", "b2:9000", "c:7000"]);
         assert_eq!(
             n[1].metrics.as_ref().unwrap().as_str(),
             "http://b1:9000/metrics"
