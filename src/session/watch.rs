@@ -226,9 +226,9 @@ pub fn plan_nodes(
     };
     let mut servers = Vec::new();
     for raw in &args.url {
-        let host_and_port = raw
-            .rsplit_once(':')
-            .is_some_and(|(h, p)| !h.is_empty() && !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        let host_and_port = raw.rsplit_once(':').is_some_and(|(h, p)| {
+            !h.is_empty() && !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())
+        });
         if raw.contains("://") {
             servers.push(scrape::metrics_url(raw).map_err(usage)?);
         } else if host_and_port {
@@ -790,7 +790,11 @@ mod tests {
 
     #[test]
     fn nodes_from_urls_hostlists_and_slurm() {
-        let n = nodes(&["http://a:8000", "b[1-2]", "c:7000", "--port", "9000"], None).unwrap();
+        let n = nodes(
+            &["http://a:8000", "b[1-2]", "c:7000", "--port", "9000"],
+            None,
+        )
+        .unwrap();
         let names: Vec<&str> = n.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names, ["a:8000", "b1:9000", "b2:9000", "c:7000"]);
         assert_eq!(
