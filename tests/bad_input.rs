@@ -55,9 +55,9 @@ const CASES: &[Case] = &[
         code: 2,
     },
     Case {
-        input: "`watch` of something that is not a URL",
-        args: &["watch", "notaurl"],
-        message: "watch: `notaurl` is not a URL (relative URL without a base); write e.g. http://localhost:8000/metrics",
+        input: "`watch` of something that is neither a URL nor a hostlist",
+        args: &["watch", "not a url"],
+        message: "watch: `not a url` is neither a URL nor a hostlist (`not a url`: ` ` cannot be in a host name)",
         code: 2,
     },
     Case {

@@ -892,6 +892,7 @@ fn client_beside_server() {
             itl_s: infertop::stats::histogram_quantiles(&histograms.itl),
             e2e_s: infertop::stats::histogram_quantiles(&histograms.e2e),
             histograms,
+            ..ServerWindow::default()
         }))
     };
     let mut s = Sim::default();
@@ -1012,4 +1013,66 @@ fn http_phases_on_a_key() {
         text.contains("Percentiles") && !text.contains("HTTP phases"),
         "{text}"
     );
+}
+
+/// `--server-metrics` with several servers: `s` goes from client-vs-server to a row per
+/// server (its own histograms after warmup), slowest TTFT p99 first, a p99 far above the
+/// others' marked `!`; then to the client's table.
+#[test]
+fn a_row_per_server() {
+    use infertop::event::{ServerHistograms, ServerWindow};
+    use infertop::ui::keys::Action;
+    let window = |source: Option<&str>, ttft: Vec<(f64, f64)>| {
+        let histograms = ServerHistograms {
+            ttft,
+            itl: vec![(0.001, 0.0), (0.002, 150.0)],
+            e2e: vec![(0.02, 0.0), (0.05, 10.0)],
+        };
+        Event::ServerMetrics(Box::new(ServerWindow {
+            seconds: 1.0,
+            server: "vllm".into(),
+            requests_per_s: Some(10.0),
+            ttft_s: infertop::stats::histogram_quantiles(&histograms.ttft),
+            itl_s: infertop::stats::histogram_quantiles(&histograms.itl),
+            e2e_s: infertop::stats::histogram_quantiles(&histograms.e2e),
+            histograms,
+            source: source.map(str::to_string),
+            ..ServerWindow::default()
+        }))
+    };
+    let mut s = Sim::default();
+    s.start(0, 128, 16);
+    let mut info = model();
+    info.source = "http".into();
+    s.apply(Event::RunStarted(Box::new(RunInfo {
+        model: info,
+        workload: workload(128, 16),
+        warmup_requests: 0,
+        threads: 2,
+        traffic: None,
+    })));
+    s.requests(0, 20, 0);
+    for _ in 0..3 {
+        s.apply(window(Some("gpu01:8000"), vec![(0.005, 0.0), (0.01, 10.0)]));
+        s.apply(window(Some("gpu02:8000"), vec![(0.005, 0.0), (0.01, 10.0)]));
+        s.apply(window(Some("gpu03:8000"), vec![(0.5, 0.0), (1.0, 10.0)]));
+        s.apply(window(
+            None,
+            vec![(0.005, 0.0), (0.01, 20.0), (0.5, 20.0), (1.0, 30.0)],
+        ));
+    }
+    s.app.refresh();
+    s.app.update(Action::ToggleServer);
+    let text = text_of(draw(&s.app, 80, 24).backend().buffer());
+    assert!(text.contains("slowest TTFT p99 first"), "{text}");
+    let rows: Vec<&str> = text.lines().filter(|l| l.contains("gpu0")).collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    assert!(
+        rows[0].contains("gpu03:8000") && rows[0].contains('!'),
+        "{text}"
+    );
+    assert!(!rows[1].contains('!') && !rows[2].contains('!'), "{text}");
+    s.app.update(Action::ToggleServer);
+    let text = text_of(draw(&s.app, 80, 24).backend().buffer());
+    assert!(text.contains("mean") && !text.contains("slowest"), "{text}");
 }

@@ -126,16 +126,25 @@ fn watching_replicas_adds_them_up() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let windows: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+    let all: Vec<Value> = String::from_utf8_lossy(&o.stdout)
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
         .filter(|v| v["type"] == "window")
         .collect();
+    // Each node's window names it; the total names none.
+    let (nodes, windows): (Vec<&Value>, Vec<&Value>) =
+        all.iter().partition(|w| w["source"].is_string());
     assert!(!windows.is_empty());
     for (i, w) in windows.iter().enumerate() {
         assert_eq!(w["sources"], 2, "{w}");
         assert_eq!(w["ttft_s"]["n"], 40, "{w}");
         assert_eq!(w["running"], 2.0 * (i + 1) as f64, "{w}");
+    }
+    for url in [&a, &b] {
+        let name = url.trim_start_matches("http://");
+        let mine: Vec<&&Value> = nodes.iter().filter(|w| w["source"] == name).collect();
+        assert_eq!(mine.len(), windows.len(), "{name}: {nodes:?}");
+        assert!(mine.iter().all(|w| w["ttft_s"]["n"] == 20), "{mine:?}");
     }
 }
 
@@ -257,6 +266,11 @@ fn replicas_metrics_add_up() {
         .filter(|v| v["type"] == "server_metrics")
         .collect();
     assert!(!server.is_empty());
+    // Each server's own windows (with `source`) are recorded beside their total.
+    let (nodes, server): (Vec<Value>, Vec<Value>) =
+        server.into_iter().partition(|w| w["source"].is_string());
+    assert!(nodes.len() >= server.len(), "{nodes:?}");
+    assert!(nodes.iter().all(|w| w["ttft_s"]["n"] == 20), "{nodes:?}");
     for w in &server {
         assert_eq!(w["sources"], 2, "{w}");
         // Each server: 20 TTFTs a scrape, running k at scrape k; KV 25 % on both.
@@ -359,6 +373,7 @@ fn config(server: &str) -> WatchConfig {
         themes: vec![Theme::fallback()],
         glyphs: Glyphs::new(false),
         keys: KeyMap::default(),
+        nodes: vec![],
     }
 }
 
@@ -444,7 +459,7 @@ fn whole_watch_percentiles_are_those_of_one_window_over_everything() {
     let first = scrape::parse(&vllm_text(0)).unwrap();
     let last = scrape::parse(&vllm_text(n)).unwrap();
     let all = scrape::window(&first, &last, n as f64);
-    let span = &s.span_summary;
+    let span = &s.total.span_summary;
     assert_eq!(span.windows, n);
     for (got, want) in [
         (span.ttft_s, all.ttft_s),
@@ -463,7 +478,7 @@ fn whole_watch_percentiles_are_those_of_one_window_over_everything() {
     }
     // The slow tail (every 7th window) is in the whole watch's p99, not in most windows'.
     assert!(span.ttft_s.unwrap().p99 > 0.5);
-    assert!(s.last.as_ref().unwrap().ttft_s.unwrap().p99 < 0.25);
+    assert!(s.total.last.as_ref().unwrap().ttft_s.unwrap().p99 < 0.25);
 }
 
 /// Input scripted as a list; `None` entries are idle waits.
@@ -620,7 +635,7 @@ fn p99_and_p50_bars_have_their_own_styles() {
     }
     let terminal = draw(&s, 80, 24);
     let buf = terminal.backend().buffer();
-    let regions = render::layout(buf.area).unwrap();
+    let regions = render::regions(&s, buf.area).unwrap();
     for (chart, front) in [(3, theme.ttft), (4, theme.itl)] {
         assert_ne!(front.fg, theme.outlier.fg, "the theme tells them apart");
         let r = regions.charts[chart];

@@ -52,8 +52,9 @@ pub enum Command {
     /// --endpoint, --concurrency or --rate), each cell measured like a run; print one row per
     /// cell and what the grid shows (knee, best cell, saturation, roofline).
     Sweep(Box<crate::plan::sweep::SweepArgs>),
-    /// Watch a running server's own Prometheus metrics (no load generated): request rate,
-    /// running/waiting, KV cache, and its TTFT/ITL/E2E percentiles per window.
+    /// Watch running servers' own Prometheus metrics (no load generated): a row per node and
+    /// their total, request rate, running/waiting, KV cache, TTFT/ITL/E2E/queue percentiles
+    /// per window, and GPUs and hosts from the exporters already there (--gpu-metrics).
     Watch(crate::plan::opts::WatchOpts),
     /// The dashboard drawn from a record (a run's, a sweep's or a watch's), at its own pace,
     /// faster, or as fast as it reads: pause, step and speed keys, a position bar, the final
@@ -63,6 +64,9 @@ pub enum Command {
     /// or --agent commands such as an ssh line), several merged into one: quitting never stops
     /// them.
     Follow(crate::plan::opts::FollowOpts),
+    /// Serve this machine's GPUs (NVML) and host (CPU, memory, load) as Prometheus text for
+    /// `watch --gpu-metrics`. Unauthenticated: it listens on 127.0.0.1 unless --bind widens it.
+    Agent(crate::plan::opts::AgentOpts),
 }
 
 /// Parses the command line and runs; returns the process exit code.
@@ -95,6 +99,7 @@ pub fn main() -> i32 {
         Some(Command::Watch(args)) => crate::session::watch::watch(&args),
         Some(Command::Replay(args)) => crate::session::replay::replay(&args),
         Some(Command::Follow(args)) => crate::session::follow::follow(&args),
+        Some(Command::Agent(args)) => crate::session::agent::agent(&args),
     };
     match result {
         Ok(code) => code,

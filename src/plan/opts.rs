@@ -279,10 +279,23 @@ pub enum WatchFormat {
 
 #[derive(Args, Debug, Clone)]
 pub struct WatchOpts {
-    /// The server's metrics URL, or its base URL (then /metrics is read). Several (replicas, a
-    /// data-parallel deployment's servers) are read at once each time and add up.
-    #[arg(required = true, num_args = 1..)]
+    /// The servers' metrics URLs, or base URLs (then /metrics is read), or Slurm hostlists
+    /// such as gpu[01-04] (read at --port): a row per node, and their total. Without any,
+    /// the nodes of this Slurm job ($SLURM_JOB_NODELIST) at --port.
+    #[arg(num_args = 0..)]
     pub url: Vec<String>,
+    /// The servers' port, for hostlists and Slurm's nodes.
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// GPU and host exporters to read beside the servers: NVIDIA's DCGM exporter, nvitop's
+    /// exporter, node_exporter or `infertop agent` (repeat the flag, or list several). Each
+    /// goes with the node on its host; one on a host without a server is a row of its own.
+    #[arg(long, value_name = "URL", num_args = 1..)]
+    pub gpu_metrics: Vec<String>,
+    /// Every node's exporter at this port of its host (repeat for several, e.g. 9400 for
+    /// DCGM and 9100 for node_exporter).
+    #[arg(long, value_name = "PORT")]
+    pub gpu_port: Vec<u16>,
     /// Seconds between scrapes (e.g. 1s, 500ms).
     #[arg(long, default_value = "1s", value_parser = values::duration)]
     pub interval: Duration,
@@ -295,6 +308,10 @@ pub struct WatchOpts {
     /// what a pipe, a file or `--format json` gets.
     #[arg(long)]
     pub headless: bool,
+    /// Write every window (each node's and the total), the exporters' figures and failed
+    /// scrapes to FILE as a record that `report` and `compare` read.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
     #[command(flatten)]
     pub display: DisplayOpts,
 }
@@ -350,4 +367,17 @@ pub struct FollowOpts {
     pub format: SummaryFormat,
     #[command(flatten)]
     pub display: DisplayOpts,
+}
+
+/// `infertop agent`: this machine's GPUs (NVML) and host as Prometheus text, for nodes that
+/// run no exporter. It is unauthenticated: whoever can reach the address can read it.
+#[derive(Args, Debug, Clone)]
+pub struct AgentOpts {
+    /// The address to listen on. The default is this machine only; anything else (e.g.
+    /// 0.0.0.0) serves every network that can reach it, without authentication.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: std::net::IpAddr,
+    /// The port to listen on.
+    #[arg(long, default_value_t = 9401)]
+    pub port: u16,
 }

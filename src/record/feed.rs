@@ -455,6 +455,8 @@ impl Feeder {
                 let t = self.line_time(Some(m.t_s));
                 self.hold(t, Event::ServerMetrics(Box::new(m.window)));
             }
+            // A watch's own lines: its screen reads them (`session::replay`), a run's does not.
+            Line::NodeMetrics(_) | Line::ScrapeFailed(_) => {}
             Line::Sweep(config) => {
                 self.release(f64::INFINITY, out);
                 self.warmup = config.warmup;

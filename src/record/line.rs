@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::event::{
-    ModelInfo, RequestDone, RequestFailed, Sample, ServerWindow, StopReason, WorkloadDesc,
+    ModelInfo, NodeTelemetry, RequestDone, RequestFailed, Sample, ServerWindow, StopReason,
+    WorkloadDesc,
 };
 use crate::stats::Slo;
 
@@ -23,8 +24,12 @@ pub enum Line {
     RequestFailed(FailedLine),
     Step(StepLine),
     Telemetry(Sample),
-    /// The server's own view over one window (`--server-metrics`).
+    /// The server's own view over one window (`--server-metrics`, `watch`).
     ServerMetrics(ServerMetricsLine),
+    /// One node's GPU and host figures from its exporters (`watch --gpu-metrics`).
+    NodeMetrics(NodeMetricsLine),
+    /// A node's metrics page (or one of its exporters) could not be read (`watch`).
+    ScrapeFailed(ScrapeFailedLine),
     Footer(Footer),
     /// A sweep's grid and how each cell is measured (line 2 of a sweep's record).
     Sweep(SweepConfig),
@@ -43,6 +48,29 @@ pub struct ServerMetricsLine {
     pub t_s: f64,
     #[serde(flatten)]
     pub window: ServerWindow,
+}
+
+/// `{"type":"node_metrics","t_s":…,"source":…,…}`: one node's exporters, read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeMetricsLine {
+    pub t_s: f64,
+    /// The node (as `server_metrics` lines' `source` name it).
+    pub source: String,
+    #[serde(flatten)]
+    pub telemetry: NodeTelemetry,
+}
+
+/// `{"type":"scrape_failed","t_s":…,"source":…,"message":…}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScrapeFailedLine {
+    pub t_s: f64,
+    /// The node; absent when a single server is watched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The exporter's URL when it was an exporter that failed, not the server's page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exporter: Option<String>,
+    pub message: String,
 }
 
 /// Line 1: who wrote the record, how the run was configured, on what machine.

@@ -174,6 +174,7 @@ impl Record {
             }
             Line::Step(s) => self.steps.push(s),
             Line::Footer(f) => self.footer = Some(f),
+            Line::NodeMetrics(_) | Line::ScrapeFailed(_) => {}
             Line::Sweep(_) | Line::Cell(_) | Line::CellEnd(_) | Line::Unknown => {}
         }
     }

@@ -3,6 +3,7 @@
 //! JSON lines), writes the record as it goes, and prints the summary at the end: `run`, `sweep`
 //! and `watch`.
 
+pub mod agent;
 pub mod follow;
 pub mod replay;
 pub mod run;

@@ -534,7 +534,14 @@ fn replay_watch(
     use crate::ui::theme::Glyphs;
     use crate::ui::watch::{WatchConfig, WatchEvent, WatchLoop};
 
-    let windows = watch_windows(path)?;
+    let events = watch_events(path)?;
+    let windows: Vec<(f64, &crate::event::ServerWindow)> = events
+        .iter()
+        .filter_map(|(t, e)| match e {
+            WatchEvent::Window { window, .. } => Some((*t, window.as_ref())),
+            _ => None,
+        })
+        .collect();
     if windows.is_empty() {
         return Err(Failure::usage(format!(
             "{}: a watch's record without a window (server_metrics line) to show",
@@ -546,6 +553,7 @@ fn replay_watch(
         .map(|(_, w)| w.server.clone())
         .unwrap_or_default();
     let mut seconds: Vec<f64> = windows.iter().map(|(_, w)| w.seconds).collect();
+    let count = windows.len();
     let interval = crate::stats::median_in_place(&mut seconds)
         .filter(|s| s.is_finite() && *s > 0.0)
         .unwrap_or(1.0);
@@ -565,6 +573,7 @@ fn replay_watch(
         themes: look.themes,
         glyphs: Glyphs::new(look.ascii),
         keys: look.keys,
+        nodes: Vec::new(),
     };
     let started = Instant::now();
     let loop_opts = WatchLoop {
@@ -575,23 +584,18 @@ fn replay_watch(
     };
     let (tx, rx) = crossbeam_channel::unbounded::<WatchEvent>();
     let speed = opts.speed;
-    let count = windows.len();
     // The thread ends when the screen has gone (its send fails) or the windows are played.
     std::thread::Builder::new()
         .name("infertop-replay-watch".into())
         .spawn(move || {
-            let from = windows.first().map_or(0.0, |(t, _)| *t);
-            for (t_s, window) in windows {
+            let from = events.first().map_or(0.0, |(t, _)| *t);
+            for (t_s, ev) in events {
                 if let Speed::Times(x) = speed {
                     let due = started + Duration::from_secs_f64(((t_s - from) / x).clamp(0.0, 1e9));
                     while Instant::now() < due {
                         std::thread::sleep((due - Instant::now()).min(CONTROL_POLL));
                     }
                 }
-                let ev = WatchEvent::Window {
-                    t_s,
-                    window: Box::new(window),
-                };
                 if tx.send(ev).is_err() {
                     return;
                 }
@@ -613,42 +617,46 @@ fn replay_watch(
     }
 }
 
-/// A watch's windows, in order. A record of a cluster may carry each node's windows (a
-/// `source` on the line) beside the sum: the screen shows the sum, or where there is none, the
-/// first node's (said on stderr).
-fn watch_windows(path: &Path) -> Result<Vec<(f64, crate::event::ServerWindow)>, Failure> {
-    #[derive(serde::Deserialize)]
-    struct Tag {
-        source: Option<String>,
-    }
+/// A watch's record as the watch screen's events, in order: every window (each node's, with
+/// its `source`, and the total), each node's GPU and host figures, and the scrapes that failed.
+fn watch_events(path: &Path) -> Result<Vec<(f64, crate::ui::watch::WatchEvent)>, Failure> {
+    use crate::ui::watch::WatchEvent;
     let lines = crate::record::reader::parse_lines(path).map_err(Failure::usage)?;
-    let text = std::fs::read(path).map_err(|e| Failure::usage(crate::util::io_error(path, &e)))?;
-    let tags: Vec<Option<String>> = String::from_utf8_lossy(&text)
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str::<Tag>(l).ok().and_then(|t| t.source))
-        .collect();
-    let windows: Vec<(Option<String>, f64, crate::event::ServerWindow)> = lines
+    Ok(lines
         .into_iter()
-        .zip(tags)
-        .filter_map(|(line, tag)| match line {
-            Some(Line::ServerMetrics(m)) => Some((tag, m.t_s, m.window)),
+        .flatten()
+        .filter_map(|line| match line {
+            Line::ServerMetrics(m) => Some((
+                m.t_s,
+                WatchEvent::Window {
+                    t_s: m.t_s,
+                    window: Box::new(m.window),
+                },
+            )),
+            Line::NodeMetrics(n) => Some((
+                n.t_s,
+                WatchEvent::Telemetry {
+                    t_s: n.t_s,
+                    node: n.source,
+                    telemetry: Box::new(n.telemetry),
+                },
+            )),
+            Line::ScrapeFailed(f) => Some((
+                f.t_s,
+                match (f.source, f.exporter) {
+                    (None, None) => WatchEvent::ScrapeFailed {
+                        t_s: f.t_s,
+                        message: f.message,
+                    },
+                    (node, exporter) => WatchEvent::NodeFailed {
+                        t_s: f.t_s,
+                        node: node.unwrap_or_default(),
+                        exporter,
+                        message: f.message,
+                    },
+                },
+            )),
             _ => None,
         })
-        .collect();
-    let summed = windows.iter().any(|(tag, _, _)| tag.is_none());
-    let first = windows.iter().find_map(|(tag, _, _)| tag.clone());
-    if !summed {
-        if let Some(node) = &first {
-            say!(
-                "infertop: {}: per-node windows only; showing {node}'s",
-                path.display()
-            );
-        }
-    }
-    Ok(windows
-        .into_iter()
-        .filter(|(tag, _, _)| if summed { tag.is_none() } else { *tag == first })
-        .map(|(_, t, w)| (t, w))
         .collect())
 }

@@ -1,9 +1,15 @@
-//! `infertop watch URL`: a passive `top` for a serving engine already in production. No load is
-//! generated: its Prometheus `/metrics` is read every `--interval`, and each window's figures
-//! (request rate, running and waiting, KV-cache usage, preemptions, prefix-cache hits, and
-//! TTFT / ITL / E2E percentiles from the histograms' bucket deltas) are printed as a line, or
-//! as JSON lines with `--format json`. On exit (`--duration`, Ctrl-C), the whole watch is one
-//! more window: the first scrape to the last.
+//! `infertop watch URL…`: a passive `top` for serving engines already in production. No load
+//! is generated: each node's Prometheus `/metrics` (and its GPU and host exporters, with
+//! `--gpu-metrics`) is read every `--interval`, and each window's figures (request rate,
+//! running and waiting, KV-cache usage, preemptions, prefix-cache hits, TTFT / ITL / E2E /
+//! queue percentiles from the histograms' bucket deltas, and the other signals) are shown per
+//! node and in total: on the live screen, as lines, or as JSON lines with `--format json`;
+//! `--record FILE` keeps them. On exit (`--duration`, Ctrl-C), the whole watch is one more
+//! window, the first scrape to the last, and with several nodes each node's too.
+//!
+//! Nodes are the URLs given, hostlists expanded at `--port`, or the Slurm job's nodes. A node
+//! that cannot be read is marked and tried again every interval; the watch ends at the start
+//! only if no server can be read at all.
 
 use std::io::{IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,12 +17,23 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::print_stdout;
-use crate::event::{ServerQuantiles as Quantiles, ServerWindow as Window};
+use crate::event::{
+    NodeTelemetry, ServerQuantiles as Quantiles, ServerWindow as Window, StopReason,
+};
 use crate::plan::opts::{WatchFormat, WatchOpts};
+use crate::record::line::{
+    Header, Line, NodeMetricsLine, RunConfig, ScrapeFailedLine, ServerMetricsLine, RECORD_FORMAT,
+};
+use crate::record::writer::Recorder;
 use crate::run::{Failure, Signals, EXIT_OK};
-use crate::scrape;
-use crate::ui::Look;
+use crate::scrape::{self, Collector, Node, Report};
+use crate::stats::ServerSpan;
+use crate::ui::watch::WatchEvent;
+use crate::util::format;
 use crate::util::say;
+
+/// The environment variables Slurm names a job's nodes in.
+const SLURM_NODELIST: [&str; 2] = ["SLURM_JOB_NODELIST", "SLURM_NODELIST"];
 
 /// `infertop watch`.
 pub fn watch(args: &WatchOpts) -> Result<i32, Failure> {
@@ -25,14 +42,14 @@ pub fn watch(args: &WatchOpts) -> Result<i32, Failure> {
             "--interval: below 100ms (use e.g. 1s; servers update their metrics about once a second)",
         ));
     }
-    let urls = args
-        .url
-        .iter()
-        .map(|u| scrape::metrics_url(u).map_err(|e| Failure::usage(format!("watch: {e}"))))
-        .collect::<Result<Vec<_>, _>>()?;
-    let shown = match urls.as_slice() {
-        [one] => one.to_string(),
-        [first, ..] => format!("{} servers ({first}, ...)", urls.len()),
+    let nodes = plan_nodes(args, &|k| std::env::var(k).ok())?;
+    let several = nodes.len() > 1;
+    let shown = match nodes.as_slice() {
+        [one] => one
+            .metrics
+            .as_ref()
+            .map_or_else(|| one.name.clone(), |u| u.to_string()),
+        [first, ..] => format!("{} nodes ({}, ...)", nodes.len(), first.name),
         [] => String::new(),
     };
     // The theme and keys are checked in headless watches too, as runs check theirs: a mistake
@@ -40,204 +57,518 @@ pub fn watch(args: &WatchOpts) -> Result<i32, Failure> {
     let look = crate::plan::look(&args.display)?;
     let signals =
         Signals::register().map_err(|e| Failure::runtime(format!("cannot watch signals: {e}")))?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Failure::runtime(format!("cannot start the http client: {e}")))?;
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10).min(args.interval * 5))
-        .build()
-        .map_err(|e| Failure::runtime(format!("cannot build the http client: {e}")))?;
     let started = Instant::now();
-    // The first scrape decides, before the terminal is taken over, whether there is anything
-    // to watch: a server that cannot be read is one line and exit 1.
-    let first = rt
-        .block_on(scrape::fetch_all(&client, &urls))
-        .map_err(|e| {
-            Failure::runtime(format!(
-                "watch: cannot read {e}; is the server up and does it export Prometheus metrics?"
-            ))
-        })?;
+    let timeout = Duration::from_secs(10).min(args.interval * 5);
+    let mut collector =
+        Collector::new(nodes.clone(), timeout, started).map_err(Failure::runtime)?;
+    // The first round decides, before the terminal is taken over, whether there is anything
+    // to watch: when no server can be read, that is one line and exit 1.
+    let first = collector.first_round();
+    let servers: Vec<usize> = (0..nodes.len())
+        .filter(|&i| nodes[i].metrics.is_some())
+        .collect();
+    let read: Vec<usize> = servers
+        .iter()
+        .copied()
+        .filter(|&i| collector.has_read(i))
+        .collect();
+    let exporters_read = first.iter().any(|r| matches!(r, Report::Telemetry { .. }));
+    if read.is_empty() && !(servers.is_empty() && exporters_read) {
+        let failed: Vec<&str> = first
+            .iter()
+            .filter_map(|r| match r {
+                Report::Failed { message, .. } => Some(message.as_str()),
+                _ => None,
+            })
+            .collect();
+        let what = if servers.is_empty() {
+            "exporter"
+        } else {
+            "server"
+        };
+        let first_failure = failed.first().copied().unwrap_or("no response");
+        return Err(Failure::runtime(match failed.len() {
+            0 | 1 => format!(
+                "watch: cannot read {first_failure}; is the {what} up and does it export Prometheus metrics?"
+            ),
+            n => format!(
+                "watch: cannot read any of the {n} nodes: {first_failure} (and {} more); are the servers up?",
+                n - 1
+            ),
+        }));
+    }
+    let server = read
+        .first()
+        .and_then(|&i| collector.last_scrape(i))
+        .map_or(
+            if servers.is_empty() {
+                "exporters"
+            } else {
+                "unknown"
+            },
+            |s| s.server(),
+        )
+        .to_string();
     let dashboard =
         !args.headless && args.format == WatchFormat::Text && std::io::stdout().is_terminal();
     say!(
-        "infertop: watching {shown} ({}), a window every {:?}; {} stops",
-        first.server(),
+        "infertop: watching {shown} ({server}), a window every {:?}; {} stops",
         args.interval,
         if dashboard { "q or Ctrl-C" } else { "Ctrl-C" }
     );
-    let scraper = Scraper {
-        rt,
-        client,
-        urls,
-        shown,
-        first: first.clone(),
-        prev: first,
-        prev_t: Instant::now(),
-        started,
+    if several && read.len() < servers.len() {
+        say!(
+            "infertop: warning: {} of {} nodes cannot be read yet; their rows are marked and they are tried every interval",
+            servers.len() - read.len(),
+            servers.len()
+        );
+    }
+    let recorder = match &args.record {
+        Some(path) => {
+            Some(Recorder::create(path, header(&nodes, args), false).map_err(Failure::usage)?)
+        }
+        None => None,
     };
+    let book = Arc::new(Mutex::new(Book {
+        server: server.clone(),
+        several,
+        screen: dashboard,
+        total: ServerSpan::default(),
+        nodes: nodes
+            .iter()
+            .map(|n| NodeBook {
+                name: n.name.clone(),
+                span: ServerSpan::default(),
+                failures: 0,
+            })
+            .collect(),
+        recorder,
+        last_t_s: 0.0,
+    }));
+    let (tx, rx) = crossbeam_channel::unbounded::<WatchEvent>();
+    let stop = Arc::new(AtomicBool::new(false));
+    let interval = args.interval;
+    let thread = {
+        let (stop, book) = (stop.clone(), book.clone());
+        std::thread::Builder::new()
+            .name("infertop-watch".into())
+            .spawn(move || {
+                let mut emit = |t_s: f64, report: Report| {
+                    let ev = match book.lock() {
+                        Ok(mut b) => b.take(t_s, report),
+                        Err(_) => return false,
+                    };
+                    ev.is_none_or(|ev| tx.send(ev).is_ok())
+                };
+                for r in first {
+                    if !emit(0.0, r) {
+                        return;
+                    }
+                }
+                collector.run(interval, &stop, &mut emit);
+            })
+            .map_err(|e| Failure::runtime(format!("watch: cannot start the scraper: {e}")))?
+    };
+    let config = crate::ui::watch::WatchConfig {
+        url: shown,
+        server: server.clone(),
+        interval: args.interval,
+        themes: look.themes,
+        glyphs: crate::ui::theme::Glyphs::new(look.ascii),
+        keys: look.keys,
+        nodes: nodes.iter().map(|n| n.name.clone()).collect(),
+    };
+    let deadline = args.duration.map(|d| started + d);
+    let outcome = if dashboard {
+        watch_dashboard(args, rx, config, &signals, started, deadline)
+    } else {
+        watch_lines(args, &rx, &signals, several, deadline)
+    };
+    // The thread ends at its next look at `stop`, or with the process: quitting never waits
+    // on a scrape in flight (up to 5 intervals when a server hangs).
+    stop.store(true, Ordering::Relaxed);
+    drop(thread);
+    let (stop_reason, result) = match outcome {
+        Ok(reason) => (reason, Ok(())),
+        Err(f) => (StopReason::Error, Err(f)),
+    };
+    let (total, per_node, record_error) = match book.lock() {
+        Ok(mut b) => b.finish(&stop_reason, started.elapsed().as_secs_f64()),
+        Err(poisoned) => poisoned
+            .into_inner()
+            .finish(&stop_reason, started.elapsed().as_secs_f64()),
+    };
+    let text = summary(&total, &per_node, args.format);
     if dashboard {
-        return watch_dashboard(args, scraper, look, &signals);
+        // The terminal may have hung up (SIGHUP): nothing better to do with a failed write.
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.flush();
+    } else {
+        print_stdout(&text)?;
     }
-    if args.format == WatchFormat::Text {
-        print_stdout(&format!("{}\n", text_header()))?;
+    if let Some(e) = record_error {
+        say!("infertop: warning: the record is incomplete: {e}");
     }
-    let mut scraper = scraper;
-    let mut next = scraper.prev_t + args.interval;
-    while signals.stop_reason().is_none() && args.duration.is_none_or(|d| started.elapsed() < d) {
-        if Instant::now() < next {
-            std::thread::sleep(Duration::from_millis(20).min(next - Instant::now()));
-            continue;
-        }
-        next += args.interval;
-        match scraper.next() {
-            Ok(w) => print_stdout(&render(&w, args.format, started.elapsed().as_secs_f64()))?,
-            Err(e) => say!(
-                "infertop: warning: scrape failed: {e}; next in {:?}",
-                args.interval
-            ),
-        }
-    }
-    print_stdout(&summary(&scraper.total(), args.format))?;
+    result?;
     Ok(signals.exit_code().unwrap_or(EXIT_OK))
+}
+
+/// The nodes to watch: the URLs and hostlists given, or the Slurm job's nodes, with their
+/// exporters (`--gpu-metrics` by host, `--gpu-port` on every node's host).
+pub fn plan_nodes(
+    args: &WatchOpts,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<Node>, Failure> {
+    let usage = |e: String| Failure::usage(format!("watch: {e}"));
+    let at_port = |host: &str| {
+        scrape::metrics_url(&format!("http://{host}:{}/metrics", args.port)).map_err(usage)
+    };
+    let mut servers = Vec::new();
+    for raw in &args.url {
+        let host_and_port = raw.rsplit_once(':').is_some_and(|(h, p)| {
+            !h.is_empty() && !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit())
+        });
+        if raw.contains("://") {
+            servers.push(scrape::metrics_url(raw).map_err(usage)?);
+        } else if host_and_port {
+            servers.push(scrape::metrics_url(&format!("http://{raw}")).map_err(usage)?);
+        } else {
+            let hosts = scrape::hostlist::expand(raw)
+                .map_err(|e| usage(format!("`{raw}` is neither a URL nor a hostlist ({e})")))?;
+            for h in hosts {
+                servers.push(at_port(&h)?);
+            }
+        }
+    }
+    if servers.is_empty() && args.gpu_metrics.is_empty() {
+        let Some((var, list)) = SLURM_NODELIST
+            .iter()
+            .find_map(|k| env(k).filter(|v| !v.trim().is_empty()).map(|v| (*k, v)))
+        else {
+            return Err(Failure::usage(
+                "watch: give a metrics URL (e.g. http://localhost:8000/metrics) or a hostlist \
+                 such as gpu[01-04] with --port, or run inside a Slurm job ($SLURM_JOB_NODELIST)",
+            ));
+        };
+        let hosts = scrape::hostlist::expand(&list).map_err(|e| usage(format!("${var}: {e}")))?;
+        for h in hosts {
+            servers.push(at_port(&h)?);
+        }
+    }
+    let mut nodes = scrape::server_nodes(&servers);
+    let mut exporters = Vec::new();
+    for raw in &args.gpu_metrics {
+        exporters.push(
+            scrape::metrics_url(raw).map_err(|e| Failure::usage(format!("--gpu-metrics: {e}")))?,
+        );
+    }
+    for port in &args.gpu_port {
+        for s in &servers {
+            let host = s.host_str().unwrap_or_default();
+            let url = scrape::metrics_url(&format!("http://{host}:{port}/metrics"))
+                .map_err(|e| Failure::usage(format!("--gpu-port: {e}")))?;
+            if !exporters.contains(&url) {
+                exporters.push(url);
+            }
+        }
+    }
+    scrape::attach_exporters(&mut nodes, exporters);
+    Ok(nodes)
+}
+
+/// The record's header: `engine` is `watch`, `endpoints` the nodes' metrics URLs.
+fn header(nodes: &[Node], args: &WatchOpts) -> Header {
+    Header {
+        infertop_version: env!("CARGO_PKG_VERSION").to_string(),
+        record_format: RECORD_FORMAT,
+        command: crate::plan::header::command_line(),
+        config: RunConfig {
+            engine: Some("watch".into()),
+            endpoints: nodes
+                .iter()
+                .map(|n| {
+                    n.metrics
+                        .as_ref()
+                        .map_or_else(|| n.name.clone(), |u| u.to_string())
+                })
+                .collect(),
+            duration: args.duration.map(|d| format!("{d:?}")),
+            device: "http".into(),
+            ..RunConfig::default()
+        },
+        machine: crate::plan::header::machine(crate::model::DeviceSpec::Cpu),
+        model: None,
+    }
+}
+
+/// What the watch keeps for its summary and record: the total's span and each node's, and
+/// the record being written. The scraper's thread folds every report in here, then hands
+/// the screen or the printer its event.
+struct Book {
+    server: String,
+    several: bool,
+    /// The live screen has the terminal: nothing goes to stderr.
+    screen: bool,
+    total: ServerSpan,
+    nodes: Vec<NodeBook>,
+    recorder: Option<Recorder>,
+    last_t_s: f64,
+}
+
+struct NodeBook {
+    name: String,
+    span: ServerSpan,
+    failures: u64,
+}
+
+impl Book {
+    fn node(&mut self, name: &str) -> Option<&mut NodeBook> {
+        self.nodes.iter_mut().find(|n| n.name == name)
+    }
+
+    fn line(&mut self, line: Line) {
+        if let Some(r) = &mut self.recorder {
+            r.write_line(&line);
+        }
+    }
+
+    /// Folds one report in, records it, and returns what the view gets.
+    fn take(&mut self, t_s: f64, report: Report) -> Option<WatchEvent> {
+        self.last_t_s = t_s;
+        match report {
+            Report::Window(w) => {
+                match &w.source {
+                    Some(node) => {
+                        let node = node.clone();
+                        if let Some(n) = self.node(&node) {
+                            n.span.add(&w);
+                        }
+                    }
+                    None => self.total.add(&w),
+                }
+                self.line(Line::ServerMetrics(ServerMetricsLine {
+                    t_s,
+                    window: w.as_ref().clone(),
+                }));
+                Some(WatchEvent::Window { t_s, window: w })
+            }
+            Report::Telemetry { node, telemetry } => {
+                self.line(Line::NodeMetrics(NodeMetricsLine {
+                    t_s,
+                    source: node.clone(),
+                    telemetry: telemetry.as_ref().clone(),
+                }));
+                Some(WatchEvent::Telemetry {
+                    t_s,
+                    node,
+                    telemetry,
+                })
+            }
+            Report::Failed {
+                node,
+                exporter,
+                message,
+            } => {
+                if let Some(n) = self.node(&node) {
+                    n.failures += 1;
+                }
+                let single_server = !self.several && exporter.is_none();
+                self.line(Line::ScrapeFailed(ScrapeFailedLine {
+                    t_s,
+                    source: (!single_server).then(|| node.clone()),
+                    exporter: exporter.clone(),
+                    message: message.clone(),
+                }));
+                Some(if single_server {
+                    WatchEvent::ScrapeFailed { t_s, message }
+                } else {
+                    WatchEvent::NodeFailed {
+                        t_s,
+                        node,
+                        exporter,
+                        message,
+                    }
+                })
+            }
+            Report::Skipped { message, .. } => {
+                // On the live screen stderr is the screen: said in line mode only.
+                if !self.screen {
+                    say!("infertop: warning: {message}");
+                }
+                None
+            }
+        }
+    }
+
+    /// The whole watch (and each node's), and the record's footer written.
+    fn finish(
+        &mut self,
+        stop: &StopReason,
+        elapsed_s: f64,
+    ) -> (Window, Vec<(String, Window, u64)>, Option<String>) {
+        let total = self.total.window(&self.server);
+        let nodes: Vec<(String, Window, u64)> = if self.several {
+            self.nodes
+                .iter()
+                .map(|n| {
+                    let mut w = n.span.window(&self.server);
+                    w.source = Some(n.name.clone());
+                    (n.name.clone(), w, n.failures)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let mut error = None;
+        if let Some(mut r) = self.recorder.take() {
+            let summary = crate::record::RunSummary::from_stats(&crate::stats::RunStats::new())
+                .with_server(Some(self.total.summary(&self.server)));
+            r.finish(stop, elapsed_s, &summary);
+            error = r.error().map(str::to_string);
+        }
+        (total, nodes, error)
+    }
 }
 
 /// Frames per second of the live screen when `--fps` is not given: its figures change once a
 /// window, and a new window draws at once.
 const WATCH_FPS: u32 = 4;
 
-/// The scrapes so far: the first (the whole watch starts there) and the last good one (the
-/// next window starts there).
-struct Scraper {
-    rt: tokio::runtime::Runtime,
-    client: reqwest::Client,
-    urls: Vec<reqwest::Url>,
-    /// The URL, or how many and the first.
-    shown: String,
-    first: scrape::Scrape,
-    prev: scrape::Scrape,
-    prev_t: Instant,
-    started: Instant,
-}
-
-impl Scraper {
-    /// One more scrape (of every URL, merged): the window since the last good one, or why it
-    /// could not be read (naming the URL that failed).
-    fn next(&mut self) -> Result<Window, String> {
-        let now = Instant::now();
-        let s = self
-            .rt
-            .block_on(scrape::fetch_all(&self.client, &self.urls))?;
-        let w = scrape::window(
-            &self.prev,
-            &s,
-            now.duration_since(self.prev_t).as_secs_f64(),
-        );
-        (self.prev, self.prev_t) = (s, now);
-        Ok(w)
-    }
-
-    /// The whole watch as one window: from the first scrape to the last good one.
-    fn total(&self) -> Window {
-        scrape::window(
-            &self.first,
-            &self.prev,
-            self.prev_t.duration_since(self.started).as_secs_f64(),
-        )
-    }
-}
-
-/// The live screen: the scrapes go on in a thread that sends a `WatchEvent` per scrape; the
-/// screen runs here until q, a signal or `--duration`; then the whole watch's summary is
-/// printed on the restored terminal, as the headless watch prints it.
+/// The live screen until q, a signal or `--duration`.
 fn watch_dashboard(
     args: &WatchOpts,
-    scraper: Scraper,
-    look: Look,
+    rx: crossbeam_channel::Receiver<WatchEvent>,
+    config: crate::ui::watch::WatchConfig,
     signals: &Signals,
-) -> Result<i32, Failure> {
-    use crate::ui::theme::Glyphs;
-    use crate::ui::watch::{WatchConfig, WatchEvent, WatchLoop};
-
-    let config = WatchConfig {
-        url: scraper.shown.clone(),
-        server: scraper.first.server().to_string(),
-        interval: args.interval,
-        themes: look.themes,
-        glyphs: Glyphs::new(look.ascii),
-        keys: look.keys,
-    };
-    let opts = WatchLoop {
+    started: Instant,
+    deadline: Option<Instant>,
+) -> Result<StopReason, Failure> {
+    let opts = crate::ui::watch::WatchLoop {
         signals: signals.clone(),
-        started: scraper.started,
-        deadline: args.duration.map(|d| scraper.started + d),
+        started,
+        deadline,
         fps: args.display.fps.unwrap_or(WATCH_FPS),
-    };
-    let (tx, rx) = crossbeam_channel::unbounded();
-    let stop = Arc::new(AtomicBool::new(false));
-    // The scrapes so far, for the summary: shared, so that quitting never waits on a scrape
-    // in flight (up to 5 intervals when the server hangs).
-    let shared = Arc::new(Mutex::new(scraper.total()));
-    let interval = args.interval;
-    let thread = {
-        let (stop, shared) = (stop.clone(), shared.clone());
-        let mut scraper = scraper;
-        std::thread::Builder::new()
-            .name("infertop-watch".into())
-            .spawn(move || {
-                let mut next = scraper.prev_t + interval;
-                while !stop.load(Ordering::Relaxed) {
-                    if Instant::now() < next {
-                        std::thread::sleep(Duration::from_millis(20).min(next - Instant::now()));
-                        continue;
-                    }
-                    next += interval;
-                    let ev = match scraper.next() {
-                        Ok(w) => {
-                            if let Ok(mut total) = shared.lock() {
-                                *total = scraper.total();
-                            }
-                            WatchEvent::Window {
-                                t_s: scraper.started.elapsed().as_secs_f64(),
-                                window: Box::new(w),
-                            }
-                        }
-                        Err(message) => WatchEvent::ScrapeFailed {
-                            t_s: scraper.started.elapsed().as_secs_f64(),
-                            message,
-                        },
-                    };
-                    if tx.send(ev).is_err() {
-                        return;
-                    }
-                }
-            })
-            .map_err(|e| Failure::runtime(format!("watch: cannot start the scraper: {e}")))?
     };
     // A panic in the screen has restored the terminal (ratatui's hook) and printed itself;
     // catching it here still prints what was measured.
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         crate::ui::watch::run(rx, config, &opts)
     }));
-    // The thread ends at its next look at `stop`, or with the process: quitting never waits
-    // on a scrape in flight.
-    stop.store(true, Ordering::Relaxed);
-    drop(thread);
-    let total = match shared.lock() {
-        Ok(t) => t.clone(),
-        Err(poisoned) => poisoned.into_inner().clone(),
-    };
-    // The terminal may have hung up (SIGHUP): nothing better to do with a failed write.
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(summary(&total, WatchFormat::Text).as_bytes());
-    let _ = out.flush();
     match result {
-        Ok(Ok(_)) => Ok(signals.exit_code().unwrap_or(EXIT_OK)),
+        Ok(Ok(reason)) => Ok(reason),
         Ok(Err(e)) => Err(Failure::runtime(format!("watch: the screen failed ({e})"))),
         Err(_) => Err(Failure::runtime(
             "watch: the screen panicked (see above); the summary covers every window read",
         )),
     }
+}
+
+/// Lines on stdout until a signal or `--duration`: one per window (each node's, then the
+/// total), per exporter reading, and failures (on stderr for text, as lines for JSON).
+fn watch_lines(
+    args: &WatchOpts,
+    rx: &crossbeam_channel::Receiver<WatchEvent>,
+    signals: &Signals,
+    several: bool,
+    deadline: Option<Instant>,
+) -> Result<StopReason, Failure> {
+    if args.format == WatchFormat::Text {
+        print_stdout(&format!("{}\n", text_header(several)))?;
+    }
+    // With several nodes a failing node is said when it starts failing and when it is back,
+    // not every interval.
+    let mut failing: Vec<String> = Vec::new();
+    loop {
+        if let Some(reason) = signals.stop_reason() {
+            return Ok(reason);
+        }
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(StopReason::DurationLimit);
+        }
+        let ev = match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(ev) => ev,
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                return Err(Failure::runtime(
+                    "watch: the scraper thread stopped; the summary covers what it read",
+                ))
+            }
+        };
+        match (&ev, args.format) {
+            (WatchEvent::Window { t_s, window }, format) => {
+                if let Some(node) = &window.source {
+                    if let Some(i) = failing.iter().position(|n| n == node) {
+                        failing.remove(i);
+                        say!("infertop: {node} is read again");
+                    }
+                }
+                print_stdout(&render(window, format, *t_s, several))?;
+            }
+            (
+                WatchEvent::Telemetry {
+                    t_s,
+                    node,
+                    telemetry,
+                },
+                format,
+            ) => {
+                print_stdout(&telemetry_line(node, telemetry, format, *t_s))?;
+            }
+            (WatchEvent::ScrapeFailed { t_s, message }, WatchFormat::Text) => {
+                let _ = t_s;
+                say!(
+                    "infertop: warning: scrape failed: {message}; next in {:?}",
+                    args.interval
+                )
+            }
+            (
+                WatchEvent::NodeFailed {
+                    node,
+                    message,
+                    exporter,
+                    ..
+                },
+                WatchFormat::Text,
+            ) => {
+                let key = format!("{node} {}", exporter.as_deref().unwrap_or(""));
+                if !failing.contains(&key) {
+                    say!(
+                        "infertop: warning: {node}: cannot read {message}; retrying every {:?}",
+                        args.interval
+                    );
+                    failing.push(key);
+                }
+            }
+            (WatchEvent::ScrapeFailed { t_s, message }, WatchFormat::Json) => {
+                print_stdout(&failed_json(*t_s, None, None, message))?
+            }
+            (
+                WatchEvent::NodeFailed {
+                    t_s,
+                    node,
+                    exporter,
+                    message,
+                },
+                WatchFormat::Json,
+            ) => print_stdout(&failed_json(*t_s, Some(node), exporter.as_deref(), message))?,
+        }
+        if let WatchEvent::Telemetry { node, .. } = &ev {
+            let key = format!("{node} ");
+            failing.retain(|k| !(k.starts_with(&key) && k.len() > key.len()));
+        }
+    }
+}
+
+fn failed_json(t_s: f64, node: Option<&str>, exporter: Option<&str>, message: &str) -> String {
+    let mut v = serde_json::json!({"type": "scrape_failed", "t_s": t_s, "message": message});
+    if let Some(n) = node {
+        v["source"] = n.into();
+    }
+    if let Some(e) = exporter {
+        v["exporter"] = e.into();
+    }
+    format!("{v}\n")
 }
 
 fn ms(q: Option<Quantiles>) -> String {
@@ -251,11 +582,28 @@ fn num(v: Option<f64>, scale: f64, digits: usize) -> String {
     v.map_or("-".into(), |v| format!("{:.*}", digits, v * scale))
 }
 
-fn text_header() -> &'static str {
-    "     t  req/s  running  waiting  kv %  preempt  prefix hit %  TTFT p50/p99 ms  ITL p50/p99 ms  E2E p50/p99 ms"
+const NODE_COLUMN: usize = 22;
+
+/// At most `n` characters of `s`, its end kept (node names differ at the end: gpu01, gpu02).
+fn truncate(s: &str, n: usize) -> String {
+    let count = s.chars().count();
+    if count <= n {
+        return s.to_string();
+    }
+    let tail: String = s.chars().skip(count - (n - 1)).collect();
+    format!("~{tail}")
 }
 
-fn render(w: &Window, format: WatchFormat, t_s: f64) -> String {
+fn text_header(several: bool) -> String {
+    let line = "     t  req/s  running  waiting  kv %  preempt  prefix hit %  TTFT p50/p99 ms  ITL p50/p99 ms  E2E p50/p99 ms";
+    if several {
+        format!("{:<NODE_COLUMN$} {line}", "node")
+    } else {
+        line.to_string()
+    }
+}
+
+fn render(w: &Window, format: WatchFormat, t_s: f64, several: bool) -> String {
     match format {
         WatchFormat::Json => {
             let mut v = serde_json::to_value(w).unwrap_or_default();
@@ -263,27 +611,104 @@ fn render(w: &Window, format: WatchFormat, t_s: f64) -> String {
             v["t_s"] = t_s.into();
             format!("{v}\n")
         }
-        WatchFormat::Text => format!(
-            "{:>5.0}s {:>6} {:>8} {:>8} {:>5} {:>8} {:>13} {:>16} {:>15} {:>15}\n",
-            t_s,
-            num(w.requests_per_s, 1.0, 2),
-            num(w.running, 1.0, 0),
-            num(w.waiting, 1.0, 0),
-            num(w.kv_usage, 100.0, 1),
-            num(w.preemptions, 1.0, 0),
-            num(w.prefix_hit_rate, 100.0, 1),
-            ms(w.ttft_s),
-            ms(w.itl_s),
-            ms(w.e2e_s),
-        ),
+        WatchFormat::Text => {
+            let node = if several {
+                let name = w.source.as_deref().unwrap_or("total");
+                format!("{:<NODE_COLUMN$} ", truncate(name, NODE_COLUMN))
+            } else {
+                String::new()
+            };
+            format!(
+                "{node}{:>5.0}s {:>6} {:>8} {:>8} {:>5} {:>8} {:>13} {:>16} {:>15} {:>15}\n",
+                t_s,
+                num(w.requests_per_s, 1.0, 2),
+                num(w.running, 1.0, 0),
+                num(w.waiting, 1.0, 0),
+                num(w.kv_usage, 100.0, 1),
+                num(w.preemptions, 1.0, 0),
+                num(w.prefix_hit_rate, 100.0, 1),
+                ms(w.ttft_s),
+                ms(w.itl_s),
+                ms(w.e2e_s),
+            )
+        }
     }
 }
 
-fn summary(w: &Window, format: WatchFormat) -> String {
+fn telemetry_line(node: &str, t: &NodeTelemetry, format: WatchFormat, t_s: f64) -> String {
+    match format {
+        WatchFormat::Json => {
+            let mut v = serde_json::to_value(t).unwrap_or_default();
+            v["type"] = "node_metrics".into();
+            v["t_s"] = t_s.into();
+            v["source"] = node.into();
+            format!("{v}\n")
+        }
+        WatchFormat::Text => {
+            let mut parts = Vec::new();
+            for g in &t.gpus {
+                let mut p = format!("gpu{}", g.gpu);
+                if let Some(u) = g.util_pct {
+                    p.push_str(&format!(" {u:.0}%"));
+                }
+                if let (Some(used), Some(total)) = (g.mem_used_bytes, g.mem_total_bytes) {
+                    p.push_str(&format!(
+                        " {}/{}",
+                        format::bytes(used as u64),
+                        format::bytes(total as u64)
+                    ));
+                }
+                if let Some(w) = g.power_w {
+                    p.push_str(&format!(" {w:.0}W"));
+                }
+                if let Some(c) = g.temperature_c {
+                    p.push_str(&format!(" {c:.0}C"));
+                }
+                parts.push(p);
+            }
+            let h = &t.host;
+            if let Some(c) = h.cpu_pct {
+                parts.push(format!("cpu {c:.0}%"));
+            }
+            if let (Some(u), Some(total)) = (h.mem_used_bytes, h.mem_total_bytes) {
+                parts.push(format!(
+                    "mem {}/{}",
+                    format::bytes(u as u64),
+                    format::bytes(total as u64)
+                ));
+            }
+            if let Some(l) = h.load1 {
+                parts.push(format!("load {l:.2}"));
+            }
+            format!(
+                "{:<NODE_COLUMN$} {:>5.0}s {}\n",
+                truncate(node, NODE_COLUMN),
+                t_s,
+                if parts.is_empty() {
+                    "no GPU or host figures".to_string()
+                } else {
+                    parts.join(" · ")
+                }
+            )
+        }
+    }
+}
+
+fn summary(w: &Window, nodes: &[(String, Window, u64)], format: WatchFormat) -> String {
     match format {
         WatchFormat::Json => {
             let mut v = serde_json::to_value(w).unwrap_or_default();
             v["type"] = "watch_summary".into();
+            if !nodes.is_empty() {
+                v["nodes"] = nodes
+                    .iter()
+                    .map(|(_, w, failures)| {
+                        let mut n = serde_json::to_value(w).unwrap_or_default();
+                        n["failed_scrapes"] = (*failures).into();
+                        n
+                    })
+                    .collect();
+            }
             format!("{v}\n")
         }
         WatchFormat::Text => {
@@ -297,8 +722,19 @@ fn summary(w: &Window, format: WatchFormat) -> String {
                 ),
                 None => format!("| {name} | - | - | - | 0 |\n"),
             };
-            format!(
-                "\nthe whole watch: {:.0} s of {} metrics, {} requests/s, {} preemptions\n\n| metric (server's histograms) | p50 | p90 | p99 | n |\n|---|---:|---:|---:|---:|\n{}{}{}",
+            let s = &w.signals;
+            let mut extra = String::new();
+            for (name, q) in [
+                ("queue", s.queue_s),
+                ("prefill", s.prefill_s),
+                ("decode", s.decode_s),
+            ] {
+                if q.is_some() {
+                    extra.push_str(&row(name, q));
+                }
+            }
+            let mut out = format!(
+                "\nthe whole watch: {:.0} s of {} metrics, {} requests/s, {} preemptions\n\n| metric (server's histograms) | p50 | p90 | p99 | n |\n|---|---:|---:|---:|---:|\n{}{}{}{extra}",
                 w.seconds,
                 w.server,
                 num(w.requests_per_s, 1.0, 2),
@@ -306,7 +742,104 @@ fn summary(w: &Window, format: WatchFormat) -> String {
                 row("TTFT", w.ttft_s),
                 row("ITL", w.itl_s),
                 row("E2E", w.e2e_s),
-            )
+            );
+            if !nodes.is_empty() {
+                out.push_str(
+                    "\n| node | req/s | TTFT p50 | TTFT p99 | E2E p99 | n | failed scrapes |\n|---|---:|---:|---:|---:|---:|---:|\n",
+                );
+                let cell = |q: Option<Quantiles>, p: fn(&Quantiles) -> f64| {
+                    q.map_or("-".to_string(), |q| format!("{:.3} ms", p(&q) * 1e3))
+                };
+                for (name, n, failures) in nodes {
+                    out.push_str(&format!(
+                        "| {name} | {} | {} | {} | {} | {} | {failures} |\n",
+                        num(n.requests_per_s, 1.0, 2),
+                        cell(n.ttft_s, |q| q.p50),
+                        cell(n.ttft_s, |q| q.p99),
+                        cell(n.e2e_s, |q| q.p99),
+                        n.ttft_s.or(n.e2e_s).map_or(0, |q| q.n),
+                    ));
+                }
+            }
+            out
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        watch: WatchOpts,
+    }
+
+    fn nodes(args: &[&str], slurm: Option<&str>) -> Result<Vec<Node>, String> {
+        let cli = Cli::try_parse_from(std::iter::once("watch").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        let slurm = slurm.map(str::to_string);
+        plan_nodes(&cli.watch, &|k| {
+            (k == "SLURM_JOB_NODELIST").then(|| slurm.clone()).flatten()
+        })
+        .map_err(|f| f.message)
+    }
+
+    #[test]
+    fn nodes_from_urls_hostlists_and_slurm() {
+        let n = nodes(
+            &["http://a:8000", "b[1-2]", "c:7000", "--port", "9000"],
+            None,
+        )
+        .unwrap();
+        let names: Vec<&str> = n.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["a:8000", "b1:9000", "b2:9000", "c:7000"]);
+        assert_eq!(
+            n[1].metrics.as_ref().unwrap().as_str(),
+            "http://b1:9000/metrics"
+        );
+        let n = nodes(&["--gpu-port", "9400"], Some("gpu[01-02]")).unwrap();
+        assert_eq!(n.len(), 2);
+        assert_eq!(
+            n[0].metrics.as_ref().unwrap().as_str(),
+            "http://gpu01:8000/metrics"
+        );
+        assert_eq!(n[1].exporters[0].as_str(), "http://gpu02:9400/metrics");
+        // An exporter goes with the node on its host; one on another host is its own row.
+        let n = nodes(
+            &[
+                "http://a:8000",
+                "--gpu-metrics",
+                "http://a:9400",
+                "http://c:9100/metrics",
+            ],
+            None,
+        )
+        .unwrap();
+        assert_eq!(n.len(), 2);
+        assert_eq!(n[0].exporters.len(), 1);
+        assert_eq!(
+            (n[1].name.as_str(), n[1].metrics.is_none()),
+            ("c:9100", true)
+        );
+    }
+
+    #[test]
+    fn no_nodes_is_a_usage_error_that_says_how() {
+        let e = nodes(&[], None).unwrap_err();
+        assert!(
+            e.contains("SLURM_JOB_NODELIST") && e.contains("hostlist"),
+            "{e}"
+        );
+        let e = nodes(&[], Some("gpu[01-")).unwrap_err();
+        assert!(
+            e.contains("$SLURM_JOB_NODELIST") && e.contains("without `]`"),
+            "{e}"
+        );
+        let e = nodes(&["gpu[3-1]"], None).unwrap_err();
+        assert!(e.contains("neither a URL nor a hostlist"), "{e}");
     }
 }

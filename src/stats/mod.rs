@@ -22,8 +22,8 @@ pub use run::{
     Metric, RunStats, Table, WindowKind, RECENT_REQUESTS, RECENT_STEPS, REQUEST_WINDOW, STEP_WINDOW,
 };
 pub use server::{
-    quantiles as histogram_quantiles, trim as trim_buckets, HistogramSum, ServerSpan,
-    ServerSpanSummary, ServerSteady,
+    quantiles as histogram_quantiles, total as total_window, trim as trim_buckets, HistogramSum,
+    NodeSteady, ServerSpan, ServerSpanSummary, ServerSteady,
 };
 pub use slo::{parse_duration_s, Slo};
 pub use steady::{settle_point, warmup_cost_s, SettleRule};

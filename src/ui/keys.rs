@@ -45,11 +45,14 @@ pub enum Action {
     SpeedUp,
     /// A replay: half as fast.
     SpeedDown,
+    /// The row above / below (`watch`'s node table).
+    SelectUp,
+    SelectDown,
 }
 
 impl Action {
     /// Every action with its name in the keys file, its default keys and its help text.
-    pub const TABLE: [(Action, &'static str, &'static [&'static str], &'static str); 19] = [
+    pub const TABLE: [(Action, &'static str, &'static [&'static str], &'static str); 21] = [
         (
             Action::Quit,
             "quit",
@@ -144,6 +147,18 @@ impl Action {
         ),
         (Action::SpeedUp, "faster", &[">"], "replay: twice as fast"),
         (Action::SpeedDown, "slower", &["<"], "replay: half as fast"),
+        (
+            Action::SelectUp,
+            "select_up",
+            &["up", "k"],
+            "watch: the row above",
+        ),
+        (
+            Action::SelectDown,
+            "select_down",
+            &["down", "j"],
+            "watch: the row below",
+        ),
     ];
 
     fn entry(self) -> &'static (Action, &'static str, &'static [&'static str], &'static str) {
@@ -350,6 +365,8 @@ struct KeysFile {
     step: Option<Spanned<KeyList>>,
     faster: Option<Spanned<KeyList>>,
     slower: Option<Spanned<KeyList>>,
+    select_up: Option<Spanned<KeyList>>,
+    select_down: Option<Spanned<KeyList>>,
 }
 
 impl KeysFile {
@@ -374,6 +391,8 @@ impl KeysFile {
             (Action::Step, self.step),
             (Action::SpeedUp, self.faster),
             (Action::SpeedDown, self.slower),
+            (Action::SelectUp, self.select_up),
+            (Action::SelectDown, self.select_down),
         ]
         .into_iter()
         .filter_map(|(a, k)| k.map(|k| (a, k)))

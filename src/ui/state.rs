@@ -342,6 +342,9 @@ pub struct App {
     /// their figures, refreshed with the table.
     pub phase_rows: bool,
     pub phases: Option<crate::stats::PhaseSummary>,
+    /// With several servers' metrics: the table's rows are the servers (their own TTFT, ITL
+    /// and E2E over the steady state) instead of the metrics (`s` cycles to it).
+    pub server_nodes: bool,
     /// A sweep's fold (`infertop sweep` in a terminal): its cells so far and the grid; `run`
     /// is then the open cell's.
     pub sweep: Option<crate::sweep::fold::SweepFold>,
@@ -414,6 +417,7 @@ impl App {
             breakdown: Default::default(),
             phase_rows: false,
             phases: None,
+            server_nodes: false,
             sweep: None,
             source: Source::Engine,
             dirty: true,
@@ -1031,7 +1035,14 @@ impl App {
                 Update::None
             }
             Action::ToggleServer => {
-                self.server_columns = !self.server_columns;
+                // Client vs server, then (with several servers) each server's rows, then the
+                // client's table.
+                if self.server_columns && !self.server_nodes && self.run.server.nodes.len() > 1 {
+                    self.server_nodes = true;
+                } else {
+                    self.server_columns = !self.server_columns;
+                    self.server_nodes = false;
+                }
                 Update::None
             }
             Action::TogglePhases => {
@@ -1057,6 +1068,8 @@ impl App {
             | Action::PromptLess
             | Action::LoadMore
             | Action::LoadLess => Update::None,
+            // Row selection is `watch`'s.
+            Action::SelectUp | Action::SelectDown => Update::None,
         }
     }
 

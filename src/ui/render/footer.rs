@@ -30,7 +30,9 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         items.push((vec![Action::ResetStats], "reset"));
     }
     if app.run.server.last.is_some() && app.baseline.is_none() {
-        let what = if app.server_columns {
+        let what = if app.server_columns && !app.server_nodes && app.run.server.nodes.len() > 1 {
+            "per server"
+        } else if app.server_columns {
             "client table"
         } else {
             "vs server"

@@ -11,7 +11,11 @@ use crate::ui::state::App;
 use crate::ui::theme::{Glyphs, Theme};
 
 pub fn render(frame: &mut Frame, app: &App, area: Rect) {
-    let offered = Action::TABLE.iter().filter(|(a, ..)| app.offers(*a));
+    // Row selection is `watch`'s alone; its help lists it.
+    let own = |a: &Action| !matches!(a, Action::SelectUp | Action::SelectDown);
+    let offered = Action::TABLE
+        .iter()
+        .filter(|(a, ..)| own(a) && app.offers(*a));
     let keys = offered.map(|(action, _, _, _)| {
         let keys = app.keys.label(*action);
         let keys = if keys.is_empty() {

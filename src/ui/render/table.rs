@@ -53,6 +53,10 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         block = block.title_bottom(Line::styled(format!("baseline: {}", base.name), theme.dim));
     }
     let server = app.server_columns && app.baseline.is_none() && app.run.server.last.is_some();
+    if server && app.server_nodes && app.run.server.nodes.len() > 1 {
+        server_nodes(frame, app, block, rect);
+        return;
+    }
     if server {
         block = block.title_bottom(Line::styled(server_note(app), theme.dim));
     }
@@ -243,6 +247,65 @@ fn server_note(app: &App) -> String {
         }
     }
     parts.join(&format!(" {sep} "))
+}
+
+const NODE_HEADINGS: [&str; 8] = [
+    "server", "TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "E2E p50", "E2E p99", "n",
+];
+
+/// A row per server (`--server-metrics` with several): its own TTFT, ITL and E2E over the
+/// steady state, slowest TTFT p99 first, so that a slow server shows at once; a p99 over 1.5
+/// times the servers' median ends in `!` (both decided in state, once per window).
+fn server_nodes(frame: &mut Frame, app: &App, block: ratatui::widgets::Block, rect: Rect) {
+    let theme = app.theme();
+    let ascii = app.glyphs.ascii;
+    let server = &app.run.server;
+    let header = Row::new(
+        NODE_HEADINGS
+            .iter()
+            .map(|h| Cell::from(Line::from(*h).right_aligned())),
+    )
+    .style(theme.table_header);
+    let shown = usize::from(rect.height.saturating_sub(3));
+    let rows = server.slowest_first.iter().take(shown).filter_map(|&i| {
+        let n = server.nodes.get(i)?;
+        let s = n.summary.as_ref();
+        let c = n.source.chars().count();
+        let name: String = n.source.chars().skip(c.saturating_sub(13)).collect();
+        let mut cells = vec![Cell::from(Span::styled(name, theme.text))];
+        let picks: [Option<ServerQuantiles>; 3] = [
+            s.and_then(|s| s.ttft_s),
+            s.and_then(|s| s.itl_s),
+            s.and_then(|s| s.e2e_s),
+        ];
+        for (k, q) in picks.into_iter().enumerate() {
+            for (v, slow) in [(q.map(|q| q.p50), false), (q.map(|q| q.p99), n.slow[k])] {
+                let (text, style) = match v {
+                    Some(v) if slow => (format!("{}!", format::duration(v, ascii)), theme.slo_fail),
+                    Some(v) => (format!("{} ", format::duration(v, ascii)), theme.text),
+                    None => ("- ".to_string(), theme.dim),
+                };
+                cells.push(Cell::from(Line::styled(text, style).right_aligned()));
+            }
+        }
+        let count = picks[0].or(picks[2]).map_or(0, |q| q.n);
+        cells.push(Cell::from(
+            Line::styled(format!("{count} "), theme.dim).right_aligned(),
+        ));
+        Some(Row::new(cells))
+    });
+    let sep = app.glyphs.sep;
+    let note = format!(
+        "{} servers {sep} slowest TTFT p99 first {sep} their own histograms after warmup",
+        server.nodes.len()
+    );
+    let mut widths = vec![Constraint::Length(13)];
+    widths.extend([Constraint::Fill(1); 7]);
+    let table = Table::new(rows, widths)
+        .header(header)
+        .column_spacing(1)
+        .block(block.title_bottom(Line::styled(note, theme.dim)));
+    frame.render_widget(table, rect);
 }
 
 fn values(s: &Summary) -> [f64; 6] {

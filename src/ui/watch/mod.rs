@@ -6,6 +6,8 @@
 //! terminal is the run dashboard's (`ui::enter_terminal`), restored on quit, signals, errors
 //! and (by ratatui's hook) panics.
 
+pub mod detail;
+pub mod nodes;
 pub mod render;
 pub mod state;
 
@@ -16,7 +18,7 @@ use ratatui::backend::Backend;
 use ratatui::crossterm::event::KeyEvent;
 use ratatui::{Frame, Terminal};
 
-pub use state::{Update, WatchConfig, WatchEvent, WatchState};
+pub use state::{NodeView, Pane, Series, Update, WatchConfig, WatchEvent, WatchState};
 
 use super::screen::{run_screen, LoopOptions, Screen};
 use super::Input;

@@ -30,7 +30,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Paragraph};
 use ratatui::Frame;
 
-use super::state::{Point, WatchState};
+use super::state::{Pane, Point, Series, WatchState};
 use crate::event::ServerQuantiles;
 use crate::stats::scale::{bar_scale, nice_ceil};
 use crate::ui::keys::Action;
@@ -46,46 +46,117 @@ const TABLE_HEIGHT: u16 = 7;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Regions {
     pub header: Rect,
-    /// Requests/s, running+waiting, KV cache; then TTFT, ITL, E2E.
+    /// The node table (several nodes, or exporter figures); empty otherwise.
+    pub nodes: Rect,
+    /// Requests/s, running+waiting, KV cache; then TTFT, ITL, E2E (of the selected row).
+    /// Empty where the detail pane has the area (`v`).
     pub charts: [Rect; 6],
+    /// The selected row's figures in full; empty where there is none.
+    pub detail: Rect,
+    /// The latency table (a single server's screen).
     pub table: Rect,
     pub footer: Rect,
 }
 
-/// The regions for a terminal of this size, or `None` below the minimum.
-pub fn layout(area: Rect) -> Option<Regions> {
+/// From this width the detail pane stands beside the charts.
+pub const DETAIL_BESIDE: u16 = 160;
+
+/// The regions for a terminal of this size, or `None` below the minimum. `node_rows`: the
+/// node table's rows (the total, nodes and engines), or `None` for a single server's screen.
+pub fn layout(area: Rect, node_rows: Option<usize>, pane: Pane) -> Option<Regions> {
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         return None;
     }
-    let [header, charts, table, footer] = Layout::vertical([
+    let Some(rows) = node_rows else {
+        let [header, charts, table, footer] = Layout::vertical([
+            Constraint::Length(2),
+            Constraint::Fill(1),
+            Constraint::Length(TABLE_HEIGHT),
+            Constraint::Length(1),
+        ])
+        .areas(area);
+        return Some(Regions {
+            header,
+            nodes: Rect::default(),
+            charts: chart_grid(charts),
+            detail: Rect::default(),
+            table,
+            footer,
+        });
+    };
+    // The node table takes what its rows need, up to 45 % of the body, leaving the charts
+    // two rows of bars each at least.
+    let body = area.height - 3;
+    // With the detail pane in place of the charts, it gets the room.
+    let share = if pane == Pane::Detail && area.width < DETAIL_BESIDE {
+        30
+    } else {
+        45
+    };
+    let cap = (body * share / 100).max(5);
+    let want = u16::try_from(rows).unwrap_or(u16::MAX).saturating_add(3);
+    let [header, nodes, below, footer] = Layout::vertical([
         Constraint::Length(2),
+        Constraint::Length(want.min(cap)),
         Constraint::Fill(1),
-        Constraint::Length(TABLE_HEIGHT),
         Constraint::Length(1),
     ])
     .areas(area);
-    let [top, bottom] = Layout::vertical([Constraint::Fill(1); 2]).areas(charts);
-    let [a, b, c] = Layout::horizontal([Constraint::Fill(1); 3]).areas(top);
-    let [d, e, f] = Layout::horizontal([Constraint::Fill(1); 3]).areas(bottom);
+    let (charts, detail) = if area.width >= DETAIL_BESIDE {
+        let [c, d] =
+            Layout::horizontal([Constraint::Percentage(60), Constraint::Fill(1)]).areas(below);
+        (chart_grid(c), d)
+    } else if pane == Pane::Detail {
+        ([Rect::default(); 6], below)
+    } else {
+        (chart_grid(below), Rect::default())
+    };
     Some(Regions {
         header,
-        charts: [a, b, c, d, e, f],
-        table,
+        nodes,
+        charts,
+        detail,
+        table: Rect::default(),
         footer,
     })
+}
+
+fn chart_grid(area: Rect) -> [Rect; 6] {
+    let [top, bottom] = Layout::vertical([Constraint::Fill(1); 2]).areas(area);
+    let [a, b, c] = Layout::horizontal([Constraint::Fill(1); 3]).areas(top);
+    let [d, e, f] = Layout::horizontal([Constraint::Fill(1); 3]).areas(bottom);
+    [a, b, c, d, e, f]
+}
+
+/// The regions of this state's screen at `area`.
+pub fn regions(s: &WatchState, area: Rect) -> Option<Regions> {
+    let rows = s
+        .has_node_rows()
+        .then(|| super::nodes::lines(s, true).len());
+    layout(area, rows, s.pane)
 }
 
 /// Draws one frame.
 pub fn render(frame: &mut Frame, s: &WatchState) {
     let area = frame.area();
     frame.render_widget(Block::new().style(s.theme().text), area);
-    let Some(r) = layout(area) else {
+    let Some(r) = regions(s, area) else {
         too_small(frame, s, area);
         return;
     };
     header(frame, s, r.header);
-    charts(frame, s, &r.charts);
-    table(frame, s, r.table);
+    if !r.nodes.is_empty() {
+        super::nodes::render(frame, s, r.nodes);
+    }
+    if !r.charts[0].is_empty() {
+        charts(frame, s, &r.charts);
+    }
+    if !r.detail.is_empty() {
+        super::detail::render(frame, s, r.detail);
+    }
+    if !r.table.is_empty() {
+        table(frame, s, r.table);
+    }
     footer(frame, s, r.footer);
     if s.show_help {
         help(frame, s, area);
@@ -159,7 +230,7 @@ fn header(frame: &mut Frame, s: &WatchState, rect: Rect) {
             theme.dim,
         ));
     }
-    let last = s.last.as_ref();
+    let last = s.total.last.as_ref();
     second.push(sep());
     second.push(Span::styled("prefix hit ", theme.dim));
     second.push(Span::styled(
@@ -172,7 +243,7 @@ fn header(frame: &mut Frame, s: &WatchState, rect: Rect) {
         Some(p) => format!(
             "{} ({} in all)",
             format::si(p),
-            format::si(s.preemptions_total)
+            format::si(s.total.preemptions_total)
         ),
         None => "-".into(),
     };
@@ -198,13 +269,13 @@ fn panel<'a>(s: &WatchState, title: impl Into<Line<'a>>) -> Block<'a> {
 }
 
 /// One figure of a window, as a chart reads it.
-type Series = fn(&Point) -> Option<f64>;
+type Figure = fn(&Point) -> Option<f64>;
 
 /// One chart: a bar per window in each layer, the first layer behind the others (it must be
 /// the tallest: p99 behind p50, running+waiting behind running).
 struct Chart<'a> {
     title: &'a str,
-    layers: Vec<(Series, Style)>,
+    layers: Vec<(Figure, Style)>,
     /// A fixed full-height value (KV cache: 100%); else the scale follows the data.
     fixed_top: Option<f64>,
     /// Bars start at zero (counts and rates); latencies may start at a nice value below the
@@ -217,7 +288,8 @@ struct Chart<'a> {
 
 fn charts(frame: &mut Frame, s: &WatchState, rects: &[Rect; 6]) {
     let theme = s.theme();
-    let last = s.history.last();
+    let series = s.selected_series();
+    let last = series.history.last();
     let rate = |v: f64| format::si(v);
     let pct = |v: f64| format!("{:.0}%", v * 100.0);
     let time = |v: f64| dur(s, v);
@@ -298,18 +370,34 @@ fn charts(frame: &mut Frame, s: &WatchState, rects: &[Rect; 6]) {
             now: last.map_or(String::new(), |p| quantiles(p.e2e)),
         },
     ];
+    // With a row per node the charts say whose they are.
+    let whose = (s.nodes.len() > 1).then(|| s.selected_name());
     for (chart, rect) in list.into_iter().zip(rects) {
-        draw_chart(frame, s, *rect, chart);
+        draw_chart(frame, s, series, *rect, chart, whose);
     }
 }
 
-fn draw_chart(frame: &mut Frame, s: &WatchState, rect: Rect, c: Chart) {
+fn draw_chart(
+    frame: &mut Frame,
+    s: &WatchState,
+    series: &Series,
+    rect: Rect,
+    c: Chart,
+    whose: Option<&str>,
+) {
     let theme = s.theme();
-    let mut block = panel(s, c.title);
+    // The row's name goes in the title where it fits beside the scale.
+    let title = match whose {
+        Some(name) if c.title.len() + name.chars().count() + 16 <= usize::from(rect.width) => {
+            format!("{} {} {name}", c.title, s.glyphs.sep)
+        }
+        _ => c.title.to_string(),
+    };
+    let mut block = panel(s, title);
     let inner = block.inner(rect);
     let width = inner.width;
-    let shown = usize::from(width.saturating_sub(1)).min(s.history.len());
-    let visible: Vec<&Point> = s.history.last_n(shown).collect();
+    let shown = usize::from(width.saturating_sub(1)).min(series.history.len());
+    let visible: Vec<&Point> = series.history.last_n(shown).collect();
     // The scale is the range on screen: the back layer's top, the front layer's bottom.
     let back = c.layers.first().map(|l| l.0);
     let front = c.layers.last().map(|l| l.0);
@@ -344,7 +432,7 @@ fn draw_chart(frame: &mut Frame, s: &WatchState, rect: Rect, c: Chart) {
         .iter()
         .any(|p| c.layers.iter().any(|(f, _)| f(p).is_some()));
     if !has_data {
-        let text = if s.history.is_empty() {
+        let text = if series.history.is_empty() {
             "no window yet"
         } else {
             "not exported"
@@ -358,7 +446,7 @@ fn draw_chart(frame: &mut Frame, s: &WatchState, rect: Rect, c: Chart) {
     }
     let rows = inner.height;
     let buf = frame.buffer_mut();
-    let first = s.history.newest_number() + 1 - visible.len() as u64;
+    let first = series.history.newest_number() + 1 - visible.len() as u64;
     for (i, p) in visible.iter().enumerate() {
         let x = inner.x + column_of(first + i as u64, width);
         for (value, style) in &c.layers {
@@ -376,7 +464,7 @@ fn table(frame: &mut Frame, s: &WatchState, rect: Rect) {
         s,
         "Server latency (histogram_quantile estimates: as fine as its buckets)",
     );
-    let last = s.last.as_ref();
+    let last = s.total.last.as_ref();
     let window_label = last.map_or("last window".into(), |w| {
         format!("last window ({})", dur(s, w.seconds))
     });
@@ -384,10 +472,10 @@ fn table(frame: &mut Frame, s: &WatchState, rect: Rect) {
         format!(
             "since reset at {} ({} windows)",
             format::elapsed(secs(s.span_from_s)),
-            s.span_summary.windows
+            s.total.span_summary.windows
         )
     } else {
-        format!("whole watch ({} windows)", s.span_summary.windows)
+        format!("whole watch ({} windows)", s.total.span_summary.windows)
     };
     let cell = |q: Option<ServerQuantiles>| -> String {
         match q {
@@ -409,7 +497,7 @@ fn table(frame: &mut Frame, s: &WatchState, rect: Rect) {
         ]),
         Line::styled(format!("{:6}{group}   {group}", ""), theme.table_header),
     ];
-    let span = &s.span_summary;
+    let span = &s.total.span_summary;
     for (name, now, all) in [
         ("TTFT", last.and_then(|w| w.ttft_s), span.ttft_s),
         ("ITL", last.and_then(|w| w.itl_s), span.itl_s),
@@ -445,11 +533,31 @@ const KEYS: [(Action, &str, &str); 5] = [
     (Action::NextTheme, "theme", "next colour theme"),
 ];
 
+/// The keys the footer offers: the watch's own, and with a node table the selection and
+/// (where the detail pane does not fit beside the charts) the pane key.
+fn footer_keys(s: &WatchState, width: u16) -> Vec<(Action, &'static str)> {
+    let mut keys: Vec<(Action, &'static str)> =
+        KEYS.iter().map(|(a, what, _)| (*a, *what)).collect();
+    if s.has_node_rows() {
+        if s.rows() > 1 {
+            keys.insert(2, (Action::SelectDown, "next row"));
+        }
+        if width < DETAIL_BESIDE {
+            let what = match s.pane {
+                Pane::Charts => "detail",
+                Pane::Detail => "charts",
+            };
+            keys.insert(2, (Action::CycleView, what));
+        }
+    }
+    keys
+}
+
 fn footer(frame: &mut Frame, s: &WatchState, rect: Rect) {
     let theme = s.theme();
     let mut spans = vec![Span::raw(" ")];
     let mut used = 1usize;
-    for (action, what, _) in KEYS {
+    for (action, what) in footer_keys(s, rect.width) {
         let Some(key) = s.keys.short_label(action) else {
             continue;
         };
@@ -470,19 +578,46 @@ fn footer(frame: &mut Frame, s: &WatchState, rect: Rect) {
 }
 
 fn help(frame: &mut Frame, s: &WatchState, area: Rect) {
-    let keys = KEYS
+    let mut keys: Vec<(String, &str)> = KEYS
         .iter()
-        .map(|(action, _, describe)| (s.keys.label(*action), *describe));
-    let legend = [
+        .map(|(action, _, describe)| (s.keys.label(*action), *describe))
+        .collect();
+    if s.has_node_rows() {
+        keys.push((
+            format!(
+                "{}/{}",
+                s.keys.label(Action::SelectUp),
+                s.keys.label(Action::SelectDown)
+            ),
+            "select a row: the charts and detail show it",
+        ));
+        keys.push((
+            s.keys.label(Action::CycleView),
+            "charts / detail (narrow screens)",
+        ));
+    }
+    let mut legend = vec![
         " Nothing is sent to the server: its /metrics is read every interval,",
         " and each window is the difference of two scrapes.",
         " Percentiles are Prometheus' histogram_quantile over the window's",
         " bucket deltas: linear within a bucket, so as fine as its buckets.",
         " Charts: a bar per window, p99 behind p50, waiting stacked on",
         " running; they do not scroll: the newest is just left of the gap.",
-        " Esc or ? closes this help.",
     ];
-    crate::ui::render::help::overlay(frame, s.theme(), &s.glyphs, area, 72, keys, &legend);
+    if s.has_node_rows() {
+        legend.push(" Nodes: ! marks a p99 over 1.5x the nodes' median; a node that");
+        legend.push(" cannot be read is marked down and tried every interval.");
+    }
+    legend.push(" Esc or ? closes this help.");
+    crate::ui::render::help::overlay(
+        frame,
+        s.theme(),
+        &s.glyphs,
+        area,
+        72,
+        keys.into_iter(),
+        &legend,
+    );
 }
 
 fn too_small(frame: &mut Frame, s: &WatchState, area: Rect) {
@@ -499,20 +634,38 @@ mod tests {
         for w in (MIN_WIDTH..=260).step_by(9) {
             for h in (MIN_HEIGHT..=80).step_by(5) {
                 let area = Rect::new(0, 0, w, h);
-                let r = layout(area).expect("big enough");
-                let mut all = vec![r.header, r.table, r.footer];
-                all.extend(r.charts);
-                for (i, a) in all.iter().enumerate() {
-                    assert!(a.right() <= area.right() && a.bottom() <= area.bottom());
-                    for b in &all[i + 1..] {
-                        assert!(!a.intersects(*b), "{w}x{h}: {a:?} overlaps {b:?}");
+                for (rows, pane) in [
+                    (None, Pane::Charts),
+                    (Some(3), Pane::Charts),
+                    (Some(70), Pane::Charts),
+                    (Some(5), Pane::Detail),
+                ] {
+                    let r = layout(area, rows, pane).expect("big enough");
+                    let mut all = vec![r.header, r.table, r.footer, r.nodes, r.detail];
+                    all.extend(r.charts);
+                    all.retain(|r| !r.is_empty());
+                    for (i, a) in all.iter().enumerate() {
+                        assert!(a.right() <= area.right() && a.bottom() <= area.bottom());
+                        for b in &all[i + 1..] {
+                            assert!(!a.intersects(*b), "{w}x{h}: {a:?} overlaps {b:?}");
+                        }
+                    }
+                    // Every chart drawn has at least two rows of bars and a title that fits.
+                    let drawn = r.charts.iter().filter(|c| !c.is_empty());
+                    assert!(
+                        drawn.clone().all(|c| c.height >= 4 && c.width >= 26),
+                        "{w}x{h} {rows:?}"
+                    );
+                    // The node table shows at least two rows.
+                    assert!(rows.is_none() || r.nodes.height >= 5);
+                    // A detail pane is there when asked for, or beside the charts.
+                    if pane == Pane::Detail && rows.is_some() {
+                        assert!(!r.detail.is_empty());
                     }
                 }
-                // Every chart has at least two rows of bars and a title that fits.
-                assert!(r.charts.iter().all(|c| c.height >= 4 && c.width >= 26));
             }
         }
-        assert!(layout(Rect::new(0, 0, 79, 40)).is_none());
-        assert!(layout(Rect::new(0, 0, 200, 23)).is_none());
+        assert!(layout(Rect::new(0, 0, 79, 40), None, Pane::Charts).is_none());
+        assert!(layout(Rect::new(0, 0, 200, 23), Some(2), Pane::Charts).is_none());
     }
 }

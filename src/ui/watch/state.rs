@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ratatui::crossterm::event::KeyEvent;
 
-use crate::event::{ServerQuantiles, ServerWindow};
+use crate::event::{NodeTelemetry, ServerQuantiles, ServerWindow};
 use crate::stats::{ServerSpan, ServerSpanSummary};
 use crate::ui::keys::{Action, KeyMap};
 use crate::ui::ring::Ring;
@@ -22,19 +22,37 @@ pub const HISTORY: usize = 512;
 /// the oldest goes into the view even while paused, so a forgotten pause stays bounded.
 pub const HELD: usize = HISTORY;
 
-/// What the scraper sends: a window between two good scrapes, or a scrape that failed.
+/// What the scraper sends: a window between two good scrapes, or a scrape that failed; with
+/// several nodes, each node's window (its `source` set) and failures, and every node's
+/// exporter figures. A record's lines make the same events (`server_metrics`,
+/// `scrape_failed`, `node_metrics`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum WatchEvent {
-    /// `t_s`: seconds since the watch began, at the window's end.
+    /// `t_s`: seconds since the watch began, at the window's end. A window without `source`
+    /// is the total (a single server's own).
     Window { t_s: f64, window: Box<ServerWindow> },
     /// The scrape at `t_s` failed; the next is tried an interval later.
     ScrapeFailed { t_s: f64, message: String },
+    /// A node's server page (`exporter: None`) or one of its exporters (the URL) could not be
+    /// read at `t_s`; it is tried again the next interval.
+    NodeFailed {
+        t_s: f64,
+        node: String,
+        exporter: Option<String>,
+        message: String,
+    },
+    /// A node's GPU and host figures from its exporters.
+    Telemetry {
+        t_s: f64,
+        node: String,
+        telemetry: Box<NodeTelemetry>,
+    },
 }
 
 /// The settings the screen starts with.
 #[derive(Clone, Debug)]
 pub struct WatchConfig {
-    /// The metrics URL read.
+    /// The metrics URL read (or how many nodes and the first).
     pub url: String,
     /// vllm, sglang, tgi, llama.cpp or unknown (from the first scrape).
     pub server: String,
@@ -43,6 +61,8 @@ pub struct WatchConfig {
     pub themes: Vec<Theme>,
     pub glyphs: Glyphs,
     pub keys: KeyMap,
+    /// The nodes' names in the order their rows go (others get a row when first heard of).
+    pub nodes: Vec<String>,
 }
 
 /// One window as the charts draw it (the histograms stay in the span).
@@ -80,11 +100,127 @@ pub struct ScrapeStatus {
     pub failing: Option<(u64, String)>,
 }
 
+impl ScrapeStatus {
+    fn ok(&mut self, t_s: f64) {
+        self.last_ok_s = Some(t_s);
+        self.failing = None;
+    }
+
+    fn failed(&mut self, message: String) {
+        let n = self.failing.as_ref().map_or(0, |f| f.0);
+        self.failing = Some((n + 1, message));
+    }
+}
+
 /// A key's effect that the loop must act on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Update {
     None,
     Quit,
+}
+
+/// What the area under the node table shows where there is no room for both (`v`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Pane {
+    #[default]
+    Charts,
+    Detail,
+}
+
+/// A row's windows: what the charts draw, the last one, the span since the start or the
+/// last reset.
+#[derive(Clone, Debug)]
+pub struct Series {
+    /// The charts' windows, oldest first.
+    pub history: Ring<Point>,
+    /// The newest window in the view.
+    pub last: Option<ServerWindow>,
+    /// Preemptions over the whole watch (not reset by `r`).
+    pub preemptions_total: f64,
+    /// The histograms summed since the start or the last reset.
+    span: ServerSpan,
+    /// `span`'s percentiles, recomputed once per window.
+    pub span_summary: ServerSpanSummary,
+    /// The span as one window (its counts and signals), recomputed once per window.
+    pub span_window: ServerWindow,
+}
+
+impl Series {
+    fn new(server: &str) -> Series {
+        Series {
+            history: Ring::new(HISTORY),
+            last: None,
+            preemptions_total: 0.0,
+            span: ServerSpan::default(),
+            span_summary: ServerSpan::default().summary(server),
+            span_window: ServerWindow::default(),
+        }
+    }
+
+    fn show(&mut self, w: ServerWindow, in_span: bool, server: &str) {
+        self.history.push(Point::from(&w));
+        self.preemptions_total += w.preemptions.unwrap_or(0.0);
+        if in_span {
+            self.span.add(&w);
+            self.span_summary = self.span.summary(server);
+            self.span_window = self.span.window(server);
+        }
+        self.last = Some(w);
+    }
+
+    fn reset_span(&mut self, server: &str) {
+        self.span = ServerSpan::default();
+        self.span_summary = self.span.summary(server);
+        self.span_window = ServerWindow::default();
+    }
+}
+
+/// A node's row: its windows, its engines' last windows, how its scrapes go, and its GPUs
+/// and host from its exporters.
+#[derive(Clone, Debug)]
+pub struct NodeView {
+    pub name: String,
+    pub series: Series,
+    /// The server page's scrapes.
+    pub status: ScrapeStatus,
+    /// The exporters' scrapes: failures since the last good one, and the last message.
+    pub exporter_failing: Option<(u64, String)>,
+    pub telemetry: Option<NodeTelemetry>,
+    /// When the telemetry was read.
+    pub telemetry_t_s: f64,
+    /// Whether its last window's TTFT / E2E / queue p99 is far above the other nodes'
+    /// (above `SLOW_FACTOR` times their median), computed once per round.
+    pub slow: SlowFlags,
+}
+
+/// Which of a node's figures stand out against the other nodes'.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlowFlags {
+    pub ttft: bool,
+    pub e2e: bool,
+    pub queue: bool,
+}
+
+/// A node's p99 counts as slow above this many times the median of every node's.
+pub const SLOW_FACTOR: f64 = 1.5;
+
+impl NodeView {
+    fn new(name: String, server: &str) -> NodeView {
+        NodeView {
+            name,
+            series: Series::new(server),
+            status: ScrapeStatus::default(),
+            exporter_failing: None,
+            telemetry: None,
+            telemetry_t_s: 0.0,
+            slow: SlowFlags::default(),
+        }
+    }
+
+    /// Whether its server page is failing now.
+    pub fn down(&self) -> bool {
+        self.status.failing.is_some()
+    }
 }
 
 pub struct WatchState {
@@ -97,21 +233,18 @@ pub struct WatchState {
     theme_index: usize,
     /// Time since the watch began (the loop's clock; tests set it).
     pub now: Duration,
-    /// Windows received, shown or held.
+    /// Windows received (totals), shown or held.
     pub windows_read: u64,
-    /// The charts' windows, oldest first.
-    pub history: Ring<Point>,
-    /// The newest window in the view.
-    pub last: Option<ServerWindow>,
-    /// Preemptions over the whole watch (not reset by `r`).
-    pub preemptions_total: f64,
-    /// The histograms summed since the start or the last reset.
-    span: ServerSpan,
-    /// `span`'s percentiles, recomputed once per window.
-    pub span_summary: ServerSpanSummary,
+    /// The total's windows (with one server, its own).
+    pub total: Series,
     /// When the span began (0: the whole watch; else the time of the reset).
     pub span_from_s: f64,
     pub scrape: ScrapeStatus,
+    /// Each node's row, in the configured order.
+    pub nodes: Vec<NodeView>,
+    /// The row the charts and detail show: 0 the total, then the nodes.
+    pub selected: usize,
+    pub pane: Pane,
     pub paused: bool,
     /// Windows that arrived while paused, in order.
     held: VecDeque<(f64, ServerWindow)>,
@@ -125,8 +258,13 @@ impl WatchState {
         } else {
             config.themes
         };
+        let nodes = config
+            .nodes
+            .into_iter()
+            .map(|n| NodeView::new(n, &config.server))
+            .collect();
         WatchState {
-            span_summary: ServerSpan::default().summary(&config.server),
+            total: Series::new(&config.server),
             url: config.url,
             server: config.server,
             interval: config.interval,
@@ -136,12 +274,11 @@ impl WatchState {
             theme_index: 0,
             now: Duration::ZERO,
             windows_read: 0,
-            history: Ring::new(HISTORY),
-            last: None,
-            preemptions_total: 0.0,
-            span: ServerSpan::default(),
             span_from_s: 0.0,
             scrape: ScrapeStatus::default(),
+            nodes,
+            selected: 0,
+            pane: Pane::default(),
             paused: false,
             held: VecDeque::new(),
             show_help: false,
@@ -157,18 +294,76 @@ impl WatchState {
         self.held.len()
     }
 
+    /// Whether the screen has a row per node: several nodes, or one with exporter figures.
+    pub fn has_node_rows(&self) -> bool {
+        self.nodes.len() > 1 || self.nodes.iter().any(|n| n.telemetry.is_some())
+    }
+
+    /// The rows the table lists: the total (when there are several nodes), then each node.
+    pub fn rows(&self) -> usize {
+        if self.nodes.len() > 1 {
+            self.nodes.len() + 1
+        } else {
+            self.nodes.len().max(1)
+        }
+    }
+
+    /// The selected node, if the selected row is a node's (with one node, it is the total).
+    pub fn selected_node(&self) -> Option<&NodeView> {
+        if self.nodes.len() > 1 {
+            self.selected.checked_sub(1).and_then(|i| self.nodes.get(i))
+        } else {
+            self.nodes.first()
+        }
+    }
+
+    /// The windows of the selected row.
+    pub fn selected_series(&self) -> &Series {
+        match self.selected_node() {
+            Some(n) if self.nodes.len() > 1 => &n.series,
+            _ => &self.total,
+        }
+    }
+
+    /// The selected row's name: `total`, or the node's.
+    pub fn selected_name(&self) -> &str {
+        match self.selected_node() {
+            Some(n) if self.nodes.len() > 1 => &n.name,
+            _ => "total",
+        }
+    }
+
     pub fn tick(&mut self, now: Duration) {
         self.now = now;
+    }
+
+    fn node_index(&mut self, name: &str) -> usize {
+        match self.nodes.iter().position(|n| n.name == name) {
+            Some(i) => i,
+            None => {
+                self.nodes
+                    .push(NodeView::new(name.to_string(), &self.server));
+                self.nodes.len() - 1
+            }
+        }
     }
 
     pub fn apply(&mut self, ev: WatchEvent) {
         match ev {
             WatchEvent::Window { t_s, window } => {
-                self.windows_read += 1;
-                self.scrape = ScrapeStatus {
-                    last_ok_s: Some(t_s),
-                    failing: None,
-                };
+                match &window.source {
+                    Some(node) => {
+                        let i = self.node_index(node);
+                        self.nodes[i].status.ok(t_s);
+                    }
+                    None => {
+                        self.windows_read += 1;
+                        self.scrape.ok(t_s);
+                        if let [only] = self.nodes.as_mut_slice() {
+                            only.status.ok(t_s);
+                        }
+                    }
+                }
                 if self.paused {
                     self.held.push_back((t_s, *window));
                     if self.held.len() > HELD {
@@ -181,28 +376,108 @@ impl WatchState {
                 }
             }
             WatchEvent::ScrapeFailed { message, .. } => {
-                let n = self.scrape.failing.as_ref().map_or(0, |f| f.0);
-                self.scrape.failing = Some((n + 1, message));
+                self.scrape.failed(message.clone());
+                if let [only] = self.nodes.as_mut_slice() {
+                    only.status.failed(message);
+                }
+            }
+            WatchEvent::NodeFailed {
+                node,
+                exporter,
+                message,
+                ..
+            } => {
+                let i = self.node_index(&node);
+                let n = &mut self.nodes[i];
+                match exporter {
+                    Some(_) => {
+                        let k = n.exporter_failing.as_ref().map_or(0, |f| f.0);
+                        n.exporter_failing = Some((k + 1, message));
+                    }
+                    None => {
+                        n.status.failed(message.clone());
+                        if self.nodes.len() == 1 {
+                            self.scrape.failed(message);
+                        }
+                    }
+                }
+            }
+            WatchEvent::Telemetry {
+                t_s,
+                node,
+                telemetry,
+            } => {
+                let i = self.node_index(&node);
+                let n = &mut self.nodes[i];
+                n.exporter_failing = None;
+                n.telemetry = Some(*telemetry);
+                n.telemetry_t_s = t_s;
             }
         }
     }
 
-    /// A window into the view: the charts, the last-window table and the span.
+    /// A window into the view: the charts, the last-window table and the span, of the
+    /// total or of its node.
     fn show(&mut self, t_s: f64, w: ServerWindow) {
-        self.history.push(Point::from(&w));
-        self.preemptions_total += w.preemptions.unwrap_or(0.0);
         // A window held across a reset ended before it: it is not part of the new span.
-        if t_s >= self.span_from_s {
-            self.span.add(&w);
-            self.span_summary = self.span.summary(&self.server);
+        let in_span = t_s >= self.span_from_s;
+        match w.source.clone() {
+            Some(node) => {
+                let i = self.node_index(&node);
+                let server = self.server.clone();
+                self.nodes[i].series.show(w, in_span, &server);
+            }
+            None => {
+                self.total.show(w, in_span, &self.server);
+                self.flag_slow_nodes();
+            }
         }
-        self.last = Some(w);
     }
 
-    /// Starts the span over from now (`r`).
+    /// Marks the nodes whose last p99s stand out (once per round, when the total comes).
+    fn flag_slow_nodes(&mut self) {
+        fn median(mut v: Vec<f64>) -> Option<f64> {
+            if v.len() >= 2 {
+                crate::stats::median_in_place(&mut v)
+            } else {
+                None
+            }
+        }
+        let p99 = |n: &NodeView, f: fn(&ServerWindow) -> Option<ServerQuantiles>| {
+            if n.down() {
+                return None;
+            }
+            n.series.last.as_ref().and_then(f).map(|q| q.p99)
+        };
+        let ttft = |w: &ServerWindow| w.ttft_s;
+        let e2e = |w: &ServerWindow| w.e2e_s;
+        let queue = |w: &ServerWindow| w.signals.queue_s;
+        let medians: Vec<Option<f64>> = [ttft, e2e, queue]
+            .iter()
+            .map(|f| median(self.nodes.iter().filter_map(|n| p99(n, *f)).collect()))
+            .collect();
+        for n in &mut self.nodes {
+            let slow = |i: usize, f: fn(&ServerWindow) -> Option<ServerQuantiles>| match (
+                medians[i],
+                p99(n, f),
+            ) {
+                (Some(m), Some(v)) => m > 0.0 && v > SLOW_FACTOR * m,
+                _ => false,
+            };
+            n.slow = SlowFlags {
+                ttft: slow(0, ttft),
+                e2e: slow(1, e2e),
+                queue: slow(2, queue),
+            };
+        }
+    }
+
+    /// Starts the span over from now (`r`), for the total and every node.
     pub fn reset_span(&mut self) {
-        self.span = ServerSpan::default();
-        self.span_summary = self.span.summary(&self.server);
+        self.total.reset_span(&self.server);
+        for n in &mut self.nodes {
+            n.series.reset_span(&self.server);
+        }
         self.span_from_s = self.now.as_secs_f64();
     }
 
@@ -222,6 +497,12 @@ impl WatchState {
         }
     }
 
+    /// Moves the selection by `by` rows, within the table.
+    pub fn select(&mut self, by: isize) {
+        let last = self.rows().saturating_sub(1);
+        self.selected = self.selected.saturating_add_signed(by).min(last);
+    }
+
     /// The watch's share of the dashboard's actions; the others do nothing here.
     pub fn update(&mut self, action: Action) -> Update {
         match action {
@@ -230,6 +511,14 @@ impl WatchState {
             Action::ResetStats => self.reset_span(),
             Action::Help => self.show_help = !self.show_help,
             Action::NextTheme => self.theme_index = (self.theme_index + 1) % self.themes.len(),
+            Action::CycleView => {
+                self.pane = match self.pane {
+                    Pane::Charts => Pane::Detail,
+                    Pane::Detail => Pane::Charts,
+                }
+            }
+            Action::SelectUp => self.select(-1),
+            Action::SelectDown => self.select(1),
             _ => {}
         }
         Update::None
@@ -254,6 +543,7 @@ mod tests {
             themes: vec![],
             glyphs: Glyphs::new(false),
             keys: KeyMap::default(),
+            nodes: vec![],
         })
     }
 
@@ -264,20 +554,16 @@ mod tests {
             window: Box::new(ServerWindow {
                 seconds: 1.0,
                 server: "vllm".into(),
-                sources: 1,
                 requests_per_s: q.map(|q| q.n as f64),
                 running: Some(1.0),
                 waiting: Some(0.0),
-                kv_usage: None,
                 preemptions: Some(1.0),
-                prefix_hit_rate: None,
                 ttft_s: q,
-                itl_s: None,
-                e2e_s: None,
                 histograms: ServerHistograms {
                     ttft,
                     ..Default::default()
                 },
+                ..ServerWindow::default()
             }),
         }
     }
@@ -305,13 +591,13 @@ mod tests {
             s.apply(window(p));
         }
         let whole = histogram_quantiles(&all).unwrap();
-        assert_eq!(s.span_summary.ttft_s, Some(whole));
+        assert_eq!(s.total.span_summary.ttft_s, Some(whole));
         assert_eq!(whole.n, 40);
-        assert_eq!(s.span_summary.windows, 3);
+        assert_eq!(s.total.span_summary.windows, 3);
         assert_eq!(s.windows_read, 3);
-        assert_eq!(s.preemptions_total, 3.0);
+        assert_eq!(s.total.preemptions_total, 3.0);
         // The last window's own figures are its own.
-        assert_eq!(s.last.as_ref().unwrap().ttft_s.unwrap().n, 19);
+        assert_eq!(s.total.last.as_ref().unwrap().ttft_s.unwrap().n, 19);
     }
 
     #[test]
@@ -320,7 +606,7 @@ mod tests {
         s.apply(window(vec![(0.1, 0.0), (0.2, 10.0)]));
         s.tick(Duration::from_secs(2));
         s.update(Action::ResetStats);
-        assert_eq!(s.span_summary.ttft_s, None);
+        assert_eq!(s.total.span_summary.ttft_s, None);
         assert_eq!(s.span_from_s, 2.0);
         let WatchEvent::Window { window: w, .. } = window(vec![(0.2, 0.0), (0.4, 5.0)]) else {
             unreachable!()
@@ -329,10 +615,10 @@ mod tests {
             t_s: 3.0,
             window: w,
         });
-        assert_eq!(s.span_summary.ttft_s.unwrap().n, 5);
-        assert_eq!(s.history.len(), 2);
+        assert_eq!(s.total.span_summary.ttft_s.unwrap().n, 5);
+        assert_eq!(s.total.history.len(), 2);
         assert_eq!(
-            s.preemptions_total, 2.0,
+            s.total.preemptions_total, 2.0,
             "preemptions count the whole watch"
         );
     }
@@ -348,13 +634,13 @@ mod tests {
             message: "HTTP 503".into(),
         });
         // Frozen: the view still shows the first window; the scrapes go on.
-        assert_eq!(s.history.len(), 1);
-        assert_eq!(s.span_summary.ttft_s.unwrap().n, 10);
+        assert_eq!(s.total.history.len(), 1);
+        assert_eq!(s.total.span_summary.ttft_s.unwrap().n, 10);
         assert_eq!((s.windows_read, s.held()), (2, 1));
         assert_eq!(s.scrape.failing, Some((1, "HTTP 503".into())));
         s.update(Action::PauseResume);
-        assert_eq!((s.history.len(), s.held()), (2, 0));
-        assert_eq!(s.span_summary.ttft_s.unwrap().n, 17);
+        assert_eq!((s.total.history.len(), s.held()), (2, 0));
+        assert_eq!(s.total.span_summary.ttft_s.unwrap().n, 17);
         // A good scrape clears the warning.
         s.apply(window(vec![(0.1, 0.0), (0.2, 1.0)]));
         assert_eq!(s.scrape.failing, None);

@@ -1,0 +1,379 @@
+//! `infertop agent`: this machine's GPUs (through NVML) and host (CPU time, memory, load) as
+//! Prometheus text at `/metrics`, for `watch --gpu-metrics` on nodes that run no exporter.
+//! Each request reads the figures afresh; nothing is kept between them.
+//!
+//! It is unauthenticated: it listens on 127.0.0.1 unless `--bind` says otherwise, and then
+//! anyone who can reach the port can read the figures. Without a driver it still serves the
+//! host's figures, with `infertop_agent_nvml_available 0` and the reason in a comment.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::plan::opts::AgentOpts;
+use crate::run::{Failure, Signals, EXIT_OK};
+use crate::scrape::exporter as names;
+use crate::util::say;
+
+/// Connections served at once; more are answered 503 at once.
+const MAX_CONNECTIONS: usize = 16;
+/// A request's head must arrive within this long.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// The kernel's clock ticks per second in /proc/stat (USER_HZ, 100 on Linux).
+const USER_HZ: f64 = 100.0;
+
+/// `infertop agent`.
+pub fn agent(args: &AgentOpts) -> Result<i32, Failure> {
+    let addr = SocketAddr::new(args.bind, args.port);
+    let listener = TcpListener::bind(addr).map_err(|e| {
+        Failure::runtime(format!(
+            "agent: cannot listen on {addr} ({}); pick another --port or --bind",
+            crate::util::one_line(&e.to_string())
+        ))
+    })?;
+    let local = listener.local_addr().unwrap_or(addr);
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| Failure::runtime(format!("agent: {e}")))?;
+    let signals =
+        Signals::register().map_err(|e| Failure::runtime(format!("cannot watch signals: {e}")))?;
+    let nvml = match crate::telemetry::nvml::init() {
+        Ok(n) => Ok(n),
+        Err(reason) => Err(crate::telemetry::nvml::unavailable_message(&reason)),
+    };
+    let gpus = match &nvml {
+        Ok(n) => format!("{} GPUs", n.device_count().unwrap_or(0)),
+        Err(message) => format!("{message}; host figures only"),
+    };
+    say!(
+        "infertop agent: serving http://{local}/metrics ({gpus}); unauthenticated{}; Ctrl-C stops",
+        if local.ip().is_loopback() {
+            ", this machine only (--bind widens it)"
+        } else {
+            ": anyone who can reach this address can read it"
+        }
+    );
+    let nvml = Arc::new(Mutex::new(nvml));
+    let busy = Arc::new(AtomicUsize::new(0));
+    let mut warned = None;
+    while signals.stop_reason().is_none() {
+        match listener.accept() {
+            Ok((conn, _)) => {
+                if busy.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
+                    let _ = respond(conn, "503 Service Unavailable", "busy, try again\n");
+                    continue;
+                }
+                busy.fetch_add(1, Ordering::Relaxed);
+                let (nvml, held) = (nvml.clone(), busy.clone());
+                let spawned = std::thread::Builder::new()
+                    .name("infertop-agent".into())
+                    .spawn(move || {
+                        let _ = serve(conn, &nvml);
+                        held.fetch_sub(1, Ordering::Relaxed);
+                    });
+                if spawned.is_err() {
+                    busy.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            // Out of file descriptors, a connection reset before it was taken: said once a
+            // minute at most, and the agent goes on.
+            Err(e) => {
+                if warned.is_none_or(|t: std::time::Instant| t.elapsed() >= Duration::from_secs(60))
+                {
+                    say!("infertop agent: warning: accept failed ({e}); going on");
+                    warned = Some(std::time::Instant::now());
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    Ok(signals.exit_code().unwrap_or(EXIT_OK))
+}
+
+fn respond(mut conn: TcpStream, status: &str, body: &str) -> std::io::Result<()> {
+    write!(
+        conn,
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )?;
+    conn.flush()
+}
+
+/// One request: its head read, `/metrics` (or `/`) answered, anything else 404.
+fn serve(
+    mut conn: TcpStream,
+    nvml: &Mutex<Result<nvml_wrapper::Nvml, String>>,
+) -> std::io::Result<()> {
+    conn.set_nonblocking(false)?;
+    conn.set_read_timeout(Some(READ_TIMEOUT))?;
+    let mut head = Vec::with_capacity(1024);
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+        let n = conn.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    let mut first = head.lines().next().unwrap_or("").split_whitespace();
+    let (method, path) = (first.next().unwrap_or(""), first.next().unwrap_or(""));
+    let path = path.split('?').next().unwrap_or("");
+    if method != "GET" {
+        return respond(conn, "405 Method Not Allowed", "GET /metrics\n");
+    }
+    if path != "/metrics" && path != "/" {
+        return respond(conn, "404 Not Found", "the figures are at /metrics\n");
+    }
+    let page = {
+        let guard = nvml.lock().unwrap_or_else(|p| p.into_inner());
+        page(&guard)
+    };
+    respond(conn, "200 OK", &page)
+}
+
+/// The whole page: NVML's figures per GPU (or why there are none) and the host's.
+pub fn page(nvml: &Result<nvml_wrapper::Nvml, String>) -> String {
+    let mut out = String::with_capacity(4096);
+    match nvml {
+        Ok(n) => {
+            gauge(
+                &mut out,
+                names::AGENT_NVML,
+                "1 when NVML could be read",
+                &[((String::new()), 1.0)],
+            );
+            gpu_figures(&mut out, n);
+        }
+        Err(message) => {
+            let _ = writeln!(out, "# {}", crate::util::one_line(message));
+            gauge(
+                &mut out,
+                names::AGENT_NVML,
+                "1 when NVML could be read",
+                &[(String::new(), 0.0)],
+            );
+        }
+    }
+    host_figures(&mut out);
+    out
+}
+
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// One metric: HELP, TYPE and a line per label set (`labels` as written inside the braces).
+fn gauge(out: &mut String, name: &str, help: &str, samples: &[(String, f64)]) {
+    if samples.is_empty() {
+        return;
+    }
+    let kind = if name.ends_with("_total") {
+        "counter"
+    } else {
+        "gauge"
+    };
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for (labels, v) in samples {
+        if labels.is_empty() {
+            let _ = writeln!(out, "{name} {v}");
+        } else {
+            let _ = writeln!(out, "{name}{{{labels}}} {v}");
+        }
+    }
+}
+
+fn gpu_figures(out: &mut String, nvml: &nvml_wrapper::Nvml) {
+    use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+    let count = nvml.device_count().unwrap_or(0);
+    type Series = Vec<(String, f64)>;
+    let (mut util, mut mem_util, mut used, mut total, mut power, mut clock, mut temp): (
+        Series,
+        Series,
+        Series,
+        Series,
+        Series,
+        Series,
+        Series,
+    ) = Default::default();
+    for i in 0..count {
+        let Ok(d) = nvml.device_by_index(i) else {
+            continue;
+        };
+        let labels = format!(
+            "gpu=\"{i}\",uuid=\"{}\",name=\"{}\"",
+            escape(&d.uuid().unwrap_or_default()),
+            escape(&d.name().unwrap_or_default())
+        );
+        if let Ok(u) = d.utilization_rates() {
+            util.push((labels.clone(), f64::from(u.gpu)));
+            mem_util.push((labels.clone(), f64::from(u.memory)));
+        }
+        if let Ok(m) = d.memory_info() {
+            used.push((labels.clone(), m.used as f64));
+            total.push((labels.clone(), m.total as f64));
+        }
+        if let Ok(mw) = d.power_usage() {
+            power.push((labels.clone(), f64::from(mw) / 1000.0));
+        }
+        if let Ok(mhz) = d.clock_info(Clock::SM) {
+            clock.push((labels.clone(), f64::from(mhz)));
+        }
+        if let Ok(c) = d.temperature(TemperatureSensor::Gpu) {
+            temp.push((labels, f64::from(c)));
+        }
+    }
+    gauge(
+        out,
+        names::AGENT_GPU_UTIL,
+        "Percent of time a kernel ran (NVML)",
+        &util,
+    );
+    gauge(
+        out,
+        names::AGENT_GPU_MEM_UTIL,
+        "Percent of time memory was read or written (NVML)",
+        &mem_util,
+    );
+    gauge(
+        out,
+        names::AGENT_GPU_MEM_USED,
+        "Device memory used, bytes (NVML)",
+        &used,
+    );
+    gauge(
+        out,
+        names::AGENT_GPU_MEM_TOTAL,
+        "Device memory, bytes (NVML)",
+        &total,
+    );
+    gauge(
+        out,
+        names::AGENT_GPU_POWER,
+        "Power draw, watts (NVML)",
+        &power,
+    );
+    gauge(
+        out,
+        names::AGENT_GPU_SM_CLOCK,
+        "SM clock, MHz (NVML)",
+        &clock,
+    );
+    gauge(
+        out,
+        names::AGENT_GPU_TEMPERATURE,
+        "GPU temperature, degrees Celsius (NVML)",
+        &temp,
+    );
+}
+
+/// CPU seconds busy and in all (from /proc/stat), memory (/proc/meminfo), load (/proc/loadavg).
+fn host_figures(out: &mut String) {
+    if let Some((busy, all)) = std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| cpu_seconds(&s))
+    {
+        gauge(
+            out,
+            names::AGENT_CPU_BUSY,
+            "CPU seconds not idle or waiting on I/O, all CPUs",
+            &[(String::new(), busy)],
+        );
+        gauge(
+            out,
+            names::AGENT_CPU_ALL,
+            "CPU seconds, all CPUs",
+            &[(String::new(), all)],
+        );
+    }
+    if let Some((total, available)) = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| memory(&s))
+    {
+        gauge(
+            out,
+            names::AGENT_MEM_TOTAL,
+            "Memory, bytes",
+            &[(String::new(), total)],
+        );
+        gauge(
+            out,
+            names::AGENT_MEM_AVAILABLE,
+            "Memory available, bytes",
+            &[(String::new(), available)],
+        );
+    }
+    if let Some(load) = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+    {
+        gauge(
+            out,
+            names::AGENT_LOAD1,
+            "Load average over one minute",
+            &[(String::new(), load)],
+        );
+    }
+}
+
+/// (busy, all) CPU seconds from /proc/stat's `cpu` line.
+fn cpu_seconds(stat: &str) -> Option<(f64, f64)> {
+    let line = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: Vec<f64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest time is inside user).
+    let all: f64 = ticks.iter().take(8).sum();
+    let idle = ticks.get(3)? + ticks.get(4).unwrap_or(&0.0);
+    Some(((all - idle) / USER_HZ, all / USER_HZ))
+}
+
+/// (total, available) bytes from /proc/meminfo.
+fn memory(meminfo: &str) -> Option<(f64, f64)> {
+    let kb = |key: &str| -> Option<f64> {
+        let line = meminfo.lines().find(|l| l.starts_with(key))?;
+        Some(line.split_whitespace().nth(1)?.parse::<f64>().ok()? * 1024.0)
+    };
+    Some((kb("MemTotal:")?, kb("MemAvailable:")?))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_page_reads_back_as_an_exporter_without_nvml() {
+        let page = page(&Err("NVML unavailable: no driver".into()));
+        assert!(page.contains("# NVML unavailable: no driver"), "{page}");
+        assert!(page.contains(&format!("{} 0", names::AGENT_NVML)), "{page}");
+        let s = crate::scrape::exporter::parse(&page).unwrap();
+        let t = crate::scrape::exporter::telemetry(None, &s, 1.0);
+        assert!(t.gpus.is_empty());
+        if std::path::Path::new("/proc/meminfo").exists() {
+            assert!(t.host.mem_total_bytes.unwrap() > 0.0, "{page}");
+            assert!(t.host.load1.is_some(), "{page}");
+        }
+    }
+
+    #[test]
+    fn proc_files() {
+        let stat = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 1 2 3 4\n";
+        assert_eq!(cpu_seconds(stat), Some((1.5, 10.0)));
+        let mem = "MemTotal:       16000 kB\nMemFree: 1 kB\nMemAvailable:    4000 kB\n";
+        assert_eq!(memory(mem), Some((16000.0 * 1024.0, 4000.0 * 1024.0)));
+        assert_eq!(memory("MemTotal: 1 kB\n"), None);
+    }
+}
