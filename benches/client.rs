@@ -196,6 +196,7 @@ fn measure(streams: usize, chunks: u32, itl: Duration) -> Figures {
         exact_output: true,
         chunk_usage: false,
         record_tokens: true,
+        reset_prefix_cache: false,
     };
     let (tx, rx) = bounded(1 << 20);
     let (_ctl, ctl_rx) = unbounded::<Control>();

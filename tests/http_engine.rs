@@ -278,6 +278,7 @@ fn config(url: &str, requests: u64) -> HttpConfig {
         exact_output: true,
         chunk_usage: false,
         record_tokens: false,
+        reset_prefix_cache: false,
     }
 }
 

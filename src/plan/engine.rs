@@ -154,6 +154,7 @@ fn http_config(opts: &RunOpts, api_key: Option<String>, prompts: http::Prompts) 
         exact_output: !w.stop_at_eos,
         chunk_usage: s.chunk_usage,
         record_tokens: opts.output.record_tokens,
+        reset_prefix_cache: s.reset_prefix_cache,
     }
 }
 

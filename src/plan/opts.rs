@@ -149,6 +149,11 @@ pub struct ServerOpts {
     /// With --endpoint: a request still unfinished after this long fails (e.g. 30s, 5m).
     #[arg(long, default_value = "5m", value_parser = values::duration)]
     pub request_timeout: Duration,
+    /// With --endpoint: empty the server's prefix cache before the run (in a sweep, before
+    /// every cell), so no run is served from prompts an earlier one sent: vLLM's POST
+    /// /reset_prefix_cache (VLLM_SERVER_DEV_MODE=1), SGLang's POST /flush_cache.
+    #[arg(long, requires = "endpoint")]
+    pub reset_prefix_cache: bool,
 }
 
 /// Where the measurements go.

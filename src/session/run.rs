@@ -36,6 +36,11 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
         faults,
         threads: _,
     } = plan;
+    if let plan::EnginePlan::Http(h) = &engine {
+        if h.reset_prefix_cache {
+            super::check_cache_reset(&h.endpoints, h.api_key.as_deref())?;
+        }
+    }
     let mut recorder = match &outputs.record {
         Some(path) => {
             Some(Recorder::create(path, header, outputs.jsonl_steps).map_err(Failure::usage)?)

@@ -2,9 +2,18 @@
 //! the first token after `ttft`, then one every `itl`, a usage chunk and `[DONE]`. Every
 //! connection has its own thread, so requests in flight do not slow each other: throughput
 //! grows with concurrency and TTFT does not.
+//!
+//! `start_with` adds what a capacity test and a cache test need: a fixed number of slots
+//! (requests beyond them wait for one, their wait in their TTFT, as a server's queue) and the
+//! prefix-cache reset route it answers (vLLM's or SGLang's; other paths but the completions
+//! one are 404), counting the resets.
+// Each test binary that includes this uses part of it.
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::Duration;
 
@@ -29,12 +38,112 @@ pub fn start(timing: Timing) -> std::io::Result<String> {
     Ok(url)
 }
 
+/// What `start_with` serves.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    pub timing: Timing,
+    /// Requests served at once; the others wait (`None`: every request at once).
+    pub slots: Option<usize>,
+    /// The prefix-cache reset route answered (`/reset_prefix_cache`, `/flush_cache`).
+    pub reset_route: Option<&'static str>,
+}
+
+/// A server started with `start_with`.
+pub struct Server {
+    pub url: String,
+    /// Prefix-cache resets answered so far.
+    pub resets: Arc<AtomicUsize>,
+}
+
+/// Slots as a counting semaphore.
+struct Slots {
+    free: Mutex<usize>,
+    freed: Condvar,
+}
+
+impl Slots {
+    fn take(&self) {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        while *free == 0 {
+            free = self.freed.wait(free).unwrap_or_else(|e| e.into_inner());
+        }
+        *free -= 1;
+    }
+
+    fn give(&self) {
+        *self.free.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        self.freed.notify_one();
+    }
+}
+
+/// Starts a server with slots and a reset route; it lives as long as the test process.
+pub fn start_with(opts: Options) -> std::io::Result<Server> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("http://127.0.0.1:{}", listener.local_addr()?.port());
+    let resets = Arc::new(AtomicUsize::new(0));
+    let slots = opts.slots.map(|n| {
+        Arc::new(Slots {
+            free: Mutex::new(n),
+            freed: Condvar::new(),
+        })
+    });
+    let counted = resets.clone();
+    thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let (slots, resets) = (slots.clone(), counted.clone());
+            thread::spawn(move || {
+                let _ = route(conn, opts, slots.as_deref(), &resets);
+            });
+        }
+    });
+    Ok(Server { url, resets })
+}
+
+fn route(
+    conn: TcpStream,
+    opts: Options,
+    slots: Option<&Slots>,
+    resets: &AtomicUsize,
+) -> std::io::Result<()> {
+    let (path, mut out) = read_request(conn)?;
+    if Some(path.as_str()) == opts.reset_route {
+        resets.fetch_add(1, Ordering::SeqCst);
+        let body = r#"{"success":true}"#;
+        return write!(
+            out,
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        );
+    }
+    if !path.ends_with("/completions") {
+        return write!(
+            out,
+            "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot found"
+        );
+    }
+    if let Some(s) = slots {
+        s.take();
+    }
+    let streamed = stream(&mut out, opts.timing);
+    if let Some(s) = slots {
+        s.give();
+    }
+    streamed
+}
+
 fn answer(conn: TcpStream, t: Timing) -> std::io::Result<()> {
+    let (_, mut out) = read_request(conn)?;
+    stream(&mut out, t)
+}
+
+/// Reads a request's line, headers and body; returns its path and the connection.
+fn read_request(conn: TcpStream) -> std::io::Result<(String, TcpStream)> {
     conn.set_nodelay(true)?;
     conn.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut first = String::new();
     reader.read_line(&mut first)?;
+    let path = first.split_whitespace().nth(1).unwrap_or("").to_string();
     let mut length = 0usize;
     loop {
         let mut line = String::new();
@@ -51,7 +160,11 @@ fn answer(conn: TcpStream, t: Timing) -> std::io::Result<()> {
     }
     let mut body = vec![0u8; length];
     reader.read_exact(&mut body)?;
-    let mut out = conn;
+    Ok((path, conn))
+}
+
+/// The SSE answer: headers, the tokens at their times, usage, `[DONE]`.
+fn stream(out: &mut TcpStream, t: Timing) -> std::io::Result<()> {
     out.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")?;
     let mut send = |data: &str| -> std::io::Result<()> {
         let data = format!("data: {data}\n\n");

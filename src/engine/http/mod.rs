@@ -11,6 +11,7 @@
 //! aside until then and counts them only if it completes, so a failed request never leaves
 //! latency samples behind.
 
+pub mod cache;
 pub mod request;
 pub mod sse;
 pub mod tokenize;
@@ -24,8 +25,8 @@ use tokio::task::JoinSet;
 
 use crate::engine::workload::{doubled, doubling_factor, LenSpec};
 use crate::event::{
-    ClientDetail, Control, Event, ModelInfo, RequestDone, RequestFailed, RunInfo, StopReason,
-    WorkloadDesc,
+    ClientDetail, Control, Event, ModelInfo, Notice, RequestDone, RequestFailed, RunInfo,
+    StopReason, WorkloadDesc,
 };
 use crate::util::{fnv1a, SplitMix64};
 use request::{Ask, Failure, Measured, Token};
@@ -126,6 +127,8 @@ pub struct HttpConfig {
     /// (speculative decoding) is recorded with its count.
     pub chunk_usage: bool,
     pub record_tokens: bool,
+    /// Empty every endpoint's prefix cache before the first request (`--reset-prefix-cache`).
+    pub reset_prefix_cache: bool,
 }
 
 impl HttpConfig {
@@ -290,6 +293,14 @@ async fn run(
     if let Prompts::Server { texts } = &cfg.prompts {
         cfg.prompts = server_prompts(&client, &cfg, &model, texts.as_deref()).await?;
     }
+    if cfg.reset_prefix_cache {
+        for e in &cfg.endpoints {
+            let done = cache::reset_prefix_cache(&client, e, cfg.api_key.as_deref())
+                .await
+                .map_err(|e| e.to_string())?;
+            let _ = tx.send(Event::Notice(Box::new(Notice::PrefixCacheReset(done))));
+        }
+    }
     let _ = tx.send(Event::RunStarted(Box::new(RunInfo {
         model: model_info(&model, &cfg.endpoints),
         workload: cfg.describe(),
@@ -316,15 +327,17 @@ async fn run(
     let mut completed: u64 = 0;
     let mut failed: u64 = 0;
     let mut last_failure = String::new();
+    // A sweep's cell has measured enough (`EndCell`): launch no more and let those in flight
+    // end, as at the request limit, so the cell's drain is seen (see `sweep::held`).
+    let mut ending = false;
     let mut tasks: JoinSet<(Launched, Result<Measured, Failure>)> = JoinSet::new();
     loop {
         // Control messages first.
         loop {
             match control.try_recv() {
                 // Dropping `tasks` aborts what is in flight.
-                Ok(c @ (Control::Stop(_) | Control::EndCell)) => {
-                    return Ok(c.stop().unwrap_or(StopReason::UserStop))
-                }
+                Ok(c @ Control::Stop(_)) => return Ok(c.stop().unwrap_or(StopReason::UserStop)),
+                Ok(Control::EndCell) => ending = true,
                 Ok(Control::Pause) if !paused => {
                     paused = true;
                     let _ = tx.send(Event::Paused);
@@ -334,7 +347,7 @@ async fn run(
                     next_due = Instant::now();
                     let _ = tx.send(Event::Resumed);
                 }
-                Ok(Control::Pause | Control::Resume) => {}
+                Ok(Control::Pause | Control::Resume | Control::CellVerdict { .. }) => {}
                 Ok(Control::ResetStats) => {
                     let _ = tx.send(Event::StatsReset);
                 }
@@ -362,7 +375,7 @@ async fn run(
         }
 
         // Launch what is due.
-        let limit = if cfg.requests.is_some_and(|n| index >= n) {
+        let limit = if ending || cfg.requests.is_some_and(|n| index >= n) {
             Some(StopReason::RequestLimit)
         } else if cfg.duration.is_some_and(|d| started.elapsed() >= d) {
             Some(StopReason::DurationLimit)
