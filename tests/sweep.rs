@@ -707,6 +707,41 @@ fn find_max_concurrency_finds_the_slots_of_a_server_and_says_how() {
     );
 }
 
+#[test]
+fn find_max_rate_brackets_the_capacity_of_a_server_to_the_tolerance() {
+    // 3 slots of 110 ms: 27.3 requests/s at most. Regular arrivals below that never wait;
+    // above it every request waits longer than the one before.
+    let server = slot_server(None);
+    let (code, doc, stderr) = server_sweep(
+        &server.url,
+        &[
+            "--find-max",
+            "rate",
+            "--rate",
+            "4",
+            "--burstiness",
+            "1000000",
+            "--slo",
+            "ttft=70ms",
+            "-n",
+            "8",
+            "--warmup",
+            "1",
+            "--repetitions",
+            "12",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let s = &doc["findings"]["searches"][0];
+    assert_eq!(s["end"], "bracketed", "{s}");
+    let max = s["max_rate"].as_f64().unwrap();
+    let broke = s["bracket"][1].as_f64().unwrap();
+    assert!(max > 0.5 * 27.3 && max < 1.2 * 27.3, "{s}");
+    assert!(broke > max && (broke - max) / max <= 0.05, "{s}");
+    assert_eq!(&s["probes"][0]["load"], 4.0);
+    eprintln!("max_rate {max} in [{max}, {broke}): {}", s["probes"]);
+}
+
 /// `infertop sweep ARGS` expected to fail: (exit code, stdout, stderr).
 fn sweep_err(args: &[&str]) -> (Option<i32>, String, String) {
     let out = infertop()

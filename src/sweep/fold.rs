@@ -24,7 +24,7 @@ pub struct GridRow {
     /// 0-based, of `cells`.
     pub cell: usize,
     pub cells: usize,
-    /// The cell in words (`CellParams::words`).
+    /// The cell in words (`CellParams::words`; a server's load first).
     pub label: String,
     /// `None` while it runs; then whether it was measured (`false`: failed or stopped).
     pub ok: Option<bool>,
@@ -53,7 +53,7 @@ impl GridRow {
         GridRow {
             cell,
             cells,
-            label: params.words(),
+            label: label(params),
             ok: result.map(|r| r.status == CellStatus::Ok),
             tpot_p50_s: result.and_then(|r| p50(&r.tpot)),
             ttft_p50_s: result.and_then(|r| p50(&r.ttft)),
@@ -63,6 +63,17 @@ impl GridRow {
             probe,
         }
     }
+}
+
+/// A cell in the grid's words: a server's load first (its batch is always 1), so that a
+/// narrow grid still shows what differs from line to line; a candle cell as `words` has it.
+fn label(p: &CellParams) -> String {
+    if !is_server(p) {
+        return p.words();
+    }
+    let mut parts = p.load_words(false);
+    parts.push(p.workload_words());
+    parts.join(", ")
 }
 
 /// Where a `--find-max` search stands, as the dashboard's grid title shows it.
@@ -403,5 +414,91 @@ impl SweepFold {
             breaks: search.breaks,
             probes: search.probes.len(),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{CellStart, RequestDone};
+    use crate::record::line::SearchConfig;
+
+    fn done(index: u64, ttft: f64, e2e: f64) -> Event {
+        Event::RequestDone(Box::new(RequestDone {
+            index,
+            warmup: false,
+            batch: 1,
+            prompt_tokens: 8,
+            output_tokens: 4,
+            ttft_s: ttft,
+            tpot_s: Some((e2e - ttft) / 3.0),
+            e2e_s: e2e,
+            gpu_ttft_s: None,
+            gpu_decode_s: None,
+            peak_alloc_bytes: None,
+            output_hash: String::new(),
+            tokens: None,
+            text: None,
+            client: None,
+        }))
+    }
+
+    #[test]
+    fn a_probe_that_closes_sends_its_verdict_and_stamps_move_its_spans() {
+        let config = SweepConfig {
+            repetitions: 2,
+            search: Some(SearchConfig {
+                axis: "concurrency".into(),
+                start: 1.0,
+                lo: 1.0,
+                hi: 8.0,
+                tolerance: 0.0,
+                workloads: vec![CellParams::default()],
+            }),
+            ..SweepConfig::default()
+        };
+        let slo = Slo::parse("ttft=50ms").unwrap_or_default();
+        let mut fold = SweepFold::new(config, slo);
+        let mut run = Run::new();
+        let params = CellParams {
+            batch: 1,
+            concurrency: Some(1),
+            ..CellParams::default()
+        };
+        fold.apply(
+            0.0,
+            &mut run,
+            &Event::CellStarted(Box::new(CellStart {
+                cell: 0,
+                cells: 1,
+                params,
+            })),
+        );
+        // Folded at a frame's time (1.0), stamped with the record's clock (0.9) after.
+        fold.apply(1.0, &mut run, &done(0, 0.01, 0.4));
+        fold.stamp(0.9);
+        let span = fold.open.as_ref().map(|o| o.tally.spans[0]);
+        assert_eq!(span.map(|s| (s.start_s, s.end_s)), Some((0.9 - 0.4, 0.9)));
+        fold.apply(1.3, &mut run, &done(1, 0.02, 0.4));
+        fold.apply(1.3, &mut run, &Event::Finished(StopReason::RequestLimit));
+        assert_eq!(
+            fold.take_control(),
+            Some(Control::CellVerdict {
+                cell: 0,
+                meets_slo: true
+            })
+        );
+        assert_eq!(fold.take_control(), None);
+        let view = fold.search.clone();
+        assert_eq!(
+            view.map(|v| (v.meets, v.breaks, v.probes)),
+            Some((Some(1.0), None, 1))
+        );
+        assert_eq!(fold.grid[0].probe, Some(true));
+        assert_eq!(fold.grid[0].label, "concurrency 1, prompt 1, output 1");
+        // A closed loop of 1: held from the first start to the last end.
+        let r = &fold.results[0];
+        assert!(r.held_s.is_some_and(|h| (h - 0.8).abs() < 1e-9), "{r:?}");
+        assert_eq!(r.prefix_cache, Some(PrefixCache::Warm));
     }
 }

@@ -62,7 +62,7 @@ fn sweep_grid(frame: &mut Frame, app: &App, grid: &[GridRow], rect: Rect) {
         Some(Some(v)) => {
             let at = |x: Option<f64>| x.map_or("?".to_string(), |x| format!("{x}"));
             format!(
-                "Search · max {} in [{}, {}) · {} probes",
+                "Search · {} [{}, {}) · {} probes",
                 v.axis,
                 at(v.meets),
                 at(v.breaks),
