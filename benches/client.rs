@@ -232,6 +232,7 @@ fn measure(sc: Scenario) -> Figures {
         replay: None,
         conversations: None,
         preconnect: sc.preconnect,
+        reset_prefix_cache: false,
     };
     let (tx, rx) = bounded(1 << 20);
     let (_ctl, ctl_rx) = unbounded::<Control>();

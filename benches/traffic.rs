@@ -198,6 +198,7 @@ fn replay_bench(rate: u64, seconds: u64) {
         chunk_usage: false,
         record_tokens: false,
         preconnect: true,
+        reset_prefix_cache: false,
         source: Some(Source::Dataset(Box::new(plan))),
         replay: Some(1.0),
         conversations: None,
@@ -318,6 +319,7 @@ fn conversation_bench(count: usize) {
         chunk_usage: false,
         record_tokens: false,
         preconnect: true,
+        reset_prefix_cache: false,
         source: None,
         replay: None,
         conversations: Some(Conversations {

@@ -451,6 +451,9 @@ pub enum Event {
     /// A sweep's cell starts; the events up to its engine's `Finished` are the cell's, and the
     /// sweep's own `Finished` comes when no cell is open.
     CellStarted(Box<CellStart>),
+    /// Something an engine did besides measuring (a model loaded, a server's cache emptied):
+    /// written to the record and shown in the events pane.
+    Notice(Box<Notice>),
     /// A worker or telemetry error. `fatal` errors end the run.
     Error {
         message: String,
@@ -458,6 +461,37 @@ pub enum Event {
     },
     /// The worker has stopped; no more events follow from it.
     Finished(StopReason),
+}
+
+/// Something an engine did besides measuring, as the record's `event` line names it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Notice {
+    /// The candle engine loaded a model (in a sweep, once per model and dtype).
+    ModelLoaded(ModelLoaded),
+    /// A server's prefix cache was emptied (`--reset-prefix-cache`) before the run or cell.
+    PrefixCacheReset(CacheReset),
+}
+
+/// A model loaded: which, how long it took (device open and weights), how many bytes of
+/// weights it holds on the device.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelLoaded {
+    /// As given (`synthetic:tiny`, a directory, a .gguf file).
+    pub model: String,
+    pub dtype: String,
+    pub load_s: f64,
+    pub bytes: u64,
+}
+
+/// A server's prefix cache emptied: where, by which request, in how long.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CacheReset {
+    pub endpoint: String,
+    /// The request that did it, e.g. `POST /reset_prefix_cache` (vLLM), `POST /flush_cache`
+    /// (SGLang).
+    pub via: String,
+    pub seconds: f64,
 }
 
 /// Percentiles of one histogram over a window, and how many observations it had.
@@ -806,6 +840,16 @@ pub struct CellParams {
     /// Server sweeps: open-loop requests per second.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<f64>,
+    /// Candle sweeps over several models: the model as given (only when the grid has more
+    /// than one; the title names a single one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Candle sweeps over several dtypes (only then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dtype: Option<String>,
+    /// Candle sweeps over several CPU thread counts (only then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<usize>,
 }
 
 impl CellParams {
@@ -833,10 +877,29 @@ impl CellParams {
         parts
     }
 
-    /// `batch 4, prompt 512, output 32` (and concurrency / rate when set): the cell in words,
-    /// as progress lines, the grid and comparisons name it.
+    /// The model, dtype and threads parts that are set: `tiny f16, 4 threads`.
+    pub fn build_words(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        let what: Vec<&str> = [self.model.as_deref(), self.dtype.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect();
+        if !what.is_empty() {
+            parts.push(what.join(" "));
+        }
+        if let Some(t) = self.threads {
+            parts.push(format!("{t} thread{}", if t == 1 { "" } else { "s" }));
+        }
+        (!parts.is_empty()).then(|| parts.join(", "))
+    }
+
+    /// `batch 4, prompt 512, output 32` (and concurrency / rate when set, and the model,
+    /// dtype and threads first when the grid varies them): the cell in words, as progress
+    /// lines, the grid and comparisons name it.
     pub fn words(&self) -> String {
-        let mut parts = vec![format!("batch {}", self.batch), self.workload_words()];
+        let mut parts: Vec<String> = self.build_words().into_iter().collect();
+        parts.push(format!("batch {}", self.batch));
+        parts.push(self.workload_words());
         parts.extend(
             self.load_words(false)
                 .into_iter()
@@ -877,6 +940,13 @@ pub enum Control {
     AdjustLoad(i64),
     /// A sweep: end the current cell (it has measured enough) and go on with the next.
     EndCell,
+    /// A sweep that searches for the highest load meeting the SLO (`--find-max`): the
+    /// consumer's verdict on cell `cell`, which the sweep engine waits for before it chooses
+    /// the next load. Never forwarded to a cell's engine.
+    CellVerdict {
+        cell: usize,
+        meets_slo: bool,
+    },
     Stop(StopReason),
 }
 

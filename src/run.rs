@@ -276,6 +276,27 @@ impl Consumer<'_> {
     }
 }
 
+/// An engine's notice in words, as the events pane and a sweep's progress lines show it:
+/// `loaded synthetic:tiny (f32) in 0.02 s, 6.2MiB of weights`.
+pub fn notice_words(n: &crate::event::Notice) -> String {
+    use crate::event::Notice;
+    match n {
+        Notice::ModelLoaded(m) => format!(
+            "loaded {} ({}) in {:.2} s, {} of weights",
+            m.model,
+            m.dtype,
+            m.load_s,
+            crate::util::format::bytes(m.bytes)
+        ),
+        Notice::PrefixCacheReset(c) => format!(
+            "prefix cache of {} emptied ({}, {:.0} ms)",
+            c.endpoint,
+            c.via,
+            c.seconds * 1e3
+        ),
+    }
+}
+
 /// Seconds since `started`, for record lines.
 pub fn since(started: Instant) -> f64 {
     started.elapsed().as_secs_f64()

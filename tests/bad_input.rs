@@ -511,9 +511,27 @@ const CASES: &[Case] = &[
         code: 2,
     },
     Case {
-        input: "`sweep` with `--requests`",
-        args: &["sweep", "--requests", "5"],
-        message: "--requests: a sweep measures --repetitions steady requests per cell; use --repetitions N",
+        input: "`sweep` with `--requests` no more than its warmup",
+        args: &["sweep", "--requests", "2", "--warmup", "2"],
+        message: "--requests 2: each cell's first --warmup 2 are warmup, leaving none to measure; give more than 2",
+        code: 2,
+    },
+    Case {
+        input: "`sweep --find-max` without `--slo`",
+        args: &["sweep", "--endpoint", "http://127.0.0.1:1", "--find-max", "concurrency"],
+        message: "--find-max: give --slo (e.g. ttft=500ms,tpot=50ms): the search finds the highest load whose p99 meets it",
+        code: 2,
+    },
+    Case {
+        input: "`sweep --find-max` of the candle engine",
+        args: &["sweep", "--find-max", "rate", "--slo", "ttft=1s"],
+        message: "--find-max: searches the load a server takes; give --endpoint URL",
+        code: 2,
+    },
+    Case {
+        input: "`sweep --find-max` with a list of more than two loads",
+        args: &["sweep", "--endpoint", "http://127.0.0.1:1", "--find-max", "concurrency", "--slo", "ttft=1s", "--concurrency", "1,2,4"],
+        message: "--concurrency: with --find-max give where the search starts (one value) or its range (LOW,HIGH), not a list",
         code: 2,
     },
     Case {

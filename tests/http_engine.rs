@@ -282,6 +282,7 @@ fn config(url: &str, requests: u64) -> HttpConfig {
         replay: None,
         conversations: None,
         preconnect: true,
+        reset_prefix_cache: false,
     }
 }
 

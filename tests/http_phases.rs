@@ -49,6 +49,7 @@ fn config(url: &str, concurrency: usize, requests: u64, preconnect: bool) -> Htt
         replay: None,
         conversations: None,
         preconnect,
+        reset_prefix_cache: false,
     }
 }
 

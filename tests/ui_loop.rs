@@ -333,6 +333,9 @@ fn a_sweep_in_the_dashboard_takes_real_controls_through_one_channel() {
                 output: LenSpec::Fixed(4),
                 concurrency: None,
                 rate: None,
+                model: None,
+                dtype: None,
+                threads: None,
             }
             .params()
         })
@@ -340,15 +343,17 @@ fn a_sweep_in_the_dashboard_takes_real_controls_through_one_channel() {
     let (ev_tx, ev_rx) = unbounded();
     let (ctl_tx, ctl_rx) = unbounded();
     let (got_tx, got_rx) = unbounded::<Vec<Control>>();
-    let start: StartCell = Box::new(move |_cell, tx: Sender<Event>, rx: Receiver<Control>| {
-        let got_tx = got_tx.clone();
-        Ok(thread::spawn(move || {
-            let _ = tx.send(run_info());
-            let got = fake_worker(tx, rx, true).join().unwrap();
-            let _ = got_tx.send(got);
-        }))
-    });
-    let sweep = engine::spawn(cells.clone(), start, ev_tx, ctl_rx).unwrap();
+    let start: StartCell = Box::new(
+        move |_cell, _params: &_, tx: Sender<Event>, rx: Receiver<Control>| {
+            let got_tx = got_tx.clone();
+            Ok(engine::CellHandle::thread(thread::spawn(move || {
+                let _ = tx.send(run_info());
+                let got = fake_worker(tx, rx, true).join().unwrap();
+                let _ = got_tx.send(got);
+            })))
+        },
+    );
+    let sweep = engine::spawn(engine::Cells::Grid(cells.clone()), start, ev_tx, ctl_rx).unwrap();
     let mut app = App::default();
     app.sweep = Some(SweepFold::new(
         SweepConfig {

@@ -831,6 +831,7 @@ fn sweep_grid() {
             .filter(|o| *o)
             .map(|_| if batch >= 4 { 0.5 } else { 1.0 }),
         reason: (ok == Some(false)).then(|| "out of memory".to_string()),
+        probe: None,
     };
     let mut fold = SweepFold::new(Default::default(), Default::default());
     fold.grid = vec![

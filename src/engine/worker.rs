@@ -11,7 +11,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::timer::{device_memory, GpuTimer};
 use super::workload::{doubled, Dialogue, RequestShape, Sampler, Sampling, Workload};
-use crate::event::{Control, Event, RequestDone, RunInfo, StopReason};
+use crate::event::{Control, Event, ModelLoaded, Notice, RequestDone, RunInfo, StopReason};
 use crate::model::{self, CausalLm, DeviceSpec, ModelSpec};
 use crate::telemetry::alloc;
 use crate::util::{fnv1a, format, one_line};
@@ -102,7 +102,8 @@ impl Inbox<'_> {
                     }
                     let _ = tx.send(Event::Resumed);
                 }
-                Control::Resume => {}
+                // A sweep's verdicts are the sweep engine's, never a cell's.
+                Control::Resume | Control::CellVerdict { .. } => {}
                 Control::ResetStats => {
                     let _ = tx.send(Event::StatsReset);
                 }
@@ -146,11 +147,25 @@ impl Inbox<'_> {
 }
 
 fn run(
-    mut cfg: WorkerConfig,
+    cfg: WorkerConfig,
     fault: Option<Fault>,
     tx: &Sender<Event>,
     control: &Receiver<Control>,
 ) -> Result<StopReason, String> {
+    let mut model = load(&cfg, tx)?;
+    run_on(&mut model, cfg, fault, tx, control)
+}
+
+/// A model loaded on its device.
+struct LoadedModel {
+    device: Device,
+    loaded: model::Loaded,
+}
+
+/// Opens the device and loads `cfg`'s model (weights, tokenizer-free), then says so with a
+/// `model_loaded` notice: how long it took and the bytes of weights it holds.
+fn load(cfg: &WorkerConfig, tx: &Sender<Event>) -> Result<LoadedModel, String> {
+    let t0 = Instant::now();
     let device = cfg.device.open().map_err(|e| e.to_string())?;
     // Say how much memory the weights need before allocating them on the GPU.
     if let (Some((used, total)), Ok(Some(arch))) =
@@ -180,8 +195,30 @@ fn run(
     });
     let loaded = model::load(&cfg.model, &device, cfg.device, cfg.dtype, progress)
         .map_err(|e| e.to_string())?;
-    let mut lm = loaded.model;
-    let info = loaded.info;
+    let _ = tx.send(Event::Notice(Box::new(Notice::ModelLoaded(ModelLoaded {
+        model: cfg.model.display(),
+        dtype: loaded.info.dtype.clone(),
+        load_s: t0.elapsed().as_secs_f64(),
+        bytes: loaded.info.weight_bytes,
+    }))));
+    Ok(LoadedModel { device, loaded })
+}
+
+/// Which loaded model a cell can run on.
+fn host_key(cfg: &WorkerConfig) -> (String, DeviceSpec, DType) {
+    (cfg.model.display(), cfg.device, cfg.dtype)
+}
+
+/// Runs one run (or sweep cell) of `cfg`'s workload on a model already loaded.
+fn run_on(
+    m: &mut LoadedModel,
+    mut cfg: WorkerConfig,
+    fault: Option<Fault>,
+    tx: &Sender<Event>,
+    control: &Receiver<Control>,
+) -> Result<StopReason, String> {
+    let device = &m.device;
+    let info = m.loaded.info.clone();
     cfg.workload.vocab = info.vocab.max(4);
     let needed = cfg.workload.max_positions_needed();
     if needed > info.max_positions {
@@ -201,7 +238,7 @@ fn run(
         },
         traffic: cfg.workload.traffic_info().map(Box::new),
     })));
-    if let Some(w) = loaded.unapplied_window.filter(|&w| needed > w) {
+    if let Some(w) = m.loaded.unapplied_window.filter(|&w| needed > w) {
         // Warn rather than refuse: the cost of attending over every position is what is
         // measured, and a run longer than the window is still a useful latency figure.
         let _ = tx.send(Event::Error {
@@ -220,10 +257,10 @@ fn run(
         pending: VecDeque::new(),
     };
     let mut measure = Measure {
-        gpu: GpuTimer::new(&device),
-        lm: &mut lm,
-        device: &device,
-        eos_ids: &loaded.eos_ids,
+        gpu: GpuTimer::new(device),
+        lm: &mut m.loaded.model,
+        device,
+        eos_ids: &m.loaded.eos_ids,
         stop_at_eos: cfg.stop_at_eos,
         tx,
         fault,
@@ -284,10 +321,168 @@ fn run(
             }
             // Stopped mid-request: the partial request is not a measurement.
             Ok(Request::Stopped(reason)) => return Ok(reason),
-            Err(e) => return Err(request_failed(&e, &shape, index, &device, &info)),
+            Err(e) => return Err(request_failed(&e, &shape, index, device, &info)),
         }
         index += 1;
     }
+}
+
+/// A thread that keeps one model loaded and runs cells on it one after another: a sweep's
+/// cells of one (model, device, dtype) share a load. Each cell is a job: its configuration
+/// and control channel; the host sends the cell's events up to its `Finished` on the sweep's
+/// channel, then signals the job done. The first job loads the model (its cell then shows the
+/// loading and the `model_loaded` notice); a load that failed fails every later job with the
+/// same line; a cell that panicked drops the model, and the next job loads it again.
+pub struct ModelHost {
+    jobs: Option<Sender<Job>>,
+    handle: Option<JoinHandle<()>>,
+    key: (String, DeviceSpec, DType),
+}
+
+struct Job {
+    cfg: WorkerConfig,
+    fault: Option<Fault>,
+    control: Receiver<Control>,
+    done: Sender<()>,
+}
+
+impl ModelHost {
+    /// A host for `cfg`'s model (not loaded until its first job), sending on `events`.
+    pub fn spawn(cfg: &WorkerConfig, events: Sender<Event>) -> std::io::Result<ModelHost> {
+        static HOOK: std::sync::Once = std::sync::Once::new();
+        HOOK.call_once(crate::util::quiet_engine_panics);
+        let (jobs, rx) = crossbeam_channel::unbounded::<Job>();
+        let handle = std::thread::Builder::new()
+            .name(WORKER_THREAD.into())
+            .spawn(move || host(&rx, &events))?;
+        Ok(ModelHost {
+            jobs: Some(jobs),
+            handle: Some(handle),
+            key: host_key(cfg),
+        })
+    }
+
+    /// Whether `cfg` runs on this host's model.
+    pub fn holds(&self, cfg: &WorkerConfig) -> bool {
+        self.key == host_key(cfg)
+    }
+
+    /// Runs a cell on the model; the receiver gets a unit (or is dropped) once its `Finished`
+    /// is sent.
+    pub fn run(
+        &self,
+        cfg: WorkerConfig,
+        fault: Option<Fault>,
+        control: Receiver<Control>,
+    ) -> Result<Receiver<()>, String> {
+        let (done, rx) = crossbeam_channel::bounded(1);
+        let job = Job {
+            cfg,
+            fault,
+            control,
+            done,
+        };
+        self.jobs
+            .as_ref()
+            .ok_or("the model's thread has gone")?
+            .send(job)
+            .map_err(|_| "the model's thread has gone".to_string())?;
+        Ok(rx)
+    }
+}
+
+impl Drop for ModelHost {
+    /// No more jobs: the host ends, and the model is freed before this returns.
+    fn drop(&mut self) {
+        self.jobs = None;
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// The host thread: each job a cell, on the model loaded once.
+fn host(jobs: &Receiver<Job>, tx: &Sender<Event>) {
+    let mut model: Option<Result<LoadedModel, String>> = None;
+    let mut pools: Vec<(usize, rayon::ThreadPool)> = Vec::new();
+    for job in jobs {
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if model.is_none() {
+                model = Some(load(&job.cfg, tx));
+            }
+            match model.as_mut() {
+                Some(Ok(m)) => {
+                    let threads = job.cfg.threads;
+                    set_threads(threads, job.cfg.device);
+                    if job.cfg.device == DeviceSpec::Cpu
+                        && threads > 0
+                        && !pools.iter().any(|(n, _)| *n == threads)
+                    {
+                        if let Some(pool) = thread_pool(threads) {
+                            pools.push((threads, pool));
+                        }
+                    }
+                    let pool = pools
+                        .iter()
+                        .find(|(n, _)| *n == threads && job.cfg.device == DeviceSpec::Cpu);
+                    match pool {
+                        Some((_, pool)) => {
+                            pool.install(|| run_on(m, job.cfg, job.fault, tx, &job.control))
+                        }
+                        None => run_on(m, job.cfg, job.fault, tx, &job.control),
+                    }
+                }
+                Some(Err(e)) => Err(e.clone()),
+                None => Err("the model did not load".into()),
+            }
+        }));
+        let reason = match result {
+            Ok(Ok(reason)) => reason,
+            Ok(Err(message)) => {
+                let _ = tx.send(Event::Error {
+                    message,
+                    fatal: true,
+                });
+                StopReason::Error
+            }
+            Err(panic) => {
+                // The model's state is unknown after a panic: load it again for the next cell.
+                model = None;
+                let message = crate::util::panic_message(panic.as_ref());
+                let at = crate::util::take_panic_location().unwrap_or_default();
+                let _ = tx.send(Event::Error {
+                    message: format!("worker panicked: {}{at}", one_line(&message)),
+                    fatal: true,
+                });
+                StopReason::Error
+            }
+        };
+        let _ = tx.send(Event::Finished(reason));
+        let _ = job.done.send(());
+    }
+}
+
+/// candle's CPU kernels split each matmul into as many tasks as `RAYON_NUM_THREADS` says, read
+/// on every call; between two cells (no kernel running) the host sets it to the cell's
+/// `--threads`. Std's environment lock orders this write with candle's reads.
+fn set_threads(threads: usize, device: DeviceSpec) {
+    if device != DeviceSpec::Cpu || threads == 0 {
+        return;
+    }
+    let want = threads.to_string();
+    if std::env::var("RAYON_NUM_THREADS").ok().as_deref() != Some(want.as_str()) {
+        std::env::set_var("RAYON_NUM_THREADS", want);
+    }
+}
+
+/// A pool of exactly the cell's threads, so that the kernels' tasks (and every other parallel
+/// loop of candle's) run on that many: the process's global pool is sized once, at first use.
+fn thread_pool(threads: usize) -> Option<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("infertop-candle-{i}"))
+        .build()
+        .ok()
 }
 
 /// One line saying which request failed, with its shape and, on a GPU, the memory figures.

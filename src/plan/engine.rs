@@ -172,6 +172,7 @@ fn http_config(opts: &RunOpts, api_key: Option<String>, prompts: http::Prompts) 
         replay: None,
         conversations: None,
         preconnect: !s.no_preconnect,
+        reset_prefix_cache: s.reset_prefix_cache,
     }
 }
 

@@ -69,6 +69,7 @@ pub fn header(opts: &RunOpts, engine: &EnginePlan, slo: Slo) -> Header {
             rate: h.rate,
             burstiness: h.rate.map(|_| h.burstiness),
             request_timeout_s: Some(h.request_timeout.as_secs_f64()),
+            reset_prefix_cache: h.reset_prefix_cache,
             device: "http".into(),
             prompt_tokens: h.describe().prompt_tokens,
             output_tokens: h.output.to_string(),

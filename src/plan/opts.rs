@@ -154,6 +154,11 @@ pub struct ServerOpts {
     /// would (every record says which requests paid a connect).
     #[arg(long, requires = "endpoint")]
     pub no_preconnect: bool,
+    /// With --endpoint: empty the server's prefix cache before the run (in a sweep, before
+    /// every cell), so no run is served from prompts an earlier one sent: vLLM's POST
+    /// /reset_prefix_cache (VLLM_SERVER_DEV_MODE=1), SGLang's POST /flush_cache.
+    #[arg(long, requires = "endpoint")]
+    pub reset_prefix_cache: bool,
 }
 
 /// Where the measurements go.

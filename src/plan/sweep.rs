@@ -1,19 +1,40 @@
 //! `infertop sweep`'s flags and plan: a run's flags with `--batch`, `--prompt-tokens`,
-//! `--output-tokens` (and, with `--endpoint`, `--concurrency`, `--rate`) taking comma lists;
-//! one typed cell (`sweep::CellSpec`) per combination, each planned once into its engine.
+//! `--output-tokens` (for the candle engine also `--model`, `--dtype` and `--threads`; with
+//! `--endpoint`, `--concurrency`, `--rate`) taking comma lists; one typed cell
+//! (`sweep::CellSpec`) per combination, each planned once into its engine. With `--find-max`
+//! the cells are probes chosen as the sweep goes: each is planned once, when it is chosen
+//! (`ProbePlanner`), and the first of each workload now, so a mistake is one line up front.
 
 use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{ArgMatches, Args, Command, FromArgMatches};
 
 use super::engine::{candle_threads, EnginePlan};
-use super::opts::RunOpts;
+use super::opts::{DTypeArg, RunOpts};
 use super::{header, telemetry, values, Outputs, ScreenPlan, Telemetry};
 use crate::engine::workload::LenSpec;
-use crate::record::line::{Header, SweepConfig};
+use crate::event::CellParams;
+use crate::model::DeviceSpec;
+use crate::record::line::{Header, SearchConfig, SweepConfig};
 use crate::run::Failure;
 use crate::stats::Slo;
+use crate::sweep::search::{with_load, without_load};
 use crate::sweep::table::SweepFormat;
-use crate::sweep::{len_axis, Axes, CellSpec, Repetitions};
+use crate::sweep::{len_axis, Axes, CellSpec, LoadAxis, Repetitions};
+
+/// `--find-max`: the load a search varies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FindMax {
+    /// Requests in flight (a closed loop).
+    Concurrency,
+    /// Requests per second (an open loop).
+    Rate,
+}
+
+/// A search's range without a `--concurrency` / `--rate` giving it.
+const CONCURRENCY_TOP: f64 = 1024.0;
+/// A rate search given one start goes this many times below and above it.
+const RATE_BELOW: f64 = 16.0;
+const RATE_ABOVE: f64 = 1024.0;
 
 /// How each cell is measured.
 #[derive(Args, Debug, Clone)]
@@ -32,6 +53,15 @@ pub struct SweepOpts {
     /// Do not run the short CPU bandwidth probe the roofline line of a CPU sweep needs.
     #[arg(long)]
     pub no_probe: bool,
+    /// With --endpoint and --slo: search for the highest load whose p99 meets every limit of
+    /// the SLO, each probe measured like a cell (doubling or halving to a bracket, then
+    /// bisection). --concurrency / --rate give where it starts, or START,TOP its range.
+    #[arg(long, value_enum, value_name = "LOAD")]
+    pub find_max: Option<FindMax>,
+    /// With --find-max: stop once the bracket is within this much of its low end (concurrency
+    /// also stops at one request apart).
+    #[arg(long, default_value = "5%", value_parser = values::precision)]
+    pub search_tolerance: f64,
 }
 
 /// `infertop sweep`'s flags: a run's, with lists where a run takes one value.
@@ -42,6 +72,12 @@ pub struct SweepArgs {
     pub batch: Vec<usize>,
     pub concurrency: Vec<usize>,
     pub rate: Vec<f64>,
+    /// The candle engine: models, dtypes and CPU thread counts, each a list.
+    pub models: Vec<String>,
+    pub dtypes: Vec<DTypeArg>,
+    pub threads: Vec<usize>,
+    /// `--repetitions` was given (not its default).
+    pub repetitions_given: bool,
     pub format: SweepFormat,
 }
 
@@ -80,6 +116,23 @@ impl Args for SweepArgs {
                 .value_parser(values::list_rate)
                 .help("With --endpoint: open-loop requests per second, a list (e.g. 1,2,4)")
         })
+        .mut_arg("model", |a| {
+            a.value_delimiter(',').help(
+                "A Hugging Face directory, a .gguf file or synthetic:NAME: a list, one group of cells per model, each loaded once per dtype",
+            )
+        })
+        .mut_arg("dtype", |a| {
+            a.value_delimiter(',')
+                .help("f32, f16 or bf16: a list, one group of cells per dtype (default: f32 on CPU, bf16 on CUDA)")
+        })
+        .mut_arg("threads", |a| {
+            a.value_delimiter(',')
+                .value_parser(values::list_count)
+                .help("CPU threads for candle: a list, one cell per value, on the model loaded once (default: all cores)")
+        })
+        .mut_arg("requests", |a| {
+            a.help("Requests per cell, the first --warmup of them warmup (instead of --repetitions)")
+        })
         .mut_arg("format", |a| {
             a.value_parser(formats)
                 .help("The table's format: md, csv, json (one document) or jsonl (a line per cell)")
@@ -110,6 +163,19 @@ impl FromArgMatches for SweepArgs {
         };
         let batch = many(m, "batch");
         let concurrency = many(m, "concurrency");
+        let threads = many(m, "threads");
+        let models: Vec<String> = m
+            .get_many::<String>("model")
+            .map(|v| v.map(|s| s.trim().to_string()).collect())
+            .unwrap_or_default();
+        let dtypes: Vec<DTypeArg> = m
+            .get_many::<DTypeArg>("dtype")
+            .map(|v| v.copied().collect())
+            .unwrap_or_default();
+        let repetitions_given = matches!(
+            m.value_source("repetitions"),
+            Some(clap::parser::ValueSource::CommandLine | clap::parser::ValueSource::EnvVariable)
+        );
         let rate: Vec<f64> = m
             .get_many::<f64>("rate")
             .map(|v| v.copied().collect())
@@ -125,6 +191,10 @@ impl FromArgMatches for SweepArgs {
             batch,
             concurrency,
             rate,
+            models,
+            dtypes,
+            threads,
+            repetitions_given,
             format,
         })
     }
@@ -132,6 +202,16 @@ impl FromArgMatches for SweepArgs {
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
         *self = Self::from_arg_matches(m)?;
         Ok(())
+    }
+}
+
+/// A list the grid varies: its values when there are several (one alone is the run's own,
+/// already in `RunOpts`, and the title names it).
+fn varied<T: Clone>(v: &[T]) -> Vec<T> {
+    if v.len() > 1 {
+        v.to_vec()
+    } else {
+        Vec::new()
     }
 }
 
@@ -163,11 +243,17 @@ fn axes(a: &SweepArgs) -> Axes {
         } else {
             a.rate.iter().map(|&r| Some(r)).collect()
         },
+        model: varied(&a.models).into_iter().map(Some).collect(),
+        dtype: varied(&a.dtypes)
+            .into_iter()
+            .map(|d| Some(crate::model::dtype_name(d.dtype()).to_string()))
+            .collect(),
+        threads: varied(&a.threads).into_iter().map(Some).collect(),
     }
 }
 
-/// A run's flags for one cell: its workload, and requests enough for warmup + the most
-/// repetitions (the sweep's fold ends it sooner with --precision).
+/// A run's flags for one cell: its workload, model, dtype and threads, and requests enough for
+/// warmup + the most repetitions (the sweep's fold ends it sooner with --precision).
 fn cell_opts(base: &RunOpts, c: &CellSpec, requests: u64) -> RunOpts {
     let mut o = base.clone();
     o.workload.batch = c.batch;
@@ -175,6 +261,15 @@ fn cell_opts(base: &RunOpts, c: &CellSpec, requests: u64) -> RunOpts {
     o.workload.output_tokens = c.output.clone();
     o.server.concurrency = c.concurrency;
     o.server.rate = c.rate;
+    if let Some(m) = &c.model {
+        o.model.model = m.clone();
+    }
+    if let Some(d) = c.dtype.as_deref().and_then(dtype_arg) {
+        o.model.dtype = Some(d);
+    }
+    if let Some(t) = c.threads {
+        o.model.threads = Some(t);
+    }
     o.workload.requests = Some(requests);
     o.workload.duration = None;
     o.output.record = None;
@@ -182,11 +277,50 @@ fn cell_opts(base: &RunOpts, c: &CellSpec, requests: u64) -> RunOpts {
     o
 }
 
+/// `f16` → `--dtype f16`, as the grid's cells name it.
+fn dtype_arg(name: &str) -> Option<DTypeArg> {
+    <DTypeArg as clap::ValueEnum>::from_str(name, true).ok()
+}
+
+/// A sweep's cells, planned.
+pub enum CellPlans {
+    /// Per grid cell, its engine or the one-line reason it cannot run (it fails alone).
+    Grid(Vec<Result<EnginePlan, String>>),
+    /// `--find-max`: each probe planned when the search chooses it.
+    Search(Box<ProbePlanner>),
+}
+
+/// Plans a `--find-max` probe once it is chosen: the run's flags with its workload and load.
+pub struct ProbePlanner {
+    base: RunOpts,
+    axis: LoadAxis,
+    /// Each search's workload, as the cells name it and as it is planned.
+    workloads: Vec<(CellParams, CellSpec)>,
+    requests: u64,
+}
+
+impl ProbePlanner {
+    /// The engine of the probe `params`.
+    pub fn plan(&self, params: &CellParams) -> Result<EnginePlan, String> {
+        let workload = without_load(params, self.axis);
+        let (_, spec) = self
+            .workloads
+            .iter()
+            .find(|(w, _)| *w == workload)
+            .ok_or_else(|| format!("the probe {} is not in the search", params.words()))?;
+        let spec = CellSpec {
+            concurrency: params.concurrency,
+            rate: params.rate,
+            ..spec.clone()
+        };
+        EnginePlan::of(&cell_opts(&self.base, &spec, self.requests)).map_err(|f| f.message)
+    }
+}
+
 /// Everything a sweep needs, validated; each cell's engine planned once.
 pub struct SweepPlan {
     pub config: SweepConfig,
-    /// Per cell, its engine or the one-line reason it cannot run (it fails alone).
-    pub cells: Vec<Result<EnginePlan, String>>,
+    pub cells: CellPlans,
     pub header: Header,
     pub slo: Slo,
     pub outputs: Outputs,
@@ -196,15 +330,45 @@ pub struct SweepPlan {
     pub threads: usize,
     /// Run the CPU bandwidth probe for the roofline finding.
     pub probe: bool,
+    /// `--reset-prefix-cache`: the endpoints whose caches every cell empties (checked before
+    /// the sweep starts); empty without the flag.
+    pub reset_prefix_cache: Vec<crate::engine::http::Endpoint>,
+    pub api_key: Option<String>,
+}
+
+fn search_axis(f: FindMax) -> LoadAxis {
+    match f {
+        FindMax::Concurrency => LoadAxis::Concurrency,
+        FindMax::Rate => LoadAxis::Rate,
+    }
+}
+
+/// Steady requests per cell: `--repetitions`, or `--requests` less the warmup.
+fn repetitions(a: &SweepArgs) -> Result<u64, Failure> {
+    let warmup = a.run.workload.warmup;
+    let Some(requests) = a.run.workload.requests else {
+        return Ok(a.opts.repetitions);
+    };
+    if a.repetitions_given {
+        return Err(Failure::usage(
+            "--requests and --repetitions: give one (--requests counts each cell's warmup too)",
+        ));
+    }
+    if a.opts.precision.is_some() {
+        return Err(Failure::usage(
+            "--requests with --precision: a cell then measures until its median is known; bound it with --repetitions and --max-repetitions",
+        ));
+    }
+    if requests <= warmup {
+        return Err(Failure::usage(format!(
+            "--requests {requests}: each cell's first --warmup {warmup} are warmup, leaving none to measure; give more than {warmup}"
+        )));
+    }
+    Ok(requests - warmup)
 }
 
 fn check(a: &SweepArgs) -> Result<(), Failure> {
     let w = &a.run.workload;
-    if w.requests.is_some() {
-        return Err(Failure::usage(
-            "--requests: a sweep measures --repetitions steady requests per cell; use --repetitions N",
-        ));
-    }
     if w.duration.is_some() {
         return Err(Failure::usage(
             "--duration: a sweep measures --repetitions steady requests per cell; use --repetitions N (or --precision)",
@@ -223,24 +387,134 @@ fn check(a: &SweepArgs) -> Result<(), Failure> {
             "--batch: with --endpoint every request is one sequence; sweep --concurrency (or --rate) instead",
         ));
     }
+    if a.run.is_server() && (a.models.len() > 1 || a.dtypes.len() > 1 || a.threads.len() > 1) {
+        return Err(Failure::usage(
+            "--model, --dtype, --threads lists: with --endpoint the server's model is measured; sweep --concurrency (or --rate) instead",
+        ));
+    }
+    if a.threads.len() > 1 && a.run.model.device != DeviceSpec::Cpu {
+        return Err(Failure::usage(
+            "--threads list: on CUDA the kernels run on the GPU and candle's CPU threads do not change them; sweep --threads with --device cpu",
+        ));
+    }
     Ok(())
+}
+
+/// The search `--find-max` asks for, checked.
+fn search_config(a: &SweepArgs, axis: FindMax) -> Result<SearchConfig, Failure> {
+    if !a.run.is_server() {
+        return Err(Failure::usage(
+            "--find-max: searches the load a server takes; give --endpoint URL",
+        ));
+    }
+    if a.run.output.slo.is_none() {
+        return Err(Failure::usage(
+            "--find-max: give --slo (e.g. ttft=500ms,tpot=50ms): the search finds the highest load whose p99 meets it",
+        ));
+    }
+    let range = |given: &[f64], flag: &str| -> Result<Option<(f64, f64)>, Failure> {
+        match given {
+            [] => Ok(None),
+            [start] => Ok(Some((*start, *start))),
+            [lo, hi] if lo < hi => Ok(Some((*lo, *hi))),
+            [lo, hi] => Err(Failure::usage(format!(
+                "{flag} {lo},{hi}: with --find-max a range is LOW,HIGH with LOW below HIGH"
+            ))),
+            _ => Err(Failure::usage(format!(
+                "{flag}: with --find-max give where the search starts (one value) or its range (LOW,HIGH), not a list"
+            ))),
+        }
+    };
+    let (name, start, lo, hi) = match axis {
+        FindMax::Concurrency => {
+            if !a.rate.is_empty() {
+                return Err(Failure::usage(
+                    "--find-max concurrency searches a closed loop; drop --rate, or search --find-max rate",
+                ));
+            }
+            let given: Vec<f64> = a.concurrency.iter().map(|&c| c as f64).collect();
+            match range(&given, "--concurrency")? {
+                None => ("concurrency", 1.0, 1.0, CONCURRENCY_TOP),
+                Some((s, e)) if s == e => ("concurrency", s, 1.0, s.max(CONCURRENCY_TOP)),
+                Some((s, e)) => ("concurrency", s, s, e),
+            }
+        }
+        FindMax::Rate => {
+            if a.concurrency.len() > 1 {
+                return Err(Failure::usage(
+                    "--concurrency: with --find-max rate it is the cap on requests in flight, one value",
+                ));
+            }
+            match range(&a.rate, "--rate")? {
+                None => ("rate", 1.0, 1.0 / RATE_BELOW, RATE_ABOVE),
+                Some((s, e)) if s == e => ("rate", s, s / RATE_BELOW, s * RATE_ABOVE),
+                Some((s, e)) => ("rate", s, s, e),
+            }
+        }
+    };
+    Ok(SearchConfig {
+        axis: name.into(),
+        start,
+        lo,
+        hi,
+        tolerance: a.opts.search_tolerance,
+        workloads: search_workloads(a, axis)
+            .iter()
+            .map(CellSpec::params)
+            .collect(),
+    })
+}
+
+/// The workloads of a search: the grid's other axes as given, the searched load left out (a
+/// rate search keeps its cap on requests in flight).
+fn search_workloads(a: &SweepArgs, axis: FindMax) -> Vec<CellSpec> {
+    let mut workloads = axes(a);
+    match axis {
+        FindMax::Concurrency => workloads.concurrency = vec![None],
+        FindMax::Rate => {
+            workloads.rate = vec![None];
+            workloads.concurrency = vec![a.concurrency.first().copied()];
+        }
+    }
+    workloads.cells()
 }
 
 /// Plans a sweep: a mistake every cell shares (a model path, a flag) is one line and exit 2
 /// before anything runs; a cell only some workloads break fails on its own.
 pub fn plan(a: &SweepArgs) -> Result<SweepPlan, Failure> {
     check(a)?;
-    let specs = axes(a).cells();
+    let repetitions = repetitions(a)?;
+    let search = a.opts.find_max.map(|f| search_config(a, f)).transpose()?;
     let warmup = a.run.workload.warmup;
+    // A grid's cells; a search's workloads, each planned now at its first probe's load.
+    let specs: Vec<CellSpec> = match (&search, a.opts.find_max) {
+        (Some(config), Some(axis)) => search_workloads(a, axis)
+            .into_iter()
+            .map(|w| {
+                let probe = with_load(&w.params(), search_axis(axis), config.start);
+                CellSpec {
+                    concurrency: probe.concurrency,
+                    rate: probe.rate,
+                    ..w
+                }
+            })
+            .collect(),
+        _ => axes(a).cells(),
+    };
     let config = SweepConfig {
-        cells: specs.iter().map(CellSpec::params).collect(),
+        cells: if search.is_some() {
+            Vec::new()
+        } else {
+            specs.iter().map(CellSpec::params).collect()
+        },
         warmup,
-        repetitions: a.opts.repetitions,
+        repetitions,
         precision: a.opts.precision,
         max_repetitions: a
             .opts
             .precision
             .map(|_| a.opts.max_repetitions.unwrap_or(100)),
+        search,
     };
     let requests = warmup + Repetitions::of(&config).max;
     let planned: Vec<(RunOpts, Result<EnginePlan, Failure>)> = specs
@@ -271,14 +545,45 @@ pub fn plan(a: &SweepArgs) -> Result<SweepPlan, Failure> {
     }
     header.config.output_tokens = a.run.workload.output_tokens.to_string();
     header.config.requests = None;
+    if a.models.len() > 1 {
+        header.config.model = a.models.join(",");
+    }
+    if a.dtypes.len() > 1 {
+        header.config.dtype = a
+            .dtypes
+            .iter()
+            .map(|d| crate::model::dtype_name(d.dtype()))
+            .collect::<Vec<_>>()
+            .join(",");
+    }
     let telemetry = telemetry(&a.run, first.telemetry_device());
     let screen = super::screen_for_run(&a.run, slo)?;
+    let api_key = match first {
+        EnginePlan::Http(h) => h.api_key.clone(),
+        EnginePlan::Candle(_) => None,
+    };
+    let cells = match &config.search {
+        Some(search) => CellPlans::Search(Box::new(ProbePlanner {
+            base: a.run.clone(),
+            axis: crate::sweep::search::axis_of(search),
+            workloads: search
+                .workloads
+                .iter()
+                .cloned()
+                .zip(specs.iter().cloned())
+                .collect(),
+            requests,
+        })),
+        None => CellPlans::Grid(
+            planned
+                .into_iter()
+                .map(|(_, e)| e.map_err(|f| f.message))
+                .collect(),
+        ),
+    };
     Ok(SweepPlan {
         config,
-        cells: planned
-            .into_iter()
-            .map(|(_, e)| e.map_err(|f| f.message))
-            .collect(),
+        cells,
         header,
         slo,
         outputs: Outputs {
@@ -289,7 +594,18 @@ pub fn plan(a: &SweepArgs) -> Result<SweepPlan, Failure> {
         format: a.format,
         telemetry,
         screen,
-        threads: candle_threads(&a.run),
+        threads: a
+            .threads
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or_else(|| candle_threads(&a.run)),
         probe: !a.opts.no_probe,
+        reset_prefix_cache: if a.run.server.reset_prefix_cache {
+            a.run.server.endpoint.clone()
+        } else {
+            Vec::new()
+        },
+        api_key,
     })
 }

@@ -161,6 +161,40 @@ pub struct Comparison {
     pub runs: Vec<RunSide>,
     pub pairs: Vec<Pair>,
     pub options: CompareOptions,
+    /// Differences between the runs that can explain a change in latency by themselves
+    /// (a server's prefix cache emptied before one run and not the other).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// A warning when server runs differ in prefix-cache state: emptied before the run
+/// (`--reset-prefix-cache`, cold) or not (warm: it may serve prompts an earlier run sent).
+/// `records` are (label, header) pairs.
+pub fn cache_warning(records: &[(String, Option<&super::line::Header>)]) -> Option<String> {
+    let server: Vec<(&String, bool)> = records
+        .iter()
+        .filter_map(|(l, h)| {
+            let c = &h.as_ref()?.config;
+            (c.engine.as_deref() == Some("http")).then_some((l, c.reset_prefix_cache))
+        })
+        .collect();
+    let cold = server.iter().filter(|(_, r)| *r).count();
+    if cold == 0 || cold == server.len() {
+        return None;
+    }
+    let names = |reset: bool| {
+        server
+            .iter()
+            .filter(|(_, r)| *r == reset)
+            .map(|(l, _)| l.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Some(format!(
+        "the runs differ in the server's prefix cache: {} emptied it first (cold), {} did not (warm: served from prompts it had seen, TTFT can be shorter for that alone); rerun with --reset-prefix-cache on both",
+        names(true),
+        names(false)
+    ))
 }
 
 /// The median the verdicts use (`stats::median_in_place`, numpy's p50; reorders `v`); NaN when
@@ -416,10 +450,16 @@ pub fn compare_records(records: &[Record], opts: &CompareOptions) -> Comparison 
             });
         }
     }
+    let headers: Vec<(String, Option<&super::line::Header>)> = runs
+        .iter()
+        .zip(records)
+        .map(|(side, r)| (side.label.clone(), r.header.as_ref()))
+        .collect();
     Comparison {
         runs,
         pairs,
         options: *opts,
+        warnings: cache_warning(&headers).into_iter().collect(),
     }
 }
 
@@ -497,6 +537,9 @@ impl Comparison {
         let mut out = String::new();
         for a in self.alarms() {
             out.push_str(&format!("\n**{a}**\n"));
+        }
+        for w in &self.warnings {
+            out.push_str(&format!("\nWarning: {w}.\n"));
         }
         out.push_str("\n## Runs\n\n|  |");
         for r in &self.runs {

@@ -384,6 +384,12 @@ impl Feeder {
                         message: detail.message,
                         fatal: detail.fatal,
                     }),
+                    RunEvent::ModelLoaded(m) => Some(Event::Notice(Box::new(
+                        crate::event::Notice::ModelLoaded(m),
+                    ))),
+                    RunEvent::PrefixCacheReset(c) => Some(Event::Notice(Box::new(
+                        crate::event::Notice::PrefixCacheReset(c),
+                    ))),
                     RunEvent::Other => None,
                 };
                 if let Some(ev) = event {

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::event::{
-    ModelInfo, NodeTelemetry, RequestDone, RequestFailed, Sample, ServerWindow, StopReason,
-    WorkloadDesc,
+    CacheReset, ModelInfo, ModelLoaded, NodeTelemetry, RequestDone, RequestFailed, Sample,
+    ServerWindow, StopReason, WorkloadDesc,
 };
 use crate::stats::Slo;
 
@@ -139,6 +139,11 @@ pub struct RunConfig {
     /// cache.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traffic: Option<crate::event::TrafficInfo>,
+    /// `--reset-prefix-cache`: the server's prefix cache was emptied before the run (before
+    /// every cell of a sweep). Absent: it was not, so a warm cache may have served prompts it
+    /// had seen.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reset_prefix_cache: bool,
 }
 
 /// Where the run ran.
@@ -190,6 +195,10 @@ pub enum RunEvent {
     Error {
         detail: ErrorDetail,
     },
+    /// The candle engine loaded a model: `model`, `dtype`, `load_s`, `bytes`.
+    ModelLoaded(ModelLoaded),
+    /// A server's prefix cache was emptied: `endpoint`, `via`, `seconds`.
+    PrefixCacheReset(CacheReset),
     /// An event this version does not know: kept in the count, otherwise skipped.
     #[serde(other)]
     Other,
@@ -278,6 +287,35 @@ pub struct SweepConfig {
     pub precision: Option<f64>,
     /// With `precision`: the most steady requests per cell.
     pub max_repetitions: Option<u64>,
+    /// `--find-max`: the cells are probes the sweep chooses as it goes (`cells` is empty);
+    /// absent for a grid.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchConfig>,
+}
+
+/// How a `--find-max` sweep searches: per workload, the highest load on `axis` within
+/// `[lo, hi]` whose p99 meets every limit of the SLO, by bracketing from `start` (doubling
+/// or halving), then bisection until the bracket is within `tolerance` of its low end.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SearchConfig {
+    /// `concurrency` or `rate`.
+    pub axis: String,
+    pub start: f64,
+    pub lo: f64,
+    pub hi: f64,
+    pub tolerance: f64,
+    /// One search per workload, in order: each a cell's parameters without the load.
+    pub workloads: Vec<CellParams>,
+}
+
+/// A server's prefix cache during a cell: emptied just before it, or not (`warm`: it may hold
+/// prompts earlier cells or runs sent).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PrefixCache {
+    Cold,
+    Warm,
 }
 
 /// `{"type":"cell","cell":N,"params":{...}}`.
@@ -314,6 +352,9 @@ pub struct CellEnd {
     /// a server's output tok/s and goodput divide by (requests overlap there).
     #[serde(default)]
     pub steady_wall_s: Option<f64>,
+    /// A server cell: whether its prefix cache was emptied before it (`cold`) or not (`warm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix_cache: Option<PrefixCache>,
     /// The cell's summary, as a run's footer has it.
     pub summary: Value,
 }

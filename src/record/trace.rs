@@ -431,6 +431,16 @@ fn run_track(out: &mut Vec<TraceEvent>, g: &Gathered) {
             RunEvent::StatsReset => {
                 marks.push(Mark::Instant(t, "statistics reset".into(), json!({})))
             }
+            RunEvent::ModelLoaded(m) => marks.push(Mark::Instant(
+                t,
+                format!("model loaded: {} {}", m.model, m.dtype),
+                json!({"load_s": m.load_s, "bytes": m.bytes}),
+            )),
+            RunEvent::PrefixCacheReset(c) => marks.push(Mark::Instant(
+                t,
+                "prefix cache reset".into(),
+                serde_json::to_value(c).unwrap_or_default(),
+            )),
             RunEvent::WorkloadChanged { detail } => marks.push(Mark::Instant(
                 t,
                 format!(

@@ -4,7 +4,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::event::{Event, RequestDone, RequestFailed, StopReason};
+use crate::event::{Event, Notice, RequestDone, RequestFailed, StopReason};
 
 use super::line::{
     CellLine, ErrorDetail, EventLine, FailedLine, Footer, Header, Line, RequestLine, RunEvent,
@@ -173,6 +173,13 @@ impl Recorder {
                 t_s,
                 window: w.as_ref().clone(),
             })),
+            Event::Notice(n) => {
+                self.line(&event(match n.as_ref() {
+                    Notice::ModelLoaded(m) => RunEvent::ModelLoaded(m.clone()),
+                    Notice::PrefixCacheReset(c) => RunEvent::PrefixCacheReset(c.clone()),
+                }));
+                self.flush();
+            }
             Event::Paused => self.line(&event(RunEvent::Paused)),
             Event::Resumed => self.line(&event(RunEvent::Resumed)),
             Event::StatsReset => self.line(&event(RunEvent::StatsReset)),

@@ -74,6 +74,25 @@ impl Producers {
     }
 }
 
+/// `--reset-prefix-cache`: empties every endpoint's prefix cache once before the engine
+/// starts, so a server that has no way to (no known route) is one line and exit 2 before
+/// anything is measured, and one that cannot be reached is one line too. The engine empties
+/// it again right before the first request (each sweep cell's, before its own).
+pub(crate) fn check_cache_reset(
+    endpoints: &[crate::engine::http::Endpoint],
+    api_key: Option<&str>,
+) -> Result<(), Failure> {
+    use crate::engine::http::cache::{reset_all_blocking, ResetError};
+    if endpoints.is_empty() {
+        return Ok(());
+    }
+    match reset_all_blocking(endpoints, api_key) {
+        Ok(_) => Ok(()),
+        Err(ResetError::Unsupported(m)) => Err(Failure::usage(m)),
+        Err(ResetError::Failed(m)) => Err(Failure::runtime(m)),
+    }
+}
+
 /// Sets candle's CPU thread count before anything else starts. candle's CPU kernels size their
 /// thread pools from RAYON_NUM_THREADS; unset, candle recounts the cores on every matmul by
 /// reading /proc/cpuinfo, a file read inside every timed step. It must be set while this is the

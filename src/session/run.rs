@@ -39,6 +39,11 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
     } = plan;
     // `--jsonl`: the same record on stdout, for a viewer elsewhere (`infertop follow -`).
     let mut stream = jsonl.then(|| Recorder::stdout(header.clone(), outputs.jsonl_steps));
+    if let plan::EnginePlan::Http(h) = &engine {
+        if h.reset_prefix_cache {
+            super::check_cache_reset(&h.endpoints, h.api_key.as_deref())?;
+        }
+    }
     let mut recorder = match &outputs.record {
         Some(path) => {
             Some(Recorder::create(path, header, outputs.jsonl_steps).map_err(Failure::usage)?)

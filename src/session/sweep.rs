@@ -8,8 +8,9 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::Producers;
+use crate::engine::worker::ModelHost;
 use crate::event::{Control, Event, StopReason};
-use crate::plan::sweep::{SweepArgs, SweepPlan};
+use crate::plan::sweep::{CellPlans, SweepArgs, SweepPlan};
 use crate::plan::{self, EnginePlan, ScreenPlan};
 use crate::record::line::{CellStatus, Line, SweepConfig};
 use crate::record::reader::Record;
@@ -18,6 +19,7 @@ use crate::record::Recorder;
 use crate::run::{since, Consumer, Failure, Received, Run, Signals, EXIT_FAILURE, EXIT_OK};
 use crate::stats::SettleRule;
 use crate::sweep::analysis::findings;
+use crate::sweep::engine::CellHandle;
 use crate::sweep::fold::SweepFold;
 use crate::sweep::report::title;
 use crate::sweep::table::SweepTable;
@@ -45,7 +47,12 @@ fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
         screen,
         threads: _,
         probe,
+        reset_prefix_cache,
+        api_key,
     } = plan;
+    // A server that cannot empty its prefix cache is known before anything runs (every cell
+    // empties it again as it starts).
+    super::check_cache_reset(&reset_prefix_cache, api_key.as_deref())?;
     let mut recorder = match &outputs.record {
         Some(path) => {
             let mut r = Recorder::create(path, header.clone(), outputs.jsonl_steps)
@@ -59,17 +66,12 @@ fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
     let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded::<Control>();
     let started = Instant::now();
     let producers = Producers::start(telemetry, &[], &ev_tx, started)?;
-    let mut plans: Vec<Option<Result<EnginePlan, String>>> = cells.into_iter().map(Some).collect();
-    let start: sweep::engine::StartCell = Box::new(move |cell, tx, rx| {
-        let engine = plans
-            .get_mut(cell)
-            .and_then(Option::take)
-            .unwrap_or_else(|| Err(format!("cell {cell} is not in the plan")))?;
-        engine
-            .spawn(None, tx, rx)
-            .map_err(|e| format!("cannot start the engine thread: {e}"))
-    });
-    let handle = sweep::engine::spawn(config.cells.clone(), start, ev_tx, ctl_rx)
+    let engine_cells = match &config.search {
+        Some(search) => sweep::engine::Cells::Search(search.clone()),
+        None => sweep::engine::Cells::Grid(config.cells.clone()),
+    };
+    let start = cell_starter(cells);
+    let handle = sweep::engine::spawn(engine_cells, start, ev_tx, ctl_rx)
         .map_err(|e| Failure::runtime(format!("cannot start the sweep thread: {e}")))?;
     let fold = SweepFold::new(config.clone(), slo);
     let fold = match screen {
@@ -99,7 +101,13 @@ fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
 
     let found = {
         let (peak, peak_unavailable) = peak(&fold, &header, probe);
-        findings(&fold.results, &slo, peak.as_ref(), peak_unavailable)
+        findings(
+            &fold.results,
+            &slo,
+            peak.as_ref(),
+            peak_unavailable,
+            config.search.as_ref(),
+        )
     };
     let interrupted = fold.interrupted().map(crate::event::StopReason::words);
     let table = SweepTable {
@@ -128,6 +136,47 @@ fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
         return Ok(EXIT_FAILURE);
     }
     Ok(EXIT_OK)
+}
+
+/// How the sweep engine starts each cell: a grid's cell from its plan, a probe planned now;
+/// the candle engine's cells of one model and dtype on one `ModelHost`, so the model is
+/// loaded once for them (the host of the last group is dropped, and its model freed, before
+/// the next group's loads).
+fn cell_starter(cells: CellPlans) -> sweep::engine::StartCell {
+    let mut grid: Vec<Option<Result<EnginePlan, String>>> = Vec::new();
+    let mut probes = None;
+    match cells {
+        CellPlans::Grid(plans) => grid = plans.into_iter().map(Some).collect(),
+        CellPlans::Search(p) => probes = Some(p),
+    }
+    let mut host: Option<ModelHost> = None;
+    Box::new(move |cell, params, tx, rx| {
+        let engine = match &probes {
+            Some(p) => p.plan(params)?,
+            None => grid
+                .get_mut(cell)
+                .and_then(Option::take)
+                .unwrap_or_else(|| Err(format!("cell {cell} is not in the plan")))?,
+        };
+        let started = |e: std::io::Error| format!("cannot start the engine thread: {e}");
+        match engine {
+            EnginePlan::Candle(w) => {
+                if !host.as_ref().is_some_and(|h| h.holds(&w)) {
+                    host = None;
+                    host = Some(ModelHost::spawn(&w, tx).map_err(started)?);
+                }
+                let done = host
+                    .as_ref()
+                    .ok_or("the model's thread has gone")?
+                    .run(*w, None, rx)?;
+                Ok(CellHandle::job(done))
+            }
+            http => http
+                .spawn(None, tx, rx)
+                .map(CellHandle::thread)
+                .map_err(started),
+        }
+    })
 }
 
 /// The device's peak figures for the roofline finding, or why there are none.
@@ -213,13 +262,29 @@ fn headless(
         if let Some(c) = fold.take_control() {
             let _ = control.send(c);
         }
-        if let Event::CellStarted(c) = &ev {
-            if c.cell == 0 {
+        match &ev {
+            Event::CellStarted(c) if c.cell == 0 => {
                 say!("infertop: {}", opening_line(&fold.config));
             }
+            Event::Notice(n) => say!("infertop: {}", crate::run::notice_words(n)),
+            _ => {}
         }
         if let Some(result) = after_event(&mut fold, &ev, recorder.as_deref_mut(), t_s) {
-            say!("infertop: {}", progress_line(of, &result));
+            let verdict = fold.config.search.is_some().then(|| {
+                let broken = crate::sweep::analysis::slo_broken(&result, &fold.slo);
+                if crate::sweep::analysis::meets_slo(&result, &fold.slo) {
+                    "meets the SLO at p99".to_string()
+                } else if broken.is_empty() {
+                    "breaks the SLO (nothing measured)".to_string()
+                } else {
+                    format!("breaks the SLO at p99 ({})", broken.join(", "))
+                }
+            });
+            let line = progress_line(of, &result);
+            match verdict {
+                Some(v) => say!("infertop: {line}: {v}"),
+                None => say!("infertop: {line}"),
+            }
         }
     }
     fold
@@ -240,7 +305,10 @@ fn dashboard(
     app.sweep = Some(fold);
     let mut on_event = |ev: &Event, app: &mut crate::ui::App| {
         if let Some(fold) = app.sweep.as_mut() {
-            after_event(fold, ev, recorder.as_mut(), since(started));
+            // The dashboard folded the event at its frame's time; the record's clock is finer.
+            let t_s = since(started);
+            fold.stamp(t_s);
+            after_event(fold, ev, recorder.as_mut(), t_s);
         }
     };
     match super::dashboard(app, screen.fps, events, control, signals, &mut on_event) {
@@ -255,9 +323,15 @@ fn dashboard(
 /// `sweep of 6 cells, 2 warmup + 10 steady requests each`.
 fn opening_line(config: &SweepConfig) -> String {
     let reps = Repetitions::of(config);
+    let what = match &config.search {
+        Some(s) => format!(
+            "search for the max {} meeting the SLO in [{}, {}], probes of",
+            s.axis, s.lo, s.hi
+        ),
+        None => format!("sweep of {} cells,", config.cells.len()),
+    };
     format!(
-        "sweep of {} cells, {} warmup + {} each",
-        config.cells.len(),
+        "{what} {} warmup + {} each",
         config.warmup,
         match reps.precision {
             Some(p) => format!(
@@ -273,7 +347,11 @@ fn opening_line(config: &SweepConfig) -> String {
 
 /// The progress line of a finished cell.
 fn progress_line(of: usize, c: &CellResult) -> String {
-    let head = format!("cell {}/{of} ({})", c.cell + 1, c.params.words());
+    let head = if of == 0 {
+        format!("probe {} ({})", c.cell + 1, c.params.words())
+    } else {
+        format!("cell {}/{of} ({})", c.cell + 1, c.params.words())
+    };
     if c.status == CellStatus::Failed {
         return format!("{head}: FAILED: {}", c.reason.as_deref().unwrap_or("?"));
     }
@@ -285,8 +363,13 @@ fn progress_line(of: usize, c: &CellResult) -> String {
         }
     };
     let tput = if is_server(&c.params) {
+        let over = match (c.held_s, c.wall_output_tok_s) {
+            (Some(h), Some(w)) => format!(" over {h:.2} s held ({w:.1} over the whole wall time)"),
+            (Some(h), None) => format!(" over {h:.2} s held"),
+            (None, _) => " (load never held: over the steady wall time)".into(),
+        };
         c.output_tok_s
-            .map(|t| format!("{t:.1} output tok/s"))
+            .map(|t| format!("{t:.1} output tok/s{over}"))
             .unwrap_or_default()
     } else {
         c.decode_tok_s

@@ -7,12 +7,15 @@
 //!   whose p99 meets the SLO;
 //! - **over-saturation** of a server: from the load where TTFT p50 has more than doubled over
 //!   the lightest load while throughput stopped growing (requests queue, as GuideLLM detects);
-//! - **the roofline** of the candle engine: how close decode gets to the peak memory bandwidth.
+//! - **the roofline** of the candle engine: how close decode gets to the peak memory bandwidth;
+//! - **the capacity** a `--find-max` search found: the highest load whose p99 met the SLO, the
+//!   bracket it was narrowed to and the probes that decided it (`sweep::search`).
 
 use serde::Serialize;
 
+use super::search::{axis_of, without_load, Search, SearchEnd};
 use super::{is_server, CellResult, LoadAxis};
-use crate::record::line::CellParams;
+use crate::record::line::{CellParams, SearchConfig};
 use crate::stats::roofline::Peak;
 use crate::stats::{Metric, Slo};
 
@@ -102,6 +105,129 @@ pub struct Findings {
     /// Why there is no roofline line, for the candle engine.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub roofline_unavailable: Option<String>,
+    /// `--find-max`: one per workload searched.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub searches: Vec<SearchFinding>,
+}
+
+/// One probe of a search: its cell, load and verdict, and the p99s that decided it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Probe {
+    pub cell: usize,
+    pub load: f64,
+    pub meets_slo: bool,
+    /// The SLO metrics whose p99 broke their limit (empty when it met; `failed` when the cell
+    /// measured nothing).
+    pub broken: Vec<String>,
+    pub ttft_p99_s: Option<f64>,
+    pub tpot_p99_s: Option<f64>,
+    pub e2e_p99_s: Option<f64>,
+    /// Steady requests the p99s are of.
+    pub n: u64,
+}
+
+/// What a `--find-max` search found for one workload. In JSON the max is `max_concurrency` or
+/// `max_rate` (after the axis), `null` when no load met the SLO.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchFinding {
+    pub workload: String,
+    pub axis: LoadAxis,
+    /// The highest load that met the SLO (`None`: none did).
+    pub max: Option<f64>,
+    /// The lowest load that broke it, above `max` (`None`: none did, up to the range's top).
+    pub broke_at: Option<f64>,
+    pub end: SearchEnd,
+    /// The probes at the bracket's ends: the cell of `max`, then the cell of `broke_at`.
+    pub decided_by: Vec<usize>,
+    pub probes: Vec<Probe>,
+    /// The range searched and the tolerance asked for.
+    pub range: (f64, f64),
+    pub tolerance: f64,
+}
+
+impl SearchFinding {
+    /// `broke_at − max`, as a fraction of `max`: how precisely the max is known.
+    pub fn resolution(&self) -> Option<f64> {
+        let (m, b) = (self.max?, self.broke_at?);
+        (m > 0.0).then(|| (b - m) / m)
+    }
+}
+
+impl Serialize for SearchFinding {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("workload", &self.workload)?;
+        m.serialize_entry("axis", &self.axis)?;
+        m.serialize_entry(&format!("max_{}", self.axis.name()), &self.max)?;
+        m.serialize_entry("bracket", &[self.max, self.broke_at])?;
+        m.serialize_entry("resolution", &self.resolution())?;
+        m.serialize_entry("end", &self.end)?;
+        m.serialize_entry("decided_by", &self.decided_by)?;
+        m.serialize_entry("range", &[self.range.0, self.range.1])?;
+        m.serialize_entry("tolerance", &self.tolerance)?;
+        m.serialize_entry("probes", &self.probes)?;
+        m.end()
+    }
+}
+
+/// Each workload's search, replayed from its probes' cells with the verdicts the sweep engine
+/// got (`meets_slo`), so a record read back states the same bracket.
+pub fn searches(cells: &[CellResult], slo: &Slo, config: &SearchConfig) -> Vec<SearchFinding> {
+    let axis = axis_of(config);
+    config
+        .workloads
+        .iter()
+        .map(|w| {
+            let probes: Vec<&CellResult> = cells
+                .iter()
+                .filter(|c| without_load(&c.params, axis) == *w)
+                .collect();
+            let verdicts: Vec<(f64, bool)> = probes
+                .iter()
+                .map(|c| (axis.load(&c.params), meets_slo(c, slo)))
+                .collect();
+            let search = Search::replay(config, &verdicts);
+            let cell_at = |load: Option<f64>| {
+                probes
+                    .iter()
+                    .rev()
+                    .find(|c| Some(axis.load(&c.params)) == load)
+                    .map(|c| c.cell)
+            };
+            let p99 = |s: &crate::stats::Summary| (s.n > 0).then_some(s.p99);
+            SearchFinding {
+                workload: curve_name(w, axis),
+                axis,
+                max: search.meets,
+                broke_at: search.breaks,
+                end: search.end(),
+                decided_by: [cell_at(search.meets), cell_at(search.breaks)]
+                    .into_iter()
+                    .flatten()
+                    .collect(),
+                probes: probes
+                    .iter()
+                    .map(|c| Probe {
+                        cell: c.cell,
+                        load: axis.load(&c.params),
+                        meets_slo: meets_slo(c, slo),
+                        broken: if c.measured() {
+                            slo_broken(c, slo)
+                        } else {
+                            vec!["failed".into()]
+                        },
+                        ttft_p99_s: p99(&c.ttft),
+                        tpot_p99_s: p99(&c.tpot),
+                        e2e_p99_s: p99(&c.e2e),
+                        n: c.n,
+                    })
+                    .collect(),
+                range: (config.lo, config.hi),
+                tolerance: config.tolerance,
+            }
+        })
+        .collect()
 }
 
 /// The throughput a curve is judged by: decode tok/s (B / TPOT) for the candle engine, output
@@ -127,6 +253,12 @@ pub fn slo_broken(c: &CellResult, slo: &Slo) -> Vec<String> {
         })
         .map(|(m, _)| m.label().to_string())
         .collect()
+}
+
+/// Whether a cell meets the SLO as a `--find-max` probe must: measured, and every limit's p99
+/// within it.
+pub fn meets_slo(c: &CellResult, slo: &Slo) -> bool {
+    c.measured() && slo_broken(c, slo).is_empty()
 }
 
 /// `prompt 128, output 32` plus the other axes that are set, without the load axis.
@@ -307,12 +439,14 @@ pub fn roofline(cells: &[CellResult], axis: LoadAxis, peak: &Peak) -> Option<Roo
     })
 }
 
-/// Everything at once. `peak`: the device's peak figures, when known (candle sweeps).
+/// Everything at once. `peak`: the device's peak figures, when known (candle sweeps);
+/// `search`: how a `--find-max` sweep searched.
 pub fn findings(
     cells: &[CellResult],
     slo: &Slo,
     peak: Option<&Peak>,
     peak_unavailable: Option<String>,
+    search: Option<&SearchConfig>,
 ) -> Findings {
     let params: Vec<CellParams> = cells.iter().map(|c| c.params.clone()).collect();
     let axis = LoadAxis::of(&params);
@@ -371,6 +505,7 @@ pub fn findings(
         saturation,
         roofline,
         roofline_unavailable,
+        searches: search.map(|s| searches(cells, slo, s)).unwrap_or_default(),
     }
 }
 
@@ -486,6 +621,9 @@ impl Findings {
             };
             out.push_str(&format!("- {}: {line}.\n", s.curve));
         }
+        for f in &self.searches {
+            out.push_str(&search_markdown(f));
+        }
         match (&self.roofline, &self.roofline_unavailable) {
             (Some(r), _) => {
                 let describe = |i: usize| {
@@ -534,6 +672,79 @@ impl Findings {
     }
 }
 
+/// A search's finding in words: the max, its bracket and precision, the cells that decided it
+/// and every probe.
+fn search_markdown(f: &SearchFinding) -> String {
+    let name = f.axis.name();
+    let l = |x: f64| load_text(f.axis, x);
+    let n = f.probes.iter().map(|p| p.n).min().unwrap_or(0);
+    let probe_words: Vec<String> = f
+        .probes
+        .iter()
+        .map(|p| {
+            if p.meets_slo {
+                format!("{} meets", l(p.load))
+            } else {
+                format!("{} breaks ({})", l(p.load), p.broken.join(", "))
+            }
+        })
+        .collect();
+    let broken_at = |load: f64| {
+        f.probes
+            .iter()
+            .rev()
+            .find(|p| p.load == load)
+            .map(|p| p.broken.join(", "))
+            .unwrap_or_default()
+    };
+    let cells = |c: &[usize]| {
+        c.iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(" and ")
+    };
+    let what = match (f.end, f.max, f.broke_at) {
+        (SearchEnd::Bracketed, Some(m), Some(b)) => format!(
+            "**{}**: {name} {} meets the SLO at p99 and {} breaks it ({}); the max lies in [{}, {}), known to {} (cells {})",
+            l(m),
+            l(m),
+            l(b),
+            broken_at(b),
+            l(m),
+            l(b),
+            match f.axis {
+                LoadAxis::Rate => format!("±{:.1} %", f.resolution().unwrap_or(0.0) * 100.0),
+                _ => format!("{} request{} in flight", b - m, if b - m == 1.0 { "" } else { "s" }),
+            },
+            cells(&f.decided_by)
+        ),
+        (SearchEnd::AtLeastTop, Some(m), _) => format!(
+            "at least **{}**: every {name} probed met the SLO, up to the top of the range searched (cell {})",
+            l(m),
+            cells(&f.decided_by)
+        ),
+        (SearchEnd::NothingMeets, _, b) => format!(
+            "none: even {name} {} breaks the SLO at p99 ({})",
+            b.map(l).unwrap_or_else(|| "?".into()),
+            b.map(broken_at).unwrap_or_default()
+        ),
+        (_, m, b) => format!(
+            "unfinished: cut short with the max in [{}, {})",
+            m.map(l).unwrap_or_else(|| "?".into()),
+            b.map(l).unwrap_or_else(|| "?".into())
+        ),
+    };
+    format!(
+        "- Max {name} for {}: {what}; {} probes of at least {n} steady requests each (the p99 of {n} requests), searched in [{}, {}] to within {:.0} %: {}.\n",
+        f.workload,
+        f.probes.len(),
+        l(f.range.0),
+        l(f.range.1),
+        f.tolerance * 100.0,
+        probe_words.join(", ")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -554,8 +765,7 @@ mod tests {
                 batch,
                 prompt_tokens: "128".into(),
                 output_tokens: "32".into(),
-                concurrency: None,
-                rate: None,
+                ..CellParams::default()
             },
             status: CellStatus::Ok,
             reason: None,
@@ -583,6 +793,9 @@ mod tests {
             slo_met_share: Some(1.0),
             peak_memory_bytes: None,
             decode_bw_bytes_s: Some(tok_s * 1e6 / batch as f64),
+            held_s: None,
+            wall_output_tok_s: None,
+            prefix_cache: None,
             elapsed_s: 1.0,
         }
     }
@@ -606,7 +819,7 @@ mod tests {
             candle(2, 4, 360.0, 0.012),
             candle(3, 8, 380.0, 0.022),
         ];
-        let f = findings(&cells, &Slo::default(), None, None);
+        let f = findings(&cells, &Slo::default(), None, None, None);
         assert_eq!(f.axis, LoadAxis::Batch);
         assert_eq!(f.knees.len(), 1);
         let k = &f.knees[0];
@@ -625,7 +838,7 @@ mod tests {
         // An SLO on TPOT at 15 ms: batch 8 (p99 22 ms) breaks it, so the knee is at 4 for
         // that reason and the best cell is batch 4.
         let slo = Slo::parse("tpot=15ms").unwrap_or_default();
-        let f = findings(&cells, &slo, None, None);
+        let f = findings(&cells, &slo, None, None, None);
         assert_eq!(f.knees[0].load, Some(4.0));
         assert_eq!(
             f.knees[0].why,
@@ -658,7 +871,7 @@ mod tests {
         cells[2].status = CellStatus::Failed;
         cells[2].reason = Some("out of memory".into());
         cells[2].n = 0;
-        let f = findings(&cells, &Slo::default(), None, None);
+        let f = findings(&cells, &Slo::default(), None, None, None);
         assert_eq!(f.knees[0].load, Some(2.0));
         assert_eq!(f.knees[0].why, KneeWhy::Failed { next: 4.0 });
         assert!(f
@@ -671,14 +884,14 @@ mod tests {
             candle(1, 2, 80.0, 0.01),
             candle(2, 4, 300.0, 0.01),
         ];
-        let f = findings(&dip, &Slo::default(), None, None);
+        let f = findings(&dip, &Slo::default(), None, None, None);
         assert_eq!(f.knees[0].why, KneeWhy::StillScaling);
         // Still scaling.
-        let f = findings(&cells[..2], &Slo::default(), None, None);
+        let f = findings(&cells[..2], &Slo::default(), None, None, None);
         assert_eq!(f.knees[0].why, KneeWhy::StillScaling);
         assert_eq!(f.knees[0].load, None);
         // One load only.
-        let f = findings(&cells[..1], &Slo::default(), None, None);
+        let f = findings(&cells[..1], &Slo::default(), None, None, None);
         assert_eq!(f.knees[0].why, KneeWhy::TooFew);
     }
 
@@ -692,7 +905,7 @@ mod tests {
         ];
         cells[2].params.prompt_tokens = "2048".into();
         cells[3].params.prompt_tokens = "2048".into();
-        let f = findings(&cells, &Slo::default(), None, None);
+        let f = findings(&cells, &Slo::default(), None, None, None);
         assert_eq!(f.knees.len(), 2);
         assert_eq!(f.knees[0].curve, "prompt 128, output 32");
         assert_eq!(f.knees[0].why, KneeWhy::StillScaling);
@@ -710,7 +923,7 @@ mod tests {
             server(3, 8, 400.0, 0.090),
             server(4, 16, 405.0, 0.200),
         ];
-        let f = findings(&cells, &Slo::default(), None, None);
+        let f = findings(&cells, &Slo::default(), None, None, None);
         assert_eq!(f.axis, LoadAxis::Concurrency);
         assert_eq!(f.knees[0].load, Some(4.0));
         let s = &f.saturation[0];
@@ -722,7 +935,7 @@ mod tests {
         assert!(text.contains("over-saturated from concurrency 8"), "{text}");
         // Flat TTFT, linear throughput: neither.
         let calm = vec![server(0, 1, 100.0, 0.02), server(1, 2, 200.0, 0.02)];
-        let f = findings(&calm, &Slo::default(), None, None);
+        let f = findings(&calm, &Slo::default(), None, None, None);
         assert_eq!(f.saturation[0].oversaturated_at, None);
         assert_eq!(f.knees[0].why, KneeWhy::StillScaling);
     }
@@ -740,11 +953,72 @@ mod tests {
             flops: None,
             basis: vec!["--peak-bw".into()],
         };
-        let f = findings(&cells, &Slo::default(), Some(&peak), None);
+        let f = findings(&cells, &Slo::default(), Some(&peak), None, None);
         let r = f.roofline.clone().unwrap_or_else(|| panic!("{f:?}"));
         assert_eq!((r.best_cell, r.lightest_cell), (0, 0));
         assert!((r.best_utilisation - 0.5).abs() < 1e-12);
-        let f = findings(&cells, &Slo::default(), None, Some("no probe".into()));
+        let f = findings(&cells, &Slo::default(), None, Some("no probe".into()), None);
         assert_eq!(f.roofline_unavailable.as_deref(), Some("no probe"));
+    }
+
+    #[test]
+    fn a_search_states_its_max_bracket_and_the_cells_that_decided_it() {
+        // Probes in the order a search ran them; TTFT p99 stays 20 ms up to 12 in flight and
+        // then jumps (requests queue).
+        let probes = [1usize, 2, 4, 8, 16, 12, 14, 13];
+        let cells: Vec<CellResult> = probes
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| server(i, c, c as f64 * 30.0, if c <= 12 { 0.02 } else { 0.2 }))
+            .collect();
+        let slo = Slo::parse("ttft=50ms").unwrap_or_default();
+        let mut workload = cells[0].params.clone();
+        workload.concurrency = None;
+        let config = SearchConfig {
+            axis: "concurrency".into(),
+            start: 1.0,
+            lo: 1.0,
+            hi: 1024.0,
+            tolerance: 0.05,
+            workloads: vec![workload],
+        };
+        let f = findings(&cells, &slo, None, None, Some(&config));
+        let s = &f.searches[0];
+        assert_eq!(
+            (s.max, s.broke_at, s.end),
+            (Some(12.0), Some(13.0), SearchEnd::Bracketed)
+        );
+        assert_eq!(s.decided_by, [5, 7]);
+        assert_eq!(s.probes.len(), 8);
+        assert_eq!(s.probes[4].broken, ["TTFT"]);
+        let json = serde_json::to_value(&f).unwrap();
+        assert_eq!(json["searches"][0]["max_concurrency"], 12.0);
+        assert_eq!(
+            json["searches"][0]["bracket"],
+            serde_json::json!([12.0, 13.0])
+        );
+        let text = f.to_markdown(&cells);
+        assert!(
+            text.contains("Max concurrency for prompt 128, output 32: **12**: concurrency 12 meets the SLO at p99 and 13 breaks it (TTFT); the max lies in [12, 13), known to 1 request in flight (cells 5 and 7)"),
+            "{text}"
+        );
+        // Nothing meets: the first probe breaks, and so does every halving.
+        let slow: Vec<CellResult> = [4usize, 2, 1]
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| server(i, c, 10.0, 0.2))
+            .collect();
+        let config = SearchConfig {
+            start: 4.0,
+            ..config
+        };
+        let f = findings(&slow, &slo, None, None, Some(&config));
+        assert_eq!(
+            (f.searches[0].max, f.searches[0].end),
+            (None, SearchEnd::NothingMeets)
+        );
+        assert!(f
+            .to_markdown(&slow)
+            .contains("none: even concurrency 1 breaks the SLO at p99 (TTFT)"));
     }
 }

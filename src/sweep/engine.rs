@@ -1,15 +1,24 @@
-//! The sweep engine: a grid's cells one after another on the one event channel. For each cell
+//! The sweep engine: a sweep's cells one after another on the one event channel. For each cell
 //! it sends `CellStarted`, starts the cell's engine on the same channel (whose `Finished` ends
 //! the cell), and passes the consumer's controls on to it; after the last cell (or a stop) its
 //! own `Finished` ends the sweep. What a cell measured is the consumer's to fold
 //! (`sweep::fold`); this thread only sequences.
+//!
+//! A grid's cells are known before it starts. A `--find-max` search's are not: after each probe
+//! the engine waits for the consumer's verdict on it (`Control::CellVerdict`, sent by the fold
+//! when the probe's cell closes, on the same control channel as every key), and its `Search`
+//! chooses the next load from it. Data still flows one way: measurements as events from the
+//! engines to the fold, and decisions as controls from the fold back, as the stopping rule's
+//! `EndCell` already did.
 
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 
+use super::search::{with_load, Search};
 use crate::event::{CellParams, CellStart, Control, Event, StopReason};
+use crate::record::line::SearchConfig;
 
 /// The sweep engine thread's name (an engine thread: see `util::quiet_engine_panics`).
 pub const SWEEP_THREAD: &str = "infertop-engine-sweep";
@@ -17,11 +26,70 @@ pub const SWEEP_THREAD: &str = "infertop-engine-sweep";
 /// How often the engine looks at its controls and at whether the cell's engine has ended.
 const POLL: Duration = Duration::from_millis(20);
 
-/// Starts cell `cell`'s engine sending on `events` and obeying `control`; `Err` is the
-/// one-line reason the cell cannot run (a workload the model cannot take).
+/// A cell's engine, running: its own thread, or a job on a thread that outlives it (the candle
+/// engine keeps a model loaded across the cells that share it).
+pub struct CellHandle(Running);
+
+enum Running {
+    Thread(JoinHandle<()>),
+    /// Done when a unit arrives or the sender is dropped.
+    Job {
+        done: Receiver<()>,
+        ended: bool,
+    },
+}
+
+impl CellHandle {
+    pub fn thread(handle: JoinHandle<()>) -> CellHandle {
+        CellHandle(Running::Thread(handle))
+    }
+
+    /// A job whose end is signalled on `done` (after its `Finished` is sent).
+    pub fn job(done: Receiver<()>) -> CellHandle {
+        CellHandle(Running::Job { done, ended: false })
+    }
+
+    fn is_finished(&mut self) -> bool {
+        match &mut self.0 {
+            Running::Thread(h) => h.is_finished(),
+            Running::Job { done, ended } => {
+                if !*ended {
+                    *ended = !matches!(done.try_recv(), Err(TryRecvError::Empty));
+                }
+                *ended
+            }
+        }
+    }
+
+    fn join(self) {
+        match self.0 {
+            Running::Thread(h) => {
+                let _ = h.join();
+            }
+            Running::Job { done, ended } => {
+                if !ended {
+                    let _ = done.recv();
+                }
+            }
+        }
+    }
+}
+
+/// Starts cell `cell` (of parameters `params`) sending on `events` and obeying `control`;
+/// `Err` is the one-line reason the cell cannot run (a workload the model cannot take).
 pub type StartCell = Box<
-    dyn FnMut(usize, Sender<Event>, Receiver<Control>) -> Result<JoinHandle<()>, String> + Send,
+    dyn FnMut(usize, &CellParams, Sender<Event>, Receiver<Control>) -> Result<CellHandle, String>
+        + Send,
 >;
+
+/// What the sweep runs.
+#[derive(Clone, Debug)]
+pub enum Cells {
+    /// A grid, every cell known before it starts.
+    Grid(Vec<CellParams>),
+    /// `--find-max`: per workload, probes chosen from the verdicts on the last ones.
+    Search(SearchConfig),
+}
 
 /// What a load key gets in a sweep: each cell's workload is its place in the grid.
 pub const LOAD_KEYS_OFF: &str =
@@ -29,56 +97,127 @@ pub const LOAD_KEYS_OFF: &str =
 
 /// Starts the sweep on its thread. It ends with `Event::Finished`, after every cell's own.
 pub fn spawn(
-    cells: Vec<CellParams>,
+    cells: Cells,
     start: StartCell,
     events: Sender<Event>,
     control: Receiver<Control>,
 ) -> std::io::Result<JoinHandle<()>> {
     crate::engine::spawn_engine(SWEEP_THREAD, "sweep engine", events, move |tx| {
-        Ok(run(&cells, start, tx, &control))
+        Ok(run(cells, start, tx, &control))
     })
 }
 
 fn run(
-    cells: &[CellParams],
+    cells: Cells,
     mut start: StartCell,
     tx: &Sender<Event>,
     control: &Receiver<Control>,
 ) -> StopReason {
-    for (cell, params) in cells.iter().enumerate() {
-        let _ = tx.send(Event::CellStarted(Box::new(CellStart {
-            cell,
-            cells: cells.len(),
-            params: params.clone(),
-        })));
-        let (cell_tx, cell_rx) = crossbeam_channel::unbounded::<Control>();
-        let handle = match start(cell, tx.clone(), cell_rx) {
-            Ok(h) => h,
-            Err(message) => {
-                let _ = tx.send(Event::Error {
-                    message,
-                    fatal: true,
-                });
-                let _ = tx.send(Event::Finished(StopReason::Error));
-                continue;
+    match cells {
+        Cells::Grid(cells) => {
+            for (cell, params) in cells.iter().enumerate() {
+                let mut verdict = None;
+                if let Some(stop) = one_cell(
+                    cell,
+                    cells.len(),
+                    params,
+                    &mut start,
+                    tx,
+                    control,
+                    &mut verdict,
+                ) {
+                    return stop;
+                }
             }
-        };
-        if let Some(stop) = drive(&handle, &cell_tx, tx, control) {
-            let _ = handle.join();
-            return stop;
         }
-        let _ = handle.join();
+        Cells::Search(config) => {
+            let mut cell = 0;
+            for workload in &config.workloads {
+                let mut search = Search::new(&config);
+                while let Some(load) = search.next() {
+                    let params = with_load(workload, search.axis, load);
+                    let mut early = None;
+                    if let Some(stop) =
+                        one_cell(cell, cell + 1, &params, &mut start, tx, control, &mut early)
+                    {
+                        return stop;
+                    }
+                    match verdict(cell, control, early) {
+                        Ok(meets) => search.record(load, meets),
+                        Err(stop) => return stop,
+                    }
+                    cell += 1;
+                }
+            }
+        }
     }
     StopReason::RequestLimit
 }
 
+/// Runs one cell to its end; returns the stop the consumer asked for, if it did (then no more
+/// cells run). A verdict on the cell that came before its engine was seen to end is kept in
+/// `verdict`.
+fn one_cell(
+    cell: usize,
+    cells: usize,
+    params: &CellParams,
+    start: &mut StartCell,
+    tx: &Sender<Event>,
+    control: &Receiver<Control>,
+    verdict: &mut Option<(usize, bool)>,
+) -> Option<StopReason> {
+    let _ = tx.send(Event::CellStarted(Box::new(CellStart {
+        cell,
+        cells,
+        params: params.clone(),
+    })));
+    let (cell_tx, cell_rx) = crossbeam_channel::unbounded::<Control>();
+    let mut handle = match start(cell, params, tx.clone(), cell_rx) {
+        Ok(h) => h,
+        Err(message) => {
+            let _ = tx.send(Event::Error {
+                message,
+                fatal: true,
+            });
+            let _ = tx.send(Event::Finished(StopReason::Error));
+            return None;
+        }
+    };
+    let stop = drive(&mut handle, &cell_tx, tx, control, verdict);
+    handle.join();
+    stop
+}
+
+/// The consumer's verdict on probe `cell` (`early` if it came already), or the stop it asked
+/// for meanwhile.
+fn verdict(
+    cell: usize,
+    control: &Receiver<Control>,
+    early: Option<(usize, bool)>,
+) -> Result<bool, StopReason> {
+    if let Some((c, meets)) = early {
+        if c == cell {
+            return Ok(meets);
+        }
+    }
+    loop {
+        match control.recv() {
+            Ok(Control::CellVerdict { cell: c, meets_slo }) if c == cell => return Ok(meets_slo),
+            Ok(Control::Stop(reason)) => return Err(reason),
+            Ok(_) => {}
+            Err(_) => return Err(StopReason::UserStop),
+        }
+    }
+}
+
 /// Passes controls on to the cell's engine until it has ended; returns the stop the consumer
-/// asked for, if it did (then no more cells run).
+/// asked for, if it did.
 fn drive(
-    handle: &JoinHandle<()>,
+    handle: &mut CellHandle,
     cell: &Sender<Control>,
     tx: &Sender<Event>,
     control: &Receiver<Control>,
+    verdict: &mut Option<(usize, bool)>,
 ) -> Option<StopReason> {
     let mut stop: Option<StopReason> = None;
     while !handle.is_finished() {
@@ -87,8 +226,10 @@ fn drive(
                 let _ = cell.send(Control::Stop(reason.clone()));
                 stop = Some(reason);
             }
+            // The cell has measured enough: its engine ends it as at its request limit (a
+            // server's requests in flight drain).
             Ok(Control::EndCell) => {
-                let _ = cell.send(Control::Stop(StopReason::RequestLimit));
+                let _ = cell.send(Control::EndCell);
             }
             Ok(c @ (Control::Pause | Control::Resume | Control::ResetStats)) => {
                 let _ = cell.send(c);
@@ -103,6 +244,9 @@ fn drive(
                     fatal: false,
                 });
             }
+            // The consumer judged the cell as its `Finished` arrived, before this loop saw
+            // the engine end: kept for the search.
+            Ok(Control::CellVerdict { cell, meets_slo }) => *verdict = Some((cell, meets_slo)),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
                 // Nobody consumes any more: end this cell and the sweep.
@@ -115,4 +259,55 @@ fn drive(
         }
     }
     stop
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cell's engine that sends its `Finished` at once.
+    fn instant() -> StartCell {
+        Box::new(|_, _, tx, _| {
+            let h = std::thread::spawn(move || {
+                let _ = tx.send(Event::Finished(StopReason::RequestLimit));
+            });
+            Ok(CellHandle::thread(h))
+        })
+    }
+
+    #[test]
+    fn a_search_waits_for_each_verdict_and_follows_it() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded();
+        let config = SearchConfig {
+            axis: "concurrency".into(),
+            start: 1.0,
+            lo: 1.0,
+            hi: 64.0,
+            tolerance: 0.0,
+            workloads: vec![CellParams::default()],
+        };
+        let h = spawn(Cells::Search(config), instant(), tx, ctl_rx).unwrap();
+        // The consumer's side: a verdict per probe, meeting up to 5 in flight.
+        let mut probed = Vec::new();
+        let mut open: Option<(usize, usize)> = None;
+        loop {
+            match rx.recv().unwrap() {
+                Event::CellStarted(c) => open = Some((c.cell, c.params.concurrency.unwrap())),
+                Event::Finished(_) => match open.take() {
+                    Some((cell, conc)) => {
+                        probed.push(conc);
+                        let meets_slo = conc <= 5;
+                        ctl_tx
+                            .send(Control::CellVerdict { cell, meets_slo })
+                            .unwrap();
+                    }
+                    None => break,
+                },
+                _ => {}
+            }
+        }
+        h.join().unwrap();
+        assert_eq!(probed, [1, 2, 4, 8, 6, 5]);
+    }
 }

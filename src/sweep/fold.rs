@@ -8,12 +8,15 @@
 //! wants done (end a cell that has measured enough; write a cell's end line) it leaves to be
 //! taken: `take_control`, `take_closed`.
 
-use crate::event::{CellParams, Control, Event, ModelInfo, StopReason};
-use crate::record::line::{CellEnd, CellStatus, SweepConfig};
+use std::collections::VecDeque;
+
+use crate::event::{CellParams, Control, Event, ModelInfo, Notice, StopReason};
+use crate::record::line::{CellEnd, CellStatus, PrefixCache, SweepConfig};
 use crate::run::Run;
 use crate::stats::{Slo, Summary};
 
-use super::{analysis, CellEnding, CellResult, CellTally, Repetitions};
+use super::search::Search;
+use super::{analysis, is_server, CellEnding, CellResult, CellTally, Repetitions};
 
 /// One cell of a sweep as the dashboard's grid shows it: running (`ok` none) or ended.
 #[derive(Clone, Debug, PartialEq)]
@@ -21,7 +24,7 @@ pub struct GridRow {
     /// 0-based, of `cells`.
     pub cell: usize,
     pub cells: usize,
-    /// The cell in words (`CellParams::words`).
+    /// The cell in words (`CellParams::words`; a server's load first).
     pub label: String,
     /// `None` while it runs; then whether it was measured (`false`: failed or stopped).
     pub ok: Option<bool>,
@@ -33,23 +36,55 @@ pub struct GridRow {
     pub slo_met_share: Option<f64>,
     /// Why it failed, in one line.
     pub reason: Option<String>,
+    /// A `--find-max` probe: whether its p99 met the SLO (`None` for a grid's cell, or while
+    /// it runs).
+    pub probe: Option<bool>,
 }
 
 impl GridRow {
-    fn of(cell: usize, cells: usize, params: &CellParams, result: Option<&CellResult>) -> GridRow {
+    fn of(
+        cell: usize,
+        cells: usize,
+        params: &CellParams,
+        result: Option<&CellResult>,
+        probe: Option<bool>,
+    ) -> GridRow {
         let p50 = |s: &Summary| (s.n > 0).then_some(s.p50);
         GridRow {
             cell,
             cells,
-            label: params.words(),
+            label: label(params),
             ok: result.map(|r| r.status == CellStatus::Ok),
             tpot_p50_s: result.and_then(|r| p50(&r.tpot)),
             ttft_p50_s: result.and_then(|r| p50(&r.ttft)),
             throughput: result.and_then(analysis::throughput),
             slo_met_share: result.and_then(|r| r.slo_met_share),
             reason: result.and_then(|r| r.reason.clone()),
+            probe,
         }
     }
+}
+
+/// A cell in the grid's words: a server's load first (its batch is always 1), so that a
+/// narrow grid still shows what differs from line to line; a candle cell as `words` has it.
+fn label(p: &CellParams) -> String {
+    if !is_server(p) {
+        return p.words();
+    }
+    let mut parts = p.load_words(false);
+    parts.push(p.workload_words());
+    parts.join(", ")
+}
+
+/// Where a `--find-max` search stands, as the dashboard's grid title shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchView {
+    /// `concurrency` or `rate`.
+    pub axis: &'static str,
+    /// The highest load that met the SLO, and the lowest that broke it, so far.
+    pub meets: Option<f64>,
+    pub breaks: Option<f64>,
+    pub probes: usize,
 }
 
 /// The cell being measured.
@@ -63,6 +98,16 @@ struct OpenCell {
     last_steady_s: Option<f64>,
     /// The stopping rule asked for the cell's end.
     end_asked: bool,
+    /// The server's prefix cache was emptied before the cell.
+    cache_reset: bool,
+}
+
+/// What the last event set from its time, for `SweepFold::stamp`.
+#[derive(Clone, Copy, Debug, Default)]
+struct Stamped {
+    span: bool,
+    first_steady: bool,
+    last_steady: bool,
 }
 
 /// The fold of a sweep's events.
@@ -80,8 +125,13 @@ pub struct SweepFold {
     pub model: Option<ModelInfo>,
     /// The sweep's own `Finished`: how it ended.
     pub stop: Option<StopReason>,
-    control: Option<Control>,
+    /// `--find-max`: each workload's search, as the verdicts sent so far shape it.
+    searches: Vec<(CellParams, Search)>,
+    /// The search under way, for the grid's title.
+    pub search: Option<SearchView>,
+    control: VecDeque<Control>,
     closed: Option<CellEnd>,
+    stamped: Stamped,
 }
 
 impl SweepFold {
@@ -95,8 +145,11 @@ impl SweepFold {
             grid: Vec::new(),
             model: None,
             stop: None,
-            control: None,
+            searches: Vec::new(),
+            search: None,
+            control: VecDeque::new(),
             closed: None,
+            stamped: Stamped::default(),
         }
     }
 
@@ -117,13 +170,14 @@ impl SweepFold {
             .filter(|r| matches!(r, StopReason::UserStop | StopReason::Signal(_)))
     }
 
-    /// Cells of the grid that never ran.
+    /// Cells of the grid that never ran (a search has no cells planned ahead).
     pub fn not_run(&self) -> usize {
         self.config.cells.len().saturating_sub(self.results.len())
     }
 
     /// Folds one event into `run` (the open cell's fold, fresh at each cell) and the sweep.
     pub fn apply(&mut self, t_s: f64, run: &mut Run, event: &Event) {
+        self.stamped = Stamped::default();
         match event {
             Event::CellStarted(c) => {
                 *run = Run::new();
@@ -135,8 +189,9 @@ impl SweepFold {
                     first_steady_s: None,
                     last_steady_s: None,
                     end_asked: false,
+                    cache_reset: false,
                 });
-                let row = GridRow::of(c.cell, c.cells, &c.params, None);
+                let row = GridRow::of(c.cell, c.cells, &c.params, None, None);
                 match self.grid.iter_mut().find(|r| r.cell == c.cell) {
                     Some(r) => *r = row,
                     None => self.grid.push(row),
@@ -154,21 +209,66 @@ impl SweepFold {
             return;
         };
         match event {
-            Event::RequestStarted { warmup: false, .. } => {
-                open.first_steady_s.get_or_insert(t_s);
+            Event::RequestStarted { warmup: false, .. } if open.first_steady_s.is_none() => {
+                open.first_steady_s = Some(t_s);
+                self.stamped.first_steady = true;
             }
-            Event::RequestDone(r) if !r.warmup => {
-                open.last_steady_s = Some(t_s);
+            Event::RequestDone(r) => {
                 open.tally
-                    .observe(r, &self.slo, run.info.as_ref().map(|i| &i.model));
-                if !open.end_asked && self.reps.enough(&open.tally) {
-                    open.end_asked = true;
-                    self.control = Some(Control::EndCell);
+                    .observe(r, Some(t_s), &self.slo, run.info.as_ref().map(|i| &i.model));
+                self.stamped.span = true;
+                if !r.warmup {
+                    open.last_steady_s = Some(t_s);
+                    self.stamped.last_steady = true;
+                    if !open.end_asked && self.reps.enough(&open.tally) {
+                        open.end_asked = true;
+                        self.control.push_back(Control::EndCell);
+                    }
                 }
             }
-            Event::RequestFailed(f) if !f.warmup => open.last_steady_s = Some(t_s),
+            Event::RequestFailed(f) => {
+                open.tally.observe_failed(f, t_s);
+                self.stamped.span = true;
+                if !f.warmup {
+                    open.last_steady_s = Some(t_s);
+                    self.stamped.last_steady = true;
+                }
+            }
+            Event::StatsReset => {
+                // As the cell's run does: its figures start again from here.
+                open.tally = CellTally::default();
+                open.first_steady_s = None;
+                open.last_steady_s = None;
+            }
+            Event::Notice(n) if matches!(n.as_ref(), Notice::PrefixCacheReset(_)) => {
+                open.cache_reset = true;
+            }
             Event::Finished(_) => self.close(t_s, run),
             _ => {}
+        }
+    }
+
+    /// The consumer's own clock for the event `apply` folded last, when it is finer than the
+    /// one `apply` was given (the dashboard folds a frame's events at the frame's time, and
+    /// the session stamps each with the record's clock right after): the request's span and
+    /// the steady wall time then come from the same times as the record's lines, so the
+    /// dashboard's table is the one `report` computes from the record.
+    pub fn stamp(&mut self, t_s: f64) {
+        let stamped = std::mem::take(&mut self.stamped);
+        let Some(open) = self.open.as_mut() else {
+            return;
+        };
+        if stamped.first_steady {
+            open.first_steady_s = Some(t_s);
+        }
+        if stamped.last_steady {
+            open.last_steady_s = Some(t_s);
+        }
+        if stamped.span {
+            if let Some(s) = open.tally.spans.last_mut() {
+                s.start_s += t_s - s.end_s;
+                s.end_s = t_s;
+            }
         }
     }
 
@@ -182,9 +282,9 @@ impl SweepFold {
     }
 
     /// A control message the fold wants sent to the sweep engine (the stopping rule's
-    /// `EndCell`), once.
+    /// `EndCell`, a probe's `CellVerdict`), each once, in order.
     pub fn take_control(&mut self) -> Option<Control> {
-        self.control.take()
+        self.control.pop_front()
     }
 
     /// The end line of the cell that just closed, for the record (once).
@@ -238,12 +338,18 @@ impl SweepFold {
             .first_steady_s
             .zip(open.last_steady_s)
             .map(|(a, b)| (b - a).max(0.0));
+        let prefix_cache = is_server(&open.params).then_some(if open.cache_reset {
+            PrefixCache::Cold
+        } else {
+            PrefixCache::Warm
+        });
         let summary = run.summary();
         let ending = CellEnding {
             status,
             reason,
             elapsed_s: (t_s - open.started_s).max(0.0),
             steady_wall_s,
+            prefix_cache,
         };
         let result = CellResult::new(
             open.cell,
@@ -258,17 +364,142 @@ impl SweepFold {
             reason: result.reason.clone(),
             elapsed_s: result.elapsed_s,
             steady_wall_s,
+            prefix_cache,
             summary: summary.to_json(),
         });
         if self.model.is_none() {
             self.model = run.info.as_ref().map(|i| i.model.clone());
         }
-        let cells = self.config.cells.len();
-        let row = GridRow::of(open.cell, cells, &open.params, Some(&result));
+        let probe = self.config.search.is_some().then(|| {
+            let meets = analysis::meets_slo(&result, &self.slo);
+            self.control.push_back(Control::CellVerdict {
+                cell: open.cell,
+                meets_slo: meets,
+            });
+            self.searched(&open.params, meets);
+            meets
+        });
+        let cells = if self.config.search.is_some() {
+            open.cell + 1
+        } else {
+            self.config.cells.len()
+        };
+        let row = GridRow::of(open.cell, cells, &open.params, Some(&result), probe);
         match self.grid.iter_mut().find(|r| r.cell == open.cell) {
             Some(r) => *r = row,
             None => self.grid.push(row),
         }
         self.results.push(result);
+    }
+
+    /// A probe's verdict folded into its workload's search (the engine's twin), for the view.
+    fn searched(&mut self, params: &CellParams, meets: bool) {
+        let Some(config) = &self.config.search else {
+            return;
+        };
+        let axis = super::search::axis_of(config);
+        let workload = super::search::without_load(params, axis);
+        let i = match self.searches.iter().position(|(w, _)| *w == workload) {
+            Some(i) => i,
+            None => {
+                self.searches.push((workload, Search::new(config)));
+                self.searches.len() - 1
+            }
+        };
+        let search = &mut self.searches[i].1;
+        search.record(axis.load(params), meets);
+        self.search = Some(SearchView {
+            axis: axis.name(),
+            meets: search.meets,
+            breaks: search.breaks,
+            probes: search.probes.len(),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{CellStart, RequestDone};
+    use crate::record::line::SearchConfig;
+
+    fn done(index: u64, ttft: f64, e2e: f64) -> Event {
+        Event::RequestDone(Box::new(RequestDone {
+            index,
+            warmup: false,
+            batch: 1,
+            prompt_tokens: 8,
+            output_tokens: 4,
+            ttft_s: ttft,
+            tpot_s: Some((e2e - ttft) / 3.0),
+            e2e_s: e2e,
+            gpu_ttft_s: None,
+            gpu_decode_s: None,
+            peak_alloc_bytes: None,
+            output_hash: String::new(),
+            tokens: None,
+            text: None,
+            client: None,
+            origin: None,
+        }))
+    }
+
+    #[test]
+    fn a_probe_that_closes_sends_its_verdict_and_stamps_move_its_spans() {
+        let config = SweepConfig {
+            repetitions: 2,
+            search: Some(SearchConfig {
+                axis: "concurrency".into(),
+                start: 1.0,
+                lo: 1.0,
+                hi: 8.0,
+                tolerance: 0.0,
+                workloads: vec![CellParams::default()],
+            }),
+            ..SweepConfig::default()
+        };
+        let slo = Slo::parse("ttft=50ms").unwrap_or_default();
+        let mut fold = SweepFold::new(config, slo);
+        let mut run = Run::new();
+        let params = CellParams {
+            batch: 1,
+            concurrency: Some(1),
+            ..CellParams::default()
+        };
+        fold.apply(
+            0.0,
+            &mut run,
+            &Event::CellStarted(Box::new(CellStart {
+                cell: 0,
+                cells: 1,
+                params,
+            })),
+        );
+        // Folded at a frame's time (1.0), stamped with the record's clock (0.9) after.
+        fold.apply(1.0, &mut run, &done(0, 0.01, 0.4));
+        fold.stamp(0.9);
+        let span = fold.open.as_ref().map(|o| o.tally.spans[0]);
+        assert_eq!(span.map(|s| (s.start_s, s.end_s)), Some((0.9 - 0.4, 0.9)));
+        fold.apply(1.3, &mut run, &done(1, 0.02, 0.4));
+        fold.apply(1.3, &mut run, &Event::Finished(StopReason::RequestLimit));
+        assert_eq!(
+            fold.take_control(),
+            Some(Control::CellVerdict {
+                cell: 0,
+                meets_slo: true
+            })
+        );
+        assert_eq!(fold.take_control(), None);
+        let view = fold.search.clone();
+        assert_eq!(
+            view.map(|v| (v.meets, v.breaks, v.probes)),
+            Some((Some(1.0), None, 1))
+        );
+        assert_eq!(fold.grid[0].probe, Some(true));
+        assert_eq!(fold.grid[0].label, "concurrency 1, prompt 1, output 1");
+        // A closed loop of 1: held from the first start to the last end.
+        let r = &fold.results[0];
+        assert!(r.held_s.is_some_and(|h| (h - 0.8).abs() < 1e-9), "{r:?}");
+        assert_eq!(r.prefix_cache, Some(PrefixCache::Warm));
     }
 }

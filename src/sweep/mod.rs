@@ -9,17 +9,19 @@
 pub mod analysis;
 pub mod engine;
 pub mod fold;
+pub mod held;
 pub mod plot;
 pub mod record;
 pub mod report;
+pub mod search;
 pub mod table;
 
 use serde::Serialize;
 
 use crate::engine::workload::LenSpec;
-use crate::event::{CellLen, CellParams, ModelInfo, RequestDone};
+use crate::event::{CellLen, CellParams, ModelInfo, RequestDone, RequestFailed};
 use crate::record::compare::{bootstrap_median_ci, CompareOptions};
-use crate::record::line::{CellStatus, SweepConfig};
+use crate::record::line::{CellStatus, PrefixCache, SweepConfig};
 use crate::record::RunSummary;
 use crate::stats::{roofline, Metric, Slo, Summary};
 
@@ -36,6 +38,11 @@ pub struct Axes {
     pub concurrency: Vec<Option<usize>>,
     /// Server sweeps, open loop; `[None]` otherwise.
     pub rate: Vec<Option<f64>>,
+    /// The candle engine: the models (as given), dtypes (`f16`) and CPU thread counts when
+    /// the grid varies them; `[None]` (the run's own) otherwise.
+    pub model: Vec<Option<String>>,
+    pub dtype: Vec<Option<String>>,
+    pub threads: Vec<Option<usize>>,
 }
 
 /// One cell per value of a length: a list is an axis, a single length or a range one value.
@@ -55,6 +62,10 @@ pub struct CellSpec {
     pub output: LenSpec,
     pub concurrency: Option<usize>,
     pub rate: Option<f64>,
+    /// Set when the grid varies it (else the run's own).
+    pub model: Option<String>,
+    pub dtype: Option<String>,
+    pub threads: Option<usize>,
 }
 
 /// A length as a cell's record names it: a number when fixed, else as written.
@@ -80,40 +91,73 @@ impl CellSpec {
             output_tokens: cell_len(&self.output),
             concurrency: self.concurrency,
             rate: self.rate,
+            model: self.model.clone(),
+            dtype: self.dtype.clone(),
+            threads: self.threads,
         }
     }
 }
 
 impl Axes {
-    /// Every cell, the load (batch, concurrency, rate) innermost so each curve fills in
-    /// before the next starts. An empty prompt axis is one cell per other value, with text
-    /// prompts of their own length.
+    /// Every cell: the model, dtype and threads outermost (so the cells of one model and
+    /// dtype run together, on the model loaded once), the load (batch, concurrency, rate)
+    /// innermost so each curve fills in before the next starts. An empty prompt axis is one
+    /// cell per other value, with text prompts of their own length; an empty model, dtype or
+    /// threads axis is the run's own.
     pub fn cells(&self) -> Vec<CellSpec> {
         let prompts: Vec<Option<LenSpec>> = if self.prompt.is_empty() {
             vec![None]
         } else {
             self.prompt.iter().cloned().map(Some).collect()
         };
-        let mut cells = Vec::new();
-        for prompt in &prompts {
-            for output in &self.output {
-                for &batch in &self.batch {
-                    for &concurrency in &self.concurrency {
-                        for &rate in &self.rate {
-                            cells.push(CellSpec {
-                                batch,
-                                prompt: prompt.clone(),
-                                output: output.clone(),
-                                concurrency,
-                                rate,
-                            });
-                        }
-                    }
-                }
+        let own = |v: &[Option<String>]| {
+            if v.is_empty() {
+                vec![None]
+            } else {
+                v.to_vec()
             }
-        }
-        cells
+        };
+        let threads = if self.threads.is_empty() {
+            vec![None]
+        } else {
+            self.threads.clone()
+        };
+        let base = CellSpec {
+            batch: 1,
+            prompt: None,
+            output: LenSpec::Fixed(1),
+            concurrency: None,
+            rate: None,
+            model: None,
+            dtype: None,
+            threads: None,
+        };
+        let cells = expand(vec![base], &own(&self.model), |c, v| c.model = v);
+        let cells = expand(cells, &own(&self.dtype), |c, v| c.dtype = v);
+        let cells = expand(cells, &threads, |c, v| c.threads = v);
+        let cells = expand(cells, &prompts, |c, v| c.prompt = v);
+        let cells = expand(cells, &self.output, |c, v| c.output = v);
+        let cells = expand(cells, &self.batch, |c, v| c.batch = v);
+        let cells = expand(cells, &self.concurrency, |c, v| c.concurrency = v);
+        expand(cells, &self.rate, |c, v| c.rate = v)
     }
+}
+
+/// Every cell of `cells` once per value of an axis, the cells outer and the values inner.
+fn expand<T: Clone>(
+    cells: Vec<CellSpec>,
+    values: &[T],
+    set: impl Fn(&mut CellSpec, T),
+) -> Vec<CellSpec> {
+    let mut out = Vec::with_capacity(cells.len() * values.len());
+    for c in cells {
+        for v in values {
+            let mut c = c.clone();
+            set(&mut c, v.clone());
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// What grows along a curve of the grid.
@@ -160,6 +204,15 @@ impl LoadAxis {
 /// of E2E, since its requests overlap).
 pub fn is_server(p: &CellParams) -> bool {
     p.concurrency.is_some() || p.rate.is_some()
+}
+
+/// How a server cell offered its load (`None` for the candle engine).
+pub fn load_of(p: &CellParams) -> Option<held::Load> {
+    match (p.rate, p.concurrency) {
+        (Some(_), _) => Some(held::Load::Open),
+        (None, Some(c)) => Some(held::Load::Closed(c)),
+        (None, None) => None,
+    }
 }
 
 /// How many steady requests a cell measures.
@@ -237,11 +290,24 @@ pub struct CellTally {
     /// Achieved decode bandwidth per steady request (bytes read per step / TPOT), for models
     /// whose size is known.
     pub decode_bw: Vec<f64>,
+    /// Every request that ended with a known end time (warmup and failed ones too: they held
+    /// the load), for the throughput over the held interval (`held`).
+    pub spans: Vec<held::Span>,
 }
 
 impl CellTally {
-    /// Folds one finished request in (warmup requests are skipped).
-    pub fn observe(&mut self, r: &RequestDone, slo: &Slo, model: Option<&ModelInfo>) {
+    /// Folds one finished request in, ended at `end_s` on the consumer's clock when known
+    /// (its span); warmup requests add only their span.
+    pub fn observe(
+        &mut self,
+        r: &RequestDone,
+        end_s: Option<f64>,
+        slo: &Slo,
+        model: Option<&ModelInfo>,
+    ) {
+        if let Some(t) = end_s {
+            self.spans.push(held::Span::done(r, t, slo.met_by(r)));
+        }
         if r.warmup {
             return;
         }
@@ -269,6 +335,11 @@ impl CellTally {
             }
         }
     }
+
+    /// A failed request that ended at `end_s`: it held a slot of the load.
+    pub fn observe_failed(&mut self, f: &RequestFailed, end_s: f64) {
+        self.spans.push(held::Span::failed(f, end_s));
+    }
 }
 
 /// One measured cell: its parameters, how it ended, and the figures of a row of the table.
@@ -290,11 +361,21 @@ pub struct CellResult {
     /// Medians over steady requests: B·P / TTFT and B / TPOT.
     pub prefill_tok_s: Option<f64>,
     pub decode_tok_s: Option<f64>,
-    /// Generated tokens per second of the cell: over the steady wall time for a server, over
-    /// the sum of E2E for the candle engine (requests one after another).
+    /// Generated tokens per second of the cell: for a server, over the interval in which its
+    /// load was held (`held`; over the steady wall time when it never was, see `held_s`); for
+    /// the candle engine over the sum of E2E (requests one after another).
     pub output_tok_s: Option<f64>,
-    /// Sequences per second that met every limit of the SLO (with no SLO: every sequence).
+    /// Sequences per second that met every limit of the SLO (with no SLO: every sequence), on
+    /// the same basis as `output_tok_s`.
     pub goodput_seq_s: Option<f64>,
+    /// A server cell: how long its load was held (what `output_tok_s` divides by); `None` when
+    /// it never was (fewer requests than the concurrency) or the record has no request times.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held_s: Option<f64>,
+    /// A server cell: steady tokens over the steady wall time (first steady start to last
+    /// end), ramp-up and drain included: the figure other tools print, biased low.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wall_output_tok_s: Option<f64>,
     /// Steady requests that met the SLO, as a fraction.
     pub slo_met_share: Option<f64>,
     /// The highest per-request peak (allocator on CPU, device memory on CUDA), else the
@@ -302,6 +383,9 @@ pub struct CellResult {
     pub peak_memory_bytes: Option<u64>,
     /// Median achieved decode bandwidth (weights + KV cache read per step / TPOT), bytes/s.
     pub decode_bw_bytes_s: Option<f64>,
+    /// A server cell: its prefix cache emptied just before it (`cold`) or not (`warm`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefix_cache: Option<PrefixCache>,
     pub elapsed_s: f64,
 }
 
@@ -312,6 +396,7 @@ pub struct CellEnding {
     pub reason: Option<String>,
     pub elapsed_s: f64,
     pub steady_wall_s: Option<f64>,
+    pub prefix_cache: Option<PrefixCache>,
 }
 
 fn positive(x: f64) -> Option<f64> {
@@ -330,12 +415,29 @@ impl CellResult {
             let s = summary.steady.get(m);
             (s.n > 0).then_some(s.p50)
         };
+        let wall = ending.steady_wall_s.and_then(positive);
         let duration = if is_server(&params) {
-            ending.steady_wall_s.and_then(positive)
+            wall
         } else {
             positive(tally.busy_s)
         };
         let per_s = |x: u64| duration.map(|d| x as f64 / d);
+        let measured = tally.steady > 0;
+        let held = load_of(&params)
+            .filter(|_| measured)
+            .and_then(|load| held::held(&tally.spans, load));
+        let (output_tok_s, goodput_seq_s) = match &held {
+            Some(h) => (Some(h.output_tok_s()), Some(h.goodput_seq_s())),
+            None => (
+                per_s(tally.output_tokens).filter(|_| measured),
+                per_s(tally.met_seqs).filter(|_| measured),
+            ),
+        };
+        let wall_output_tok_s = if is_server(&params) && measured {
+            wall.map(|w| tally.output_tokens as f64 / w)
+        } else {
+            None
+        };
         let res = &summary.resources;
         CellResult {
             cell,
@@ -350,14 +452,17 @@ impl CellResult {
             e2e: summary.steady.get(Metric::E2e),
             prefill_tok_s: p50(Metric::PrefillTokS),
             decode_tok_s: p50(Metric::DecodeTokS),
-            output_tok_s: per_s(tally.output_tokens).filter(|_| tally.steady > 0),
-            goodput_seq_s: per_s(tally.met_seqs).filter(|_| tally.steady > 0),
+            output_tok_s,
+            goodput_seq_s,
+            held_s: held.map(|h| h.seconds()),
+            wall_output_tok_s,
             slo_met_share: (tally.steady > 0).then(|| tally.met as f64 / tally.steady as f64),
             peak_memory_bytes: res
                 .request_peak_bytes
                 .or(res.device_used_peak_bytes)
                 .or(res.rss_peak_bytes),
             decode_bw_bytes_s: crate::stats::median(&tally.decode_bw),
+            prefix_cache: ending.prefix_cache,
             elapsed_s: ending.elapsed_s,
             params,
         }
@@ -402,6 +507,7 @@ mod tests {
             output: len_axis(&LenSpec::Range(4, 8)),
             concurrency: vec![None],
             rate: vec![None],
+            ..Axes::default()
         };
         let cells: Vec<CellParams> = axes.cells().iter().map(CellSpec::params).collect();
         let shown: Vec<(usize, String, String)> = cells
@@ -448,16 +554,16 @@ mod tests {
         let mut tally = CellTally::default();
         // Identical samples: the interval is a point, but not before the minimum.
         for i in 0..4 {
-            tally.observe(&req(i, false, 0.01, 0.002), &slo, None);
+            tally.observe(&req(i, false, 0.01, 0.002), None, &slo, None);
             assert!(!reps.enough(&tally));
         }
-        tally.observe(&req(4, false, 0.01, 0.002), &slo, None);
+        tally.observe(&req(4, false, 0.01, 0.002), None, &slo, None);
         assert!(reps.enough(&tally));
         // Samples spread over ±50 %: the median is not known to 5 % from ten of them.
         let mut wide = CellTally::default();
         for i in 0..10 {
             let tpot = 0.002 * (0.5 + (i % 5) as f64 * 0.25);
-            wide.observe(&req(i, false, 0.01, tpot), &slo, None);
+            wide.observe(&req(i, false, 0.01, tpot), None, &slo, None);
         }
         assert!(!reps.enough(&wide));
         assert!(ci_within(&wide.tpot_s, 0.6));
@@ -473,9 +579,9 @@ mod tests {
     fn the_tally_skips_warmup_and_counts_slo_hits() {
         let slo = Slo::parse("tpot=3ms").unwrap_or_default();
         let mut t = CellTally::default();
-        t.observe(&req(0, true, 1.0, 1.0), &slo, None);
-        t.observe(&req(1, false, 0.01, 0.002), &slo, None);
-        t.observe(&req(2, false, 0.01, 0.004), &slo, None);
+        t.observe(&req(0, true, 1.0, 1.0), None, &slo, None);
+        t.observe(&req(1, false, 0.01, 0.002), None, &slo, None);
+        t.observe(&req(2, false, 0.01, 0.004), None, &slo, None);
         assert_eq!(
             (t.steady, t.met, t.met_seqs, t.output_tokens),
             (2, 1, 2, 20)

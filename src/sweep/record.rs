@@ -11,7 +11,9 @@ use serde::Serialize;
 use super::{CellEnding, CellResult, CellTally};
 use crate::event::StopReason;
 use crate::record::compare::{compare_records, CompareOptions, MetricChange, Verdict};
-use crate::record::line::{CellEnd, CellParams, CellStatus, Footer, Header, Line, SweepConfig};
+use crate::record::line::{
+    CellEnd, CellParams, CellStatus, Footer, Header, Line, RunEvent, SweepConfig,
+};
 use crate::record::reader::{parse_lines, Record};
 use crate::stats::Slo;
 
@@ -123,11 +125,26 @@ fn sweep_of_lines(path: &Path, lines: Vec<Option<Line>>) -> Option<SweepRecord> 
 }
 
 impl RecordedCell {
-    /// The cell's row, recomputed from its lines (the SLO decides goodput).
+    /// The cell's row, recomputed from its lines (the SLO decides goodput): the same tally
+    /// as the live fold's, from the same times (request lines' `t_s`), after the cell's last
+    /// `stats_reset` as its run counted.
     pub fn result(&self, slo: &Slo) -> CellResult {
+        let rec = &self.record;
         let mut tally = CellTally::default();
-        for r in self.record.steady() {
-            tally.observe(r, slo, self.record.model.as_ref());
+        let from = rec.last_reset.map_or(0, |r| r.0).min(rec.requests.len());
+        for (r, t) in rec.requests.iter().zip(&rec.request_t_s).skip(from) {
+            tally.observe(r, *t, slo, rec.model.as_ref());
+        }
+        let reset_at = rec
+            .events
+            .iter()
+            .filter(|e| e.event == RunEvent::StatsReset)
+            .map(|e| e.t_s)
+            .next_back();
+        for (f, t) in rec.failed.iter().zip(&rec.failed_t_s) {
+            if let Some(t) = t.filter(|t| reset_at.is_none_or(|r| *t >= r)) {
+                tally.observe_failed(f, t);
+            }
         }
         let ending = match &self.end {
             Some(e) => CellEnding {
@@ -135,15 +152,17 @@ impl RecordedCell {
                 reason: e.reason.clone(),
                 elapsed_s: e.elapsed_s,
                 steady_wall_s: e.steady_wall_s,
+                prefix_cache: e.prefix_cache,
             },
             None => CellEnding {
                 status: CellStatus::Stopped,
                 reason: Some("the record ends inside this cell".into()),
                 elapsed_s: 0.0,
                 steady_wall_s: None,
+                prefix_cache: None,
             },
         };
-        let summary = self.record.summary();
+        let summary = rec.summary();
         CellResult::new(self.cell, self.params.clone(), ending, &summary, &tally)
     }
 }
@@ -178,6 +197,24 @@ pub struct SweepComparison {
     /// Cells of one sweep the other does not have.
     pub unmatched: Vec<CellParams>,
     pub options: CompareOptions,
+    /// What each sweep ran on: its model and dtype (or `varied`, named per cell).
+    pub base_build: String,
+    pub other_build: String,
+    /// Differences that can explain a change by themselves (prefix-cache state).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// `synthetic:tiny, f32` (the header's model and dtype; a grid's lists as written).
+fn build_of(h: &Header) -> String {
+    match h.config.engine.as_deref() {
+        Some("http") => h
+            .config
+            .served_model
+            .clone()
+            .unwrap_or_else(|| h.config.endpoints.join(", ")),
+        _ => format!("{}, {}", h.config.model, h.config.dtype),
+    }
 }
 
 /// Compares `other` against `base` cell by cell, with `compare`'s bootstrap per cell.
@@ -188,6 +225,14 @@ pub fn compare_sweeps(
     other_name: &str,
     opts: &CompareOptions,
 ) -> SweepComparison {
+    let base_build = build_of(&base.header);
+    let other_build = build_of(&other.header);
+    let warnings = crate::record::compare::cache_warning(&[
+        ("A".to_string(), Some(&base.header)),
+        ("B".to_string(), Some(&other.header)),
+    ])
+    .into_iter()
+    .collect();
     let mut other_cells: Vec<Option<RecordedCell>> = other.cells.into_iter().map(Some).collect();
     let mut cells = Vec::new();
     let mut unmatched = Vec::new();
@@ -229,6 +274,9 @@ pub fn compare_sweeps(
         cells,
         unmatched,
         options: *opts,
+        base_build,
+        other_build,
+        warnings,
     }
 }
 
@@ -249,12 +297,46 @@ impl SweepComparison {
     pub fn to_markdown(&self) -> String {
         let o = &self.options;
         let mut out = format!(
-            "\n## {} vs {}, cell by cell\n\nMedian of B − median of A with a bootstrap {:.0} % CI ({} resamples, seed {}); B = `{}`, A = `{}`.\n\n",
-            self.other, self.base, o.confidence * 100.0, o.resamples, o.seed, self.other, self.base
+            "\n## {} vs {}, cell by cell\n\nMedian of B − median of A with a bootstrap {:.0} % CI ({} resamples, seed {}); B = `{}` ({}), A = `{}` ({}).\n\n",
+            self.other, self.base, o.confidence * 100.0, o.resamples, o.seed, self.other, self.other_build, self.base, self.base_build
         );
-        out.push_str("| batch | prompt | output | conc | rate | TTFT | TPOT | E2E |\n|---:|---|---|---:|---:|---|---|---|\n");
+        for w in &self.warnings {
+            out.push_str(&format!("Warning: {w}.\n\n"));
+        }
+        let any = |f: &dyn Fn(&CellParams) -> bool| self.cells.iter().any(|c| f(&c.params));
+        let (model, dtype, threads) = (
+            any(&|p| p.model.is_some()),
+            any(&|p| p.dtype.is_some()),
+            any(&|p| p.threads.is_some()),
+        );
+        let mut head = String::from("|");
+        let mut align = String::from("|");
+        for (shown, name, a) in [
+            (model, " model |", "---|"),
+            (dtype, " dtype |", "---|"),
+            (threads, " threads |", "---:|"),
+        ] {
+            if shown {
+                head.push_str(name);
+                align.push_str(a);
+            }
+        }
+        out.push_str(&format!("{head} batch | prompt | output | conc | rate | TTFT | TPOT | E2E |\n{align}---:|---|---|---:|---:|---|---|---|\n"));
         for c in &self.cells {
             let p = &c.params;
+            let mut build = String::from("|");
+            if model {
+                build.push_str(&format!(" {} |", p.model.as_deref().unwrap_or("-")));
+            }
+            if dtype {
+                build.push_str(&format!(" {} |", p.dtype.as_deref().unwrap_or("-")));
+            }
+            if threads {
+                build.push_str(&format!(
+                    " {} |",
+                    p.threads.map_or("-".into(), |t| t.to_string())
+                ));
+            }
             let verdict = |key: &str| {
                 c.metrics
                     .iter()
@@ -276,7 +358,7 @@ impl SweepComparison {
                     })
             };
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                "{build} {} | {} | {} | {} | {} | {} | {} | {} |\n",
                 p.batch,
                 p.prompt_tokens,
                 p.output_tokens,
@@ -289,21 +371,13 @@ impl SweepComparison {
         }
         for c in self.cells.iter().filter(|c| c.outputs_differing > 0) {
             out.push_str(&format!(
-                "\n**!!! OUTPUTS DIFFER in cell batch {}, prompt {}, output {}: {} requests generated different tokens**\n",
-                c.params.batch, c.params.prompt_tokens, c.params.output_tokens, c.outputs_differing
+                "\n**!!! OUTPUTS DIFFER in cell {}: {} requests generated different tokens**\n",
+                c.params.words(),
+                c.outputs_differing
             ));
         }
         for p in &self.unmatched {
-            out.push_str(&format!(
-                "\n- Only in one sweep: batch {}, prompt {}, output {}{}{}.",
-                p.batch,
-                p.prompt_tokens,
-                p.output_tokens,
-                p.concurrency
-                    .map(|c| format!(", concurrency {c}"))
-                    .unwrap_or_default(),
-                p.rate.map(|r| format!(", rate {r}/s")).unwrap_or_default()
-            ));
+            out.push_str(&format!("\n- Only in one sweep: {}.", p.words()));
         }
         if !self.unmatched.is_empty() {
             out.push('\n');

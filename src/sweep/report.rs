@@ -18,7 +18,31 @@ pub fn title(
     config: &SweepConfig,
 ) -> String {
     let c = &header.config;
+    let distinct = |f: &dyn Fn(&crate::event::CellParams) -> Option<String>| {
+        let mut v: Vec<String> = Vec::new();
+        for x in config.cells.iter().filter_map(f) {
+            if !v.contains(&x) {
+                v.push(x);
+            }
+        }
+        v
+    };
+    let models = distinct(&|p| p.model.clone());
+    let dtypes = distinct(&|p| p.dtype.clone());
     let what = match model {
+        _ if !models.is_empty() || !dtypes.is_empty() => {
+            let m = if models.is_empty() {
+                model.map_or(c.model.clone(), |m| m.name.clone())
+            } else {
+                format!("{} models ({})", models.len(), models.join(", "))
+            };
+            let d = if dtypes.is_empty() {
+                model.map_or(c.dtype.clone(), |m| m.dtype.clone())
+            } else {
+                dtypes.join(", ")
+            };
+            format!("{m} in {d}, each loaded once per dtype, on {}", c.device)
+        }
         Some(m) if m.source != "http" => {
             format!("{} ({}, {}) on {}", m.name, m.arch, m.dtype, c.device)
         }
@@ -33,11 +57,17 @@ pub fn title(
         ),
         _ => format!("{} steady requests", config.repetitions),
     };
-    format!(
-        "infertop sweep: {what}; {} cells, {} warmup + {reps} each",
-        config.cells.len(),
-        config.warmup
-    )
+    match &config.search {
+        Some(s) => format!(
+            "infertop sweep: {what}; a search for the max {} meeting the SLO at p99, {} warmup + {reps} per probe",
+            s.axis, config.warmup
+        ),
+        None => format!(
+            "infertop sweep: {what}; {} cells, {} warmup + {reps} each",
+            config.cells.len(),
+            config.warmup
+        ),
+    }
 }
 
 /// `report` of a sweep's record: the table and findings again, from the record's lines.
@@ -69,7 +99,13 @@ pub fn report_sweep(
         }
         _ => (None, None),
     };
-    let found = findings(&cells, &slo, peak.as_ref(), unavailable);
+    let found = findings(
+        &cells,
+        &slo,
+        peak.as_ref(),
+        unavailable,
+        rec.config.search.as_ref(),
+    );
     if let Some(out) = plot {
         let svg = crate::record::plot::sweep_plot_svg(&crate::sweep::plot::sweep_plot(
             &cells, found.axis,

@@ -6,7 +6,7 @@ use serde_json::{json, Value};
 
 use super::analysis::Findings;
 use super::{is_server, CellResult};
-use crate::record::line::CellStatus;
+use crate::record::line::{CellStatus, PrefixCache};
 use crate::stats::Summary;
 
 /// `infertop sweep --format` (and `report` of a sweep record).
@@ -99,6 +99,16 @@ impl SweepTable<'_> {
         self.cells.iter().any(|c| is_server(&c.params))
     }
 
+    /// Which of model, dtype and threads the grid varies (each a column when it does).
+    fn build_columns(&self) -> [bool; 3] {
+        let any = |f: &dyn Fn(&CellResult) -> bool| self.cells.iter().any(f);
+        [
+            any(&|c| c.params.model.is_some()),
+            any(&|c| c.params.dtype.is_some()),
+            any(&|c| c.params.threads.is_some()),
+        ]
+    }
+
     pub fn render(&self, format: SweepFormat) -> String {
         match format {
             SweepFormat::Md => self.to_markdown(),
@@ -136,29 +146,57 @@ impl SweepTable<'_> {
 
     fn to_markdown(&self) -> String {
         let server = self.server();
+        let [model, dtype, threads] = self.build_columns();
         let mut out = format!("\n{}\n\n", self.title);
-        let mut head = String::from("| cell | batch | prompt | output |");
+        let mut head = String::from("| cell |");
+        let mut align = String::from("|---:|");
+        for (shown, name, a) in [
+            (model, " model |", "---|"),
+            (dtype, " dtype |", "---|"),
+            (threads, " threads |", "---:|"),
+        ] {
+            if shown {
+                head.push_str(name);
+                align.push_str(a);
+            }
+        }
+        head.push_str(" batch | prompt | output |");
+        align.push_str("---:|---|---|");
         if server {
             head.push_str(" conc | rate |");
         }
         head.push_str(" n | TTFT p50 | p90 | p99 | TPOT p50 | p90 | p99 | ITL p50 | p90 | p99 | E2E p50 | p90 | p99 |");
         head.push_str(if server {
-            " out tok/s | goodput seq/s |"
+            " out tok/s | held s | goodput seq/s |"
         } else {
             " prefill tok/s | decode tok/s |"
         });
         head.push_str(" peak mem | status |\n");
         out.push_str(&head);
         let cols = head.matches('|').count() - 1;
-        out.push_str("|---:|---:|---|---|");
-        out.push_str(&"---:|".repeat(cols - 5));
+        let lead = align.matches('|').count() - 1;
+        out.push_str(&align);
+        out.push_str(&"---:|".repeat(cols - lead - 1));
         out.push_str("---|\n");
         for c in self.cells {
             let p = &c.params;
-            let mut row = format!(
-                "| {} | {} | {} | {} |",
-                c.cell, p.batch, p.prompt_tokens, p.output_tokens
-            );
+            let mut row = format!("| {} |", c.cell);
+            if model {
+                row.push_str(&format!(" {} |", p.model.as_deref().unwrap_or("-")));
+            }
+            if dtype {
+                row.push_str(&format!(" {} |", p.dtype.as_deref().unwrap_or("-")));
+            }
+            if threads {
+                row.push_str(&format!(
+                    " {} |",
+                    p.threads.map_or("-".into(), |t| t.to_string())
+                ));
+            }
+            row.push_str(&format!(
+                " {} | {} | {} |",
+                p.batch, p.prompt_tokens, p.output_tokens
+            ));
             if server {
                 row.push_str(&format!(
                     " {} | {} |",
@@ -174,8 +212,9 @@ impl SweepTable<'_> {
             }
             if server {
                 row.push_str(&format!(
-                    " {} | {} |",
+                    " {} | {} | {} |",
                     opt(c.output_tok_s, 1),
+                    opt(c.held_s, 2),
                     opt(c.goodput_seq_s, 2)
                 ));
             } else {
@@ -195,6 +234,21 @@ impl SweepTable<'_> {
         out.push_str(
             "\nLatencies in ms over each cell's steady requests (warmup excluded); n = steady requests (ITL: their decode steps).\n",
         );
+        if server {
+            out.push_str(
+                "Output tok/s and goodput over the interval the cell's load was held (held s: from the moment all its requests were in flight to the first end of the drain), not over ramp-up and drain.\n",
+            );
+            let cold = self
+                .cells
+                .iter()
+                .filter(|c| c.prefix_cache == Some(PrefixCache::Cold))
+                .count();
+            out.push_str(&match cold {
+                0 => "Server prefix cache: not emptied between cells (warm: a cell may be served from prompts an earlier one sent; --reset-prefix-cache empties it before each).\n".to_string(),
+                n if n == self.cells.len() => "Server prefix cache: emptied before every cell (cold).\n".to_string(),
+                n => format!("Server prefix cache: emptied before {n} of {} cells.\n", self.cells.len()),
+            });
+        }
         if let Some(why) = &self.interrupted {
             out.push_str(&format!(
                 "\nThe sweep was {why}; {} cell{} not run.\n",
@@ -214,7 +268,7 @@ impl SweepTable<'_> {
             out.push_str(&format!(",{m}_p50_s,{m}_p90_s,{m}_p99_s,{m}_n"));
         }
         out.push_str(
-            ",prefill_tok_s,decode_tok_s,output_tok_s,goodput_seq_s,peak_memory_bytes,reason\n",
+            ",prefill_tok_s,decode_tok_s,output_tok_s,goodput_seq_s,peak_memory_bytes,reason,model,dtype,threads,held_s,wall_output_tok_s,prefix_cache\n",
         );
         let num = |v: Option<f64>| v.map_or(String::new(), |x| x.to_string());
         for c in self.cells {
@@ -246,13 +300,23 @@ impl SweepTable<'_> {
                 out.push_str(&format!(",{},{},{},{}", v(s.p50), v(s.p90), v(s.p99), s.n));
             }
             let reason = c.reason.as_deref().unwrap_or("").replace('"', "'");
+            let cache = match c.prefix_cache {
+                Some(PrefixCache::Cold) => "cold",
+                Some(PrefixCache::Warm) => "warm",
+                None => "",
+            };
             out.push_str(&format!(
-                ",{},{},{},{},{},\"{reason}\"\n",
+                ",{},{},{},{},{},\"{reason}\",{},{},{},{},{},{cache}\n",
                 num(c.prefill_tok_s),
                 num(c.decode_tok_s),
                 num(c.output_tok_s),
                 num(c.goodput_seq_s),
                 c.peak_memory_bytes.map_or(String::new(), |x| x.to_string()),
+                p.model.as_deref().unwrap_or(""),
+                p.dtype.as_deref().unwrap_or(""),
+                p.threads.map_or(String::new(), |x| x.to_string()),
+                num(c.held_s),
+                num(c.wall_output_tok_s),
             ));
         }
         out

@@ -588,12 +588,19 @@ impl App {
             }
             Event::Telemetry(sample) => self.telemetry_sample(sample),
             Event::ServerMetrics(_) => self.dirty = true,
+            Event::Notice(n) => self.log(Level::Info, crate::run::notice_words(n)),
             Event::CellStarted(c) => {
                 self.cell_started();
-                self.log(
-                    Level::Info,
-                    format!("cell {}/{}: {}", c.cell + 1, c.cells, c.params.words()),
-                );
+                let search = self
+                    .sweep
+                    .as_ref()
+                    .is_some_and(|s| s.config.search.is_some());
+                let text = if search {
+                    format!("probe {}: {}", c.cell + 1, c.params.words())
+                } else {
+                    format!("cell {}/{}: {}", c.cell + 1, c.cells, c.params.words())
+                };
+                self.log(Level::Info, text);
             }
             Event::Paused => {
                 if self.worker_live() {

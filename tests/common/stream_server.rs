@@ -2,13 +2,19 @@
 //! the first token after `ttft`, then one every `itl`, a usage chunk and `[DONE]`. Every
 //! connection has its own thread, so requests in flight do not slow each other: throughput
 //! grows with concurrency and TTFT does not.
-
+//!
+//! `start_counted` counts connections and can keep them alive (request after request on one);
+//! `start_with` adds what a capacity test and a cache test need: a fixed number of slots
+//! (requests beyond them wait for one, their wait in their TTFT, as a server's queue) and the
+//! prefix-cache reset route it answers (vLLM's or SGLang's; other paths but the completions
+//! one are 404), counting the resets.
+// Each test binary that includes this uses part of it.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::Duration;
 
@@ -34,22 +40,105 @@ pub struct Counted {
 /// Starts the server, counting the connections it accepts; with `keep_alive`, a connection
 /// answers request after request until the client closes it.
 pub fn start_counted(timing: Timing, keep_alive: bool) -> std::io::Result<Counted> {
-    let listener = TcpListener::bind("127.0.0.1:0")?;
-    let url = format!("http://127.0.0.1:{}", listener.local_addr()?.port());
-    let connections = Arc::new(AtomicUsize::new(0));
-    let counted = connections.clone();
-    thread::spawn(move || {
-        for conn in listener.incoming().flatten() {
-            counted.fetch_add(1, Ordering::SeqCst);
-            thread::spawn(move || {
-                let _ = answer(conn, timing, keep_alive);
-            });
-        }
-    });
+    let served = Served {
+        timing,
+        keep_alive,
+        slots: None,
+        reset_route: None,
+        resets: Arc::default(),
+        connections: Arc::default(),
+    };
+    let connections = served.connections.clone();
+    let url = serve(served)?;
     Ok(Counted { url, connections })
 }
 
-fn answer(conn: TcpStream, t: Timing, keep_alive: bool) -> std::io::Result<()> {
+/// What `start_with` serves.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    pub timing: Timing,
+    /// Requests served at once; the others wait (`None`: every request at once).
+    pub slots: Option<usize>,
+    /// The prefix-cache reset route answered (`/reset_prefix_cache`, `/flush_cache`).
+    pub reset_route: Option<&'static str>,
+}
+
+/// A server started with `start_with`.
+pub struct Server {
+    pub url: String,
+    /// Prefix-cache resets answered so far.
+    pub resets: Arc<AtomicUsize>,
+}
+
+/// Starts a server with slots and a reset route; it lives as long as the test process.
+pub fn start_with(opts: Options) -> std::io::Result<Server> {
+    let served = Served {
+        timing: opts.timing,
+        keep_alive: false,
+        slots: opts.slots.map(|n| {
+            Arc::new(Slots {
+                free: Mutex::new(n),
+                freed: Condvar::new(),
+            })
+        }),
+        reset_route: opts.reset_route,
+        resets: Arc::default(),
+        connections: Arc::default(),
+    };
+    let resets = served.resets.clone();
+    let url = serve(served)?;
+    Ok(Server { url, resets })
+}
+
+/// Slots as a counting semaphore.
+struct Slots {
+    free: Mutex<usize>,
+    freed: Condvar,
+}
+
+impl Slots {
+    fn take(&self) {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        while *free == 0 {
+            free = self.freed.wait(free).unwrap_or_else(|e| e.into_inner());
+        }
+        *free -= 1;
+    }
+
+    fn give(&self) {
+        *self.free.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        self.freed.notify_one();
+    }
+}
+
+/// Everything a connection's thread needs.
+#[derive(Clone)]
+struct Served {
+    timing: Timing,
+    keep_alive: bool,
+    slots: Option<Arc<Slots>>,
+    reset_route: Option<&'static str>,
+    resets: Arc<AtomicUsize>,
+    connections: Arc<AtomicUsize>,
+}
+
+fn serve(served: Served) -> std::io::Result<String> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let url = format!("http://127.0.0.1:{}", listener.local_addr()?.port());
+    thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            served.connections.fetch_add(1, Ordering::SeqCst);
+            let s = served.clone();
+            thread::spawn(move || {
+                let _ = answer(conn, &s);
+            });
+        }
+    });
+    Ok(url)
+}
+
+/// Answers the connection's requests (one, unless kept alive).
+fn answer(conn: TcpStream, s: &Served) -> std::io::Result<()> {
     conn.set_nodelay(true)?;
     conn.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut reader = BufReader::new(conn.try_clone()?);
@@ -58,19 +147,42 @@ fn answer(conn: TcpStream, t: Timing, keep_alive: bool) -> std::io::Result<()> {
         if reader.read_line(&mut first)? == 0 {
             return Ok(());
         }
-        answer_one(&mut reader, conn.try_clone()?, t, keep_alive)?;
-        if !keep_alive {
+        let path = first.split_whitespace().nth(1).unwrap_or("").to_string();
+        read_rest(&mut reader)?;
+        let mut out = conn.try_clone()?;
+        if Some(path.as_str()) == s.reset_route {
+            s.resets.fetch_add(1, Ordering::SeqCst);
+            let body = r#"{"success":true}"#;
+            write!(
+                out,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )?;
+            return out.flush();
+        }
+        if !path.ends_with("/completions") {
+            write!(
+                out,
+                "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot found"
+            )?;
+            return out.flush();
+        }
+        if let Some(slots) = &s.slots {
+            slots.take();
+        }
+        let streamed = stream(&mut out, s.timing, s.keep_alive);
+        if let Some(slots) = &s.slots {
+            slots.give();
+        }
+        streamed?;
+        if !s.keep_alive {
             return Ok(());
         }
     }
 }
 
-fn answer_one(
-    reader: &mut BufReader<TcpStream>,
-    conn: TcpStream,
-    t: Timing,
-    keep_alive: bool,
-) -> std::io::Result<()> {
+/// The request's headers and body, after its first line.
+fn read_rest(reader: &mut BufReader<TcpStream>) -> std::io::Result<()> {
     let mut length = 0usize;
     loop {
         let mut line = String::new();
@@ -86,8 +198,11 @@ fn answer_one(
         }
     }
     let mut body = vec![0u8; length];
-    reader.read_exact(&mut body)?;
-    let mut out = conn;
+    reader.read_exact(&mut body)
+}
+
+/// The SSE answer: headers, the tokens at their times, usage, `[DONE]`.
+fn stream(out: &mut TcpStream, t: Timing, keep_alive: bool) -> std::io::Result<()> {
     let head: &[u8] = if keep_alive {
         b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
     } else {

@@ -104,7 +104,7 @@ pub(super) async fn run(
                         fatal: false,
                     });
                 }
-                Ok(Control::Pause | Control::Resume) => {}
+                Ok(Control::Pause | Control::Resume | Control::CellVerdict { .. }) => {}
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => return Ok(StopReason::UserStop),
             }

@@ -11,6 +11,7 @@
 //! aside until then and counts them only if it completes, so a failed request never leaves
 //! latency samples behind.
 
+pub mod cache;
 pub mod conn;
 mod conversation;
 pub mod probe;
@@ -27,7 +28,7 @@ use tokio::task::JoinSet;
 
 use crate::engine::workload::{doubled, doubling_factor, LenSpec};
 use crate::event::{
-    ClientDetail, Control, Event, ModelInfo, Origin, RequestDone, RequestFailed, RunInfo,
+    ClientDetail, Control, Event, ModelInfo, Notice, Origin, RequestDone, RequestFailed, RunInfo,
     StopReason, TrafficInfo, WorkloadDesc,
 };
 use crate::traffic::{Conversations, Prompt, Source};
@@ -140,6 +141,8 @@ pub struct HttpConfig {
     /// (`--no-preconnect` turns it off), so the first wave pays no connect storm; see
     /// `preconnect_count`.
     pub preconnect: bool,
+    /// Empty every endpoint's prefix cache before the first request (`--reset-prefix-cache`).
+    pub reset_prefix_cache: bool,
 }
 
 impl HttpConfig {
@@ -415,6 +418,14 @@ async fn run(
     if let Prompts::Server { texts } = &cfg.prompts {
         cfg.prompts = server_prompts(&client, &cfg, &model, texts.as_deref()).await?;
     }
+    if cfg.reset_prefix_cache {
+        for e in &cfg.endpoints {
+            let done = cache::reset_prefix_cache(&client, e, cfg.api_key.as_deref())
+                .await
+                .map_err(|e| e.to_string())?;
+            let _ = tx.send(Event::Notice(Box::new(Notice::PrefixCacheReset(done))));
+        }
+    }
     // Rows the server cannot take (prompt + output beyond its max_model_len) are left out,
     // counted, before anything is sent.
     if let (Some(max), Some(Source::Dataset(d))) = (
@@ -471,15 +482,17 @@ async fn run(
     let mut completed: u64 = 0;
     let mut failed: u64 = 0;
     let mut last_failure = String::new();
+    // A sweep's cell has measured enough (`EndCell`): launch no more and let those in flight
+    // end, as at the request limit, so the cell's drain is seen (see `sweep::held`).
+    let mut ending = false;
     let mut tasks: JoinSet<(Launched, Result<Measured, Failure>)> = JoinSet::new();
     loop {
         // Control messages first.
         loop {
             match control.try_recv() {
                 // Dropping `tasks` aborts what is in flight.
-                Ok(c @ (Control::Stop(_) | Control::EndCell)) => {
-                    return Ok(c.stop().unwrap_or(StopReason::UserStop))
-                }
+                Ok(c @ Control::Stop(_)) => return Ok(c.stop().unwrap_or(StopReason::UserStop)),
+                Ok(Control::EndCell) => ending = true,
                 Ok(Control::Pause) if !paused => {
                     paused = true;
                     paused_at = Instant::now();
@@ -495,7 +508,7 @@ async fn run(
                     };
                     let _ = tx.send(Event::Resumed);
                 }
-                Ok(Control::Pause | Control::Resume) => {}
+                Ok(Control::Pause | Control::Resume | Control::CellVerdict { .. }) => {}
                 Ok(Control::ResetStats) => {
                     let _ = tx.send(Event::StatsReset);
                 }
@@ -535,7 +548,7 @@ async fn run(
         }
 
         // Launch what is due.
-        let limit = if limit_requests.is_some_and(|n| index >= n) {
+        let limit = if ending || limit_requests.is_some_and(|n| index >= n) {
             Some(StopReason::RequestLimit)
         } else if cfg.duration.is_some_and(|d| started.elapsed() >= d) {
             Some(StopReason::DurationLimit)

@@ -505,7 +505,8 @@ impl FeedScreen {
             Event::RunStarted(_)
             | Event::Telemetry(_)
             | Event::Loading { .. }
-            | Event::CellStarted(_) => None,
+            | Event::CellStarted(_)
+            | Event::Notice(_) => None,
         }
     }
 

@@ -51,7 +51,26 @@ fn sweep_grid(frame: &mut Frame, app: &App, grid: &[GridRow], rect: Rect) {
     let theme = app.theme();
     let cells = grid.first().map_or(0, |c| c.cells);
     let done = grid.iter().filter(|c| c.ok.is_some()).count();
-    let block = panel(app, format!("Sweep · {done} of {cells} cells"));
+    let search = app
+        .sweep
+        .as_ref()
+        .filter(|s| s.config.search.is_some())
+        .map(|s| s.search.as_ref());
+    let title = match search {
+        None => format!("Sweep · {done} of {cells} cells"),
+        Some(None) => "Search · first probe".to_string(),
+        Some(Some(v)) => {
+            let at = |x: Option<f64>| x.map_or("?".to_string(), |x| format!("{x}"));
+            format!(
+                "Search · {} [{}, {}) · {} probes",
+                v.axis,
+                at(v.meets),
+                at(v.breaks),
+                v.probes
+            )
+        }
+    };
+    let block = panel(app, title);
     let mut inner = block.inner(rect);
     frame.render_widget(block, rect);
     // Room to spare: the curve so far beside the lines.
@@ -78,7 +97,7 @@ fn sweep_grid(frame: &mut Frame, app: &App, grid: &[GridRow], rect: Rect) {
                 Some(true) if slo_missed => ("!", theme.event_warn),
                 Some(true) => ("+", theme.event_info),
             };
-            let figures = match (&c.ok, &c.reason) {
+            let mut figures = match (&c.ok, &c.reason) {
                 (Some(false), Some(r)) => r.clone(),
                 _ => format!(
                     "TPOT {} · TTFT {} · {} tok/s",
@@ -87,6 +106,11 @@ fn sweep_grid(frame: &mut Frame, app: &App, grid: &[GridRow], rect: Rect) {
                     c.throughput.map_or("-".to_string(), format::si)
                 ),
             };
+            match c.probe {
+                Some(true) => figures.push_str(" · meets SLO"),
+                Some(false) => figures.push_str(" · breaks SLO"),
+                None => {}
+            }
             Line::from(vec![
                 Span::styled(format!("{mark} "), style),
                 Span::styled(format!("{} ", c.label), style),
