@@ -638,3 +638,47 @@ fn candle_conversations_grow_each_turns_prompt_by_the_history() {
         ]
     );
 }
+
+#[test]
+fn a_reset_reaches_the_server_before_the_first_request_and_the_run_is_cold() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(500);
+    let record = dir.path().join("cold.jsonl");
+    let (code, _, stderr) = run(
+        &srv.url,
+        &[
+            "--shared-prefix",
+            "groups=1,prefix=200,question=4",
+            "--requests",
+            "3",
+            "-n",
+            "2",
+            "--reset-prefix-cache",
+            "--record",
+            record.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let resets = srv.resets.lock().unwrap().clone();
+    let seen = completions(srv.seen());
+    assert!(!resets.is_empty());
+    assert!(
+        resets[0] < seen[0].at,
+        "reset {:?} first, then {:?}",
+        resets[0],
+        seen[0].at
+    );
+    // The first request after the reset misses; the others hit the prefix it left.
+    assert_eq!(seen[0].cached, 0);
+    assert!(
+        seen[1..].iter().all(|s| s.cached >= 200),
+        "{:?}",
+        seen.iter().map(|s| s.cached).collect::<Vec<_>>()
+    );
+    let rec = lines(&record);
+    assert_eq!(rec[0]["config"]["reset_prefix_cache"], true);
+    assert!(
+        rec.iter().any(|l| l["event"] == "prefix_cache_reset"),
+        "{rec:?}"
+    );
+}
