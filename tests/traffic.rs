@@ -376,6 +376,7 @@ fn conversations_resend_the_history_with_the_streamed_replies_after_the_think_ti
         .find(|v| v["type"] == "summary")
         .unwrap();
     let by_turn = summary["breakdown"]["ttft_by_turn"].as_array().unwrap();
+    println!("TTFT by turn: {by_turn:?}");
     assert_eq!(by_turn.len(), 3, "{summary}");
     assert_eq!(by_turn[0][1]["n"], 2);
 }
@@ -680,5 +681,70 @@ fn a_reset_reaches_the_server_before_the_first_request_and_the_run_is_cold() {
     assert!(
         rec.iter().any(|l| l["event"] == "prefix_cache_reset"),
         "{rec:?}"
+    );
+}
+
+#[test]
+fn later_turns_of_a_conversation_hit_the_prefix_cache_the_first_turns_miss() {
+    let dir = tempfile::tempdir().unwrap();
+    let tk = tokenizer(dir.path());
+    // 0.5 ms per uncached prompt token.
+    let srv = server(500);
+    let (code, stdout, stderr) = run(
+        &srv.url,
+        &[
+            "--conversations",
+            "4",
+            "--turns",
+            "3",
+            "-p",
+            "100",
+            "-n",
+            "4",
+            "--api",
+            "chat",
+            "--concurrency",
+            "2",
+            "--tokenizer",
+            tk.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let summary: Value = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v["type"] == "summary")
+        .unwrap();
+    let b = &summary["breakdown"];
+    println!("TTFT by turn: {}", b["ttft_by_turn"]);
+    println!("TTFT by cache: {}", b["ttft_by_cache"]);
+    println!(
+        "hit share {}, cached token share {}",
+        b["hit_share"], b["cached_token_share"]
+    );
+    let by_cache = b["ttft_by_cache"].as_array().unwrap();
+    let get = |o: &str| {
+        by_cache
+            .iter()
+            .find(|e| e[0] == o)
+            .map(|e| e[1].clone())
+            .unwrap()
+    };
+    // Every first turn is new to the cache; every later one resends a history it holds.
+    assert_eq!(
+        (get("miss")["n"].as_u64(), get("hit")["n"].as_u64()),
+        (Some(4), Some(8))
+    );
+    assert!((b["hit_share"].as_f64().unwrap() - 8.0 / 12.0).abs() < 1e-9);
+    // A later turn prefills only its new words: its TTFT stays near the first turn's though
+    // its prompt has grown to about three times as long.
+    let turn = |t: usize| b["ttft_by_turn"][t - 1][1]["p50"].as_f64().unwrap();
+    assert!(
+        turn(3) < 1.5 * turn(1),
+        "turn 1 {} turn 3 {}",
+        turn(1),
+        turn(3)
     );
 }
