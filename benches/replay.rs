@@ -150,18 +150,22 @@ fn replay(dir: &Path, n: u64) {
         let started = Instant::now();
         let player =
             infertop::session::replay::spawn_player(&path, Speed::Max, false, tx, ctl_rx).unwrap();
-        let done = rx
+        let is_done = |ev: &FeedEvent| {
+            matches!(
+                ev,
+                FeedEvent::Run {
+                    event: infertop::event::Event::RequestDone(_),
+                    ..
+                }
+            )
+        };
+        let done: usize = rx
             .iter()
-            .filter(|ev| {
-                matches!(
-                    ev,
-                    FeedEvent::Run {
-                        event: infertop::event::Event::RequestDone(_),
-                        ..
-                    }
-                )
+            .map(|ev| match &ev {
+                FeedEvent::Batch(evs) => evs.iter().filter(|e| is_done(e)).count(),
+                e => usize::from(is_done(e)),
             })
-            .count();
+            .sum();
         player.join().unwrap();
         assert_eq!(done as u64, n);
         println!(
@@ -186,8 +190,13 @@ fn replay(dir: &Path, n: u64) {
     let mut draw_total = Duration::ZERO;
     loop {
         let mut gone = false;
-        // As the screen loop: drain what is there, at most 100,000 events, then a frame.
-        for _ in 0..100_000 {
+        // As the screen loop: drain what is there, at most 100,000 messages or 50 ms, then a
+        // frame.
+        let drain_started = Instant::now();
+        for i in 0..100_000 {
+            if i % 64 == 63 && drain_started.elapsed() >= Duration::from_millis(50) {
+                break;
+            }
             match rx.try_recv() {
                 Ok(ev) => {
                     screen.apply(&ev);

@@ -58,6 +58,9 @@ pub enum FeedEvent {
     },
     /// Where a replay is.
     Position(Position),
+    /// Several of the above in order: a replay at full speed sends its events in batches, so
+    /// the channel's hand-offs (a wake-up each) do not cost more than the fold.
+    Batch(Vec<FeedEvent>),
 }
 
 /// A line for the events pane, from a source.

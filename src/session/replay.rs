@@ -256,7 +256,12 @@ struct Player {
     end_s: Option<f64>,
     last_position: Option<Instant>,
     done: bool,
+    /// Events not yet sent: at full speed they go in batches of `BATCH`.
+    pending: Vec<FeedEvent>,
 }
+
+/// Events a full-speed replay sends at once.
+const BATCH: usize = 256;
 
 /// Why the player stopped early: the screen asked, or went away.
 struct Stopped;
@@ -288,6 +293,7 @@ impl Player {
             end_s: end_time(path),
             last_position: None,
             done: false,
+            pending: Vec::new(),
         })
     }
 
@@ -340,11 +346,38 @@ impl Player {
             self.fed(fed)?;
         }
         self.done = true;
-        self.position()
+        self.position()?;
+        self.flush()
     }
 
-    fn send(&self, ev: FeedEvent) -> Result<(), Stopped> {
-        self.tx.send(ev).map_err(|_| Stopped)
+    /// Sends an event: at once when the replay is paced (or paused, or stepping), else with
+    /// the next batch.
+    fn send(&mut self, ev: FeedEvent) -> Result<(), Stopped> {
+        let batching = self.speed == Speed::Max && !self.paused && !self.stepping && !self.done;
+        if !batching {
+            self.flush()?;
+            return self.tx.send(ev).map_err(|_| Stopped);
+        }
+        self.pending.push(ev);
+        if self.pending.len() >= BATCH {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Sends what is pending.
+    fn flush(&mut self) -> Result<(), Stopped> {
+        match self.pending.len() {
+            0 => Ok(()),
+            1 => {
+                let ev = self.pending.pop().ok_or(Stopped)?;
+                self.tx.send(ev).map_err(|_| Stopped)
+            }
+            _ => {
+                let batch = std::mem::take(&mut self.pending);
+                self.tx.send(FeedEvent::Batch(batch)).map_err(|_| Stopped)
+            }
+        }
     }
 
     fn position(&mut self) -> Result<(), Stopped> {
@@ -412,6 +445,7 @@ impl Player {
                 }
             }
             if self.paused && !self.stepping {
+                self.flush()?;
                 match self.control.recv_timeout(CONTROL_POLL) {
                     Ok(c) => self.obey(c)?,
                     Err(RecvTimeoutError::Timeout) => {}
@@ -432,6 +466,7 @@ impl Player {
             if now >= due {
                 return Ok(());
             }
+            self.flush()?;
             match self.control.recv_timeout((due - now).min(CONTROL_POLL)) {
                 Ok(c) => self.obey(c)?,
                 Err(RecvTimeoutError::Timeout) => {}

@@ -52,8 +52,10 @@ pub struct LoopOptions {
     pub deadline: Option<Instant>,
 }
 
-/// Events applied per drain at most, so a flood from the producer cannot starve drawing.
+/// Messages applied per drain at most, and for how long, so a flood from the producer (a
+/// replay at full speed sends batches of events) cannot starve drawing.
 const MAX_DRAIN: usize = 100_000;
+const MAX_DRAIN_TIME: Duration = Duration::from_millis(50);
 
 /// How long the loop waits for input at most, so a new event is seen within this even when
 /// the next frame is further away.
@@ -140,7 +142,11 @@ pub fn drain<S: Screen>(
     on_event: &mut dyn FnMut(&S::Event, &mut S),
 ) -> anyhow::Result<bool> {
     let mut draw_now = false;
-    for _ in 0..MAX_DRAIN {
+    let started = Instant::now();
+    for i in 0..MAX_DRAIN {
+        if i % 64 == 63 && started.elapsed() >= MAX_DRAIN_TIME {
+            break;
+        }
         match events.try_recv() {
             Ok(ev) => {
                 draw_now |= screen.apply(&ev);

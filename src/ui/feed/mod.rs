@@ -211,6 +211,13 @@ impl FeedScreen {
     /// Folds one message in. Pure: no I/O, no clock of its own.
     pub fn apply(&mut self, ev: &FeedEvent) -> bool {
         match ev {
+            FeedEvent::Batch(evs) => {
+                let mut draw_now = false;
+                for e in evs {
+                    draw_now |= self.apply(e);
+                }
+                return draw_now;
+            }
             FeedEvent::Header { source, header } => {
                 let merged = self.merged();
                 if let Some(row) = self.sources.get_mut(*source) {
