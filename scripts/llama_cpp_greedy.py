@@ -3,6 +3,9 @@
 
 Prints one JSON line per prompt: {"prompt": [ids], "greedy": [ids]}. The KV cache is f32 and
 flash attention off, as candle computes attention, so only the matmuls' arithmetic differs.
+Weights are not repacked (llama.cpp's `--no-repack`): on CPUs with AMX, llama.cpp's repacked
+AMX matmul crashes on a tiny model's q8_0 tensors (a segfault in ggml_backend_amx_mul_mat), and
+unrepacked weights take the same dot products on every CPU.
 
 Usage: python scripts/llama_cpp_greedy.py MODEL.gguf N_NEW PROMPT [PROMPT ...]
 """
@@ -10,9 +13,22 @@ Usage: python scripts/llama_cpp_greedy.py MODEL.gguf N_NEW PROMPT [PROMPT ...]
 import json
 import sys
 
+import llama_cpp.llama_cpp as llama_c
 from llama_cpp import Llama
 
 GGML_TYPE_F32 = 0
+
+_default_model_params = llama_c.llama_model_default_params
+
+
+def _model_params_without_repacking():
+    params = _default_model_params()
+    params.use_extra_bufts = False
+    return params
+
+
+# Llama() takes its model parameters from this function; there is no keyword for it.
+llama_c.llama_model_default_params = _model_params_without_repacking
 
 
 def main() -> None:

@@ -207,7 +207,13 @@ fn llama_cpp_greedy(python: &Path, gguf: &Path, n: usize) -> Vec<(Vec<u64>, Vec<
         .args(PROMPTS)
         .output()
         .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{} on {}: {}",
+        o.status,
+        gguf.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
     let lines: Vec<Value> = String::from_utf8_lossy(&o.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
