@@ -226,7 +226,8 @@ pub struct RunInfo {
 }
 
 /// One finished request: the unit every statistic and every record line is built from.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// `Default` is for tests and benches that build one by hand (`..Default::default()`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RequestDone {
     /// 0-based index since the run started (not reset by `r`).
     pub index: u64,

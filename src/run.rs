@@ -403,11 +403,7 @@ mod tests {
             gpu_ttft_s: None,
             gpu_decode_s: None,
             peak_alloc_bytes: Some(100),
-            output_hash: String::new(),
-            tokens: None,
-            text: None,
-            client: None,
-            origin: None,
+            ..Default::default()
         }))
     }
 

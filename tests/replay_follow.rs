@@ -205,10 +205,7 @@ impl Writer {
                 gpu_decode_s: None,
                 peak_alloc_bytes: None,
                 output_hash: "0000000000000000".into(),
-                tokens: None,
-                text: None,
-                client: None,
-                origin: None,
+                ..Default::default()
             };
             self.index += 1;
             let t = self.t_s;

@@ -213,10 +213,7 @@ fn soak(total_steps: u64, mark_every: u64) -> Soaked {
             gpu_decode_s: Some(decode * 0.97),
             peak_alloc_bytes: Some(17_000_000_000 + (index % 1000) * 4096),
             output_hash: format!("{:016x}", index % 7),
-            tokens: None,
-            text: None,
-            client: None,
-            origin: None,
+            ..Default::default()
         };
         soak.feed(Event::RequestDone(Box::new(done)));
         if index.is_multiple_of(50) {

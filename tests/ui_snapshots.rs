@@ -156,10 +156,7 @@ impl Sim {
             gpu_decode_s: None,
             peak_alloc_bytes: None,
             output_hash: "0".into(),
-            tokens: None,
-            text: None,
-            client: None,
-            origin: None,
+            ..Default::default()
         })));
         self.app.refresh();
         self.t += self.think_s;
@@ -654,10 +651,7 @@ fn distribution_of_a_bimodal_itl_shows_two_peaks() {
             gpu_decode_s: None,
             peak_alloc_bytes: None,
             output_hash: "0".into(),
-            tokens: None,
-            text: None,
-            client: None,
-            origin: None,
+            ..Default::default()
         })));
         s.app.refresh();
     }
@@ -728,10 +722,7 @@ fn heatmap_shows_a_periodic_stall_as_a_stripe() {
             gpu_decode_s: None,
             peak_alloc_bytes: None,
             output_hash: "0".into(),
-            tokens: None,
-            text: None,
-            client: None,
-            origin: None,
+            ..Default::default()
         })));
         index += 1;
         if index % 8 == 0 {

@@ -172,10 +172,7 @@ impl Feed {
                 gpu_decode_s: None,
                 peak_alloc_bytes: Some(3 << 20),
                 output_hash: format!("{:016x}", index.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
-                tokens: None,
-                text: None,
-                client: None,
-                origin: None,
+                ..Default::default()
             })),
         ));
     }

@@ -160,14 +160,7 @@ impl RateFeed {
                 ttft_s,
                 tpot_s,
                 e2e_s,
-                gpu_ttft_s: None,
-                gpu_decode_s: None,
-                peak_alloc_bytes: None,
-                output_hash: String::new(),
-                tokens: None,
-                text: None,
-                client: None,
-                origin: None,
+                ..Default::default()
             })),
         );
     }

@@ -755,14 +755,7 @@ mod tests {
             ttft_s: e2e_s / 4.0,
             tpot_s: Some(e2e_s / 4.0),
             e2e_s,
-            gpu_ttft_s: None,
-            gpu_decode_s: None,
-            peak_alloc_bytes: None,
-            output_hash: String::new(),
-            tokens: None,
-            text: None,
-            client: None,
-            origin: None,
+            ..Default::default()
         }
     }
 

@@ -240,14 +240,7 @@ mod tests {
                 ttft_s: t,
                 tpot_s: None,
                 e2e_s: t,
-                gpu_ttft_s: None,
-                gpu_decode_s: None,
-                peak_alloc_bytes: None,
-                output_hash: String::new(),
-                tokens: None,
-                text: None,
-                client: None,
-                origin: None,
+                ..Default::default()
             };
             rec.push(Line::Request(RequestLine::of(&r, Some(i as f64 + 1.0))));
             if reset_after == Some(i) {

@@ -433,14 +433,7 @@ mod tests {
             ttft_s: ttft,
             tpot_s: Some((e2e - ttft) / 3.0),
             e2e_s: e2e,
-            gpu_ttft_s: None,
-            gpu_decode_s: None,
-            peak_alloc_bytes: None,
-            output_hash: String::new(),
-            tokens: None,
-            text: None,
-            client: None,
-            origin: None,
+            ..Default::default()
         }))
     }
 

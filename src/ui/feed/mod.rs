@@ -681,14 +681,7 @@ mod tests {
             ttft_s,
             tpot_s: Some(0.001),
             e2e_s: ttft_s + 0.003,
-            gpu_ttft_s: None,
-            gpu_decode_s: None,
-            peak_alloc_bytes: None,
-            output_hash: String::new(),
-            tokens: None,
-            text: None,
-            client: None,
-            origin: None,
+            ..Default::default()
         }))
     }
 
