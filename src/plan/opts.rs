@@ -1,6 +1,6 @@
 //! The flags of everything that runs load or draws a screen, as clap groups: one struct per
-//! `--help` heading (model, workload, server, output, display), flattened into `run`, `sweep`
-//! and, for the display, `watch`. The planner reads these and nothing else; `cli` only parses
+//! `--help` heading (model, workload, traffic, server, output, display), flattened into `run`,
+//! `sweep` and, for the display, `watch`. The planner reads these and nothing else; `cli` only parses
 //! them and dispatches.
 
 use std::path::PathBuf;
@@ -16,6 +16,8 @@ use crate::engine::workload::{LenSpec, Sampling};
 use crate::model::DeviceSpec;
 use crate::record::SummaryFormat;
 use crate::stats::Slo;
+use crate::traffic::dataset::{self, Format};
+use crate::traffic::{Order, SharedPrefix, ThinkTime, Turns, DEFAULT_BLOCK_SIZE};
 use crate::ui::ColorMode;
 
 /// `--dtype`.
@@ -220,6 +222,65 @@ pub struct DisplayOpts {
     pub keys: Option<PathBuf>,
 }
 
+/// What is sent beyond made-up lengths: datasets, traces, conversations, shared prefixes.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Traffic")]
+pub struct TrafficOpts {
+    /// A dataset or trace to send: ShareGPT (.json array or JSONL), JSONL rows (text, prompt,
+    /// messages or input_length; output_length; timestamp or delay in ms; hash_ids), Mooncake
+    /// traces, or BurstGPT's CSV. Every row once, unless --requests or --duration.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["prompt", "prompt_file", "shared_prefix"])]
+    pub dataset: Option<PathBuf>,
+    /// The dataset's format (auto: from the extension and the first row).
+    #[arg(long, value_enum, default_value_t = Format::Auto, requires = "dataset")]
+    pub dataset_format: Format,
+    /// Keep only rows whose field (or CSV column) has this value, e.g. model=GPT-4; several
+    /// comma-separated.
+    #[arg(long, value_name = "KEY=VALUE", requires = "dataset", value_parser = dataset::parse_filter_flag)]
+    pub dataset_filter: Option<dataset::Filter>,
+    /// The order rows are sent in (shuffle: with --seed).
+    #[arg(long, value_enum, default_value_t = Order::Sequential, requires = "dataset")]
+    pub dataset_order: Order,
+    /// Skip malformed rows (counted and recorded) instead of stopping at the first.
+    #[arg(long, requires = "dataset")]
+    pub skip_bad_rows: bool,
+    /// Tokens per hash id of a trace's rows (Mooncake's 512; Alibaba's traces use 16).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_BLOCK_SIZE, value_parser = values::positive_usize, requires = "dataset")]
+    pub block_size: usize,
+    /// Send each row at its timestamp (open loop; latency counts from the scheduled time), with
+    /// servers only; --concurrency caps what is in flight.
+    #[arg(long, requires = "dataset", conflicts_with_all = ["rate", "turns"])]
+    pub replay: bool,
+    /// With --replay: the trace's clock scaled, e.g. 0.5 sends it twice as fast.
+    #[arg(long, value_name = "X", default_value = "1", value_parser = time_scale, requires = "replay")]
+    pub time_scale: f64,
+    /// Replay conversations turn by turn over --api chat, each turn resending the history with
+    /// the replies streamed: `all` turns or the first N (with --dataset, or --conversations).
+    #[arg(long, value_name = "all|N", value_parser = Turns::parse)]
+    pub turns: Option<Turns>,
+    /// With --turns: this many synthetic conversations, turns of -p tokens, replies of -n.
+    #[arg(long, value_name = "N", value_parser = values::positive_usize, requires = "turns", conflicts_with = "dataset")]
+    pub conversations: Option<usize>,
+    /// With --turns: the pause before each turn after the first, from the end of the reply:
+    /// a duration (2s), or exp:2s (exponential, mean 2 s), or uniform:1s..3s.
+    #[arg(long, value_name = "D", value_parser = ThinkTime::parse, requires = "turns")]
+    pub think_time: Option<ThinkTime>,
+    /// Requests in G groups whose prompts share a P-token prefix, then a Q-token question of
+    /// their own: groups=G,prefix=P,question=Q[,distribution=zipf].
+    #[arg(long, value_name = "SPEC", value_parser = SharedPrefix::parse)]
+    pub shared_prefix: Option<SharedPrefix>,
+}
+
+/// `--time-scale`: a factor > 0.
+fn time_scale(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(format!(
+            "`{s}` is not a time scale (use a number > 0: 0.5 is twice as fast, 2 half as fast)"
+        )),
+    }
+}
+
 /// Everything a run takes: `infertop [run]`, and the base of every sweep cell.
 #[derive(Args, Debug, Clone)]
 pub struct RunOpts {
@@ -228,7 +289,7 @@ pub struct RunOpts {
     #[command(flatten)]
     pub workload: WorkloadOpts,
     #[command(flatten)]
-    pub traffic: super::traffic::TrafficOpts,
+    pub traffic: TrafficOpts,
     #[command(flatten)]
     pub server: ServerOpts,
     #[command(flatten)]

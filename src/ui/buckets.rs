@@ -24,8 +24,22 @@
 
 use std::collections::VecDeque;
 
-use super::state::RequestPoint;
 use crate::stats::median_in_place;
+
+/// One finished request, as the TTFT/TPOT sparklines draw it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RequestPoint {
+    pub index: u64,
+    pub ttft_s: f64,
+    pub tpot_s: Option<f64>,
+    pub warmup: bool,
+    /// The first request after a workload change: drawn with a boundary marker.
+    pub boundary: bool,
+    /// Logged as an outlier (above the running p99) by its TTFT, by its TPOT: each chart marks
+    /// its own.
+    pub outlier_ttft: bool,
+    pub outlier_tpot: bool,
+}
 
 /// Run time per column once the charts are in buckets.
 pub const BUCKET_S: f64 = 0.2;

@@ -14,6 +14,7 @@ use crate::stats::slices::{SliceMetric, Slices};
 use crate::stats::{Metric, Slo, Summary, Table, Window, WindowKind};
 
 use super::buckets::Buckets;
+pub use super::buckets::RequestPoint;
 use super::keys::{Action, KeyMap};
 use super::ring::Ring;
 pub use super::source::Source;
@@ -92,21 +93,6 @@ impl View {
             View::Breakdown => "by turn & cache",
         }
     }
-}
-
-/// One finished request, as the TTFT/TPOT sparklines draw it.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RequestPoint {
-    pub index: u64,
-    pub ttft_s: f64,
-    pub tpot_s: Option<f64>,
-    pub warmup: bool,
-    /// The first request after a workload change: drawn with a boundary marker.
-    pub boundary: bool,
-    /// Logged as an outlier (above the running p99) by its TTFT, by its TPOT: each chart marks
-    /// its own.
-    pub outlier_ttft: bool,
-    pub outlier_tpot: bool,
 }
 
 /// One decode step, for the live decode pane.
