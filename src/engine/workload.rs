@@ -247,7 +247,7 @@ impl Dialogue {
                         .ids(w.tokenizer.as_deref(), w.vocab)
                     {
                         Ok(ids) => ids,
-                        Err(e) => return Some(Err(e)),
+                        Err(e) => return Some(Err(self.end_with(e))),
                     },
                     None => Vec::new(),
                 };
@@ -255,7 +255,7 @@ impl Dialogue {
             let turn = &conv.turns[self.turn];
             let user = match turn.user.ids(w.tokenizer.as_deref(), w.vocab) {
                 Ok(ids) => ids,
-                Err(e) => return Some(Err(e)),
+                Err(e) => return Some(Err(self.end_with(e))),
             };
             let mut rng = SplitMix64::new(w.seed ^ index.wrapping_mul(0xA24B_AED4_963E_E407));
             let output_tokens = turn
@@ -306,6 +306,14 @@ impl Dialogue {
         self.turn = 0;
         self.history = Vec::new();
         self.asked = Vec::new();
+    }
+
+    /// A turn that cannot be tokenized ends its conversation (so the next call moves on to
+    /// the next one rather than failing on the same turn again); `why`, said which.
+    fn end_with(&mut self, why: String) -> String {
+        let (c, at) = (self.conv, self.turn + 1);
+        self.end_conversation();
+        format!("conversation {c} ends before turn {at}: {why}")
     }
 }
 
@@ -523,5 +531,67 @@ mod sampling_tests {
         // A tiny top_p keeps only the argmax.
         let p = draw("top_p=0.0001,seed=1", 0);
         assert!(p.iter().all(|&id| id == top[0]));
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod dialogue_tests {
+    use super::*;
+    use crate::traffic::{Conversation, Prompt, Turn, Turns};
+
+    fn turn(user: Prompt) -> Turn {
+        Turn {
+            user,
+            tokens: 4,
+            output_tokens: Some(2),
+            row: 0,
+            delay_s: None,
+        }
+    }
+
+    /// A turn that cannot be tokenized (a text without a tokenizer) ends its conversation
+    /// with a line naming it, and the next call goes on to the next conversation instead of
+    /// failing on the same turn for ever.
+    #[test]
+    fn an_untokenizable_turn_ends_its_conversation_and_the_next_one_runs() {
+        let made = Prompt::Made(vec![crate::traffic::Part { tokens: 4, seed: 7 }]);
+        let convs = Conversations {
+            list: vec![
+                Conversation {
+                    system: None,
+                    turns: vec![turn(Prompt::Text("hello".into())), turn(made.clone())],
+                },
+                Conversation {
+                    system: None,
+                    turns: vec![turn(made)],
+                },
+            ],
+            turns: Turns::All,
+            think: None,
+            dataset: None,
+            exact_lengths: false,
+        };
+        let w = Workload {
+            prompt: None,
+            output: LenSpec::Fixed(2),
+            batch: 1,
+            source: PromptSource::Synthetic,
+            vocab: 100,
+            seed: 0,
+            traffic: None,
+            tokenizer: None,
+            conversations: None,
+        };
+        let mut d = Dialogue::new(Arc::new(convs));
+        let why = d.next(&w, 0, 512).unwrap().unwrap_err();
+        assert!(
+            why.starts_with("conversation 0 ends before turn 1: "),
+            "{why}"
+        );
+        let next = d.next(&w, 0, 512).unwrap().unwrap();
+        assert_eq!(next.prompt_tokens, 4);
+        d.replied(&[5, 6]);
+        assert!(d.next(&w, 1, 512).is_none(), "every conversation done");
     }
 }
