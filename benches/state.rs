@@ -3,7 +3,7 @@
 //! `common`: 100,000 decode steps, so every push also evicts the oldest sample):
 //!
 //! - `apply/decode_step`: `App::apply(&Event::DecodeStep)`: the step ring, the current
-//!   request, and `RunStats::record_step` (the ITL windows' sorted blocks, O(log n));
+//!   request, and the step kept until its request completes;
 //! - `run_stats/record_step` and `run_stats/record_request`: the statistics alone;
 //! - `run_stats/table_100k/*`: `RunStats::table` (6 metrics: mean, p50, p90, p95, p99, max,
 //!   n) with every window full (100,000 requests, 100,000 steps), for the steady, "all" and
@@ -15,9 +15,12 @@
 //!   frame. `refresh/clean` is the no-change path. `refresh/dirty_100k_requests/table` is the
 //!   same after 100,000 requests (1,000,000 steps), when every window is full: the ceiling of
 //!   a long run;
-//! - `window_push/current`: one `stats::Window::push` at 100,000 samples (evict + insert);
-//!   a steady decode step does two (steady and the 10,000-step "recent steady" window; the
-//!   windows that include warmup are derived from those and the warmup window).
+//! - `window_push/current`: one `stats::Window::push` at 100,000 samples (evict + insert,
+//!   merged into the sorted blocks in batches), never read; `read_every_500` and
+//!   `read_every_5000` read a summary every 500 or 5,000 pushes, as the dashboard reads its
+//!   windows twice a second at 1,000 requests/s (a request metric) and 10,000 steps/s (ITL).
+//!   A decode step is one push: the recent and warmup-including windows are derived from
+//!   the steady and warmup ones.
 //!
 //! Run: `cargo bench --bench state`.
 #![allow(clippy::unwrap_used)]
@@ -198,6 +201,19 @@ fn state(c: &mut Criterion) {
                 w.push(black_box(values[i % values.len()]))
             })
         });
+        // Read every 500 or 5,000 pushes, as the dashboard reads its windows every 500 ms: at
+        // 1,000 requests/s a request metric, at 10,000 steps/s the ITL window.
+        for every in [500usize, 5000] {
+            group.bench_function(format!("read_every_{every}"), |b| {
+                b.iter(|| {
+                    i += 1;
+                    w.push(black_box(values[i % values.len()]));
+                    if i.is_multiple_of(every) {
+                        black_box(w.summary());
+                    }
+                })
+            });
+        }
     }
     group.finish();
 }

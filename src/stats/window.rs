@@ -1,14 +1,22 @@
 //! A bounded window of samples with exact order statistics and an exact mean.
 //!
-//! Every summary is meant to be recomputed once per frame for a whole table (6 metrics,
-//! 100,000 samples each), so nothing here walks or sorts all the samples:
+//! A whole table (6 metrics, 100,000 samples each) is summarised twice a second, and a window
+//! may be pushed to 100,000 times a second (a decode step each), so nothing here walks or
+//! sorts all the samples per push or per summary:
 //!
 //! - the samples are kept twice: in arrival order (a ring, for eviction and `iter`) and as
-//!   an ordered multiset of *sorted blocks* of at most [`BLOCK_MAX`] values (split when
-//!   full, merged or rebalanced when under [`BLOCK_MIN`]). A push is one evict and one
-//!   insert: a binary search over the block maxima, one inside a block, and a `memmove`
-//!   of half a block at most. Rank selection walks the block lengths (about a thousand at
-//!   100,000 samples), so the nine ranks a summary needs cost O(n / block) in one pass;
+//!   an ordered multiset of *sorted blocks* of at most [`BLOCK_MAX`] values. The sorted side
+//!   is brought up to date in batches. A push appends to the ring, and its value (and the
+//!   value it evicts) to two pending lists. The first query after that, or a full list
+//!   ([`pending_limit`]), sorts the lists and merges them into the blocks in one forward
+//!   pass. Blocks no change falls in are kept as they are. A block with a few changes is
+//!   edited in place (a binary search and a `memmove` each). A block with many is
+//!   rewritten by two branch-free passes, then cut into blocks when it outgrows
+//!   `BLOCK_MAX` or joined to a neighbour under [`BLOCK_MIN`]. Pushing one by one into the
+//!   blocks instead cost two cache-missing binary searches and a `memmove` per sample: at
+//!   100,000 decode steps a second, most of the dashboard's CPU;
+//! - rank selection walks the block lengths (about a thousand at 100,000 samples), so the
+//!   nine ranks a summary needs cost O(n / block) in one pass;
 //! - the sum is an exact fixed-point integer (a Kulisch accumulator: every finite
 //!   non-negative `f64` is an integer multiple of 2⁻¹⁰⁷⁴), so adding and evicting never
 //!   drift, and the mean is the exact sum divided by n, *correctly rounded* (the closest
@@ -17,22 +25,35 @@
 //!   numpy 2.4 (n = 1 to 100,001, evicted windows, duplicates) it is equal or 1 ulp apart,
 //!   and the tests pin both. The percentiles and the max are numpy's, bit for bit.
 //!
-//! Memory: 8 B per sample in the ring plus 8 B per sample in the blocks at 100 % fill
-//! (blocks hold between `BLOCK_MIN` and `BLOCK_MAX` of `BLOCK_MAX + 1` slots, about 3/4
-//! full under random churn), about 19 B per sample in all, and 272 B per window for the sum.
+//! Memory: 8 B per sample in the ring plus 8 B per sample in the blocks (each block's
+//! allocation is its length rounded up to 16 values), plus the pending lists (at most
+//! 2 × 8 B × [`pending_limit`]: 400 KB, 4 B per sample, for a 100,000-sample window), about
+//! 21 B per sample in all, and 272 B per window for the sum.
 
+use std::cell::{Ref, RefCell};
 use std::collections::VecDeque;
 
 use super::percentile::{lerp, ranks};
 use super::Summary;
 
-/// A block is split in two when it grows past this many values. Smaller blocks make a push
-/// cheaper (less to move) and a summary dearer (more blocks to walk); a push happens per
-/// decode step, a summary per frame, so the blocks are small (`benches/state.rs`: 124 ns a
-/// push into a full 100k window at 128, 170 ns at 512; a 100k table 4.1 µs against 2.0 µs).
+/// A block never holds more than this many values. Smaller blocks make a summary dearer
+/// (more blocks to walk: a 100k table takes about 3.5 µs at 128, 5.4 µs at 64) and an edit
+/// in place cheaper; at 32 or 64 pushes were no faster (`benches/state.rs`).
 const BLOCK_MAX: usize = 128;
-/// A block this small is merged with (or refilled from) a neighbour.
+/// A block this small is merged with a neighbour when a batch is merged in.
 const BLOCK_MIN: usize = BLOCK_MAX / 8;
+/// How full a block is when a merge cuts a run of values into blocks: room for a few more
+/// without splitting, and what is left over (more than `BLOCK_MAX - FILL`) is never small.
+const FILL: usize = BLOCK_MAX * 3 / 4;
+
+/// Pending values a window holds before it merges them into its blocks whether or not it is
+/// queried: a quarter of the capacity, between 16 and 32,768. Larger batches spread the
+/// pass over the blocks over more pushes (at 25,000 into 100,000 samples, four values
+/// rewritten per push: 63 ns a push, against 81 ns at an eighth); the bound keeps a window
+/// that is pushed to but never read from growing.
+fn pending_limit(capacity: usize) -> usize {
+    (capacity / 4).clamp(16, 32768)
+}
 
 /// The last `capacity` samples in arrival order, plus the same samples as an ordered multiset
 /// (sorted blocks) and their exact sum.
@@ -40,8 +61,34 @@ const BLOCK_MIN: usize = BLOCK_MAX / 8;
 pub struct Window {
     capacity: usize,
     order: VecDeque<f64>,
-    sorted: SortedBlocks,
+    /// The sorted blocks and the pushes and evictions not yet merged into them. Queries take
+    /// `&self` and merge first, hence the cell: a window is used by one thread.
+    sorted: RefCell<Lazy>,
     sum: ExactSum,
+}
+
+/// Grows a pending list by doubling, but never past the limit it is merged at.
+fn reserve_pending(list: &mut Vec<u64>, limit: usize) {
+    if list.len() == list.capacity() {
+        let want = (list.capacity() * 2).clamp(8, limit.max(list.len() + 1));
+        list.reserve_exact(want - list.len());
+    }
+}
+
+/// Sorted blocks plus the keys added and removed since they were last brought up to date.
+#[derive(Clone, Debug, Default)]
+struct Lazy {
+    blocks: SortedBlocks,
+    added: Vec<u64>,
+    removed: Vec<u64>,
+}
+
+impl Lazy {
+    fn settle(&mut self) {
+        if !self.added.is_empty() || !self.removed.is_empty() {
+            self.blocks.apply(&mut self.added, &mut self.removed);
+        }
+    }
 }
 
 /// Whether `v` is a sample a window keeps: latencies and rates are finite and never negative.
@@ -59,7 +106,7 @@ impl Window {
         Self {
             capacity: capacity.max(1),
             order: VecDeque::with_capacity(capacity.clamp(1, 1 << 16)),
-            sorted: SortedBlocks::default(),
+            sorted: RefCell::default(),
             sum: ExactSum::default(),
         }
     }
@@ -83,9 +130,11 @@ impl Window {
         }
         // -0.0 + 0.0 == +0.0, whose bits order first.
         let v = v + 0.0;
+        let lazy = self.sorted.get_mut();
         if self.order.len() == self.capacity {
             if let Some(old) = self.order.pop_front() {
-                self.sorted.remove(key(old));
+                reserve_pending(&mut lazy.removed, pending_limit(self.capacity));
+                lazy.removed.push(key(old));
                 self.sum.sub(old);
             }
         } else if self.order.len() == self.order.capacity() {
@@ -94,14 +143,40 @@ impl Window {
             self.order.reserve_exact(want - self.order.len());
         }
         self.order.push_back(v);
-        self.sorted.insert(key(v));
+        let limit = pending_limit(self.capacity);
+        reserve_pending(&mut lazy.added, limit);
+        lazy.added.push(key(v));
         self.sum.add(v);
+        if lazy.added.len() >= limit {
+            lazy.settle();
+        }
     }
 
     pub fn clear(&mut self) {
         self.order.clear();
-        self.sorted = SortedBlocks::default();
+        *self.sorted.get_mut() = Lazy::default();
         self.sum = ExactSum::default();
+    }
+
+    /// The sorted blocks, with every push merged in.
+    fn settled(&self) -> Ref<'_, SortedBlocks> {
+        self.sorted.borrow_mut().settle();
+        Ref::map(self.sorted.borrow(), |l| &l.blocks)
+    }
+
+    /// A window of the newest `k` samples (all of them if there are fewer), its capacity `k`.
+    /// O(k) here; they are sorted when it is first read.
+    pub fn newest(&self, k: usize) -> Window {
+        let mut w = Window::new(k);
+        let skip = self.len().saturating_sub(w.capacity);
+        w.order.extend(self.order.iter().skip(skip));
+        let lazy = w.sorted.get_mut();
+        lazy.added.reserve_exact(w.order.len());
+        for &v in &w.order {
+            w.sum.add(v);
+            lazy.added.push(key(v));
+        }
+        w
     }
 
     /// Samples in arrival order (oldest first).
@@ -111,7 +186,7 @@ impl Window {
 
     /// The smallest sample, if any.
     pub fn min(&self) -> Option<f64> {
-        self.sorted
+        self.settled()
             .blocks
             .first()
             .and_then(|b| b.first())
@@ -120,7 +195,7 @@ impl Window {
 
     /// The largest sample, if any.
     pub fn max(&self) -> Option<f64> {
-        self.sorted
+        self.settled()
             .blocks
             .last()
             .and_then(|b| b.last())
@@ -130,6 +205,7 @@ impl Window {
     /// How many samples are below each of `edges` (ascending): a histogram's cumulative
     /// counts, exact, in one forward pass over the sorted blocks.
     pub fn counts_below(&self, edges: &[f64]) -> Vec<usize> {
+        let sorted = self.settled();
         let mut cursor = Cursor::default();
         edges
             .iter()
@@ -137,7 +213,7 @@ impl Window {
                 if e <= 0.0 || e.is_nan() {
                     0
                 } else {
-                    cursor.lower_bound(&self.sorted, key(e))
+                    cursor.lower_bound(&sorted, key(e))
                 }
             })
             .collect()
@@ -147,7 +223,7 @@ impl Window {
     /// `numpy.percentile` (default `linear` method), the mean correctly rounded (see the
     /// module comment for how that compares with numpy's pairwise mean).
     pub fn summary(&self) -> Summary {
-        summarize(&self.sorted, &[], &[], self.sum.clone())
+        summarize(&self.settled(), &[], &[], self.sum.clone())
     }
 }
 
@@ -185,7 +261,7 @@ pub(crate) fn combined_summary(a: &Window, keep_a: usize, b: &Window, keep_b: us
         .collect();
     removed.sort_unstable();
     added.sort_unstable();
-    summarize(&base.sorted, &added, &removed, sum)
+    summarize(&base.settled(), &added, &removed, sum)
 }
 
 /// The summary of the multiset `base + added − removed` (`removed` ⊆ `base`; both slices
@@ -303,8 +379,8 @@ impl Cursor {
     }
 }
 
-/// An ordered multiset of `u64` as consecutive sorted blocks, with each block's maximum
-/// kept apart so finding a value's block is a binary search over one small array.
+/// An ordered multiset of `u64` as consecutive sorted blocks, each non-empty and at most
+/// `BLOCK_MAX` long, with each block's maximum kept apart (what `Cursor` compares against).
 #[derive(Clone, Debug, Default)]
 struct SortedBlocks {
     blocks: Vec<Vec<u64>>,
@@ -317,89 +393,273 @@ impl SortedBlocks {
         self.len
     }
 
-    fn new_block() -> Vec<u64> {
-        Vec::with_capacity(BLOCK_MAX + 1)
-    }
-
-    /// The first block whose maximum is ≥ `k` (`blocks.len()` if none).
-    fn block_for(&self, k: u64) -> usize {
-        self.maxes.partition_point(|&m| m < k)
-    }
-
-    fn insert(&mut self, k: u64) {
-        self.len += 1;
-        if self.blocks.is_empty() {
-            let mut b = Self::new_block();
-            b.push(k);
-            self.blocks.push(b);
-            self.maxes.push(k);
-            return;
-        }
-        let i = self.block_for(k).min(self.blocks.len() - 1);
-        let b = &mut self.blocks[i];
-        let pos = b.partition_point(|&y| y <= k);
-        b.insert(pos, k);
-        if k > self.maxes[i] {
-            self.maxes[i] = k;
-        }
-        if b.len() > BLOCK_MAX {
-            let mut tail = Self::new_block();
-            tail.extend_from_slice(&b[BLOCK_MAX / 2..]);
-            b.truncate(BLOCK_MAX / 2);
-            let tail_max = self.maxes[i];
-            self.maxes[i] = b[b.len() - 1];
-            self.blocks.insert(i + 1, tail);
-            self.maxes.insert(i + 1, tail_max);
-        }
-    }
-
-    /// Removes one copy of `k`; false if there is none.
-    fn remove(&mut self, k: u64) -> bool {
-        let i = self.block_for(k);
-        let Some(b) = self.blocks.get_mut(i) else {
-            return false;
+    /// Adds `added` and takes out `removed` (each a multiset, in any order; `removed` must be
+    /// contained in this plus `added`). Both lists are sorted, copies in both cancel, and the
+    /// rest is merged in one forward pass: a block no change falls in is moved as it is, the
+    /// others are rewritten with their changes, cut into blocks of `FILL` when they outgrow
+    /// `BLOCK_MAX`, and joined to a neighbour when under `BLOCK_MIN`. The lists are left
+    /// empty, their allocations kept for the next batch.
+    fn apply(&mut self, added: &mut Vec<u64>, removed: &mut Vec<u64>) {
+        added.sort_unstable();
+        removed.sort_unstable();
+        cancel_common(added, removed);
+        let old = std::mem::take(&mut self.blocks);
+        self.maxes.clear();
+        let mut out = Builder {
+            blocks: Vec::with_capacity(old.len() + added.len() / FILL + 1),
+            maxes: std::mem::take(&mut self.maxes),
+            carry: Vec::new(),
+            scratch: Vec::with_capacity(2 * BLOCK_MAX),
         };
-        let pos = b.partition_point(|&y| y < k);
-        if b.get(pos) != Some(&k) {
-            return false;
+        let (mut ai, mut ri) = (0, 0);
+        let last = old.len().saturating_sub(1);
+        for (i, mut block) in old.into_iter().enumerate() {
+            let Some(&max) = block.last() else { continue };
+            let is_last = i == last;
+            let untouched = !is_last
+                && added.get(ai).is_none_or(|&k| k > max)
+                && removed.get(ri).is_none_or(|&k| k > max);
+            if untouched {
+                out.block(block);
+                continue;
+            }
+            // The changes this block's range takes: up to its maximum, or all that are left
+            // for the last block. A removal equal to the maximum that this block holds too
+            // few copies of stays for the next block, which starts with the same value.
+            let (a_end, r_end) = if is_last {
+                (added.len(), removed.len())
+            } else {
+                (
+                    ai + added[ai..].partition_point(|&k| k <= max),
+                    ri + removed[ri..].partition_point(|&k| k <= max),
+                )
+            };
+            let (adds, rems) = (&added[ai..a_end], &removed[ri..r_end]);
+            ai = a_end;
+            let len = block.len();
+            let in_bounds = len + adds.len() <= BLOCK_MAX && len >= BLOCK_MIN + rems.len();
+            if out.carry.is_empty() && in_bounds && 8 * (adds.len() + rems.len()) <= len {
+                // A few changes: in place, each a search and a move of part of the block.
+                ri += edit_block(&mut block, adds, rems);
+                out.emit(block);
+                continue;
+            }
+            out.scratch.clear();
+            ri += merge_block(&block, adds, rems, &mut out.scratch);
+            out.rewritten(block);
         }
-        b.remove(pos);
-        self.len -= 1;
-        if b.is_empty() {
-            self.blocks.remove(i);
-            self.maxes.remove(i);
-            return true;
+        // Into an empty multiset: everything added is the new content.
+        out.carry.extend_from_slice(&added[ai..]);
+        out.spill();
+        debug_assert!(
+            ri == removed.len(),
+            "removed a value the window did not hold"
+        );
+        let (blocks, maxes) = out.finish();
+        self.len = blocks.iter().map(Vec::len).sum();
+        self.blocks = blocks;
+        self.maxes = maxes;
+        added.clear();
+        removed.clear();
+    }
+}
+
+/// Takes the values both sorted lists hold (as multisets) out of both, keeping them sorted.
+fn cancel_common(a: &mut Vec<u64>, b: &mut Vec<u64>) {
+    let (mut i, mut j) = (0, 0);
+    let (mut keep_a, mut keep_b) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Equal => {
+                i += 1;
+                j += 1;
+            }
+            std::cmp::Ordering::Less => {
+                a[keep_a] = a[i];
+                keep_a += 1;
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                b[keep_b] = b[j];
+                keep_b += 1;
+                j += 1;
+            }
         }
-        if pos == b.len() {
-            self.maxes[i] = b[pos - 1];
+    }
+    a.copy_within(i.., keep_a);
+    a.truncate(keep_a + (a.len() - i));
+    b.copy_within(j.., keep_b);
+    b.truncate(keep_b + (b.len() - j));
+}
+
+/// `merge_block` for a few changes, in place: each removal and addition found by a binary
+/// search and made by moving the block's tail (a `memmove`), so a batch of a few hundred
+/// changes into a large window costs what pushing them one by one would.
+fn edit_block(block: &mut Vec<u64>, added: &[u64], removed: &[u64]) -> usize {
+    let mut taken = 0;
+    for &r in removed {
+        let pos = block.partition_point(|&v| v < r);
+        match block.get(pos) {
+            Some(&v) if v == r => {
+                block.remove(pos);
+                taken += 1;
+            }
+            // Past this block's copies (of its maximum): the rest is the next block's.
+            None => break,
+            Some(_) => {
+                debug_assert!(false, "removed a value the window did not hold");
+                taken += 1;
+            }
         }
-        if b.len() < BLOCK_MIN && self.blocks.len() > 1 {
-            self.rebalance(i);
+    }
+    let want = block_room(block.len() + added.len());
+    block.reserve_exact(want.saturating_sub(block.len()));
+    for &a in added {
+        let pos = block.partition_point(|&v| v <= a);
+        block.insert(pos, a);
+    }
+    taken
+}
+
+/// Appends `block` with `added` merged in and `removed` taken out (all sorted, and no value
+/// in both) to `out`; returns how many of `removed` it took out (copies of the block's
+/// maximum past those it holds are left for the next block). Two passes without
+/// data-dependent branches (a batch's changes land at random places, so a branch per
+/// comparison would mispredict often): the removals are filtered out forwards, then the
+/// additions merged in backwards, in place.
+fn merge_block(block: &[u64], added: &[u64], removed: &[u64], out: &mut Vec<u64>) -> usize {
+    let start = out.len();
+    out.resize(start + block.len() + added.len(), 0);
+    let buf = &mut out[start..];
+    // Forwards: keep each value unless it is the next removal. No key is u64::MAX (that
+    // would be a NaN), so it stands for "no removal left".
+    let (mut kept, mut y) = (0, 0);
+    for &v in block {
+        let next = removed.get(y).copied().unwrap_or(u64::MAX);
+        let hit = usize::from(next == v);
+        buf[kept] = v;
+        kept += 1 - hit;
+        y += hit;
+    }
+    debug_assert!(
+        removed[y..].iter().all(|&r| Some(&r) == block.last()),
+        "removed a value the window did not hold"
+    );
+    // Backwards: the larger of the two tails goes last.
+    let (mut i, mut j) = (kept, added.len());
+    let mut w = kept + added.len();
+    while j > 0 {
+        let b = added[j - 1];
+        let a = if i > 0 { buf[i - 1] } else { 0 };
+        let take_a = i > 0 && a > b;
+        w -= 1;
+        buf[w] = if take_a { a } else { b };
+        i -= usize::from(take_a);
+        j -= usize::from(!take_a);
+    }
+    out.truncate(start + kept + added.len());
+    y
+}
+
+/// Collects blocks in order while a batch is merged: values rewritten from changed blocks
+/// wait in `carry` until there are enough of them to make a block.
+struct Builder {
+    blocks: Vec<Vec<u64>>,
+    maxes: Vec<u64>,
+    carry: Vec<u64>,
+    /// A changed block's new values.
+    scratch: Vec<u64>,
+}
+
+/// A block's allocation: its length rounded up to 16 values, so a block that takes a few
+/// more at the next batch is rewritten in place, and memory stays near 8 B a value.
+fn block_room(len: usize) -> usize {
+    len.next_multiple_of(16)
+}
+
+fn new_block(values: &[u64]) -> Vec<u64> {
+    let mut b = Vec::with_capacity(block_room(values.len()));
+    b.extend_from_slice(values);
+    b
+}
+
+impl Builder {
+    /// A changed block, its new values in `scratch`: written back into its own allocation
+    /// when they still make one block, else carried.
+    fn rewritten(&mut self, mut block: Vec<u64>) {
+        if self.carry.is_empty() && (BLOCK_MIN..=BLOCK_MAX).contains(&self.scratch.len()) {
+            block.clear();
+            block.reserve_exact(block_room(self.scratch.len()));
+            block.extend_from_slice(&self.scratch);
+            self.emit(block);
+        } else {
+            self.carry.extend_from_slice(&self.scratch);
+            self.spill();
         }
-        true
     }
 
-    /// Block `i` is small: merge it with a neighbour, or even the two out if that would
-    /// overflow a block.
-    fn rebalance(&mut self, i: usize) {
-        let lo = if i + 1 < self.blocks.len() { i } else { i - 1 };
-        let (left, right) = self.blocks.split_at_mut(lo + 1);
-        let (a, b) = (&mut left[lo], &mut right[0]);
-        if a.len() + b.len() <= BLOCK_MAX {
-            a.extend_from_slice(b);
-            self.blocks.remove(lo + 1);
-            self.maxes.remove(lo);
+    fn emit(&mut self, block: Vec<u64>) {
+        if let Some(&max) = block.last() {
+            self.maxes.push(max);
+            self.blocks.push(block);
+        }
+    }
+
+    /// An unchanged block, whose values all follow the carried ones.
+    fn block(&mut self, block: Vec<u64>) {
+        if self.carry.len() < BLOCK_MIN && !self.carry.is_empty() {
+            // Too few to stand alone: they join this block.
+            self.carry.extend_from_slice(&block);
+            self.spill();
             return;
         }
-        let half = (a.len() + b.len()) / 2;
-        if a.len() < half {
-            let m = half - a.len();
-            a.extend(b.drain(..m));
-        } else {
-            let m = a.len() - half;
-            b.splice(0..0, a.drain(a.len() - m..));
+        self.emit_carry();
+        self.emit(block);
+    }
+
+    /// Cuts blocks of `FILL` off the front of the carry while more than a block is waiting.
+    fn spill(&mut self) {
+        let mut start = 0;
+        while self.carry.len() - start > BLOCK_MAX {
+            let head = new_block(&self.carry[start..start + FILL]);
+            self.emit(head);
+            start += FILL;
         }
-        self.maxes[lo] = a[a.len() - 1];
+        self.carry.drain(..start);
+    }
+
+    fn emit_carry(&mut self) {
+        if !self.carry.is_empty() {
+            let block = new_block(&self.carry);
+            self.carry.clear();
+            self.emit(block);
+        }
+    }
+
+    /// The blocks and their maxima. A small remainder joins the last block, or shares a
+    /// block's worth with it.
+    fn finish(mut self) -> (Vec<Vec<u64>>, Vec<u64>) {
+        if !self.carry.is_empty() && self.carry.len() < BLOCK_MIN {
+            if let Some(mut prev) = self.blocks.pop() {
+                self.maxes.pop();
+                if prev.len() + self.carry.len() <= BLOCK_MAX {
+                    prev.reserve_exact(block_room(prev.len() + self.carry.len()) - prev.len());
+                    prev.extend_from_slice(&self.carry);
+                    self.emit(prev);
+                } else {
+                    // Two blocks of the same size, both over `BLOCK_MIN`.
+                    let half = (prev.len() + self.carry.len()) / 2;
+                    let mut tail = new_block(&prev[half..]);
+                    tail.extend_from_slice(&self.carry);
+                    prev.truncate(half);
+                    self.emit(prev);
+                    self.emit(tail);
+                }
+                self.carry.clear();
+            }
+        }
+        self.emit_carry();
+        (self.blocks, self.maxes)
     }
 }
 
@@ -695,13 +955,36 @@ mod tests {
         }
     }
 
-    /// Heap bytes a window holds (ring, blocks, block index).
+    /// Heap bytes a window holds (ring, blocks, block index, pending lists).
     fn heap_bytes(w: &Window) -> usize {
-        let blocks: usize = w.sorted.blocks.iter().map(|b| b.capacity() * 8).sum();
+        let lazy = w.sorted.borrow();
+        let blocks: usize = lazy.blocks.blocks.iter().map(|b| b.capacity() * 8).sum();
         w.order.capacity() * 8
             + blocks
-            + w.sorted.blocks.capacity() * std::mem::size_of::<Vec<u64>>()
-            + w.sorted.maxes.capacity() * 8
+            + lazy.blocks.blocks.capacity() * std::mem::size_of::<Vec<u64>>()
+            + lazy.blocks.maxes.capacity() * 8
+            + (lazy.added.capacity() + lazy.removed.capacity()) * 8
+    }
+
+    /// The blocks hold exactly the window's samples, sorted, within the size bounds.
+    fn assert_blocks_hold(w: &Window) {
+        let sorted = w.settled();
+        let flat: Vec<u64> = sorted.blocks.iter().flatten().copied().collect();
+        let mut want: Vec<u64> = w.iter().map(key).collect();
+        want.sort_unstable();
+        assert_eq!(flat, want);
+        assert_eq!(sorted.len(), w.len());
+        assert_eq!(sorted.blocks.len(), sorted.maxes.len());
+        let single = sorted.blocks.len() == 1;
+        for (b, &m) in sorted.blocks.iter().zip(&sorted.maxes) {
+            assert!(
+                !b.is_empty() && b.len() <= BLOCK_MAX,
+                "block of {}",
+                b.len()
+            );
+            assert!(single || b.len() >= BLOCK_MIN, "block of {}", b.len());
+            assert_eq!(b.last(), Some(&m));
+        }
     }
 
     #[test]
@@ -729,17 +1012,89 @@ mod tests {
             let v = if i % 7 == 0 { 1.0 } else { (x >> 54) as f64 };
             w.push(v);
             if i % 997 == 0 {
-                let flat: Vec<u64> = w.sorted.blocks.iter().flatten().copied().collect();
-                let mut want: Vec<u64> = w.iter().map(key).collect();
-                want.sort_unstable();
-                assert_eq!(flat, want);
-                assert_eq!(w.sorted.len(), w.len());
-                for (b, &m) in w.sorted.blocks.iter().zip(&w.sorted.maxes) {
-                    assert!(!b.is_empty() && b.len() <= BLOCK_MAX);
-                    assert_eq!(b.last(), Some(&m));
-                }
+                assert_blocks_hold(&w);
             }
         }
+    }
+
+    /// The summary a window must give: numpy's percentiles of the last `capacity` values,
+    /// computed from a sorted copy.
+    fn naive(feed: &[f64], capacity: usize) -> Summary {
+        let mut v: Vec<f64> = feed[feed.len().saturating_sub(capacity)..].to_vec();
+        v.sort_by(f64::total_cmp);
+        let p = |q| crate::stats::percentile_sorted(&v, q).unwrap_or(0.0);
+        let mut exact = ExactSum::default();
+        for &x in &v {
+            exact.add(x);
+        }
+        Summary {
+            n: v.len(),
+            mean: exact.mean(v.len() as u64),
+            p50: p(50.0),
+            p90: p(90.0),
+            p95: p(95.0),
+            p99: p(99.0),
+            max: v.last().copied().unwrap_or(0.0),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// Pushes in batches of any size, with queries in between, give the same answers
+        /// as the naive window at every query: few distinct values (runs of one value
+        /// across blocks), many, small windows that evict within a batch, large ones.
+        #[test]
+        fn batched_merges_match_the_naive_window(
+            capacity in proptest::prop_oneof![1usize..=20, 100usize..=300, 2000usize..=5000],
+            distinct in proptest::prop_oneof![1u64..=3, 1000u64..=1_000_000],
+            chunks in proptest::collection::vec(0usize..3000, 1..12),
+            seed in 0u64..u64::MAX,
+        ) {
+            let mut w = Window::new(capacity);
+            let mut feed = Vec::new();
+            let mut x = seed | 1;
+            for chunk in chunks {
+                for _ in 0..chunk {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let v = (x % distinct) as f64 * 0.001;
+                    w.push(v);
+                    feed.push(v);
+                }
+                proptest::prop_assert_eq!(w.summary(), naive(&feed, capacity));
+                let edges = [0.0005, 0.25, 1.0, 999.0];
+                let want: Vec<usize> = edges
+                    .iter()
+                    .map(|&e| feed[feed.len().saturating_sub(capacity)..].iter().filter(|&&v| v < e).count())
+                    .collect();
+                proptest::prop_assert_eq!(w.counts_below(&edges), want);
+                assert_blocks_hold(&w);
+            }
+        }
+    }
+
+    #[test]
+    fn combined_summary_sees_unmerged_pushes() {
+        let (mut a, mut b) = (Window::new(10_000), Window::new(10_000));
+        let mut feed = Vec::new();
+        // 5,003 is not a multiple of the batch (1,250): three pushes stay pending.
+        for i in 0..5003 {
+            a.push(gen(i));
+            feed.push(gen(i));
+        }
+        for i in 5003..5103 {
+            b.push(gen(i));
+            feed.push(gen(i));
+        }
+        // Nothing queried yet: both windows still hold pending pushes.
+        assert!(!a.sorted.borrow().added.is_empty() && !b.sorted.borrow().added.is_empty());
+        assert_eq!(combined_summary(&a, 5003, &b, 100), naive(&feed, 5103));
+        assert_eq!(combined_summary(&a, 4000, &b, 50), {
+            let mut mixed = feed[1003..5003].to_vec();
+            mixed.extend_from_slice(&feed[5053..]);
+            naive(&mixed, 4050)
+        });
     }
 
     #[test]
