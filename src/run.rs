@@ -49,7 +49,12 @@ impl Failure {
     }
 }
 
-/// The fold of one run's events. `apply` is pure: no I/O, no clock, O(log n) at most.
+/// Decode steps reserved per request in flight when it starts, at most (its output length
+/// says how many it will send; a longer one grows its list).
+const STEPS_RESERVED: usize = 1024;
+
+/// The fold of one run's events. `apply` is pure: no I/O, no clock, and amortised O(log n) at
+/// most.
 #[derive(Clone, Debug, Default)]
 pub struct Run {
     /// The model and workload, once the engine has started.
@@ -82,7 +87,7 @@ pub struct Run {
     /// the request completes, and never when it fails (a failed request is no sample). One
     /// entry per request in flight (a map: a server run has a thousand at once); emptied at a
     /// reset, as the record's reader does.
-    pending_steps: std::collections::HashMap<u64, Vec<f64>>,
+    pending_steps: rustc_hash::FxHashMap<u64, Vec<f64>>,
     /// The server's own view (`--server-metrics`): its last window and its steady span.
     pub server: ServerSteady,
     /// Steady requests by cache outcome and turn, and their lengths.
@@ -108,9 +113,20 @@ impl Run {
                 self.server = ServerSteady::new(info.warmup_requests);
                 self.info = Some(info.as_ref().clone());
             }
-            Event::RequestStarted { warmup, .. } => {
+            Event::RequestStarted {
+                index,
+                warmup,
+                output_tokens,
+                ..
+            } => {
                 self.in_flight_warmup = *warmup;
                 self.started_requests += 1;
+                // Room for the steps it will send (the first token is not a step), so the
+                // list is not grown step by step.
+                let steps = output_tokens.saturating_sub(1).min(STEPS_RESERVED);
+                self.pending_steps
+                    .entry(*index)
+                    .or_insert_with(|| Vec::with_capacity(steps));
             }
             Event::DecodeStep { index, itl_s, .. } => {
                 // With several requests in flight (a server engine), a step belongs to its own
@@ -122,9 +138,7 @@ impl Run {
             }
             Event::RequestDone(r) => {
                 if let Some(steps) = self.take_steps(r.index) {
-                    for itl_s in steps {
-                        self.stats.record_step(itl_s, r.warmup);
-                    }
+                    self.stats.record_steps(&steps, r.warmup);
                 }
                 self.server.request_ended(r.warmup);
                 self.request_done(r)

@@ -33,6 +33,12 @@ pub fn median(values: &[f64]) -> Option<f64> {
 /// [`median`] without the copy: reorders `values` (the finite ones first, partially sorted) and
 /// runs in O(n), for loops that take many medians (bootstrap resamples).
 pub fn median_in_place(values: &mut [f64]) -> Option<f64> {
+    percentile_in_place(values, 50.0)
+}
+
+/// The `q`-th percentile of the finite values, as [`percentile_sorted`] of them sorted, in
+/// O(n) without sorting: reorders `values` as [`median_in_place`] does.
+pub fn percentile_in_place(values: &mut [f64], q: f64) -> Option<f64> {
     let mut n = 0;
     let mut i = 0;
     while i < values.len() {
@@ -45,7 +51,7 @@ pub fn median_in_place(values: &mut [f64]) -> Option<f64> {
     if n == 0 {
         return None;
     }
-    let (lo, hi, gamma) = ranks(n, 50.0);
+    let (lo, hi, gamma) = ranks(n, q);
     let (_, lo_value, right) = values[..n].select_nth_unstable_by(lo, f64::total_cmp);
     let lo_value = *lo_value;
     let hi_value = if hi == lo {
@@ -79,6 +85,27 @@ pub(crate) fn ranks(n: usize, q: f64) -> (usize, usize, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn percentile_in_place_is_percentile_sorted() {
+        let mut x = 3u64;
+        for n in [1usize, 2, 3, 10, 101, 1000] {
+            let values: Vec<f64> = (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x % 50) as f64 * 0.013
+                })
+                .collect();
+            let mut sorted = values.clone();
+            sorted.sort_by(f64::total_cmp);
+            for q in [0.0, 1.0, 50.0, 90.0, 95.0, 99.0, 100.0] {
+                let got = percentile_in_place(&mut values.clone(), q);
+                assert_eq!(got, percentile_sorted(&sorted, q), "n {n}, q {q}");
+            }
+        }
+    }
     use crate::stats::Summary;
 
     /// (data, [p50, p90, p95, p99], mean, max) from numpy 2.x:

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use super::scale::{Axis, Histogram};
@@ -129,21 +130,44 @@ impl Membership {
     }
 
     fn push(&mut self, warmup: bool) {
-        match self.runs.back_mut() {
-            Some((w, count)) if *w == warmup && *count < u32::MAX => *count += 1,
-            _ => self.runs.push_back((warmup, 1)),
-        }
-        self.len += 1;
-        self.warmup += usize::from(warmup);
-        if self.len > self.capacity {
-            if let Some((w, count)) = self.runs.front_mut() {
-                let w = *w;
-                *count -= 1;
-                if *count == 0 {
-                    self.runs.pop_front();
+        self.push_n(warmup, 1);
+    }
+
+    /// `n` samples of the same kind, then the oldest evicted down to the capacity.
+    fn push_n(&mut self, warmup: bool, n: usize) {
+        let mut left = n;
+        while left > 0 {
+            let take = match self.runs.back_mut() {
+                Some((w, count)) if *w == warmup && *count < u32::MAX => {
+                    let take = left.min((u32::MAX - *count) as usize);
+                    *count += take as u32;
+                    take
                 }
-                self.len -= 1;
-                self.warmup -= usize::from(w);
+                _ => {
+                    let take = left.min(u32::MAX as usize);
+                    self.runs.push_back((warmup, take as u32));
+                    take
+                }
+            };
+            left -= take;
+        }
+        self.len += n;
+        if warmup {
+            self.warmup += n;
+        }
+        while self.len > self.capacity {
+            let Some((w, count)) = self.runs.front_mut() else {
+                break;
+            };
+            let w = *w;
+            let drop = (*count as usize).min(self.len - self.capacity);
+            *count -= drop as u32;
+            if *count == 0 {
+                self.runs.pop_front();
+            }
+            self.len -= drop;
+            if w {
+                self.warmup -= drop;
             }
         }
     }
@@ -162,13 +186,16 @@ impl Membership {
 /// One metric's samples. Only steady and warmup samples are stored (plus the last `recent`
 /// steady ones); the windows that mix them ("all": the last `long` samples, warmup
 /// included; "recent, warmup included": the last `recent`) are the newest samples of each,
-/// in the proportions `Membership` counts, summarised without being built. A steady sample
-/// is two window pushes, a warmup sample one.
+/// in the proportions `Membership` counts, summarised without being built. The recent
+/// windows are the newest `recent` samples of the long ones, copied out when they are read
+/// (a table is read twice a second, a decode step pushed up to 100,000 times), so every
+/// sample is one window push.
 #[derive(Clone, Debug)]
 struct MetricWindows {
     steady: Window,
     warmup: Window,
-    recent_steady: Window,
+    /// How many samples the recent windows hold (at most the long windows' capacity).
+    recent: usize,
     all: Membership,
     recent_all: Membership,
 }
@@ -180,7 +207,7 @@ impl MetricWindows {
         Self {
             steady: Window::new(long),
             warmup: Window::new(long),
-            recent_steady: Window::new(recent),
+            recent,
             all: Membership::new(long),
             recent_all: Membership::new(recent),
         }
@@ -196,16 +223,37 @@ impl MetricWindows {
             self.warmup.push(v);
         } else {
             self.steady.push(v);
-            self.recent_steady.push(v);
         }
+    }
+
+    /// Several samples of the same kind (a request's decode steps): the same as pushing them
+    /// one by one, with the membership counted once.
+    fn push_all(&mut self, values: &[f64], warmup: bool) {
+        let n = values.iter().filter(|&&v| is_sample(v)).count();
+        if n == 0 {
+            return;
+        }
+        self.all.push_n(warmup, n);
+        self.recent_all.push_n(warmup, n);
+        let samples = values.iter().copied().filter(|&v| is_sample(v));
+        let window = if warmup {
+            &mut self.warmup
+        } else {
+            &mut self.steady
+        };
+        samples.for_each(|v| window.push(v));
     }
 
     fn clear(&mut self) {
         self.steady.clear();
         self.warmup.clear();
-        self.recent_steady.clear();
         self.all.clear();
         self.recent_all.clear();
+    }
+
+    /// The last `recent` steady samples, as a window of their own.
+    fn recent_steady(&self) -> Window {
+        self.steady.newest(self.recent)
     }
 
     fn summary(&self, kind: WindowKind, include_warmup: bool) -> Summary {
@@ -214,8 +262,8 @@ impl MetricWindows {
         };
         match (kind, include_warmup) {
             (WindowKind::Steady, false) => self.steady.summary(),
-            (WindowKind::Recent, false) => self.recent_steady.summary(),
-            (WindowKind::Recent, true) => mixed(&self.recent_steady, &self.recent_all),
+            (WindowKind::Recent, false) => self.recent_steady().summary(),
+            (WindowKind::Recent, true) => mixed(&self.recent_steady(), &self.recent_all),
             (WindowKind::Steady, true) | (WindowKind::All, _) => mixed(&self.steady, &self.all),
         }
     }
@@ -225,12 +273,14 @@ impl MetricWindows {
     /// The windows whose samples a histogram of this window counts: the window itself when it
     /// is stored, else the stored steady and warmup windows it mixes (in full: their n can
     /// exceed the mixed window's once the long window has wrapped).
-    fn parts(&self, kind: WindowKind, include_warmup: bool) -> Vec<&Window> {
+    fn parts(&self, kind: WindowKind, include_warmup: bool) -> Vec<Cow<'_, Window>> {
+        let recent = || Cow::Owned(self.recent_steady());
+        let (steady, warmup) = (Cow::Borrowed(&self.steady), Cow::Borrowed(&self.warmup));
         match (kind, include_warmup) {
-            (WindowKind::Steady, false) => vec![&self.steady],
-            (WindowKind::Recent, false) => vec![&self.recent_steady],
-            (WindowKind::Recent, true) => vec![&self.recent_steady, &self.warmup],
-            (WindowKind::Steady, true) | (WindowKind::All, _) => vec![&self.steady, &self.warmup],
+            (WindowKind::Steady, false) => vec![steady],
+            (WindowKind::Recent, false) => vec![recent()],
+            (WindowKind::Recent, true) => vec![recent(), warmup],
+            (WindowKind::Steady, true) | (WindowKind::All, _) => vec![steady, warmup],
         }
     }
 }
@@ -251,9 +301,10 @@ impl Table {
     }
 }
 
-/// The statistics of one run. A push is O(log n) plus a `memmove` of at most one block; a
-/// summary is one walk over the block lengths (O(n / 512)), cheap enough to recompute the
-/// whole table every frame.
+/// The statistics of one run. A sample is one window push (amortised tens of ns, see
+/// `stats::window`); a summary is one walk over the block lengths (O(n / 128)), and a
+/// recent view copies out its newest samples (O(recent)), cheap enough to recompute the
+/// whole table twice a second.
 #[derive(Clone, Debug)]
 pub struct RunStats {
     metrics: Vec<MetricWindows>,
@@ -310,6 +361,13 @@ impl RunStats {
     pub fn record_step(&mut self, itl_s: f64, warmup: bool) {
         self.steps += 1;
         self.push(Metric::Itl, itl_s, warmup);
+    }
+
+    /// Adds a request's decode steps' inter-token latencies, in order: the same as
+    /// `record_step` for each.
+    pub fn record_steps(&mut self, itls_s: &[f64], warmup: bool) {
+        self.steps += itls_s.len() as u64;
+        self.metrics[Metric::Itl.index()].push_all(itls_s, warmup);
     }
 
     fn push(&mut self, metric: Metric, v: f64, warmup: bool) {
@@ -420,6 +478,7 @@ mod tests {
         let mut m = MetricWindows::new(long, recent);
         let mut all = Window::new(long);
         let mut recent_all = Window::new(recent);
+        let mut recent_steady = Window::new(recent);
         let mut x = 7u64;
         for i in 0..3_000u64 {
             x = x
@@ -440,7 +499,15 @@ mod tests {
             m.push(v, warmup);
             all.push(v);
             recent_all.push(v);
+            if !warmup {
+                recent_steady.push(v);
+            }
             if i % 7 == 0 || (20..80).contains(&i) {
+                assert_eq!(
+                    m.summary(WindowKind::Recent, false),
+                    recent_steady.summary(),
+                    "i={i}"
+                );
                 assert_eq!(m.summary(WindowKind::All, false), all.summary(), "i={i}");
                 assert_eq!(m.summary(WindowKind::Steady, true), all.summary());
                 assert_eq!(
@@ -454,6 +521,45 @@ mod tests {
         m.push(-1.0, false);
         assert_eq!(m.summary(WindowKind::All, false), all.summary());
         assert_eq!(m.summary(WindowKind::All, false).n, long);
+    }
+
+    /// A request's steps pushed together give what pushing them one by one gives, in every
+    /// window, through evictions that cut runs of warmup and steady samples.
+    #[test]
+    fn steps_pushed_together_match_steps_pushed_one_by_one() {
+        let (long, recent) = (60, 9);
+        let mut together = MetricWindows::new(long, recent);
+        let mut one_by_one = MetricWindows::new(long, recent);
+        let mut x = 11u64;
+        for i in 0..400u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let r = x >> 33;
+            let warmup = i < 5 || r.is_multiple_of(7);
+            // 0 to 80 steps: some requests are longer than the long window.
+            let steps: Vec<f64> = (0..r % 81)
+                .map(|k| match (r + k) % 13 {
+                    0 => f64::NAN,
+                    _ => ((r >> 8) % 997 + k) as f64 * 1e-4,
+                })
+                .collect();
+            together.push_all(&steps, warmup);
+            for &v in &steps {
+                one_by_one.push(v, warmup);
+            }
+            for kind in [WindowKind::Steady, WindowKind::Recent, WindowKind::All] {
+                for warm in [false, true] {
+                    assert_eq!(
+                        together.summary(kind, warm),
+                        one_by_one.summary(kind, warm),
+                        "request {i}, {kind:?}, warmup included {warm}"
+                    );
+                }
+            }
+            assert_eq!(together.all.runs, one_by_one.all.runs, "request {i}");
+            assert_eq!(together.recent_all.runs, one_by_one.recent_all.runs);
+        }
     }
 
     #[test]
