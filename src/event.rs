@@ -446,7 +446,7 @@ pub enum Event {
     Paused,
     Resumed,
     StatsReset,
-    WorkloadChanged(WorkloadDesc),
+    WorkloadChanged(Box<WorkloadDesc>),
     /// The server's own view over the last window (`--server-metrics`).
     ServerMetrics(Box<ServerWindow>),
     /// A sweep's cell starts; the events up to its engine's `Finished` are the cell's, and the

@@ -191,7 +191,7 @@ impl Sim {
         s.think_s = think_s;
         s.start(5, 128, 16);
         s.requests(0, 45, 5);
-        s.apply(Event::WorkloadChanged(workload(256, 16)));
+        s.apply(Event::WorkloadChanged(Box::new(workload(256, 16))));
         s.requests(45, 25, 5);
         s
     }

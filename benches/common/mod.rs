@@ -125,7 +125,10 @@ impl Feed {
         // A workload change every 2,500 requests (a boundary marker, a line in the events pane).
         if index > 0 && index.is_multiple_of(2_500) {
             self.prompt = if self.prompt == 128 { 256 } else { 128 };
-            out.push((self.t, Event::WorkloadChanged(workload(self.prompt))));
+            out.push((
+                self.t,
+                Event::WorkloadChanged(Box::new(workload(self.prompt))),
+            ));
         }
         let warmup = index < WARMUP;
         out.push((

@@ -539,7 +539,7 @@ fn adjust(
         return;
     }
     *w = next;
-    let _ = tx.send(Event::WorkloadChanged(w.describe()));
+    let _ = tx.send(Event::WorkloadChanged(Box::new(w.describe())));
 }
 
 /// What the worker measures with: the model on its device, the GPU timer, and where results go.

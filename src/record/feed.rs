@@ -382,7 +382,9 @@ impl Feeder {
                         self.barrier = t;
                         Some(Event::StatsReset)
                     }
-                    RunEvent::WorkloadChanged { detail } => Some(Event::WorkloadChanged(detail)),
+                    RunEvent::WorkloadChanged { detail } => {
+                        Some(Event::WorkloadChanged(Box::new(detail)))
+                    }
                     RunEvent::Error { detail } => Some(Event::Error {
                         message: detail.message,
                         fatal: detail.fatal,

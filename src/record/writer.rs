@@ -183,9 +183,9 @@ impl Recorder {
             Event::Paused => self.line(&event(RunEvent::Paused)),
             Event::Resumed => self.line(&event(RunEvent::Resumed)),
             Event::StatsReset => self.line(&event(RunEvent::StatsReset)),
-            Event::WorkloadChanged(w) => {
-                self.line(&event(RunEvent::WorkloadChanged { detail: w.clone() }))
-            }
+            Event::WorkloadChanged(w) => self.line(&event(RunEvent::WorkloadChanged {
+                detail: w.as_ref().clone(),
+            })),
             Event::Error { message, fatal } => {
                 self.line(&event(RunEvent::Error {
                     detail: ErrorDetail {

@@ -619,7 +619,7 @@ impl App {
                         desc.load_text()
                     ),
                 );
-                self.workload = Some(desc.clone());
+                self.workload = Some(desc.as_ref().clone());
                 self.pending_boundary = true;
                 self.clear_outlier_reference();
                 self.invalidate();
@@ -1169,12 +1169,12 @@ mod tests {
             app.apply(&done(i, false, 0.010));
             app.refresh();
         }
-        app.apply(&Event::WorkloadChanged(WorkloadDesc {
+        app.apply(&Event::WorkloadChanged(Box::new(WorkloadDesc {
             prompt_tokens: "16".into(),
             output_tokens: "4".into(),
             batch: 1,
             load: None,
-        }));
+        })));
         app.refresh();
         app.apply(&done(40, false, 0.030));
         assert!(warnings(&app).is_empty(), "{:?}", warnings(&app));

@@ -96,7 +96,7 @@ pub(super) async fn run(
                     cfg.adjust_load(steps);
                     cap = cfg.in_flight_cap();
                     arrivals = Arrivals::new(cfg.rate, cfg.burstiness, cfg.seed ^ conversation)?;
-                    let _ = tx.send(Event::WorkloadChanged(cfg.describe()));
+                    let _ = tx.send(Event::WorkloadChanged(Box::new(cfg.describe())));
                 }
                 Ok(Control::AdjustOutputTokens(_) | Control::AdjustPromptTokens(_)) => {
                     let _ = tx.send(Event::Error {

@@ -514,7 +514,7 @@ async fn run(
                 }
                 Ok(Control::AdjustOutputTokens(delta)) => {
                     cfg.output = cfg.output.plus(delta);
-                    let _ = tx.send(Event::WorkloadChanged(cfg.describe()));
+                    let _ = tx.send(Event::WorkloadChanged(Box::new(cfg.describe())));
                 }
                 Ok(Control::AdjustLoad(steps)) => {
                     let before = cfg.replay;
@@ -533,11 +533,11 @@ async fn run(
                             next_due = due;
                         }
                     }
-                    let _ = tx.send(Event::WorkloadChanged(cfg.describe()));
+                    let _ = tx.send(Event::WorkloadChanged(Box::new(cfg.describe())));
                 }
                 Ok(Control::AdjustPromptTokens(steps)) => {
                     cfg.prompt = cfg.prompt.doubled(steps);
-                    let _ = tx.send(Event::WorkloadChanged(cfg.describe()));
+                    let _ = tx.send(Event::WorkloadChanged(Box::new(cfg.describe())));
                 }
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => return Ok(StopReason::UserStop),
