@@ -8,6 +8,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::table::BuildColumns;
 use super::{CellEnding, CellResult, CellTally};
 use crate::event::StopReason;
 use crate::record::compare::{compare_records, CompareOptions, MetricChange, Verdict};
@@ -303,40 +304,15 @@ impl SweepComparison {
         for w in &self.warnings {
             out.push_str(&format!("Warning: {w}.\n\n"));
         }
-        let any = |f: &dyn Fn(&CellParams) -> bool| self.cells.iter().any(|c| f(&c.params));
-        let (model, dtype, threads) = (
-            any(&|p| p.model.is_some()),
-            any(&|p| p.dtype.is_some()),
-            any(&|p| p.threads.is_some()),
-        );
+        let columns = BuildColumns::of(self.cells.iter().map(|c| &c.params));
         let mut head = String::from("|");
         let mut align = String::from("|");
-        for (shown, name, a) in [
-            (model, " model |", "---|"),
-            (dtype, " dtype |", "---|"),
-            (threads, " threads |", "---:|"),
-        ] {
-            if shown {
-                head.push_str(name);
-                align.push_str(a);
-            }
-        }
+        columns.head(&mut head, &mut align);
         out.push_str(&format!("{head} batch | prompt | output | conc | rate | TTFT | TPOT | E2E |\n{align}---:|---|---|---:|---:|---|---|---|\n"));
         for c in &self.cells {
             let p = &c.params;
             let mut build = String::from("|");
-            if model {
-                build.push_str(&format!(" {} |", p.model.as_deref().unwrap_or("-")));
-            }
-            if dtype {
-                build.push_str(&format!(" {} |", p.dtype.as_deref().unwrap_or("-")));
-            }
-            if threads {
-                build.push_str(&format!(
-                    " {} |",
-                    p.threads.map_or("-".into(), |t| t.to_string())
-                ));
-            }
+            columns.cells(p, &mut build);
             let verdict = |key: &str| {
                 c.metrics
                     .iter()

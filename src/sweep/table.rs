@@ -6,6 +6,7 @@ use serde_json::{json, Value};
 
 use super::analysis::Findings;
 use super::{is_server, CellResult};
+use crate::event::CellParams;
 use crate::record::line::{CellStatus, PrefixCache};
 use crate::stats::Summary;
 
@@ -99,16 +100,6 @@ impl SweepTable<'_> {
         self.cells.iter().any(|c| is_server(&c.params))
     }
 
-    /// Which of model, dtype and threads the grid varies (each a column when it does).
-    fn build_columns(&self) -> [bool; 3] {
-        let any = |f: &dyn Fn(&CellResult) -> bool| self.cells.iter().any(f);
-        [
-            any(&|c| c.params.model.is_some()),
-            any(&|c| c.params.dtype.is_some()),
-            any(&|c| c.params.threads.is_some()),
-        ]
-    }
-
     pub fn render(&self, format: SweepFormat) -> String {
         match format {
             SweepFormat::Md => self.to_markdown(),
@@ -146,20 +137,11 @@ impl SweepTable<'_> {
 
     fn to_markdown(&self) -> String {
         let server = self.server();
-        let [model, dtype, threads] = self.build_columns();
+        let build = BuildColumns::of(self.cells.iter().map(|c| &c.params));
         let mut out = format!("\n{}\n\n", self.title);
         let mut head = String::from("| cell |");
         let mut align = String::from("|---:|");
-        for (shown, name, a) in [
-            (model, " model |", "---|"),
-            (dtype, " dtype |", "---|"),
-            (threads, " threads |", "---:|"),
-        ] {
-            if shown {
-                head.push_str(name);
-                align.push_str(a);
-            }
-        }
+        build.head(&mut head, &mut align);
         head.push_str(" batch | prompt | output |");
         align.push_str("---:|---|---|");
         if server {
@@ -181,18 +163,7 @@ impl SweepTable<'_> {
         for c in self.cells {
             let p = &c.params;
             let mut row = format!("| {} |", c.cell);
-            if model {
-                row.push_str(&format!(" {} |", p.model.as_deref().unwrap_or("-")));
-            }
-            if dtype {
-                row.push_str(&format!(" {} |", p.dtype.as_deref().unwrap_or("-")));
-            }
-            if threads {
-                row.push_str(&format!(
-                    " {} |",
-                    p.threads.map_or("-".into(), |t| t.to_string())
-                ));
-            }
+            build.cells(p, &mut row);
             row.push_str(&format!(
                 " {} | {} | {} |",
                 p.batch, p.prompt_tokens, p.output_tokens
@@ -320,5 +291,52 @@ impl SweepTable<'_> {
             ));
         }
         out
+    }
+}
+
+/// The Markdown columns of a llama-bench-style grid (model, dtype, threads), each shown only
+/// when some cell names it: the sweep's table and the comparison of two sweeps write the same.
+pub(crate) struct BuildColumns {
+    model: bool,
+    dtype: bool,
+    threads: bool,
+}
+
+impl BuildColumns {
+    pub(crate) fn of<'a>(cells: impl Iterator<Item = &'a CellParams> + Clone) -> Self {
+        let any = |f: fn(&CellParams) -> bool| cells.clone().any(f);
+        BuildColumns {
+            model: any(|p| p.model.is_some()),
+            dtype: any(|p| p.dtype.is_some()),
+            threads: any(|p| p.threads.is_some()),
+        }
+    }
+
+    /// Appends the shown columns' names to `head` and their alignments to `align`.
+    pub(crate) fn head(&self, head: &mut String, align: &mut String) {
+        for (shown, name, a) in [
+            (self.model, " model |", "---|"),
+            (self.dtype, " dtype |", "---|"),
+            (self.threads, " threads |", "---:|"),
+        ] {
+            if shown {
+                head.push_str(name);
+                align.push_str(a);
+            }
+        }
+    }
+
+    /// Appends one cell's values of the shown columns (`-` where it names none) to `row`.
+    pub(crate) fn cells(&self, p: &CellParams, row: &mut String) {
+        if self.model {
+            row.push_str(&format!(" {} |", p.model.as_deref().unwrap_or("-")));
+        }
+        if self.dtype {
+            row.push_str(&format!(" {} |", p.dtype.as_deref().unwrap_or("-")));
+        }
+        if self.threads {
+            let t = p.threads.map_or("-".into(), |t| t.to_string());
+            row.push_str(&format!(" {t} |"));
+        }
     }
 }
