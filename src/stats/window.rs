@@ -7,14 +7,18 @@
 //! - the samples are kept twice: in arrival order (a ring, for eviction and `iter`) and as
 //!   an ordered multiset of *sorted blocks* of at most [`BLOCK_MAX`] values. The sorted side
 //!   is brought up to date in batches. A push appends to the ring, and its value (and the
-//!   value it evicts) to two pending lists. The first query after that, or a full list
-//!   ([`pending_limit`]), sorts the lists and merges them into the blocks in one forward
-//!   pass. Blocks no change falls in are kept as they are. A block with a few changes is
-//!   edited in place (a binary search and a `memmove` each). A block with many is
-//!   rewritten by two branch-free passes, then cut into blocks when it outgrows
-//!   `BLOCK_MAX` or joined to a neighbour under [`BLOCK_MIN`]. Pushing one by one into the
-//!   blocks instead cost two cache-missing binary searches and a `memmove` per sample: at
-//!   100,000 decode steps a second, most of the dashboard's CPU;
+//!   value it evicts) to two pending lists. The first query after that sorts the lists
+//!   (by radix) and merges them into the blocks in one forward pass. Blocks no change falls
+//!   in are kept as they are. A block with a few changes is edited in place (a binary
+//!   search and a `memmove` each). A block with many is rewritten by two branch-free
+//!   passes, then cut into blocks when it outgrows `BLOCK_MAX` or joined to a neighbour
+//!   under [`BLOCK_MIN`]. Pushing one by one into the blocks instead cost two cache-missing
+//!   binary searches and a `memmove` per sample: at 100,000 decode steps a second, most of
+//!   the dashboard's CPU;
+//! - once the lists reach a quarter of the samples ([`rebuild_at`]), a merge would rewrite
+//!   every block anyway: the window stops listing and its next query sorts all the samples
+//!   afresh. A window pushed much faster than it is read (100,000 ITLs a second, read twice)
+//!   then costs a ring write per push and one radix sort per read;
 //! - rank selection walks the block lengths (about a thousand at 100,000 samples), so the
 //!   nine ranks a summary needs cost O(n / block) in one pass;
 //! - the sum is an exact fixed-point integer (a Kulisch accumulator: every finite
@@ -27,8 +31,9 @@
 //!
 //! Memory: 8 B per sample in the ring plus 8 B per sample in the blocks (each block's
 //! allocation is its length rounded up to 16 values), plus the pending lists (at most
-//! 2 × 8 B × [`pending_limit`]: 400 KB, 4 B per sample, for a 100,000-sample window), about
-//! 21 B per sample in all, and 272 B per window for the sum.
+//! 2 × 8 B × [`rebuild_at`]: 400 KB, 4 B per sample, for a 100,000-sample window), about
+//! 21 B per sample in all, and 272 B per window for the sum; a fresh sort takes a copy of
+//! the samples (8 B each) while it runs.
 
 use std::cell::{Ref, RefCell};
 use std::collections::VecDeque;
@@ -46,13 +51,14 @@ const BLOCK_MIN: usize = BLOCK_MAX / 8;
 /// without splitting, and what is left over (more than `BLOCK_MAX - FILL`) is never small.
 const FILL: usize = BLOCK_MAX * 3 / 4;
 
-/// Pending values a window holds before it merges them into its blocks whether or not it is
-/// queried: a quarter of the capacity, between 16 and 32,768. Larger batches spread the
-/// pass over the blocks over more pushes (at 25,000 into 100,000 samples, four values
-/// rewritten per push: 63 ns a push, against 81 ns at an eighth); the bound keeps a window
-/// that is pushed to but never read from growing.
-fn pending_limit(capacity: usize) -> usize {
-    (capacity / 4).clamp(16, 32768)
+/// Pushes a window takes into its pending lists before it stops listing them and marks its
+/// blocks for a fresh sort of all its samples instead: a quarter of its samples (at least
+/// 16). Past that, sorting the samples afresh when next read costs less than sorting the
+/// lists and rewriting every block, and a window pushed faster than it is read (100,000 ITLs
+/// a second, read twice) takes each further push into its ring alone. Nothing grows with
+/// pushes: the lists stay under a quarter of the capacity.
+fn rebuild_at(len: usize) -> usize {
+    (len / 4).max(16)
 }
 
 /// The last `capacity` samples in arrival order, plus the same samples as an ordered multiset
@@ -75,19 +81,33 @@ fn reserve_pending(list: &mut Vec<u64>, limit: usize) {
     }
 }
 
-/// Sorted blocks plus the keys added and removed since they were last brought up to date.
+/// Sorted blocks plus the keys added and removed since they were last brought up to date,
+/// or, once those are too many (`rebuild_at`), a mark that the blocks are to be sorted
+/// afresh from the samples.
 #[derive(Clone, Debug, Default)]
 struct Lazy {
     blocks: SortedBlocks,
     added: Vec<u64>,
     removed: Vec<u64>,
+    stale: bool,
 }
 
 impl Lazy {
-    fn settle(&mut self) {
-        if !self.added.is_empty() || !self.removed.is_empty() {
+    /// Brings the blocks up to date with `order`, the window's samples.
+    fn settle(&mut self, order: &VecDeque<f64>) {
+        if self.stale {
+            self.stale = false;
+            self.blocks.rebuild(order.iter().map(|&v| key(v)).collect());
+        } else if !self.added.is_empty() || !self.removed.is_empty() {
             self.blocks.apply(&mut self.added, &mut self.removed);
         }
+    }
+
+    /// Stops listing pushes: the next read sorts the samples afresh.
+    fn mark_stale(&mut self) {
+        self.stale = true;
+        self.added.clear();
+        self.removed.clear();
     }
 }
 
@@ -131,10 +151,13 @@ impl Window {
         // -0.0 + 0.0 == +0.0, whose bits order first.
         let v = v + 0.0;
         let lazy = self.sorted.get_mut();
+        let limit = rebuild_at(self.capacity);
         if self.order.len() == self.capacity {
             if let Some(old) = self.order.pop_front() {
-                reserve_pending(&mut lazy.removed, pending_limit(self.capacity));
-                lazy.removed.push(key(old));
+                if !lazy.stale {
+                    reserve_pending(&mut lazy.removed, limit);
+                    lazy.removed.push(key(old));
+                }
                 self.sum.sub(old);
             }
         } else if self.order.len() == self.order.capacity() {
@@ -143,12 +166,13 @@ impl Window {
             self.order.reserve_exact(want - self.order.len());
         }
         self.order.push_back(v);
-        let limit = pending_limit(self.capacity);
-        reserve_pending(&mut lazy.added, limit);
-        lazy.added.push(key(v));
         self.sum.add(v);
-        if lazy.added.len() >= limit {
-            lazy.settle();
+        if !lazy.stale {
+            reserve_pending(&mut lazy.added, limit);
+            lazy.added.push(key(v));
+            if lazy.added.len() >= rebuild_at(self.order.len()) {
+                lazy.mark_stale();
+            }
         }
     }
 
@@ -160,7 +184,7 @@ impl Window {
 
     /// The sorted blocks, with every push merged in.
     fn settled(&self) -> Ref<'_, SortedBlocks> {
-        self.sorted.borrow_mut().settle();
+        self.sorted.borrow_mut().settle(&self.order);
         Ref::map(self.sorted.borrow(), |l| &l.blocks)
     }
 
@@ -170,12 +194,10 @@ impl Window {
         let mut w = Window::new(k);
         let skip = self.len().saturating_sub(w.capacity);
         w.order.extend(self.order.iter().skip(skip));
-        let lazy = w.sorted.get_mut();
-        lazy.added.reserve_exact(w.order.len());
         for &v in &w.order {
             w.sum.add(v);
-            lazy.added.push(key(v));
         }
+        w.sorted.get_mut().stale = true;
         w
     }
 
@@ -393,6 +415,33 @@ impl SortedBlocks {
         self.len
     }
 
+    /// Exactly `keys` (in any order), in blocks of at most `FILL` as even as they come
+    /// (so none is under `BLOCK_MIN` unless it is the only one), written into the old
+    /// blocks' allocations while they last.
+    fn rebuild(&mut self, mut keys: Vec<u64>) {
+        radsort::sort(&mut keys);
+        let n = keys.len();
+        let count = n.div_ceil(FILL);
+        let mut spare = std::mem::take(&mut self.blocks);
+        spare.truncate(count);
+        self.blocks.reserve_exact(count);
+        self.maxes.clear();
+        let mut start = 0;
+        for i in 0..count {
+            // The first `n % count` blocks take one more.
+            let len = n / count + usize::from(i < n % count);
+            let values = &keys[start..start + len];
+            start += len;
+            let mut block = spare.pop().unwrap_or_default();
+            block.clear();
+            block.reserve_exact(block_room(len));
+            block.extend_from_slice(values);
+            self.maxes.push(values[len - 1]);
+            self.blocks.push(block);
+        }
+        self.len = n;
+    }
+
     /// Adds `added` and takes out `removed` (each a multiset, in any order; `removed` must be
     /// contained in this plus `added`). Both lists are sorted, copies in both cancel, and the
     /// rest is merged in one forward pass: a block no change falls in is moved as it is, the
@@ -400,8 +449,8 @@ impl SortedBlocks {
     /// `BLOCK_MAX`, and joined to a neighbour when under `BLOCK_MIN`. The lists are left
     /// empty, their allocations kept for the next batch.
     fn apply(&mut self, added: &mut Vec<u64>, removed: &mut Vec<u64>) {
-        added.sort_unstable();
-        removed.sort_unstable();
+        radsort::sort(added);
+        radsort::sort(removed);
         cancel_common(added, removed);
         let old = std::mem::take(&mut self.blocks);
         self.maxes.clear();
@@ -1079,7 +1128,6 @@ mod tests {
     fn combined_summary_sees_unmerged_pushes() {
         let (mut a, mut b) = (Window::new(10_000), Window::new(10_000));
         let mut feed = Vec::new();
-        // 5,003 is not a multiple of the batch (1,250): three pushes stay pending.
         for i in 0..5003 {
             a.push(gen(i));
             feed.push(gen(i));
@@ -1087,9 +1135,15 @@ mod tests {
         for i in 5003..5103 {
             b.push(gen(i));
             feed.push(gen(i));
+            if i == 5090 {
+                b.summary();
+            }
         }
-        // Nothing queried yet: both windows still hold pending pushes.
-        assert!(!a.sorted.borrow().added.is_empty() && !b.sorted.borrow().added.is_empty());
+        // Never queried, `a` waits for a fresh sort; `b` holds the twelve pushes since its
+        // last query in its lists.
+        assert!(a.sorted.borrow().stale);
+        assert_eq!(b.sorted.borrow().added.len(), 12);
+        assert!(!b.sorted.borrow().stale);
         assert_eq!(combined_summary(&a, 5003, &b, 100), naive(&feed, 5103));
         assert_eq!(combined_summary(&a, 4000, &b, 50), {
             let mut mixed = feed[1003..5003].to_vec();
