@@ -42,7 +42,9 @@ pub(super) fn stdin_hung_up(timeout: Duration) -> std::io::Result<bool> {
         events: libc::POLLIN,
         revents: 0,
     };
-    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // Rounded up: a wait truncated to whole milliseconds returns at once for the last
+    // fraction of one, and the screen loop then spun on `poll(0)` until its frame was due.
+    let ms = timeout.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32;
     // SAFETY: one valid pollfd for the duration of the call.
     let r = unsafe { libc::poll(&mut pfd, 1, ms) };
     if r < 0 {
