@@ -256,7 +256,11 @@ fn measure(sc: Scenario) -> Figures {
             Event::RequestStarted { .. } => {
                 start.get_or_insert_with(Instant::now);
             }
-            Event::DecodeStep { index, itl_s, .. } => steps.entry(index).or_default().push(itl_s),
+            Event::DecodeSteps(batch) => {
+                for s in batch {
+                    steps.entry(s.index).or_default().push(s.itl_s);
+                }
+            }
             Event::RequestDone(r) => {
                 let itls = steps.remove(&r.index).unwrap_or_default();
                 let text = r.text.clone().unwrap_or_default();

@@ -695,7 +695,11 @@ fn inproc(s: &Settings) {
                 Event::RequestStarted { index, warmup, .. } if !warmup => {
                     started_in.insert(*index, mode);
                 }
-                Event::DecodeStep { itl_s, .. } => stats.record_step(*itl_s, false),
+                Event::DecodeSteps(steps) => {
+                    for s in steps {
+                        stats.record_step(s.itl_s, false);
+                    }
+                }
                 Event::RequestDone(r) => {
                     stats.record_request(r);
                     if started_in.remove(&r.index) == Some(mode) {

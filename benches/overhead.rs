@@ -119,10 +119,12 @@ fn harness(preset: &str, with_telemetry: bool) -> Vec<f64> {
     for ev in rx.iter() {
         match ev {
             Event::RequestStarted { warmup, .. } => warm = warmup,
-            Event::DecodeStep { itl_s, .. } => {
-                stats.record_step(itl_s, warm);
-                if !warm {
-                    steps.push(itl_s);
+            Event::DecodeSteps(batch) => {
+                for s in batch {
+                    stats.record_step(s.itl_s, warm);
+                    if !warm {
+                        steps.push(s.itl_s);
+                    }
                 }
             }
             Event::RequestDone(r) => stats.record_request(&r),

@@ -2,7 +2,7 @@
 //! amortised, percentile bookkeeping included), with full windows (the standard feed of
 //! `common`: 100,000 decode steps, so every push also evicts the oldest sample):
 //!
-//! - `apply/decode_step`: `App::apply(&Event::DecodeStep)`: the step ring, the current
+//! - `apply/decode_step`: `App::apply` of one decode step: the step ring, the current
 //!   request, and the step kept until its request completes;
 //! - `run_stats/record_step` and `run_stats/record_request`: the statistics alone;
 //! - `run_stats/table_100k/*`: `RunStats::table` (6 metrics: mean, p50, p90, p95, p99, max,
@@ -16,9 +16,10 @@
 //!   same after 100,000 requests (1,000,000 steps), when every window is full: the ceiling of
 //!   a long run;
 //! - `window_push/current`: one `stats::Window::push` at 100,000 samples (evict + insert,
-//!   merged into the sorted blocks in batches), never read; `read_every_500` and
-//!   `read_every_5000` read a summary every 500 or 5,000 pushes, as the dashboard reads its
-//!   windows twice a second at 1,000 requests/s (a request metric) and 10,000 steps/s (ITL).
+//!   merged into the sorted blocks in batches), never read; `read_every_500`,
+//!   `read_every_5000` and `read_every_50000` read a summary every 500, 5,000 or 50,000
+//!   pushes, as the dashboard reads its windows twice a second at 1,000 requests/s (a
+//!   request metric), 10,000 and 100,000 steps/s (ITL).
 //!   A decode step is one push: the recent and warmup-including windows are derived from
 //!   the steady and warmup ones.
 //!
@@ -52,12 +53,8 @@ fn state(c: &mut Criterion) {
         group.bench_function("decode_step", |b| {
             b.iter(|| {
                 i += 1;
-                let ev = Event::DecodeStep {
-                    index,
-                    step: (i % 10) as u32 + 1,
-                    itl_s: values[i % values.len()],
-                    gpu_s: None,
-                };
+                let ev =
+                    Event::decode_step(index, (i % 10) as u32 + 1, values[i % values.len()], None);
                 app.apply(black_box(&ev));
             })
         });
@@ -153,12 +150,12 @@ fn state(c: &mut Criterion) {
         group.bench_function("dirty/table", |b| {
             b.iter(|| {
                 i += 1;
-                app.apply(&Event::DecodeStep {
-                    index: common::REQUESTS,
-                    step: 1,
-                    itl_s: values[i % values.len()],
-                    gpu_s: None,
-                });
+                app.apply(&Event::decode_step(
+                    common::REQUESTS,
+                    1,
+                    values[i % values.len()],
+                    None,
+                ));
                 app.refresh();
             })
         });
@@ -172,12 +169,12 @@ fn state(c: &mut Criterion) {
         let mut i = 0usize;
         let mut step = |app: &mut App| {
             i += 1;
-            app.apply(&Event::DecodeStep {
-                index: 100_000,
-                step: 1,
-                itl_s: values[i % values.len()],
-                gpu_s: None,
-            });
+            app.apply(&Event::decode_step(
+                100_000,
+                1,
+                values[i % values.len()],
+                None,
+            ));
         };
         group.bench_function("dirty_100k_requests/table", |b| {
             b.iter(|| {
@@ -201,9 +198,10 @@ fn state(c: &mut Criterion) {
                 w.push(black_box(values[i % values.len()]))
             })
         });
-        // Read every 500 or 5,000 pushes, as the dashboard reads its windows every 500 ms: at
-        // 1,000 requests/s a request metric, at 10,000 steps/s the ITL window.
-        for every in [500usize, 5000] {
+        // Read every 500, 5,000 or 50,000 pushes, as the dashboard reads its windows every
+        // 500 ms: at 1,000 requests/s a request metric, at 10,000 and 100,000 steps/s the ITL
+        // window (past a quarter of the window, a fresh sort at each read).
+        for every in [500usize, 5000, 50_000] {
             group.bench_function(format!("read_every_{every}"), |b| {
                 b.iter(|| {
                     i += 1;

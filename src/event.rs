@@ -397,6 +397,18 @@ pub struct RequestFailed {
     pub elapsed_s: f64,
 }
 
+impl Event {
+    /// One decode step as an event of its own.
+    pub fn decode_step(index: u64, step: u32, itl_s: f64, gpu_s: Option<f64>) -> Event {
+        Event::DecodeSteps(vec![DecodeStep {
+            index,
+            step,
+            itl_s,
+            gpu_s,
+        }])
+    }
+}
+
 impl RequestDone {
     /// Prefill throughput: B·P / TTFT.
     pub fn prefill_tok_s(&self) -> f64 {
@@ -406,6 +418,87 @@ impl RequestDone {
     /// Decode throughput of the request: B / TPOT.
     pub fn decode_tok_s(&self) -> Option<f64> {
         self.tpot_s.map(|t| self.batch as f64 / t)
+    }
+}
+
+/// One decode step (one token per sequence) of request `index`; `step` counts from 1 (the
+/// token after the first).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DecodeStep {
+    pub index: u64,
+    pub step: u32,
+    pub itl_s: f64,
+    pub gpu_s: Option<f64>,
+}
+
+/// How long an engine holds decode steps before it sends them as one event: a fast engine
+/// (a small model on a GPU, a server at high concurrency) hands the consumers one event a
+/// millisecond instead of one per token, and the dashboard still sees every step well inside
+/// a frame.
+pub const STEP_BATCH: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// Decode steps on their way into the channel. A step goes out at once when the last send
+/// was `STEP_BATCH` ago or more, else it waits for the next step that is, for `flush`, or
+/// for the next other event: a producer flushes before any other event it sends, so the
+/// channel keeps every event in the order it happened (a request's steps before its
+/// `RequestDone`).
+#[derive(Debug)]
+pub struct StepBatch {
+    steps: Vec<DecodeStep>,
+    /// The last send; none yet sends the first step at once.
+    sent: Option<std::time::Instant>,
+}
+
+impl Default for StepBatch {
+    fn default() -> Self {
+        StepBatch::new()
+    }
+}
+
+impl StepBatch {
+    pub fn new() -> StepBatch {
+        StepBatch {
+            steps: Vec::new(),
+            sent: None,
+        }
+    }
+
+    /// Holds `step`, and sends what is held if the last send was `STEP_BATCH` ago or more.
+    pub fn push(&mut self, step: DecodeStep, tx: &crossbeam_channel::Sender<Event>) {
+        self.push_at(step, std::time::Instant::now(), tx);
+    }
+
+    /// `push` at `now`.
+    pub fn push_at(
+        &mut self,
+        step: DecodeStep,
+        now: std::time::Instant,
+        tx: &crossbeam_channel::Sender<Event>,
+    ) {
+        self.steps.push(step);
+        if self
+            .sent
+            .is_none_or(|t| now.saturating_duration_since(t) >= STEP_BATCH)
+        {
+            self.send(now, tx);
+        }
+    }
+
+    /// Sends the steps held, if any.
+    pub fn flush(&mut self, tx: &crossbeam_channel::Sender<Event>) {
+        if !self.steps.is_empty() {
+            self.send(std::time::Instant::now(), tx);
+        }
+    }
+
+    fn send(&mut self, now: std::time::Instant, tx: &crossbeam_channel::Sender<Event>) {
+        let _ = tx.send(Event::DecodeSteps(std::mem::take(&mut self.steps)));
+        self.sent = Some(now);
+    }
+
+    /// Whether steps are held.
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
     }
 }
 
@@ -430,13 +523,9 @@ pub enum Event {
         index: u64,
         ttft_s: f64,
     },
-    /// One decode step (one token per sequence); `step` counts from 1 (the token after the first).
-    DecodeStep {
-        index: u64,
-        step: u32,
-        itl_s: f64,
-        gpu_s: Option<f64>,
-    },
+    /// Decode steps in the order they were measured: one, or, from an engine stepping faster
+    /// than `STEP_BATCH`, those of about that long together (`StepBatch`). Never empty.
+    DecodeSteps(Vec<DecodeStep>),
     RequestDone(Box<RequestDone>),
     /// A request that failed (a server engine's fault, a cut stream, a timeout): counted, never
     /// a latency sample. Its decode steps, if any, went out as they arrived; the statistics
@@ -1144,5 +1233,57 @@ impl ModelInfo {
     /// Expected KV-cache bytes for `tokens` positions of `batch` sequences.
     pub fn expected_kv_bytes(&self, tokens: usize, batch: usize) -> u64 {
         (self.kv_bytes_at(tokens as f64) * batch as f64) as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+
+    fn step(step: u32) -> DecodeStep {
+        DecodeStep {
+            index: 7,
+            step,
+            itl_s: 0.0004,
+            gpu_s: None,
+        }
+    }
+
+    fn sent(rx: &crossbeam_channel::Receiver<Event>) -> Vec<Vec<u32>> {
+        rx.try_iter()
+            .map(|e| match e {
+                Event::DecodeSteps(s) => s.iter().map(|s| s.step).collect(),
+                other => panic!("not steps: {other:?}"),
+            })
+            .collect()
+    }
+
+    /// The first step goes at once; steps within `STEP_BATCH` of the last send wait for the
+    /// first step past it, which takes them along; `flush` sends the rest, and nothing when
+    /// nothing is held.
+    #[test]
+    fn steps_faster_than_the_batch_go_out_together() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut batch = StepBatch::new();
+        let t0 = Instant::now();
+        let at = |us: u64| t0 + Duration::from_micros(us);
+        batch.push_at(step(1), at(0), &tx);
+        batch.push_at(step(2), at(400), &tx);
+        batch.push_at(step(3), at(800), &tx);
+        assert_eq!(sent(&rx), [vec![1]]);
+        batch.push_at(step(4), at(1200), &tx);
+        assert_eq!(sent(&rx), [vec![2, 3, 4]]);
+        // Slower than the batch: every step goes alone.
+        batch.push_at(step(5), at(2300), &tx);
+        batch.push_at(step(6), at(3400), &tx);
+        assert_eq!(sent(&rx), [vec![5], vec![6]]);
+        batch.push_at(step(7), at(3500), &tx);
+        assert!(!batch.is_empty());
+        batch.flush(&tx);
+        batch.flush(&tx);
+        assert_eq!(sent(&rx), [vec![7]]);
+        assert!(batch.is_empty());
     }
 }

@@ -128,13 +128,23 @@ impl Run {
                     .entry(*index)
                     .or_insert_with(|| Vec::with_capacity(steps));
             }
-            Event::DecodeStep { index, itl_s, .. } => {
+            Event::DecodeSteps(steps) => {
                 // With several requests in flight (a server engine), a step belongs to its own
                 // request: warmup is decided by its index, as the engines number them.
-                if let Some(info) = &self.info {
-                    self.in_flight_warmup = *index < info.warmup_requests;
+                if let Some(last) = steps.last() {
+                    self.in_flight_warmup = self.step_warmup(last.index);
                 }
-                self.pending_steps.entry(*index).or_default().push(*itl_s);
+                // A batch holds runs of one request's steps: one map lookup a run.
+                let mut rest = &steps[..];
+                while let Some(first) = rest.first() {
+                    let n = rest.iter().take_while(|s| s.index == first.index).count();
+                    let (run, next) = rest.split_at(n);
+                    self.pending_steps
+                        .entry(first.index)
+                        .or_default()
+                        .extend(run.iter().map(|s| s.itl_s));
+                    rest = next;
+                }
             }
             Event::RequestDone(r) => {
                 if let Some(steps) = self.take_steps(r.index) {
@@ -231,6 +241,14 @@ impl Run {
     /// Whether a request in flight is warmup (for views that attribute decode steps).
     pub fn in_flight_warmup(&self) -> bool {
         self.in_flight_warmup
+    }
+
+    /// Whether a decode step of request `index` is warmup: by its index once the run has
+    /// started (engines number warmup requests first), else as the request in flight.
+    pub fn step_warmup(&self, index: u64) -> bool {
+        self.info
+            .as_ref()
+            .map_or(self.in_flight_warmup, |i| index < i.warmup_requests)
     }
 
     /// The end-of-run summary: steady state, warmup, memory and energy.
@@ -432,12 +450,7 @@ mod tests {
     }
 
     fn step(index: u64, itl_s: f64) -> Event {
-        Event::DecodeStep {
-            index,
-            step: 1,
-            itl_s,
-            gpu_s: None,
-        }
+        Event::decode_step(index, 1, itl_s, None)
     }
 
     #[test]

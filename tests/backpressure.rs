@@ -49,7 +49,7 @@ fn a_slow_consumer_loses_no_event() {
     for ev in rx.iter() {
         std::thread::sleep(Duration::from_millis(2));
         match ev {
-            Event::DecodeStep { .. } => steps += 1,
+            Event::DecodeSteps(s) => steps += s.len(),
             Event::RequestDone(_) => done += 1,
             Event::Finished(r) => {
                 finished = Some(r);

@@ -330,9 +330,9 @@ fn failed(events: &[Event]) -> Vec<&RequestFailed> {
 fn itls(events: &[Event]) -> Vec<f64> {
     events
         .iter()
-        .filter_map(|e| match e {
-            Event::DecodeStep { itl_s, .. } => Some(*itl_s),
-            _ => None,
+        .flat_map(|e| match e {
+            Event::DecodeSteps(s) => s.iter().map(|s| s.itl_s).collect(),
+            _ => vec![],
         })
         .collect()
 }

@@ -185,12 +185,12 @@ fn soak(total_steps: u64, mark_every: u64) -> Soaked {
         for step in 1..=STEPS_PER_REQUEST {
             let itl = 0.008 + 0.002 * rng.next_f64();
             decode += itl;
-            soak.feed(Event::DecodeStep {
+            soak.feed(Event::decode_step(
                 index,
-                step: step as u32,
-                itl_s: itl,
-                gpu_s: Some(itl * 0.97),
-            });
+                step as u32,
+                itl,
+                Some(itl * 0.97),
+            ));
             steps += 1;
             if steps.is_multiple_of(mark_every) {
                 marks.push(Mark {

@@ -135,12 +135,7 @@ impl Sim {
             let itl = itl_s * (1.0 + 0.08 * self.noise());
             decode += itl;
             self.t += itl;
-            self.apply(Event::DecodeStep {
-                index,
-                step,
-                itl_s: itl,
-                gpu_s: None,
-            });
+            self.apply(Event::decode_step(index, step, itl, None));
         }
         let steps = output.saturating_sub(1);
         self.apply(Event::RequestDone(Box::new(RequestDone {
@@ -261,12 +256,7 @@ fn warmup() {
         ttft_s: 0.02,
     });
     for step in 1..8 {
-        s.apply(Event::DecodeStep {
-            index: 3,
-            step,
-            itl_s: 0.002,
-            gpu_s: None,
-        });
+        s.apply(Event::decode_step(3, step, 0.002, None));
     }
     s.app.refresh();
     snap_both!("warmup", s.app);
@@ -631,12 +621,7 @@ fn distribution_of_a_bimodal_itl_shows_two_peaks() {
             let itl = base * (1.0 + 0.05 * s.noise());
             decode += itl;
             s.t += itl;
-            s.apply(Event::DecodeStep {
-                index: i,
-                step,
-                itl_s: itl,
-                gpu_s: None,
-            });
+            s.apply(Event::decode_step(i, step, itl, None));
         }
         s.apply(Event::RequestDone(Box::new(RequestDone {
             index: i,
@@ -702,12 +687,7 @@ fn heatmap_shows_a_periodic_stall_as_a_stripe() {
                 0.0015 * (1.0 + 0.03 * s.noise())
             };
             s.t += itl;
-            s.apply(Event::DecodeStep {
-                index,
-                step,
-                itl_s: itl,
-                gpu_s: None,
-            });
+            s.apply(Event::decode_step(index, step, itl, None));
         }
         s.apply(Event::RequestDone(Box::new(RequestDone {
             index,

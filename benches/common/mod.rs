@@ -148,15 +148,7 @@ impl Feed {
         for step in 1..OUTPUT_TOKENS as u32 {
             let itl_s = self.itl_s();
             self.advance(itl_s, out);
-            out.push((
-                self.t,
-                Event::DecodeStep {
-                    index,
-                    step,
-                    itl_s,
-                    gpu_s: None,
-                },
-            ));
+            out.push((self.t, Event::decode_step(index, step, itl_s, None)));
         }
         let e2e_s = self.t - start;
         let tpot_s = (e2e_s - ttft_s) / (OUTPUT_TOKENS - 1) as f64;

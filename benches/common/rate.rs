@@ -8,7 +8,10 @@
 //! xorshift sequence and do not depend on the rate: at any rate the screen shows the same
 //! distributions, only more or fewer samples of them. One request in 1,000 has a TTFT three
 //! times the usual (an outlier for the events pane and the charts' `!`). A telemetry sample
-//! comes every 100 ms of run time. No wall-clock time: the caller says how far to go.
+//! comes every 100 ms of run time. Decode steps come out as the engines send them
+//! (`event::StepBatch`): a step within `STEP_BATCH` of the last send waits for the next step
+//! past it or the next other event, and goes with it. No wall-clock time: the caller says how
+//! far to go.
 //!
 //! `screen_bytes` draws the real dashboard from such a feed at 10 frames per simulated second
 //! through the real backend stack (`Coalesce` over `CrosstermBackend`), calling the `Screen`
@@ -22,7 +25,9 @@ use std::io::Write;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use infertop::event::{Event, ModelInfo, RequestDone, RunInfo, Sample, WorkloadDesc};
+use infertop::event::{
+    DecodeStep, Event, ModelInfo, RequestDone, RunInfo, Sample, WorkloadDesc, STEP_BATCH,
+};
 
 /// Warmup requests at the start of every rate feed.
 pub const RATE_WARMUP: u64 = 3;
@@ -38,6 +43,9 @@ pub struct RateFeed {
     /// Events generated but not yet taken, by (time in ns, sequence number).
     pending: BTreeMap<(u64, u64), Event>,
     seq: u64,
+    /// Steps held as `StepBatch` holds them, and when steps were last sent.
+    held: Vec<DecodeStep>,
+    sent: Option<f64>,
 }
 
 fn model() -> ModelInfo {
@@ -74,6 +82,8 @@ impl RateFeed {
             next_sample: 0.0,
             pending: BTreeMap::new(),
             seq: 0,
+            held: Vec::new(),
+            sent: None,
         };
         feed.push(
             0.0,
@@ -137,15 +147,7 @@ impl RateFeed {
             let u = self.unit();
             let itl_s = 0.002 * (1.0 + 0.1 * u) * slow * if u > 0.99 { 3.0 } else { 1.0 };
             t += itl_s;
-            self.push(
-                t,
-                Event::DecodeStep {
-                    index,
-                    step,
-                    itl_s,
-                    gpu_s: None,
-                },
-            );
+            self.push(t, Event::decode_step(index, step, itl_s, None));
         }
         let e2e_s = t - start;
         let tpot_s = (self.steps > 0).then(|| (e2e_s - ttft_s) / f64::from(self.steps));
@@ -196,8 +198,29 @@ impl RateFeed {
             if entry.key().0 > limit {
                 break;
             }
-            let ns = entry.key().0;
-            out.push((ns as f64 / 1e9, entry.remove()));
+            let t_s = entry.key().0 as f64 / 1e9;
+            match entry.remove() {
+                Event::DecodeSteps(steps) => {
+                    self.held.extend(steps);
+                    if self
+                        .sent
+                        .is_none_or(|s| t_s - s >= STEP_BATCH.as_secs_f64())
+                    {
+                        self.send_held(t_s, out);
+                    }
+                }
+                other => {
+                    self.send_held(t_s, out);
+                    out.push((t_s, other));
+                }
+            }
+        }
+    }
+
+    fn send_held(&mut self, t_s: f64, out: &mut Vec<(f64, Event)>) {
+        if !self.held.is_empty() {
+            out.push((t_s, Event::DecodeSteps(std::mem::take(&mut self.held))));
+            self.sent = Some(t_s);
         }
     }
 }

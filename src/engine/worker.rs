@@ -11,7 +11,9 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::timer::{device_memory, GpuTimer};
 use super::workload::{doubled, Dialogue, RequestShape, Sampler, Sampling, Workload};
-use crate::event::{Control, Event, ModelLoaded, Notice, RequestDone, RunInfo, StopReason};
+use crate::event::{
+    Control, DecodeStep, Event, ModelLoaded, Notice, RequestDone, RunInfo, StepBatch, StopReason,
+};
 use crate::model::{self, CausalLm, DeviceSpec, ModelSpec};
 use crate::telemetry::alloc;
 use crate::util::{fnv1a, format, one_line};
@@ -671,15 +673,24 @@ impl Measure<'_> {
         let mut decode_s = 0.0f64;
         let mut gpu_decode_s = self.gpu.enabled().then_some(0.0f64);
         let mut steps = 0usize;
+        // Steps faster than `STEP_BATCH` go out together; the rest before this returns.
+        let mut batch = StepBatch::new();
         for step in 1..g {
             if self.stop_at_eos && finished.iter().all(|f| *f) {
                 break;
             }
             if let Some(r) = inbox.poll_stop() {
+                batch.flush(self.tx);
                 return Ok(Request::Stopped(r));
             }
             let token = next;
-            let decoded = self.timed(move |_| Ok(token), p + step - 1)?;
+            let decoded = match self.timed(move |_| Ok(token), p + step - 1) {
+                Ok(d) => d,
+                Err(e) => {
+                    batch.flush(self.tx);
+                    return Err(e);
+                }
+            };
             track_peak(&mut device_peak, self.device);
             if let (Some(total), Some(s)) = (gpu_decode_s.as_mut(), decoded.gpu_s) {
                 *total += s;
@@ -687,14 +698,18 @@ impl Measure<'_> {
             decode_s += decoded.wall_s;
             steps += 1;
             self.keep(&decoded.ids, &mut ids, &mut finished);
-            let _ = self.tx.send(Event::DecodeStep {
-                index,
-                step: step as u32,
-                itl_s: decoded.wall_s,
-                gpu_s: decoded.gpu_s,
-            });
+            batch.push(
+                DecodeStep {
+                    index,
+                    step: step as u32,
+                    itl_s: decoded.wall_s,
+                    gpu_s: decoded.gpu_s,
+                },
+                self.tx,
+            );
             next = decoded.next;
         }
+        batch.flush(self.tx);
         Ok(Request::Done(Generated {
             index,
             warmup,

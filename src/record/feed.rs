@@ -448,15 +448,7 @@ impl Feeder {
             Line::Step(s) => {
                 self.steps_seen = true;
                 let t = self.line_time(s.t_s);
-                self.hold(
-                    t,
-                    Event::DecodeStep {
-                        index: s.index,
-                        step: s.step,
-                        itl_s: s.itl_s,
-                        gpu_s: s.gpu_s,
-                    },
-                );
+                self.hold(t, Event::decode_step(s.index, s.step, s.itl_s, s.gpu_s));
             }
             Line::Telemetry(s) => {
                 let t = self.line_time(Some(s.t_s));
@@ -777,7 +769,11 @@ mod tests {
                         Event::RequestStarted { index, .. } => format!("start {index}"),
                         Event::PrefillDone { .. } => return None,
                         Event::RequestDone(r) => format!("done {}", r.index),
-                        Event::DecodeStep { index, step, .. } => format!("step {index}.{step}"),
+                        Event::DecodeSteps(s) => s
+                            .iter()
+                            .map(|s| format!("step {}.{}", s.index, s.step))
+                            .collect::<Vec<_>>()
+                            .join(" "),
                         Event::RunStarted(_) => "run".into(),
                         Event::Finished(_) => "finished".into(),
                         Event::StatsReset => "reset".into(),

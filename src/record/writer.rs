@@ -152,18 +152,17 @@ impl Recorder {
                 }));
                 self.flush();
             }
-            Event::DecodeStep {
-                index,
-                step,
-                itl_s,
-                gpu_s,
-            } if self.steps => self.line(&Line::Step(StepLine {
-                index: *index,
-                step: *step,
-                itl_s: *itl_s,
-                gpu_s: *gpu_s,
-                t_s: Some(t_s),
-            })),
+            Event::DecodeSteps(steps) if self.steps => {
+                for s in steps {
+                    self.line(&Line::Step(StepLine {
+                        index: s.index,
+                        step: s.step,
+                        itl_s: s.itl_s,
+                        gpu_s: s.gpu_s,
+                        t_s: Some(t_s),
+                    }));
+                }
+            }
             Event::Telemetry(s) => self.line(&Line::Telemetry(s.as_ref().clone())),
             Event::CellStarted(c) => self.write_line(&Line::Cell(CellLine {
                 cell: c.cell,

@@ -197,14 +197,11 @@ fn headless(
 /// `--jsonl-steps`; warnings go to stderr.
 pub(crate) fn print_line(out: &mut impl Write, ev: &Event, steps: bool, t_s: f64) {
     match ev {
-        Event::DecodeStep {
-            index,
-            step,
-            itl_s,
-            gpu_s,
-        } if steps => {
-            let line = crate::record::writer::step_line(*index, *step, *itl_s, *gpu_s, t_s);
-            let _ = writeln!(out, "{line}");
+        Event::DecodeSteps(batch) if steps => {
+            for s in batch {
+                let line = crate::record::writer::step_line(s.index, s.step, s.itl_s, s.gpu_s, t_s);
+                let _ = writeln!(out, "{line}");
+            }
         }
         Event::RequestDone(r) => {
             let _ = writeln!(out, "{}", crate::record::writer::request_line(r, t_s));

@@ -544,21 +544,25 @@ impl App {
                 }
                 self.figures_stale = true;
             }
-            Event::DecodeStep {
-                index, step, itl_s, ..
-            } => {
-                if let Some(c) = self.current.as_mut().filter(|c| c.index == *index) {
-                    c.steps = *step;
+            Event::DecodeSteps(steps) => {
+                if let Some(c) = self.current.as_mut() {
+                    if let Some(s) = steps.iter().rev().find(|s| s.index == c.index) {
+                        c.steps = s.step;
+                    }
                 }
-                let warmup = self.run.in_flight_warmup();
-                self.slices
-                    .observe(self.now.as_secs_f64(), SliceMetric::Itl, *itl_s);
-                self.steps.push(StepPoint {
-                    request: *index,
-                    step: *step,
-                    itl_s: *itl_s,
-                    warmup,
-                });
+                self.slices.observe_all(
+                    self.now.as_secs_f64(),
+                    SliceMetric::Itl,
+                    steps.iter().map(|s| s.itl_s),
+                );
+                for s in steps {
+                    self.steps.push(StepPoint {
+                        request: s.index,
+                        step: s.step,
+                        itl_s: s.itl_s,
+                        warmup: self.run.step_warmup(s.index),
+                    });
+                }
                 self.dirty = true;
             }
             Event::RequestDone(r) => self.request_done(r),
@@ -1203,12 +1207,7 @@ mod tests {
 
     #[test]
     fn a_full_table_is_exact_every_frame() {
-        let step = Event::DecodeStep {
-            index: 0,
-            step: 1,
-            itl_s: 0.001,
-            gpu_s: None,
-        };
+        let step = Event::decode_step(0, 1, 0.001, None);
         let mut app = App::default();
         for _ in 0..150_000 {
             app.apply(&step);
@@ -1216,12 +1215,7 @@ mod tests {
         app.apply(&done(0, false, 0.01));
         app.refresh();
         assert_eq!(app.table.get(Metric::Itl).n, crate::stats::STEP_WINDOW);
-        app.apply(&Event::DecodeStep {
-            index: 1,
-            step: 1,
-            itl_s: 0.5,
-            gpu_s: None,
-        });
+        app.apply(&Event::decode_step(1, 1, 0.5, None));
         app.apply(&done(1, false, 0.01));
         app.refresh();
         assert_eq!(app.table.get(Metric::Itl).max, 0.5);

@@ -9,14 +9,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, TryRecvError};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use super::request::{self, Ask};
 use super::{
-    all_failed, render, request_done, send_token, Arrivals, HttpConfig, Launched, Prompts, Shared,
-    CONTROL_POLL, GIVE_UP_AFTER_FAILURES,
+    all_failed, render, request_done, send_token, Arrivals, Events, HttpConfig, Launched, Prompts,
+    Shared, CONTROL_POLL, GIVE_UP_AFTER_FAILURES,
 };
 use crate::event::{Control, Event, Origin, RequestFailed, StopReason};
 use crate::traffic::{Conversation, ThinkTime};
@@ -44,7 +44,7 @@ pub(super) async fn run(
     mut cfg: HttpConfig,
     shared: Arc<Shared>,
     model: String,
-    tx: &Sender<Event>,
+    tx: &Events,
     control: &Receiver<Control>,
 ) -> Result<StopReason, String> {
     let Some(convs) = cfg.conversations.take() else {

@@ -14,6 +14,7 @@
 pub mod cache;
 pub mod conn;
 mod conversation;
+mod events;
 pub mod probe;
 pub mod request;
 pub mod sse;
@@ -28,11 +29,12 @@ use tokio::task::JoinSet;
 
 use crate::engine::workload::{doubled, doubling_factor, LenSpec};
 use crate::event::{
-    ClientDetail, Control, Event, ModelInfo, Notice, Origin, RequestDone, RequestFailed, RunInfo,
-    StopReason, TrafficInfo, WorkloadDesc,
+    ClientDetail, Control, DecodeStep, Event, ModelInfo, Notice, Origin, RequestDone,
+    RequestFailed, RunInfo, StopReason, TrafficInfo, WorkloadDesc,
 };
 use crate::traffic::{Conversations, Prompt, Source};
 use crate::util::{fnv1a, SplitMix64};
+use events::Events;
 use request::{Ask, Failure, Measured, Token};
 pub use request::{Endpoint, PromptWords};
 
@@ -365,7 +367,7 @@ struct Shared {
     pool: Arc<conn::Pool>,
     api_key: Option<String>,
     timeout: Duration,
-    events: Sender<Event>,
+    events: Events,
 }
 
 /// A launched request, as the scheduler remembers it.
@@ -381,8 +383,20 @@ struct Launched {
 }
 
 async fn run(
-    mut cfg: HttpConfig,
+    cfg: HttpConfig,
     tx: &Sender<Event>,
+    control: &Receiver<Control>,
+) -> Result<StopReason, String> {
+    let events = Events::new(tx.clone());
+    let result = drive(cfg, &events, control).await;
+    // The steps still held go out before the engine's `Finished`.
+    events.flush();
+    result
+}
+
+async fn drive(
+    mut cfg: HttpConfig,
+    tx: &Events,
     control: &Receiver<Control>,
 ) -> Result<StopReason, String> {
     if cfg.endpoints.is_empty() {
@@ -464,7 +478,8 @@ async fn run(
 
     // Dropped (and so stopped) when the run returns.
     let mut probe = JoinSet::new();
-    probe.spawn(probe::watch(tx.clone(), probe::EVERY, calibration));
+    probe.spawn(probe::watch(tx.sender(), probe::EVERY, calibration));
+    probe.spawn(events::flush_every(tx.clone()));
     if cfg.conversations.is_some() {
         return conversation::run(cfg, shared, model, tx, control).await;
     }
@@ -846,20 +861,22 @@ fn launch(
 }
 
 /// A content chunk of request `index` as the protocol says it: its first token, then a step.
-pub(crate) fn send_token(events: &Sender<Event>, index: u64, token: Token) {
-    let _ = events.send(match token {
-        Token::First { ttft_s } => Event::PrefillDone { index, ttft_s },
-        Token::Step { step, itl_s } => Event::DecodeStep {
+fn send_token(events: &Events, index: u64, token: Token) {
+    match token {
+        Token::First { ttft_s } => {
+            let _ = events.send(Event::PrefillDone { index, ttft_s });
+        }
+        Token::Step { step, itl_s } => events.step(DecodeStep {
             index,
             step,
             itl_s,
             gpu_s: None,
-        },
-    });
+        }),
+    }
 }
 
 /// A measured stream ends as a request (its decode steps went out as they arrived).
-fn finish(cfg: &HttpConfig, launched: Launched, m: Measured, tx: &Sender<Event>) {
+fn finish(cfg: &HttpConfig, launched: Launched, m: Measured, tx: &Events) {
     let done = request_done(cfg.record_tokens, &launched, m);
     let _ = tx.send(Event::RequestDone(Box::new(done)));
 }

@@ -29,7 +29,7 @@ use ratatui::Frame;
 use super::keys::Action;
 use super::screen::Screen;
 use super::state::{App, Level, Source, Update};
-use crate::event::{Event, StopReason};
+use crate::event::{DecodeStep, Event, StopReason};
 use crate::record::feed::{FeedControl, FeedEvent, FooterItl, Note, Position, SourceState};
 use crate::stats::{Metric, Summary, Window, WindowKind};
 
@@ -105,7 +105,7 @@ impl SourceRow {
     /// a merge shows rows; a replay of one record skips the work).
     fn observe(&mut self, t_s: f64, event: &Event, medians: bool) {
         match event {
-            Event::DecodeStep { .. } => self.steps_before_first = true,
+            Event::DecodeSteps(_) => self.steps_before_first = true,
             Event::RequestDone(r) => {
                 self.steps.get_or_insert(self.steps_before_first);
                 self.requests += 1;
@@ -434,17 +434,15 @@ impl FeedScreen {
                 index: id(ids, *index, false),
                 ttft_s: *ttft_s,
             }),
-            Event::DecodeStep {
-                index,
-                step,
-                itl_s,
-                gpu_s,
-            } => Some(Event::DecodeStep {
-                index: id(ids, *index, false),
-                step: *step,
-                itl_s: *itl_s,
-                gpu_s: *gpu_s,
-            }),
+            Event::DecodeSteps(steps) => Some(Event::DecodeSteps(
+                steps
+                    .iter()
+                    .map(|s| DecodeStep {
+                        index: id(ids, s.index, false),
+                        ..*s
+                    })
+                    .collect(),
+            )),
             Event::RequestDone(r) => {
                 let mut r = r.clone();
                 r.index = id(ids, r.index, true);
@@ -700,12 +698,7 @@ mod tests {
     }
 
     fn step(index: u64, itl_s: f64) -> Event {
-        Event::DecodeStep {
-            index,
-            step: 1,
-            itl_s,
-            gpu_s: None,
-        }
+        Event::decode_step(index, 1, itl_s, None)
     }
 
     fn merged(n: usize) -> FeedScreen {
