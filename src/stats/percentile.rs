@@ -39,6 +39,13 @@ pub fn median_in_place(values: &mut [f64]) -> Option<f64> {
 /// The `q`-th percentile of the finite values, as [`percentile_sorted`] of them sorted, in
 /// O(n) without sorting: reorders `values` as [`median_in_place`] does.
 pub fn percentile_in_place(values: &mut [f64], q: f64) -> Option<f64> {
+    percentiles_in_place(values, [q]).map(|[p]| p)
+}
+
+/// [`percentile_in_place`] for several `qs` at once, in one pass that puts the finite values
+/// first and one selection each, every selection after the first searching only right of the
+/// rank before it when `qs` ascend (a slice's p50 and p99 over 100,000 steps).
+pub fn percentiles_in_place<const K: usize>(values: &mut [f64], qs: [f64; K]) -> Option<[f64; K]> {
     let mut n = 0;
     let mut i = 0;
     while i < values.len() {
@@ -51,16 +58,27 @@ pub fn percentile_in_place(values: &mut [f64], q: f64) -> Option<f64> {
     if n == 0 {
         return None;
     }
-    let (lo, hi, gamma) = ranks(n, q);
-    let (_, lo_value, right) = values[..n].select_nth_unstable_by(lo, f64::total_cmp);
-    let lo_value = *lo_value;
-    let hi_value = if hi == lo {
-        lo_value
-    } else {
-        // The next rank up is the smallest value right of the `lo`-th.
-        right.iter().copied().fold(f64::INFINITY, f64::min)
-    };
-    Some(lerp(lo_value, hi_value, gamma))
+    let mut out = [0.0; K];
+    // Every value left of `from` is at most every value from it on.
+    let mut from = 0;
+    for (p, q) in out.iter_mut().zip(qs) {
+        let (lo, hi, gamma) = ranks(n, q);
+        if lo < from {
+            from = 0;
+        }
+        let (_, lo_value, right) =
+            values[from..n].select_nth_unstable_by(lo - from, f64::total_cmp);
+        let lo_value = *lo_value;
+        let hi_value = if hi == lo {
+            lo_value
+        } else {
+            // The next rank up is the smallest value right of the `lo`-th.
+            right.iter().copied().fold(f64::INFINITY, f64::min)
+        };
+        *p = lerp(lo_value, hi_value, gamma);
+        from = lo;
+    }
+    Some(out)
 }
 
 /// numpy's `_lerp(a, b, t)`.
@@ -106,6 +124,35 @@ mod tests {
             }
         }
     }
+    #[test]
+    fn percentiles_in_place_are_each_percentile_sorted() {
+        let mut x = 7u64;
+        for n in [1usize, 2, 3, 10, 101, 1000, 5000] {
+            let mut values: Vec<f64> = (0..n)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    (x % 300) as f64 * 0.0007
+                })
+                .collect();
+            values.push(f64::NAN);
+            let mut sorted: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+            sorted.sort_by(f64::total_cmp);
+            let want = |q| percentile_sorted(&sorted, q).unwrap_or(f64::NAN);
+            let got = percentiles_in_place(&mut values.clone(), [50.0, 99.0]);
+            assert_eq!(got, Some([want(50.0), want(99.0)]), "n {n}");
+            // Not ascending: each is still exact.
+            let got = percentiles_in_place(&mut values.clone(), [99.0, 0.0, 90.0, 1.0]);
+            assert_eq!(
+                got,
+                Some([want(99.0), want(0.0), want(90.0), want(1.0)]),
+                "n {n}"
+            );
+        }
+        assert_eq!(percentiles_in_place(&mut [f64::NAN], [50.0, 99.0]), None);
+    }
+
     use crate::stats::Summary;
 
     /// (data, [p50, p90, p95, p99], mean, max) from numpy 2.x:

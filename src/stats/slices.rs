@@ -5,7 +5,7 @@
 
 use std::collections::VecDeque;
 
-use super::percentile::percentile_in_place;
+use super::percentile::percentiles_in_place;
 
 /// Length of one slice of run time.
 pub const SLICE_S: f64 = 1.0;
@@ -44,9 +44,10 @@ impl Band {
     /// The band of a slice's samples (all finite), in O(n): a slice can hold every decode
     /// step of a second, 100,000 of them at a high rate.
     fn of(values: &mut [f64]) -> Option<Band> {
+        let [p50, p99] = percentiles_in_place(values, [50.0, 99.0])?;
         Some(Band {
-            p50: percentile_in_place(values, 50.0)?,
-            p99: percentile_in_place(values, 99.0)?,
+            p50,
+            p99,
             n: values.len(),
         })
     }
