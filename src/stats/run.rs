@@ -468,6 +468,14 @@ impl RunStats {
 mod tests {
     use super::*;
 
+    /// The next value of a 64-bit LCG (Knuth's MMIX constants), its high 31 bits.
+    fn lcg(x: &mut u64) -> u64 {
+        *x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        *x >> 33
+    }
+
     /// The mixed windows, derived from steady + warmup, against windows fed directly with the
     /// same samples (bit-for-bit, mean included: the exact mean does not depend on order).
     /// Warmup comes first, interleaves (concurrent requests finishing out of order), and
@@ -481,10 +489,7 @@ mod tests {
         let mut recent_steady = Window::new(recent);
         let mut x = 7u64;
         for i in 0..3_000u64 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let r = x >> 33;
+            let r = lcg(&mut x);
             let warmup = match i {
                 0..=29 => true,
                 30..=199 => r.is_multiple_of(3),
@@ -532,10 +537,7 @@ mod tests {
         let mut one_by_one = MetricWindows::new(long, recent);
         let mut x = 11u64;
         for i in 0..400u64 {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            let r = x >> 33;
+            let r = lcg(&mut x);
             let warmup = i < 5 || r.is_multiple_of(7);
             // 0 to 80 steps: some requests are longer than the long window.
             let steps: Vec<f64> = (0..r % 81)
