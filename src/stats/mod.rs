@@ -5,6 +5,7 @@ mod endpoints;
 pub mod goodput;
 mod percentile;
 pub mod phases;
+mod radix;
 pub mod roofline;
 mod run;
 pub mod scale;
