@@ -139,7 +139,7 @@ pub fn regions(s: &WatchState, area: Rect) -> Option<Regions> {
 /// Draws one frame.
 pub fn render(frame: &mut Frame, s: &WatchState) {
     let area = frame.area();
-    frame.render_widget(Block::new().style(s.theme().text), area);
+    crate::ui::render::fill(frame.buffer_mut(), s.theme().text);
     let Some(r) = regions(s, area) else {
         too_small(frame, s, area);
         return;
