@@ -965,7 +965,9 @@ fn feed_child(spec: &str) {
         }
     });
     let signals = infertop::run::Signals::register().expect("signal handlers");
-    let shown = infertop::ui::run_dashboard(rx, ctl_tx.clone(), app, fps, &signals, &mut |_, _| {});
+    let mut app = app;
+    let shown =
+        infertop::ui::run_dashboard(rx, ctl_tx.clone(), &mut app, fps, &signals, &mut |_, _| {});
     let _ = ctl_tx.send(Control::Stop(StopReason::UserStop));
     let _ = feeder.join();
     if let Err(e) = shown {

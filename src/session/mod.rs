@@ -126,22 +126,26 @@ pub(crate) fn dashboard(
     control: &Sender<crate::event::Control>,
     signals: &crate::run::Signals,
     on_event: &mut dyn FnMut(&Event, &mut crate::ui::App),
-) -> Result<(crate::event::StopReason, crate::ui::App), String> {
+) -> (Result<crate::event::StopReason, String>, crate::ui::App) {
+    let mut app = app;
     let shown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         crate::ui::run_dashboard(
             events.clone(),
             control.clone(),
-            app,
+            &mut app,
             screen_fps,
             signals,
             on_event,
         )
     }));
-    match shown {
-        Ok(Ok(done)) => Ok(done),
+    let result = match shown {
+        Ok(Ok(stop)) => Ok(stop),
         Ok(Err(e)) => Err(format!("dashboard: {e}")),
         Err(_) => Err(
             "the dashboard panicked (see above); the record keeps every finished request".into(),
         ),
-    }
+    };
+    // The app comes back after a failure too: its fold (every request finished before the
+    // failure) is what the footer's summary and the printed one are made from.
+    (result, app)
 }

@@ -133,8 +133,8 @@ fn dashboard(
     };
     let app = crate::ui::App::new(screen.app);
     match super::dashboard(app, screen.fps, events, control, signals, &mut on_event) {
-        Ok((stop, app)) => app.run.outcome(stop),
-        Err(e) => Outcome::failed(&Run::new(), e),
+        (Ok(stop), app) => app.run.outcome(stop),
+        (Err(e), app) => Outcome::failed(&app.run, e),
     }
 }
 

@@ -312,11 +312,11 @@ fn dashboard(
         }
     };
     match super::dashboard(app, screen.fps, events, control, signals, &mut on_event) {
-        Ok((_, mut app)) => app
+        (Ok(_), mut app) => app
             .sweep
             .take()
             .ok_or_else(|| Failure::runtime("the sweep's state was lost")),
-        Err(e) => Err(Failure::runtime(e)),
+        (Err(e), _) => Err(Failure::runtime(e)),
     }
 }
 

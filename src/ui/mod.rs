@@ -88,11 +88,11 @@ impl Look {
 pub fn run_dashboard(
     events: Receiver<Event>,
     control: Sender<Control>,
-    mut app: App,
+    app: &mut App,
     fps: u32,
     signals: &Signals,
     on_event: &mut dyn FnMut(&Event, &mut App),
-) -> anyhow::Result<(StopReason, App)> {
+) -> anyhow::Result<StopReason> {
     tty::lower_ui_priority();
     let mut terminal = enter_terminal()?;
     // ratatui's hook restores the terminal on a panic on any thread; a worker panic is the
@@ -109,13 +109,13 @@ pub fn run_dashboard(
         &mut TerminalInput,
         &events,
         &control,
-        &mut app,
+        app,
         &loop_opts,
         STOP_WAIT,
         on_event,
     );
     leave_terminal(terminal);
-    Ok((result?, app))
+    result
 }
 
 /// The dashboard's terminal, as `run_dashboard` and `watch` draw on it.
