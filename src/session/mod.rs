@@ -145,7 +145,7 @@ pub(crate) fn dashboard(
             "the dashboard panicked (see above); the record keeps every finished request".into(),
         ),
     };
-    // The app comes back after a failure too: its fold (every request finished before the
-    // failure) is what the footer's summary and the printed one are made from.
+    // The app comes back after a failure too: what it had folded when it failed is what the
+    // footer's summary and the printed one are made from.
     (result, app)
 }

@@ -8,9 +8,9 @@
 //!   an ordered multiset of *sorted blocks* of at most [`BLOCK_MAX`] values. The sorted side
 //!   is brought up to date in batches. A push appends to the ring, and its value (and the
 //!   value it evicts) to two pending lists. The first query after that sorts the lists
-//!   (by radix, `stats/radix.rs`) and merges them into the blocks in one forward pass. Blocks no change falls
-//!   in are kept as they are. A block with a few changes is edited in place (a binary
-//!   search and a `memmove` each). A block with many is rewritten by two branch-free
+//!   (by radix, `stats/radix.rs`) and merges them into the blocks in one forward pass.
+//!   Blocks no change falls in are kept as they are. A block with a few changes is edited
+//!   in place (a binary search and a `memmove` each). A block with many is rewritten by two branch-free
 //!   passes, then cut into blocks when it outgrows `BLOCK_MAX` or joined to a neighbour
 //!   under [`BLOCK_MIN`]. Pushing one by one into the blocks instead cost two cache-missing
 //!   binary searches and a `memmove` per sample: at 100,000 decode steps a second, most of

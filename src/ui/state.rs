@@ -556,7 +556,8 @@ impl App {
                     steps.iter().map(|s| s.itl_s),
                 );
                 // Only a batch's newest steps can stay in the ring: the others are not
-                // pushed (at 100,000 steps a second, a push each was a few % of the CPU).
+                // pushed (at 100,000 steps a second, a push each was a few % of the CPU), so
+                // the ring's push count is not a step count (nothing reads it for steps).
                 let kept = steps.len().saturating_sub(self.steps.capacity());
                 for s in &steps[kept..] {
                     self.steps.push(StepPoint {
@@ -1222,6 +1223,30 @@ mod tests {
         app.apply(&done(1, false, 0.01));
         app.refresh();
         assert_eq!(app.table.get(Metric::Itl).max, 0.5);
+    }
+
+    /// A batch pushes only the steps the ring keeps, and they are the batch's newest: the
+    /// header's decode rate and the last ITL are the same as with a push per step.
+    #[test]
+    fn a_batch_leaves_its_newest_steps_in_the_ring() {
+        let mut app = App::default();
+        let batch: Vec<crate::event::DecodeStep> = (1..=50u32)
+            .map(|step| crate::event::DecodeStep {
+                index: 0,
+                step,
+                itl_s: f64::from(step) * 1e-3,
+                gpu_s: None,
+            })
+            .collect();
+        app.apply(&Event::DecodeSteps(batch));
+        let kept: Vec<u32> = app.steps.last_n(STEP_HISTORY).map(|p| p.step).collect();
+        assert_eq!(kept, (43..=50).collect::<Vec<u32>>());
+        assert_eq!(app.steps.last().map(|p| p.itl_s), Some(0.05));
+        app.apply(&Event::decode_step(0, 51, 0.1, None));
+        assert_eq!(
+            app.steps.last_n(2).map(|p| p.step).collect::<Vec<_>>(),
+            [50, 51]
+        );
     }
 
     /// On screen (`refresh_paced`), figures change at most every `FIGURES_HOLD`; a change after
