@@ -60,10 +60,7 @@ pub(crate) fn overlay<'a>(
     let rect = centered(area, width, height);
     frame.render_widget(Clear, rect);
     let block = bordered(theme, glyphs, "Keys").style(theme.help);
-    frame.render_widget(
-        Paragraph::new(lines)
-            .block(block)
-            .wrap(Wrap { trim: false }),
-        rect,
-    );
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
 }

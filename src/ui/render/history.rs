@@ -23,7 +23,7 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::Line;
-use ratatui::widgets::{Block, Paragraph};
+use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use crate::stats::scale::bar_scale;
@@ -41,7 +41,7 @@ pub struct Bar {
 }
 
 pub struct History<'a> {
-    pub block: Block<'a>,
+    pub block: super::panel::Panel<'a>,
     /// Oldest first; the last of them is item number `newest` (counted from 0 since the
     /// start). Only the last `width - 1` are drawn.
     pub bars: Vec<Bar>,

@@ -5,10 +5,11 @@
 
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph};
+use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::history::{self, Bar, History};
+use super::panel::Panel;
 use super::{gauge_line, hint, panel};
 use crate::event::Sample;
 use crate::ui::state::{App, GpuPoint};
@@ -77,7 +78,7 @@ fn render_gpu_strip(frame: &mut Frame, app: &App, rect: Rect, label: &str, value
         .last()
         .and_then(value)
         .map_or("-".to_string(), |v| format!("{v:.0}"));
-    let block = Block::new().title(Line::styled(format!("{label} {latest}"), theme.dim));
+    let block = Panel::borderless().title(Line::styled(format!("{label} {latest}"), theme.dim));
     let scale = |v: f64| format!("{v:.0}");
     history::render(
         frame,
@@ -205,7 +206,7 @@ fn render_strip(frame: &mut Frame, app: &App, rect: Rect) {
         })
         .collect();
     // A title row and no border: the strip sits inside the memory panel.
-    let block = Block::new().title(Line::styled("over time", theme.dim));
+    let block = Panel::borderless().title(Line::styled("over time", theme.dim));
     let scale = |v: f64| format::bytes(v.round() as u64);
     history::render(
         frame,

@@ -53,13 +53,14 @@ pub(crate) mod help;
 pub(crate) mod history;
 mod loading;
 mod memory;
+pub(crate) mod panel;
 mod requests;
 mod table;
 pub(crate) mod too_small;
 
+use panel::Panel;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Block;
 use ratatui::Frame;
 
 use super::state::{App, View};
@@ -277,7 +278,7 @@ fn three(frame: &mut Frame, app: &App, rect: Rect, draw: fn(&mut Frame, &App, Re
 }
 
 /// A bordered panel in the theme's style.
-fn panel<'a>(app: &App, title: impl Into<Line<'a>>) -> Block<'a> {
+fn panel<'a>(app: &App, title: impl Into<Line<'a>>) -> Panel<'a> {
     bordered(app.theme(), &app.glyphs, title)
 }
 
@@ -286,11 +287,8 @@ pub(crate) fn bordered<'a>(
     theme: &crate::ui::theme::Theme,
     glyphs: &crate::ui::theme::Glyphs,
     title: impl Into<Line<'a>>,
-) -> Block<'a> {
-    Block::bordered()
-        .border_set(glyphs.border)
-        .border_style(theme.border)
-        .title(title.into().style(theme.title))
+) -> Panel<'a> {
+    Panel::new(glyphs.border, theme.border).title(title.into().style(theme.title))
 }
 
 /// Cells kept for the text after a gauge (`43.8MiB/peak 64.0MiB`), so that the bars of the
@@ -380,7 +378,9 @@ mod tests {
         for style in styles {
             let area = Rect::new(0, 0, 7, 3);
             let mut want = Buffer::empty(area);
-            Block::new().style(style).render(area, &mut want);
+            ratatui::widgets::Block::new()
+                .style(style)
+                .render(area, &mut want);
             let mut got = Buffer::empty(area);
             fill(&mut got, style);
             assert_eq!(got, want, "{style:?}");

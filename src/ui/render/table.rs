@@ -9,6 +9,7 @@ use ratatui::widgets::{Cell, Row, Table};
 use ratatui::Frame;
 
 use super::panel;
+use super::panel::Panel;
 use crate::event::ServerQuantiles;
 use crate::stats::{Metric, Phase, Slo, Summary};
 use crate::ui::keys::Action;
@@ -122,11 +123,10 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     } else {
         widths.push(Constraint::Fill(1));
     }
-    let table = Table::new(rows, widths)
-        .header(header)
-        .column_spacing(1)
-        .block(block);
-    frame.render_widget(table, rect);
+    let table = Table::new(rows, widths).header(header).column_spacing(1);
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    frame.render_widget(table, inner);
 }
 
 /// Live p50, baseline p50, change, live p99, baseline p99, change, n.
@@ -256,7 +256,7 @@ const NODE_HEADINGS: [&str; 8] = [
 /// A row per server (`--server-metrics` with several): its own TTFT, ITL and E2E over the
 /// steady state, slowest TTFT p99 first, so that a slow server shows at once; a p99 over 1.5
 /// times the servers' median ends in `!` (both decided in state, once per window).
-fn server_nodes(frame: &mut Frame, app: &App, block: ratatui::widgets::Block, rect: Rect) {
+fn server_nodes(frame: &mut Frame, app: &App, block: Panel, rect: Rect) {
     let theme = app.theme();
     let ascii = app.glyphs.ascii;
     let server = &app.run.server;
@@ -301,11 +301,11 @@ fn server_nodes(frame: &mut Frame, app: &App, block: ratatui::widgets::Block, re
     );
     let mut widths = vec![Constraint::Length(13)];
     widths.extend([Constraint::Fill(1); 7]);
-    let table = Table::new(rows, widths)
-        .header(header)
-        .column_spacing(1)
-        .block(block.title_bottom(Line::styled(note, theme.dim)));
-    frame.render_widget(table, rect);
+    let table = Table::new(rows, widths).header(header).column_spacing(1);
+    let block = block.title_bottom(Line::styled(note, theme.dim));
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    frame.render_widget(table, inner);
 }
 
 fn values(s: &Summary) -> [f64; 6] {
@@ -391,9 +391,8 @@ fn render_phases(frame: &mut Frame, app: &App, rect: Rect, phases: &crate::stats
         });
     let mut widths = vec![Constraint::Length(13)];
     widths.extend([Constraint::Fill(1); 7]);
-    let table = Table::new(rows, widths)
-        .header(header)
-        .column_spacing(1)
-        .block(block);
-    frame.render_widget(table, rect);
+    let table = Table::new(rows, widths).header(header).column_spacing(1);
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    frame.render_widget(table, inner);
 }

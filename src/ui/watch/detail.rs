@@ -127,12 +127,9 @@ pub fn render(frame: &mut Frame, s: &WatchState, rect: Rect) {
     if last.is_none() && s.selected_node().is_none_or(|n| n.telemetry.is_none()) {
         lines.push(Line::styled("no window yet", theme.dim));
     }
-    frame.render_widget(
-        Paragraph::new(lines)
-            .block(block)
-            .wrap(Wrap { trim: false }),
-        rect,
-    );
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), inner);
 }
 
 /// Throughput, finish reasons, HTTP status, speculative decoding, MFU: each where exported.

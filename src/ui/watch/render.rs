@@ -27,7 +27,7 @@
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph};
+use ratatui::widgets::Paragraph;
 use ratatui::Frame;
 
 use super::state::{Pane, Point, Series, WatchState};
@@ -35,6 +35,7 @@ use crate::event::ServerQuantiles;
 use crate::stats::scale::{bar_scale, nice_ceil};
 use crate::ui::keys::Action;
 use crate::ui::render::history::{column_of, draw_bar_with, eighths};
+use crate::ui::render::panel::Panel;
 use crate::util::format;
 
 pub const MIN_WIDTH: u16 = 80;
@@ -264,7 +265,7 @@ fn secs(t: f64) -> std::time::Duration {
 }
 
 /// A bordered panel in the theme's style.
-fn panel<'a>(s: &WatchState, title: impl Into<Line<'a>>) -> Block<'a> {
+fn panel<'a>(s: &WatchState, title: impl Into<Line<'a>>) -> Panel<'a> {
     crate::ui::render::bordered(s.theme(), &s.glyphs, title)
 }
 
@@ -509,7 +510,9 @@ fn table(frame: &mut Frame, s: &WatchState, rect: Rect) {
             Span::styled(format!("   {}", cell(all)), theme.text),
         ]));
     }
-    frame.render_widget(Paragraph::new(lines).block(block), rect);
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    frame.render_widget(Paragraph::new(lines), inner);
 }
 
 /// The watch's keys, as bound.
