@@ -29,11 +29,12 @@
 //!   numpy 2.4 (n = 1 to 100,001, evicted windows, duplicates) it is equal or 1 ulp apart,
 //!   and the tests pin both. The percentiles and the max are numpy's, bit for bit.
 //!
-//! Memory: 8 B per sample in the ring plus 8 B per sample in the blocks (each block's
+//! Memory: 8 B per sample in the ring (the samples' keys, so that a fresh sort reads them
+//! where they are) plus 8 B per sample in the blocks (each block's
 //! allocation is its length rounded up to 16 values), plus the pending lists (at most
 //! 2 × 8 B × [`rebuild_at`]: 400 KB, 4 B per sample, for a 100,000-sample window), about
-//! 21 B per sample in all, and 272 B per window for the sum. Sorts (the lists, or a fresh
-//! copy of the samples) use buffers the sorting thread keeps (`radix`): two of the largest
+//! 21 B per sample in all, and 272 B per window for the sum. Sorts (the lists, or all the
+//! samples afresh) use buffers the sorting thread keeps (`radix`): two of the largest
 //! window's size per thread, 1.6 MB for 100,000 samples, however many windows it reads.
 
 use std::cell::{Ref, RefCell};
@@ -68,7 +69,8 @@ fn rebuild_at(len: usize) -> usize {
 #[derive(Clone, Debug)]
 pub struct Window {
     capacity: usize,
-    order: VecDeque<f64>,
+    /// The samples as keys (`key`), oldest first: a fresh sort reads them as they are.
+    order: VecDeque<u64>,
     /// The sorted blocks and the pushes and evictions not yet merged into them. Queries take
     /// `&self` and merge first, hence the cell: a window is used by one thread.
     sorted: RefCell<Lazy>,
@@ -96,14 +98,13 @@ struct Lazy {
 
 impl Lazy {
     /// Brings the blocks up to date with `order`, the window's samples.
-    fn settle(&mut self, order: &VecDeque<f64>) {
+    fn settle(&mut self, order: &VecDeque<u64>) {
         if self.stale {
             self.stale = false;
             radix::with_buffers(|b| {
-                b.keys.clear();
-                b.keys.extend(order.iter().map(|&v| key(v)));
+                let (front, back) = order.as_slices();
                 self.blocks
-                    .rebuild(radix::sort(&mut b.keys, &mut b.scratch));
+                    .rebuild(radix::sort_from([front, back], &mut b.keys, &mut b.scratch));
             });
         } else if !self.added.is_empty() || !self.removed.is_empty() {
             self.blocks.apply(&mut self.added, &mut self.removed);
@@ -126,6 +127,11 @@ pub(crate) fn is_sample(v: f64) -> bool {
 /// Non-negative finite floats order like their bit patterns (`-0.0` is stored as `+0.0`).
 fn key(v: f64) -> u64 {
     v.to_bits()
+}
+
+/// The sample a key stands for.
+fn value(k: u64) -> f64 {
+    f64::from_bits(k)
 }
 
 impl Window {
@@ -163,16 +169,16 @@ impl Window {
             if let Some(old) = self.order.pop_front() {
                 if !lazy.stale {
                     reserve_pending(&mut lazy.removed, limit);
-                    lazy.removed.push(key(old));
+                    lazy.removed.push(old);
                 }
-                self.sum.sub(old);
+                self.sum.sub(value(old));
             }
         } else if self.order.len() == self.order.capacity() {
             // Grow to the capacity at most, not to the next power of two.
             let want = (self.order.len() * 2).min(self.capacity);
             self.order.reserve_exact(want - self.order.len());
         }
-        self.order.push_back(v);
+        self.order.push_back(key(v));
         self.sum.add(v);
         if !lazy.stale {
             reserve_pending(&mut lazy.added, limit);
@@ -201,8 +207,8 @@ impl Window {
         let mut w = Window::new(k);
         let skip = self.len().saturating_sub(w.capacity);
         w.order.extend(self.order.iter().skip(skip));
-        for &v in &w.order {
-            w.sum.add(v);
+        for &k in &w.order {
+            w.sum.add(value(k));
         }
         w.sorted.get_mut().stale = true;
         w
@@ -210,7 +216,7 @@ impl Window {
 
     /// Samples in arrival order (oldest first).
     pub fn iter(&self) -> impl DoubleEndedIterator<Item = f64> + '_ {
-        self.order.iter().copied()
+        self.order.iter().map(|&k| value(k))
     }
 
     /// The smallest sample, if any.
@@ -274,18 +280,18 @@ pub(crate) fn combined_summary(a: &Window, keep_a: usize, b: &Window, keep_b: us
         .order
         .iter()
         .take(base.len() - keep_base)
-        .map(|&v| {
-            sum.sub(v);
-            key(v)
+        .map(|&k| {
+            sum.sub(value(k));
+            k
         })
         .collect();
     let mut added: Vec<u64> = other
         .order
         .iter()
         .skip(other.len() - keep_other)
-        .map(|&v| {
-            sum.add(v);
-            key(v)
+        .map(|&k| {
+            sum.add(value(k));
+            k
         })
         .collect();
     removed.sort_unstable();
