@@ -553,6 +553,52 @@ fn the_loop_applies_windows_keys_and_signals() {
     assert!(err.to_string().contains("scraper"), "{err}");
 }
 
+/// Input that waits as long as the loop asks, noting each wait and how long was left to
+/// `deadline` when it was asked.
+struct Waits {
+    deadline: Instant,
+    asked: Vec<(Duration, Duration)>,
+}
+
+impl infertop::ui::Input for Waits {
+    fn next(&mut self, timeout: Duration) -> std::io::Result<Option<TermEvent>> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        self.asked.push((timeout, left));
+        std::thread::sleep(timeout);
+        Ok(None)
+    }
+}
+
+/// `--duration` ends the watch when it is due, not at the next frame or poll: at one frame a
+/// second, no wait the loop asks for runs past the deadline.
+#[test]
+fn the_loop_never_waits_past_its_deadline() {
+    let (_tx, rx) = crossbeam_channel::unbounded::<WatchEvent>();
+    let deadline = Instant::now() + Duration::from_millis(250);
+    let opts = WatchLoop {
+        fps: 1,
+        signals: Signals::none(),
+        started: Instant::now(),
+        deadline: Some(deadline),
+    };
+    let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    let mut state = watch_state("vllm");
+    let mut input = Waits {
+        deadline,
+        asked: Vec::new(),
+    };
+    let stop = watch::run_loop(&mut terminal, &mut input, &rx, &mut state, &opts).unwrap();
+    assert_eq!(stop, StopReason::DurationLimit);
+    assert!(!input.asked.is_empty());
+    // The loop takes its timeout a moment before the input sees the clock: 1 ms of slack.
+    for &(timeout, left) in &input.asked {
+        assert!(
+            timeout <= left + Duration::from_millis(1),
+            "asked to wait {timeout:?} with {left:?} left"
+        );
+    }
+}
+
 /// `--headless` in a terminal prints the lines a pipe gets.
 #[test]
 fn headless_in_a_terminal_prints_lines() {
