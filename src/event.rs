@@ -400,12 +400,7 @@ pub struct RequestFailed {
 impl Event {
     /// One decode step as an event of its own.
     pub fn decode_step(index: u64, step: u32, itl_s: f64, gpu_s: Option<f64>) -> Event {
-        Event::DecodeSteps(vec![DecodeStep {
-            index,
-            step,
-            itl_s,
-            gpu_s,
-        }])
+        Event::DecodeSteps(vec![DecodeStep::new(index, step, itl_s, gpu_s)])
     }
 }
 
@@ -423,12 +418,37 @@ impl RequestDone {
 
 /// One decode step (one token per sequence) of request `index`; `step` counts from 1 (the
 /// token after the first).
+///
+/// 32 bytes: at 100,000 steps a second the dashboard reads every step once from memory the
+/// engine's thread wrote, and an `Option<f64>` for the GPU time made it 40. The GPU time is
+/// kept as bits, with `NO_GPU` (a NaN no timer gives) for none.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DecodeStep {
     pub index: u64,
-    pub step: u32,
     pub itl_s: f64,
-    pub gpu_s: Option<f64>,
+    gpu_bits: u64,
+    pub step: u32,
+}
+
+/// `DecodeStep::gpu_bits` when the step has no GPU time.
+const NO_GPU: u64 = u64::MAX;
+
+impl DecodeStep {
+    /// A step with its wall-clock ITL and, where a device timer measured it, its GPU time (a
+    /// NaN GPU time is none).
+    pub fn new(index: u64, step: u32, itl_s: f64, gpu_s: Option<f64>) -> DecodeStep {
+        DecodeStep {
+            index,
+            itl_s,
+            gpu_bits: gpu_s.filter(|g| !g.is_nan()).map_or(NO_GPU, f64::to_bits),
+            step,
+        }
+    }
+
+    /// The step's GPU time, when a device timer measured it.
+    pub fn gpu_s(&self) -> Option<f64> {
+        (self.gpu_bits != NO_GPU).then(|| f64::from_bits(self.gpu_bits))
+    }
 }
 
 /// How long an engine holds decode steps before it sends them as one event: a fast engine
@@ -1243,12 +1263,20 @@ mod tests {
     use super::*;
 
     fn step(step: u32) -> DecodeStep {
-        DecodeStep {
-            index: 7,
-            step,
-            itl_s: 0.0004,
-            gpu_s: None,
+        DecodeStep::new(7, step, 0.0004, None)
+    }
+
+    /// A step is 32 bytes, and keeps its GPU time, or the lack of one, exactly.
+    #[test]
+    fn a_step_is_small_and_keeps_its_gpu_time() {
+        assert_eq!(std::mem::size_of::<DecodeStep>(), 32);
+        for gpu in [None, Some(0.0), Some(-0.0), Some(1.25e-4), Some(f64::MAX)] {
+            let s = DecodeStep::new(3, 9, 0.002, gpu);
+            assert_eq!(s.gpu_s().map(f64::to_bits), gpu.map(f64::to_bits));
+            assert_eq!((s.index, s.step, s.itl_s), (3, 9, 0.002));
         }
+        assert_eq!(DecodeStep::new(3, 9, 0.002, Some(f64::NAN)).gpu_s(), None);
+        assert_ne!(step(1), DecodeStep::new(7, 1, 0.0004, Some(0.0003)));
     }
 
     fn sent(rx: &crossbeam_channel::Receiver<Event>) -> Vec<Vec<u32>> {

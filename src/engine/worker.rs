@@ -699,12 +699,7 @@ impl Measure<'_> {
             steps += 1;
             self.keep(&decoded.ids, &mut ids, &mut finished);
             batch.push(
-                DecodeStep {
-                    index,
-                    step: step as u32,
-                    itl_s: decoded.wall_s,
-                    gpu_s: decoded.gpu_s,
-                },
+                DecodeStep::new(index, step as u32, decoded.wall_s, decoded.gpu_s),
                 self.tx,
             );
             next = decoded.next;

@@ -158,7 +158,7 @@ impl Recorder {
                         index: s.index,
                         step: s.step,
                         itl_s: s.itl_s,
-                        gpu_s: s.gpu_s,
+                        gpu_s: s.gpu_s(),
                         t_s: Some(t_s),
                     }));
                 }

@@ -199,7 +199,8 @@ pub(crate) fn print_line(out: &mut impl Write, ev: &Event, steps: bool, t_s: f64
     match ev {
         Event::DecodeSteps(batch) if steps => {
             for s in batch {
-                let line = crate::record::writer::step_line(s.index, s.step, s.itl_s, s.gpu_s, t_s);
+                let line =
+                    crate::record::writer::step_line(s.index, s.step, s.itl_s, s.gpu_s(), t_s);
                 let _ = writeln!(out, "{line}");
             }
         }

@@ -1231,12 +1231,7 @@ mod tests {
     fn a_batch_leaves_its_newest_steps_in_the_ring() {
         let mut app = App::default();
         let batch: Vec<crate::event::DecodeStep> = (1..=50u32)
-            .map(|step| crate::event::DecodeStep {
-                index: 0,
-                step,
-                itl_s: f64::from(step) * 1e-3,
-                gpu_s: None,
-            })
+            .map(|step| crate::event::DecodeStep::new(0, step, f64::from(step) * 1e-3, None))
             .collect();
         app.apply(&Event::DecodeSteps(batch));
         let kept: Vec<u32> = app.steps.last_n(STEP_HISTORY).map(|p| p.step).collect();

@@ -75,12 +75,7 @@ mod tests {
     use super::*;
 
     fn step(index: u64, step: u32) -> DecodeStep {
-        DecodeStep {
-            index,
-            step,
-            itl_s: 0.001,
-            gpu_s: None,
-        }
+        DecodeStep::new(index, step, 0.001, None)
     }
 
     /// Steps within a millisecond of the last send wait; the next other event sends them

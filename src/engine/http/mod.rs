@@ -866,12 +866,7 @@ fn send_token(events: &Events, index: u64, token: Token) {
         Token::First { ttft_s } => {
             let _ = events.send(Event::PrefillDone { index, ttft_s });
         }
-        Token::Step { step, itl_s } => events.step(DecodeStep {
-            index,
-            step,
-            itl_s,
-            gpu_s: None,
-        }),
+        Token::Step { step, itl_s } => events.step(DecodeStep::new(index, step, itl_s, None)),
     }
 }
 

@@ -29,7 +29,7 @@ use ratatui::Frame;
 use super::keys::Action;
 use super::screen::Screen;
 use super::state::{App, Level, Source, Update};
-use crate::event::{DecodeStep, Event, StopReason};
+use crate::event::{Event, StopReason};
 use crate::record::feed::{FeedControl, FeedEvent, FooterItl, Note, Position, SourceState};
 use crate::stats::{Metric, Summary, Window, WindowKind};
 
@@ -437,9 +437,10 @@ impl FeedScreen {
             Event::DecodeSteps(steps) => Some(Event::DecodeSteps(
                 steps
                     .iter()
-                    .map(|s| DecodeStep {
-                        index: id(ids, s.index, false),
-                        ..*s
+                    .map(|s| {
+                        let mut step = *s;
+                        step.index = id(ids, s.index, false);
+                        step
                     })
                     .collect(),
             )),
