@@ -1,6 +1,7 @@
 //! Statistics that must match numpy exactly: percentiles, bounded windows, summaries.
 
 pub mod breakdown;
+mod coarse;
 mod endpoints;
 pub mod goodput;
 mod percentile;

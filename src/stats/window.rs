@@ -16,9 +16,13 @@
 //!   binary searches and a `memmove` per sample: at 100,000 decode steps a second, most of
 //!   the dashboard's CPU;
 //! - once the lists reach a quarter of the samples ([`rebuild_at`]), a merge would rewrite
-//!   every block anyway: the window stops listing and its next query sorts all the samples
-//!   afresh. A window pushed much faster than it is read (100,000 ITLs a second, read twice)
-//!   then costs a ring write per push and one radix sort per read;
+//!   every block anyway: the window stops listing (it is *stale*). A window pushed much
+//!   faster than it is read (100,000 ITLs a second, read twice) then costs a ring write per
+//!   push, and its summary, its counts below edges and its min and max are answered from
+//!   counts of the ring's samples per bucket, without sorting them (`stats/coarse.rs`: two
+//!   passes that only read, then one per query over the few buckets it needs). Only a query
+//!   that needs the blocks themselves (a mixed window that adds or drops samples) sorts all
+//!   the samples afresh;
 //! - rank selection walks the block lengths (about a thousand at 100,000 samples), so the
 //!   nine ranks a summary needs cost O(n / block) in one pass;
 //! - the sum is an exact fixed-point integer (a Kulisch accumulator: every finite
@@ -33,13 +37,15 @@
 //! where they are) plus 8 B per sample in the blocks (each block's
 //! allocation is its length rounded up to 16 values), plus the pending lists (at most
 //! 2 × 8 B × [`rebuild_at`]: 400 KB, 4 B per sample, for a 100,000-sample window), about
-//! 21 B per sample in all, and 272 B per window for the sum. Sorts (the lists, or all the
+//! 21 B per sample in all, and 272 B per window for the sum, and 16 KB for the bucket
+//! counts of a window once it is read while stale. Sorts (the lists, or all the
 //! samples afresh) use buffers the sorting thread keeps (`radix`): two of the largest
 //! window's size per thread, 1.6 MB for 100,000 samples, however many windows it reads.
 
 use std::cell::{Ref, RefCell};
 use std::collections::VecDeque;
 
+use super::coarse::Coarse;
 use super::percentile::{lerp, ranks};
 use super::radix;
 use super::Summary;
@@ -53,6 +59,10 @@ const BLOCK_MIN: usize = BLOCK_MAX / 8;
 /// How full a block is when a merge cuts a run of values into blocks: room for a few more
 /// without splitting, and what is left over (more than `BLOCK_MAX - FILL`) is never small.
 const FILL: usize = BLOCK_MAX * 3 / 4;
+
+/// Samples from which a stale window answers from bucket counts (`stats/coarse.rs`) rather
+/// than a sort: below, sorting them costs less than counting into 4,096 buckets.
+const COARSE_FROM: usize = 8192;
 
 /// Pushes a window takes into its pending lists before it stops listing them and marks its
 /// blocks for a fresh sort of all its samples instead: a quarter of its samples (at least
@@ -94,11 +104,19 @@ struct Lazy {
     added: Vec<u64>,
     removed: Vec<u64>,
     stale: bool,
+    /// While stale: the per-bucket counts of the samples (`stats/coarse.rs`) that a summary,
+    /// the counts below edges and the min and max are answered from without sorting; valid
+    /// until the next push.
+    coarse: Option<Coarse>,
+    coarse_valid: bool,
+    /// Pushes since the blocks or the counts were last brought up to date, while stale.
+    pushed: usize,
 }
 
 impl Lazy {
     /// Brings the blocks up to date with `order`, the window's samples.
     fn settle(&mut self, order: &VecDeque<u64>) {
+        self.pushed = 0;
         if self.stale {
             self.stale = false;
             radix::with_buffers(|b| {
@@ -111,11 +129,39 @@ impl Lazy {
         }
     }
 
-    /// Stops listing pushes: the next read sorts the samples afresh.
+    /// Stops listing pushes: the next read that needs the blocks sorts the samples afresh.
     fn mark_stale(&mut self) {
         self.stale = true;
         self.added.clear();
         self.removed.clear();
+    }
+
+    /// The counts of `order` per bucket, brought up to date, while the window is stale, holds
+    /// `COARSE_FROM` samples or more and is pushed fast. One pushed slowly again (fewer than
+    /// `rebuild_at` pushes since it was last read) gets none: that read sorts once, and the
+    /// window takes its pushes into the lists again.
+    fn coarse(&mut self, order: &VecDeque<u64>) -> Option<&Coarse> {
+        if !self.stale || order.len() < COARSE_FROM {
+            return None;
+        }
+        let parts = {
+            let (front, back) = order.as_slices();
+            [front, back]
+        };
+        if !self.coarse_valid {
+            if self.pushed < rebuild_at(order.len()) {
+                return None;
+            }
+            self.pushed = 0;
+            self.coarse_valid = match self.coarse.as_mut() {
+                Some(c) => c.rebuild(parts),
+                None => {
+                    self.coarse = Coarse::build(parts);
+                    self.coarse.is_some()
+                }
+            };
+        }
+        self.coarse.as_ref().filter(|_| self.coarse_valid)
     }
 }
 
@@ -164,6 +210,8 @@ impl Window {
         // -0.0 + 0.0 == +0.0, whose bits order first.
         let v = v + 0.0;
         let lazy = self.sorted.get_mut();
+        lazy.coarse_valid = false;
+        lazy.pushed += 1;
         let limit = rebuild_at(self.capacity);
         if self.order.len() == self.capacity {
             if let Some(old) = self.order.pop_front() {
@@ -219,8 +267,21 @@ impl Window {
         self.order.iter().map(|&k| value(k))
     }
 
+    /// The window's samples as they are in the ring, and their counts per bucket when the
+    /// window is stale (pushed faster than read): what the queries below answer from without
+    /// sorting the samples.
+    fn coarse<R>(&self, f: impl FnOnce(&Coarse, [&[u64]; 2]) -> R) -> Option<R> {
+        let mut lazy = self.sorted.borrow_mut();
+        let coarse = lazy.coarse(&self.order)?;
+        let (front, back) = self.order.as_slices();
+        Some(f(coarse, [front, back]))
+    }
+
     /// The smallest sample, if any.
     pub fn min(&self) -> Option<f64> {
+        if let Some(min) = self.coarse(|c, _| c.min()) {
+            return Some(value(min));
+        }
         self.settled()
             .blocks
             .first()
@@ -230,6 +291,9 @@ impl Window {
 
     /// The largest sample, if any.
     pub fn max(&self) -> Option<f64> {
+        if let Some(max) = self.coarse(|c, _| c.max()) {
+            return Some(value(max));
+        }
         self.settled()
             .blocks
             .last()
@@ -240,17 +304,16 @@ impl Window {
     /// How many samples are below each of `edges` (ascending): a histogram's cumulative
     /// counts, exact, in one forward pass over the sorted blocks.
     pub fn counts_below(&self, edges: &[f64]) -> Vec<usize> {
+        // Edges at or below zero (or NaN) have nothing below them: key 0 counts nothing.
+        let edge_key = |e: f64| if e <= 0.0 || e.is_nan() { 0 } else { key(e) };
+        let keys: Vec<u64> = edges.iter().map(|&e| edge_key(e)).collect();
+        if let Some(counts) = self.coarse(|c, parts| c.counts_below(parts, &keys)) {
+            return counts;
+        }
         let sorted = self.settled();
         let mut cursor = Cursor::default();
-        edges
-            .iter()
-            .map(|&e| {
-                if e <= 0.0 || e.is_nan() {
-                    0
-                } else {
-                    cursor.lower_bound(&sorted, key(e))
-                }
-            })
+        keys.iter()
+            .map(|&k| cursor.lower_bound(&sorted, k))
             .collect()
     }
 
@@ -258,7 +321,18 @@ impl Window {
     /// `numpy.percentile` (default `linear` method), the mean correctly rounded (see the
     /// module comment for how that compares with numpy's pairwise mean).
     pub fn summary(&self) -> Summary {
-        summarize(&self.settled(), &[], &[], self.sum.clone())
+        let n = self.len();
+        let from_coarse = self.coarse(|c, parts| {
+            summary_of(n, self.sum.clone(), |want| {
+                let ranks: Vec<usize> = want.iter().map(|&(r, _)| r).collect();
+                let mut out = [0u64; 9];
+                for (&(_, slot), v) in want.iter().zip(c.select(parts, &ranks)) {
+                    out[slot] = v;
+                }
+                out
+            })
+        });
+        from_coarse.unwrap_or_else(|| summarize(&self.settled(), &[], &[], self.sum.clone()))
     }
 }
 
@@ -275,6 +349,11 @@ pub(crate) fn combined_summary(a: &Window, keep_a: usize, b: &Window, keep_b: us
     } else {
         (b, keep_b, a, keep_a)
     };
+    if keep_other == 0 && keep_base == base.len() {
+        // One window whole (the warmup samples have left the mixed window): its own summary,
+        // which a window pushed faster than it is read answers without sorting.
+        return base.summary();
+    }
     let mut sum = base.sum.clone();
     let mut removed: Vec<u64> = base
         .order
@@ -303,6 +382,16 @@ pub(crate) fn combined_summary(a: &Window, keep_a: usize, b: &Window, keep_b: us
 /// sorted), whose exact sum is `sum`.
 fn summarize(base: &SortedBlocks, added: &[u64], removed: &[u64], sum: ExactSum) -> Summary {
     let n = (base.len() + added.len()).saturating_sub(removed.len());
+    summary_of(n, sum, |want| select_ranks(base, added, removed, want))
+}
+
+/// The summary of `n` samples whose exact sum is `sum`, with `select` giving the values at
+/// the ranks it is handed (ascending, 0-based, below `n`), each written to its slot.
+fn summary_of(
+    n: usize,
+    sum: ExactSum,
+    select: impl FnOnce(&[(usize, usize); 9]) -> [u64; 9],
+) -> Summary {
     if n == 0 {
         return Summary::default();
     }
@@ -315,7 +404,7 @@ fn summarize(base: &SortedBlocks, added: &[u64], removed: &[u64], sum: ExactSum)
         want[2 * i + 1] = (hi, 2 * i + 1);
     }
     want.sort_unstable();
-    let values = select_ranks(base, added, removed, &want);
+    let values = select(&want);
     let at = |slot: usize| f64::from_bits(values[slot]);
     let p = |i: usize| lerp(at(2 * i), at(2 * i + 1), fracs[i].2);
     Summary {
@@ -1118,7 +1207,14 @@ mod tests {
         /// across blocks), many, small windows that evict within a batch, large ones.
         #[test]
         fn batched_merges_match_the_naive_window(
-            capacity in proptest::prop_oneof![1usize..=20, 100usize..=300, 2000usize..=5000],
+            capacity in proptest::prop_oneof![
+                1usize..=20,
+                100usize..=300,
+                2000usize..=5000,
+                // From `COARSE_FROM` samples: chunks over a quarter of them are answered
+                // from bucket counts, smaller ones from the blocks.
+                COARSE_FROM..=10_000,
+            ],
             distinct in proptest::prop_oneof![1u64..=3, 1000u64..=1_000_000],
             chunks in proptest::collection::vec(0usize..3000, 1..12),
             seed in 0u64..u64::MAX,
