@@ -15,14 +15,14 @@
 //!   under [`BLOCK_MIN`]. Pushing one by one into the blocks instead cost two cache-missing
 //!   binary searches and a `memmove` per sample: at 100,000 decode steps a second, most of
 //!   the dashboard's CPU;
-//! - once the lists reach a quarter of the samples ([`rebuild_at`]), a merge would rewrite
-//!   every block anyway: the window stops listing (it is *stale*). A window pushed much
-//!   faster than it is read (100,000 ITLs a second, read twice) then costs a ring write per
-//!   push, and its summary, its counts below edges and its min and max are answered from
-//!   counts of the ring's samples per bucket, without sorting them (`stats/coarse.rs`: two
-//!   passes that only read, then one per query over the few buckets it needs). Only a query
-//!   that needs the blocks themselves (a mixed window that adds or drops samples) sorts all
-//!   the samples afresh;
+//! - once the lists reach a quarter of the samples (a fortieth from 8,192: [`rebuild_at`]),
+//!   a merge costs more than what replaces it: the window stops listing (it is *stale*). A
+//!   window pushed much faster than it is read (the ITLs at 10,000 decode steps a second and
+//!   more, read twice a second) then costs a ring write per push, and its summary, its
+//!   counts below edges and its min and max are answered from counts of the ring's samples
+//!   per bucket, without sorting them (`stats/coarse.rs`: two passes that only read, then
+//!   one per query over the few buckets it needs). Only a query that needs the blocks
+//!   themselves (a mixed window that adds or drops samples) sorts all the samples afresh;
 //! - rank selection walks the block lengths (about a thousand at 100,000 samples), so the
 //!   nine ranks a summary needs cost O(n / block) in one pass;
 //! - the sum is an exact fixed-point integer (a Kulisch accumulator: every finite
@@ -36,9 +36,9 @@
 //! Memory: 8 B per sample in the ring (the samples' keys, so that a fresh sort reads them
 //! where they are) plus 8 B per sample in the blocks (each block's
 //! allocation is its length rounded up to 16 values), plus the pending lists (at most
-//! 2 × 8 B × [`rebuild_at`]: 400 KB, 4 B per sample, for a 100,000-sample window), about
-//! 21 B per sample in all, and 272 B per window for the sum, and 16 KB for the bucket
-//! counts of a window once it is read while stale. Sorts (the lists, or all the
+//! 2 × 8 B × [`rebuild_at`]: 40 KB for a 100,000-sample window), about 17 B per sample in
+//! all, 272 B per window for the sum, and 16 KB for the bucket counts of a window once it is
+//! read while stale. Sorts (the lists, or all the
 //! samples afresh) use buffers the sorting thread keeps (`radix`): two of the largest
 //! window's size per thread, 1.6 MB for 100,000 samples, however many windows it reads.
 
@@ -64,14 +64,21 @@ const FILL: usize = BLOCK_MAX * 3 / 4;
 /// than a sort: below, sorting them costs less than counting into 4,096 buckets.
 const COARSE_FROM: usize = 8192;
 
-/// Pushes a window takes into its pending lists before it stops listing them and marks its
-/// blocks for a fresh sort of all its samples instead: a quarter of its samples (at least
-/// 16). Past that, sorting the samples afresh when next read costs less than sorting the
-/// lists and rewriting every block, and a window pushed faster than it is read (100,000 ITLs
-/// a second, read twice) takes each further push into its ring alone. Nothing grows with
-/// pushes: the lists stay under a quarter of the capacity.
+/// Pushes a window takes into its pending lists before it stops listing them (goes stale)
+/// and takes each further push into its ring alone: a quarter of its samples (at least 16),
+/// past which sorting the samples afresh when next read costs less than sorting the lists and
+/// rewriting every block; from `COARSE_FROM` samples, where a stale window is read from
+/// bucket counts, a fortieth. A merge of k pushes into 100,000 samples cost about 0.19 ms at
+/// k = 500 and 1.0 ms at 5,000, the counts and one query about 0.45 ms at any k
+/// (`benches/state.rs`, `window_push`), and the dashboard makes two queries of a window per
+/// read: they break even near k = 2,500. Nothing grows with pushes: the lists stay under a
+/// quarter of the capacity.
 fn rebuild_at(len: usize) -> usize {
-    (len / 4).max(16)
+    if len >= COARSE_FROM {
+        len / 40
+    } else {
+        (len / 4).max(16)
+    }
 }
 
 /// The last `capacity` samples in arrival order, plus the same samples as an ordered multiset
@@ -1211,7 +1218,7 @@ mod tests {
                 1usize..=20,
                 100usize..=300,
                 2000usize..=5000,
-                // From `COARSE_FROM` samples: chunks over a quarter of them are answered
+                // From `COARSE_FROM` samples: chunks over a fortieth of them are answered
                 // from bucket counts, smaller ones from the blocks.
                 COARSE_FROM..=10_000,
             ],
