@@ -222,21 +222,37 @@ mod tests {
     use proptest::prelude::*;
 
     proptest! {
-        /// Ranks and counts below are those of the sorted keys, for keys in one bucket,
-        /// spread over many, clustered with an outlier, and all equal; from a ring split
-        /// anywhere.
+        /// Ranks and counts below are those of the sorted keys, for keys spread over every
+        /// bit, a few values, a tight band, the band with outliers, and all of these mixed;
+        /// from a ring split anywhere.
         #[test]
         fn answers_as_a_full_sort_does(
-            keys in prop::collection::vec(
-                prop_oneof![
-                    any::<u64>(),
-                    0u64..4,
-                    (0u64..300).prop_map(|k| k << 40),
-                    (0.002f64..0.0022).prop_map(f64::to_bits),
-                    Just(0.5f64.to_bits()),
-                ],
-                1..3000,
-            ),
+            keys in prop_oneof![
+                // Every bit varies: the buckets split on the top bits.
+                prop::collection::vec(any::<u64>(), 1..3000),
+                // A few values: all in one or two buckets, most keys equal.
+                prop::collection::vec(0u64..4, 1..3000),
+                // ITL-like: latencies in a 10% band, spread over many buckets.
+                prop::collection::vec((0.002f64..0.0022).prop_map(f64::to_bits), 1..3000),
+                // The same band with rare outliers far above: most keys in a few buckets.
+                prop::collection::vec(
+                    prop_oneof![
+                        50 => (0.002f64..0.0022).prop_map(f64::to_bits),
+                        1 => Just(0.5f64.to_bits()),
+                    ],
+                    1..3000,
+                ),
+                // Every kind mixed.
+                prop::collection::vec(
+                    prop_oneof![
+                        any::<u64>(),
+                        0u64..4,
+                        (0u64..300).prop_map(|k| k << 40),
+                        (0.002f64..0.0022).prop_map(f64::to_bits),
+                    ],
+                    1..3000,
+                ),
+            ],
             split in any::<prop::sample::Index>(),
             probes in prop::collection::vec(any::<prop::sample::Index>(), 1..20),
             extra in prop::collection::vec(any::<u64>(), 0..5),

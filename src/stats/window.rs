@@ -148,7 +148,8 @@ impl Lazy {
     /// `rebuild_at` pushes since it was last read) gets none: that read sorts once, and the
     /// window takes its pushes into the lists again.
     fn coarse(&mut self, order: &VecDeque<u64>) -> Option<&Coarse> {
-        if !self.stale || order.len() < COARSE_FROM {
+        // The counts are `u32`: a window past that many samples sorts instead.
+        if !self.stale || order.len() < COARSE_FROM || order.len() > u32::MAX as usize {
             return None;
         }
         let parts = {
