@@ -512,7 +512,8 @@ impl StepBatch {
     }
 
     fn send(&mut self, now: std::time::Instant, tx: &crossbeam_channel::Sender<Event>) {
-        let _ = tx.send(Event::DecodeSteps(std::mem::take(&mut self.steps)));
+        let steps = std::mem::replace(&mut self.steps, spare_steps());
+        let _ = tx.send(Event::DecodeSteps(steps));
         self.sent = Some(now);
     }
 
@@ -520,6 +521,78 @@ impl StepBatch {
     pub fn is_empty(&self) -> bool {
         self.steps.is_empty()
     }
+}
+
+/// Emptied step lists for new batches, bounded by their room: `SPARE_ROOM` steps in all
+/// (2 MB). Never waits: whichever side finds it held goes without (a new list, or a free).
+struct StepPool {
+    spare: std::sync::Mutex<Spare>,
+}
+
+struct Spare {
+    lists: Vec<Vec<DecodeStep>>,
+    /// The lists' capacities, summed.
+    room: usize,
+}
+
+const SPARE_ROOM: usize = 65_536;
+
+impl StepPool {
+    const fn new() -> StepPool {
+        StepPool {
+            spare: std::sync::Mutex::new(Spare {
+                lists: Vec::new(),
+                room: 0,
+            }),
+        }
+    }
+
+    /// A list given back, or a new one.
+    fn take(&self) -> Vec<DecodeStep> {
+        let Ok(mut spare) = self.spare.try_lock() else {
+            return Vec::new();
+        };
+        let list = spare.lists.pop().unwrap_or_default();
+        spare.room -= list.capacity();
+        list
+    }
+
+    /// Keeps `event`'s step list, emptied, when there is room; drops anything else.
+    fn give(&self, event: Event) {
+        let Event::DecodeSteps(mut steps) = event else {
+            return;
+        };
+        if steps.capacity() == 0 {
+            return;
+        }
+        if let Ok(mut spare) = self.spare.try_lock() {
+            if spare.room + steps.capacity() <= SPARE_ROOM {
+                steps.clear();
+                spare.room += steps.capacity();
+                spare.lists.push(steps);
+            }
+        }
+    }
+}
+
+/// Step lists the dashboard has folded in, for the engines' next batches: at 100,000 steps a
+/// second a list is allocated on the engine's thread and freed on the dashboard's about a
+/// thousand times a second, and a free of another thread's block takes that thread's arena
+/// in the system allocator, the one the engine allocates its tensors from. The dashboard
+/// takes a frame's batches at once (a hundred at 10 fps), hence room for that many. Only the
+/// dashboard gives lists back (`recycle`); with no dashboard the pool stays empty and a batch
+/// starts with a new list, as it did before.
+static STEP_POOL: StepPool = StepPool::new();
+
+/// An empty step list for a new batch: one the dashboard gave back, or a new one.
+pub fn spare_steps() -> Vec<DecodeStep> {
+    STEP_POOL.take()
+}
+
+/// Takes back an event a consumer is done with: a decode-step list goes to the pool for the
+/// next batch (`spare_steps`) when there is room, anything else is dropped.
+pub fn recycle(event: Event) {
+    STEP_POOL.give(event);
 }
 
 /// Everything that crosses the channel into the consumers.
@@ -1264,6 +1337,39 @@ mod tests {
 
     fn step(step: u32) -> DecodeStep {
         DecodeStep::new(7, step, 0.0004, None)
+    }
+
+    /// Takes lists out of `pool` until it gives a new one (no capacity); their capacities.
+    fn take_spares(pool: &StepPool) -> Vec<usize> {
+        std::iter::repeat_with(|| pool.take())
+            .inspect(|l| assert!(l.is_empty(), "a spare list holds steps"))
+            .map(|l| l.capacity())
+            .take_while(|&c| c > 0)
+            .take(10_000)
+            .collect()
+    }
+
+    /// A step list given back comes out empty with its room for the next batch; the pool
+    /// keeps `SPARE_ROOM` steps of room at most, however many are given back, and drops
+    /// anything but a step list.
+    #[test]
+    fn step_lists_given_back_are_reused_and_bounded() {
+        let pool = StepPool::new();
+        assert!(take_spares(&pool).is_empty());
+        let mut list = Vec::with_capacity(333);
+        list.extend((1..=200).map(step));
+        pool.give(Event::DecodeSteps(list));
+        pool.give(Event::Paused);
+        pool.give(Event::DecodeSteps(Vec::new()));
+        assert_eq!(take_spares(&pool), [333]);
+        for _ in 0..500 {
+            pool.give(Event::DecodeSteps(Vec::with_capacity(1000)));
+        }
+        let kept = take_spares(&pool);
+        assert_eq!(kept.len(), SPARE_ROOM / 1000);
+        // Taken out, the room is free again.
+        pool.give(Event::DecodeSteps(Vec::with_capacity(SPARE_ROOM)));
+        assert_eq!(take_spares(&pool), [SPARE_ROOM]);
     }
 
     /// A step is 32 bytes, and keeps its GPU time, or the lack of one, exactly.

@@ -219,7 +219,8 @@ impl RateFeed {
 
     fn send_held(&mut self, t_s: f64, out: &mut Vec<(f64, Event)>) {
         if !self.held.is_empty() {
-            out.push((t_s, Event::DecodeSteps(std::mem::take(&mut self.held))));
+            let held = std::mem::replace(&mut self.held, infertop::event::spare_steps());
+            out.push((t_s, Event::DecodeSteps(held)));
             self.sent = Some(t_s);
         }
     }

@@ -235,6 +235,10 @@ impl Screen for App {
         false
     }
 
+    fn done(&mut self, event: Event) {
+        crate::event::recycle(event);
+    }
+
     fn disconnected(&mut self) -> anyhow::Result<()> {
         self.worker_disconnected();
         Ok(())

@@ -25,6 +25,9 @@ pub trait Screen {
     /// Folds one event in. Returns whether to draw at once rather than at the next frame (a
     /// watch's new window); a stream of many events per frame returns false.
     fn apply(&mut self, event: &Self::Event) -> bool;
+    /// Takes an event back once it is folded in and handed to `on_event` (the dashboard
+    /// returns a decode-step list to the engines' pool, `event::recycle`).
+    fn done(&mut self, _event: Self::Event) {}
     /// Every producer has gone. An error ends the loop with it.
     fn disconnected(&mut self) -> anyhow::Result<()>;
     /// Sets the clock (time since the loop started; tests set it by hand).
@@ -152,6 +155,7 @@ pub fn drain<S: Screen>(
             Ok(ev) => {
                 draw_now |= screen.apply(&ev);
                 on_event(&ev, screen);
+                screen.done(ev);
             }
             Err(TryRecvError::Empty) => break,
             Err(TryRecvError::Disconnected) => {
@@ -161,4 +165,58 @@ pub fn drain<S: Screen>(
         }
     }
     Ok(draw_now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Folds numbers, and notes what is handed back.
+    #[derive(Default)]
+    struct Numbers {
+        applied: Vec<u32>,
+        done: Vec<u32>,
+    }
+
+    impl Screen for Numbers {
+        type Event = u32;
+        fn apply(&mut self, event: &u32) -> bool {
+            self.applied.push(*event);
+            false
+        }
+        fn done(&mut self, event: u32) {
+            self.done.push(event);
+        }
+        fn disconnected(&mut self) -> anyhow::Result<()> {
+            Ok(())
+        }
+        fn tick(&mut self, _now: Duration) {}
+        fn key(&mut self, _key: &KeyEvent) -> Update {
+            Update::None
+        }
+        fn draw(&self, _frame: &mut Frame) {}
+    }
+
+    /// Each event is folded in, handed to `on_event`, then given back to the screen (where
+    /// the dashboard returns a step list to the engines' pool), in order.
+    #[test]
+    fn a_drained_event_is_given_back_after_it_is_handed_on() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        for n in 1..=3 {
+            tx.send(n).unwrap();
+        }
+        let mut screen = Numbers::default();
+        let mut handed = Vec::new();
+        let mut on_event = |ev: &u32, s: &mut Numbers| {
+            assert!(
+                !s.done.contains(ev),
+                "{ev} given back before it was handed on"
+            );
+            handed.push(*ev);
+        };
+        drain(&rx, &mut screen, &mut on_event).unwrap();
+        assert_eq!(handed, [1, 2, 3]);
+        assert_eq!(screen.applied, [1, 2, 3]);
+        assert_eq!(screen.done, [1, 2, 3]);
+    }
 }
