@@ -8,7 +8,10 @@
 //! - `test_backend/changing`: two states one request apart drawn in turn, so every frame has
 //!   a diff to flush, as a live run has;
 //! - `crossterm_sink/changing`: the same through the real `CrosstermBackend`, writing the
-//!   escape sequences into `io::sink()` (what the UI thread pays per frame, less the write(2)).
+//!   escape sequences into `io::sink()` (what the UI thread pays per frame, less the write(2));
+//! - `dashboard/same`, `dashboard/changing`: the dashboard's stack (`Coalesce` over that
+//!   backend) drawn as the dashboard draws (`coalesce::draw`); `dashboard_ratatui_diff/…` the
+//!   same stack through `Terminal::draw`, whose diff `coalesce::draw` replaces.
 //!
 //! Run: `cargo bench --bench render`.
 //!
@@ -32,10 +35,11 @@ mod common;
 use std::hint::black_box;
 
 use criterion::{criterion_group, BenchmarkId, Criterion};
+use infertop::ui::coalesce::Coalesce;
 use infertop::ui::render::render;
 use infertop::ui::App;
 use ratatui::backend::{Backend, CrosstermBackend, TestBackend};
-use ratatui::layout::Rect;
+use ratatui::layout::{Rect, Size};
 use ratatui::{Terminal, TerminalOptions, Viewport};
 
 const SIZES: [(u16, u16); 2] = [(80, 24), (200, 60)];
@@ -82,6 +86,34 @@ fn frames(c: &mut Criterion) {
                 draw(&mut terminal, apps[i % 2])
             })
         });
+        // The dashboard's stack (`Coalesce` over crossterm) drawn as the dashboard draws
+        // (`coalesce::draw`, its own diff) and as `Terminal::draw` would (ratatui's diff).
+        for (name, own) in [("dashboard", true), ("dashboard_ratatui_diff", false)] {
+            let mut terminal = Terminal::with_options(
+                Coalesce::with_size(CrosstermBackend::new(std::io::sink()), Size::new(w, h)),
+                TerminalOptions {
+                    viewport: Viewport::Fixed(Rect::new(0, 0, w, h)),
+                },
+            )
+            .expect("terminal");
+            let mut draw_on = move |app: &App| {
+                if own {
+                    infertop::ui::coalesce::draw(&mut terminal, |f| render(f, black_box(app)))
+                        .unwrap_or_else(|_| panic!("draw failed"));
+                } else {
+                    draw(&mut terminal, app);
+                }
+            };
+            group.bench_function(BenchmarkId::new(format!("{name}/same"), &size), |b| {
+                b.iter(|| draw_on(&app))
+            });
+            group.bench_function(BenchmarkId::new(format!("{name}/changing"), &size), |b| {
+                b.iter(|| {
+                    i += 1;
+                    draw_on(apps[i % 2])
+                })
+            });
+        }
     }
     group.finish();
 }

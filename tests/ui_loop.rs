@@ -14,6 +14,7 @@ use infertop::run::Signals;
 use infertop::ui::{run_app, App, Input, LoopOptions};
 
 const STOP_WAIT: Duration = Duration::from_millis(500);
+use infertop::ui::coalesce::Coalesce;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{
     Event as TermEvent, KeyCode, KeyEvent, KeyEventKind, KeyEventState, KeyModifiers,
@@ -113,8 +114,8 @@ fn run_info() -> Event {
     Event::RunStarted(Box::new(info))
 }
 
-fn screen(terminal: &Terminal<TestBackend>) -> String {
-    let buf = terminal.backend().buffer();
+fn screen(terminal: &Terminal<Coalesce<TestBackend>>) -> String {
+    let buf = terminal.backend().inner().buffer();
     let mut out = String::new();
     for y in 0..buf.area.height {
         for x in 0..buf.area.width {
@@ -140,7 +141,7 @@ fn space_pauses_and_q_stops_the_worker() {
     let (ctl_tx, ctl_rx) = unbounded();
     ev_tx.send(run_info()).expect("send");
     let worker = fake_worker(ev_tx, ctl_rx, true);
-    let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
+    let mut terminal = Terminal::new(Coalesce::new(TestBackend::new(80, 24))).expect("terminal");
     let mut app = App::default();
     // A key release must do nothing (only presses count); q comes long after PAUSED is drawn.
     let mut input = Script::new(
@@ -190,7 +191,7 @@ fn a_signal_stops_the_worker_with_its_name() {
     let (ctl_tx, ctl_rx) = unbounded();
     ev_tx.send(run_info()).expect("send");
     let worker = fake_worker(ev_tx, ctl_rx, true);
-    let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
+    let mut terminal = Terminal::new(Coalesce::new(TestBackend::new(80, 24))).expect("terminal");
     let mut app = App::default();
     let signals = Signals::none();
     let setter = {
@@ -226,7 +227,7 @@ fn quitting_waits_for_a_silent_worker_only_so_long() {
     let (ctl_tx, ctl_rx) = unbounded();
     ev_tx.send(run_info()).expect("send");
     let worker = fake_worker(ev_tx, ctl_rx, false);
-    let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
+    let mut terminal = Terminal::new(Coalesce::new(TestBackend::new(80, 24))).expect("terminal");
     let mut app = App::default();
     let mut input = Script::new(&[press('q')], Duration::from_millis(50));
     let started = Instant::now();
@@ -258,7 +259,7 @@ fn a_finished_run_stays_on_screen_until_quit() {
         .send(Event::Finished(StopReason::RequestLimit))
         .expect("send");
     drop(ev_tx);
-    let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
+    let mut terminal = Terminal::new(Coalesce::new(TestBackend::new(80, 24))).expect("terminal");
     let mut app = App::default();
     // Space after the finish must not send anything; q then quits at once.
     let mut input = Script::new(&[press(' '), press('q')], Duration::from_millis(200));
@@ -289,7 +290,7 @@ fn a_worker_that_vanishes_is_an_error_on_screen() {
     let (ctl_tx, _ctl_rx) = unbounded::<Control>();
     ev_tx.send(run_info()).expect("send");
     drop(ev_tx);
-    let mut terminal = Terminal::new(TestBackend::new(80, 24)).expect("terminal");
+    let mut terminal = Terminal::new(Coalesce::new(TestBackend::new(80, 24))).expect("terminal");
     let mut app = App::default();
     let mut input = Script::new(&[press('q')], Duration::from_millis(200));
     let stop = run_app(
@@ -364,7 +365,7 @@ fn a_sweep_in_the_dashboard_takes_real_controls_through_one_channel() {
         },
         Default::default(),
     ));
-    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    let mut terminal = Terminal::new(Coalesce::new(TestBackend::new(100, 30))).unwrap();
     let mut input = Script::new(
         &[press(' '), press('B'), press('q')],
         Duration::from_millis(300),

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use infertop::event::{ServerWindow, StopReason};
 use infertop::run::Signals;
 use infertop::scrape;
+use infertop::ui::coalesce::Coalesce;
 use infertop::ui::theme::{Glyphs, Theme};
 use infertop::ui::watch::{self, render, WatchConfig, WatchEvent, WatchLoop, WatchState};
 use infertop::ui::KeyMap;
@@ -515,14 +516,14 @@ fn the_loop_applies_windows_keys_and_signals() {
         started: Instant::now(),
         deadline: None,
     };
-    let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    let mut terminal = Terminal::new(Coalesce::new(TestBackend::new(80, 24))).unwrap();
     let mut state = watch_state("vllm");
     let mut input = Script([None, key(' '), None, key('q'), key('q')].into());
     let stop = watch::run_loop(&mut terminal, &mut input, &rx, &mut state, &opts).unwrap();
     assert_eq!(stop, StopReason::UserStop);
     assert_eq!(state.windows_read, 3);
     assert!(state.paused);
-    let screen = format!("{}", terminal.backend());
+    let screen = format!("{}", terminal.backend().inner());
     assert!(
         screen.contains(" PAUSED ") && screen.contains("space resume"),
         "{screen}"
@@ -581,7 +582,7 @@ fn the_loop_never_waits_past_its_deadline() {
         started: Instant::now(),
         deadline: Some(deadline),
     };
-    let mut terminal = Terminal::new(TestBackend::new(80, 24)).unwrap();
+    let mut terminal = Terminal::new(Coalesce::new(TestBackend::new(80, 24))).unwrap();
     let mut state = watch_state("vllm");
     let mut input = Waits {
         deadline,

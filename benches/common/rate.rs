@@ -302,8 +302,7 @@ pub fn screen_bytes(
         Screen::tick(&mut app, Duration::from_secs_f64(t));
         let t1 = Instant::now();
         Screen::refresh(&mut app);
-        terminal
-            .draw(|f| Screen::draw(&app, f))
+        infertop::ui::coalesce::draw(&mut terminal, |f| Screen::draw(&app, f))
             .unwrap_or_else(|e| panic!("draw: {e}"));
         if frame > first {
             fold += t1 - t0;

@@ -203,7 +203,7 @@ impl Input for TerminalInput {
 /// `stop_wait` for `Finished`, passing every event it drains to `on_event`.
 #[allow(clippy::too_many_arguments)]
 pub fn run_app<B>(
-    terminal: &mut Terminal<B>,
+    terminal: &mut Terminal<coalesce::Coalesce<B>>,
     input: &mut dyn Input,
     events: &Receiver<Event>,
     control: &Sender<Control>,

@@ -3,8 +3,8 @@
 //! drains the event channel without blocking (folding each event into the screen's state,
 //! then handing it to `on_event`, e.g. the recorder), sends what the state asks for, refreshes
 //! the cached statistics and draws when a frame is due, then waits for input until the next
-//! frame (or a short poll, so new events are seen soon). Generic over the ratatui backend and
-//! the input source, so tests drive it on a `TestBackend` with scripted keys.
+//! frame (or a short poll, so new events are seen soon). Generic over the ratatui backend under
+//! `Coalesce` and the input source, so tests drive it on a `TestBackend` with scripted keys.
 
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,7 @@ use ratatui::backend::Backend;
 use ratatui::crossterm::event::{Event as TermEvent, KeyEvent};
 use ratatui::{Frame, Terminal};
 
+use super::coalesce::{self, Coalesce};
 use super::state::Update;
 use super::Input;
 use crate::event::{Control, StopReason};
@@ -69,7 +70,7 @@ const POLL: Duration = Duration::from_millis(100);
 /// Runs `screen` until a quit key, a signal, the deadline or an error; returns why it stopped.
 /// `control` (when the producer takes messages) gets what keys and the state ask for.
 pub fn run_screen<B, S>(
-    terminal: &mut Terminal<B>,
+    terminal: &mut Terminal<Coalesce<B>>,
     input: &mut dyn Input,
     events: &Receiver<S::Event>,
     control: Option<&Sender<Control>>,
@@ -101,7 +102,7 @@ where
         let now = Instant::now();
         if now >= next_draw {
             screen.refresh();
-            if let Err(e) = terminal.draw(|f| screen.draw(f)) {
+            if let Err(e) = coalesce::draw(terminal, |f| screen.draw(f)) {
                 // A hung-up terminal fails here, possibly before the SIGHUP flag is seen.
                 return opts.signals.stop_reason().ok_or_else(|| e.into());
             }

@@ -20,6 +20,7 @@ use ratatui::{Frame, Terminal};
 
 pub use state::{NodeView, Pane, Series, Update, WatchConfig, WatchEvent, WatchState};
 
+use super::coalesce::Coalesce;
 use super::screen::{run_screen, LoopOptions, Screen};
 use super::Input;
 use crate::event::StopReason;
@@ -98,7 +99,7 @@ pub fn run(
 
 /// The loop on any backend and input (tests drive it on a `TestBackend`).
 pub fn run_loop<B>(
-    terminal: &mut Terminal<B>,
+    terminal: &mut Terminal<Coalesce<B>>,
     input: &mut dyn Input,
     events: &Receiver<WatchEvent>,
     state: &mut WatchState,
