@@ -52,7 +52,8 @@ pub fn draw<B: Backend>(
 pub struct Coalesce<B: Backend> {
     inner: B,
     /// What the terminal shows, as far as this backend has drawn it; `None` when unknown
-    /// (after a partial clear), and then nothing is bridged until the next full clear.
+    /// (after a partial clear). Then [`draw`] writes every cell, which makes it known again,
+    /// and `Terminal::draw` bridges nothing until the next full clear.
     screen: Option<Buffer>,
 }
 
