@@ -495,6 +495,11 @@ impl StepBatch {
         now: std::time::Instant,
         tx: &crossbeam_channel::Sender<Event>,
     ) {
+        if self.steps.capacity() == 0 {
+            // Taken when a step comes rather than at each send, so a batch that ends (the
+            // request's last flush) does not take a list from the pool only to drop it.
+            self.steps = spare_steps();
+        }
         self.steps.push(step);
         if self
             .sent
@@ -512,8 +517,7 @@ impl StepBatch {
     }
 
     fn send(&mut self, now: std::time::Instant, tx: &crossbeam_channel::Sender<Event>) {
-        let steps = std::mem::replace(&mut self.steps, spare_steps());
-        let _ = tx.send(Event::DecodeSteps(steps));
+        let _ = tx.send(Event::DecodeSteps(std::mem::take(&mut self.steps)));
         self.sent = Some(now);
     }
 
