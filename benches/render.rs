@@ -9,9 +9,11 @@
 //!   a diff to flush, as a live run has;
 //! - `crossterm_sink/changing`: the same through the real `CrosstermBackend`, writing the
 //!   escape sequences into `io::sink()` (what the UI thread pays per frame, less the write(2));
-//! - `dashboard/same`, `dashboard/changing`: the dashboard's stack (`Coalesce` over that
-//!   backend) drawn as the dashboard draws (`coalesce::draw`); `dashboard_ratatui_diff/…` the
-//!   same stack through `Terminal::draw`, whose diff `coalesce::draw` replaces.
+//! - `dashboard_parts/same`, `dashboard_parts/changing`: the dashboard's stack (`Coalesce`
+//!   over that backend) drawn as the dashboard draws (`coalesce::draw_parts`: a part whose key
+//!   is the last frame's is neither drawn nor compared; the two states differ everywhere, so
+//!   `changing` draws every part); `dashboard/…` the whole frame with `Coalesce`'s own diff
+//!   (`coalesce::draw`); `dashboard_ratatui_diff/…` the same stack through `Terminal::draw`.
 //!
 //! Run: `cargo bench --bench render`.
 //!
@@ -36,7 +38,7 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, BenchmarkId, Criterion};
 use infertop::ui::coalesce::Coalesce;
-use infertop::ui::render::render;
+use infertop::ui::render::{render, render_parts};
 use infertop::ui::App;
 use ratatui::backend::{Backend, CrosstermBackend, TestBackend};
 use ratatui::layout::{Rect, Size};
@@ -49,6 +51,13 @@ fn draw<B: Backend>(terminal: &mut Terminal<B>, app: &App) {
         .draw(|f| render(f, black_box(app)))
         .map(|_| ())
         .unwrap_or_else(|_| panic!("draw failed"));
+}
+
+#[derive(Clone, Copy)]
+enum Draw {
+    Parts,
+    Whole,
+    Ratatui,
 }
 
 fn frames(c: &mut Criterion) {
@@ -87,8 +96,14 @@ fn frames(c: &mut Criterion) {
             })
         });
         // The dashboard's stack (`Coalesce` over crossterm) drawn as the dashboard draws
-        // (`coalesce::draw`, its own diff) and as `Terminal::draw` would (ratatui's diff).
-        for (name, own) in [("dashboard", true), ("dashboard_ratatui_diff", false)] {
+        // (`coalesce::draw_parts`: only the parts whose key changed are drawn and compared),
+        // whole with its own diff (`coalesce::draw`), and as `Terminal::draw` would (ratatui's
+        // diff).
+        for (name, how) in [
+            ("dashboard_parts", Draw::Parts),
+            ("dashboard", Draw::Whole),
+            ("dashboard_ratatui_diff", Draw::Ratatui),
+        ] {
             let mut terminal = Terminal::with_options(
                 Coalesce::with_size(CrosstermBackend::new(std::io::sink()), Size::new(w, h)),
                 TerminalOptions {
@@ -96,13 +111,16 @@ fn frames(c: &mut Criterion) {
                 },
             )
             .expect("terminal");
-            let mut draw_on = move |app: &App| {
-                if own {
+            let mut draw_on = move |app: &App| match how {
+                Draw::Parts => infertop::ui::coalesce::draw_parts(&mut terminal, |f, parts| {
+                    render_parts(f, black_box(app), parts)
+                })
+                .unwrap_or_else(|_| panic!("draw failed")),
+                Draw::Whole => {
                     infertop::ui::coalesce::draw(&mut terminal, |f| render(f, black_box(app)))
-                        .unwrap_or_else(|_| panic!("draw failed"));
-                } else {
-                    draw(&mut terminal, app);
+                        .unwrap_or_else(|_| panic!("draw failed"))
                 }
+                Draw::Ratatui => draw(&mut terminal, app),
             };
             group.bench_function(BenchmarkId::new(format!("{name}/same"), &size), |b| {
                 b.iter(|| draw_on(&app))

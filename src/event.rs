@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 pub const EVENT_QUEUE: usize = 1 << 16;
 
 /// What a run is doing, as shown in the dashboard header.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunPhase {
     Loading,

@@ -302,8 +302,10 @@ pub fn screen_bytes(
         Screen::tick(&mut app, Duration::from_secs_f64(t));
         let t1 = Instant::now();
         Screen::refresh(&mut app);
-        infertop::ui::coalesce::draw(&mut terminal, |f| Screen::draw(&app, f))
-            .unwrap_or_else(|e| panic!("draw: {e}"));
+        infertop::ui::coalesce::draw_parts(&mut terminal, |f, parts| {
+            Screen::draw_parts(&app, f, parts)
+        })
+        .unwrap_or_else(|e| panic!("draw: {e}"));
         if frame > first {
             fold += t1 - t0;
             screen += t1.elapsed();

@@ -19,6 +19,8 @@ use ratatui::buffer::{Buffer, Cell, CellDiffOption, CellWidth};
 use ratatui::layout::{Position, Rect, Size};
 use ratatui::{Frame, Terminal};
 
+use super::parts::{Drawn, Parts};
+
 /// The widest gap bridged: a cursor move costs about this many bytes.
 const MAX_GAP: u16 = 6;
 
@@ -29,21 +31,34 @@ const COVERED: Cell = Cell::new("");
 
 /// Renders a frame with `render` and writes what differs from what the terminal shows: what
 /// `Terminal::draw` does for this backend, without its diff. The cursor stays hidden (no
-/// screen places it).
+/// screen places it). The frame is the whole canvas, blanked first.
 pub fn draw<B: Backend>(
     terminal: &mut Terminal<Coalesce<B>>,
     render: impl FnOnce(&mut Frame),
 ) -> Result<(), B::Error> {
+    draw_parts(terminal, |frame, parts| {
+        parts.whole(frame.buffer_mut());
+        render(frame);
+    })
+}
+
+/// `draw` for a screen drawn part by part (`Parts`): the canvas keeps the parts the last
+/// frame drew, and only the parts drawn again are compared with what the terminal shows.
+pub fn draw_parts<B: Backend>(
+    terminal: &mut Terminal<Coalesce<B>>,
+    render: impl FnOnce(&mut Frame, &mut Parts),
+) -> Result<(), B::Error> {
     // As `Terminal::draw` does: a frame is never drawn for a size the terminal no longer has.
     terminal.autoresize()?;
-    // One canvas, blanked just before it is drawn on, rather than `Terminal::draw`'s two
-    // (the other blanked a frame ahead): the frame and the screen copy are all the memory a
-    // frame goes through, and the canvas is in the cache when it is compared.
-    terminal.current_buffer_mut().reset();
-    render(&mut terminal.get_frame());
+    // One canvas rather than `Terminal::draw`'s two (the other blanked a frame ahead): the
+    // frame and the screen copy are all the memory a frame goes through, and what a frame
+    // draws is in the cache when it is compared.
+    let mut parts = std::mem::take(&mut terminal.backend_mut().parts);
+    render(&mut terminal.get_frame(), &mut parts);
     let next = std::mem::take(terminal.current_buffer_mut());
-    let written = terminal.backend_mut().present(&next);
+    let written = terminal.backend_mut().present(&next, parts.drawn());
     *terminal.current_buffer_mut() = next;
+    terminal.backend_mut().parts = parts;
     written?;
     terminal.hide_cursor()?;
     terminal.backend_mut().flush()
@@ -55,6 +70,9 @@ pub struct Coalesce<B: Backend> {
     /// (after a partial clear). Then [`draw`] writes every cell, which makes it known again,
     /// and `Terminal::draw` bridges nothing until the next full clear.
     screen: Option<Buffer>,
+    /// What the canvas holds, for [`draw_parts`]; forgotten whenever the terminal is drawn
+    /// or cleared by other means.
+    parts: Parts,
 }
 
 impl<B: Backend> Coalesce<B> {
@@ -62,6 +80,7 @@ impl<B: Backend> Coalesce<B> {
         let mut c = Coalesce {
             inner,
             screen: None,
+            parts: Parts::new(),
         };
         c.reset_screen();
         c
@@ -73,6 +92,7 @@ impl<B: Backend> Coalesce<B> {
         Coalesce {
             inner,
             screen: Some(Buffer::empty(Rect::new(0, 0, size.width, size.height))),
+            parts: Parts::new(),
         }
     }
 
@@ -80,8 +100,14 @@ impl<B: Backend> Coalesce<B> {
         &self.inner
     }
 
+    /// The backend under it (a test resizes its `TestBackend`).
+    pub fn inner_mut(&mut self) -> &mut B {
+        &mut self.inner
+    }
+
     /// After a full clear the terminal is blank: every cell a default space.
     fn reset_screen(&mut self) {
+        self.parts.forget();
         self.screen = self
             .inner
             .size()
@@ -133,14 +159,14 @@ impl<B: Backend> Coalesce<B> {
         self.inner.draw(out.iter().map(|(x, y, c)| (*x, *y, c)))
     }
 
-    /// Writes the cells of `next` that differ from the screen copy (every cell when what the
-    /// terminal shows is unknown or of another size), bridged.
-    fn present(&mut self, next: &Buffer) -> Result<(), B::Error> {
+    /// Writes the cells of `next` that differ from the screen copy, bridged: of the parts
+    /// `drawn`, or of every cell when what the terminal shows is unknown or of another size.
+    fn present(&mut self, next: &Buffer, drawn: &Drawn) -> Result<(), B::Error> {
         if self.screen.as_ref().is_some_and(|s| s.area != next.area) {
             self.screen = None;
         }
         let mut changes = Vec::new();
-        changed_cells(self.screen.as_ref(), next, &mut changes);
+        changed_cells(self.screen.as_ref(), next, drawn, &mut changes);
         if self.screen.is_none() {
             // Every cell but those the diff passes over is written below: from then on the
             // copy is what the terminal shows.
@@ -172,46 +198,67 @@ fn is_skip(cell: &Cell) -> bool {
 }
 
 /// Appends to `out`, row by row and left to right, the cells of `next` that differ from
-/// `shown` (every cell when `shown` is `None`; `shown` has `next`'s area). The columns a wide
-/// symbol covers after its first are the symbol's and are not compared.
-fn changed_cells(shown: Option<&Buffer>, next: &Buffer, out: &mut Vec<(u16, u16, Cell)>) {
+/// `shown`: those of the rectangles `drawn`, or every cell when `drawn` is all or `shown` is
+/// `None` (`shown` has `next`'s area). The columns a wide symbol covers after its first are
+/// the symbol's and are not compared.
+fn changed_cells(
+    shown: Option<&Buffer>,
+    next: &Buffer,
+    drawn: &Drawn,
+    out: &mut Vec<(u16, u16, Cell)>,
+) {
     let area = next.area;
     let w = usize::from(area.width);
     if w == 0 {
         return;
     }
+    let mut spans: Vec<(usize, usize, Rect)> = match (shown, drawn) {
+        (Some(_), Drawn::Rects(rects)) => rects
+            .iter()
+            .map(|r| r.intersection(area))
+            .filter(|r| !r.is_empty())
+            .map(|r| {
+                let x0 = usize::from(r.x - area.x);
+                (x0, x0 + usize::from(r.width), r)
+            })
+            .collect(),
+        _ => vec![(0, w, area)],
+    };
+    spans.sort_by_key(|&(x0, _, _)| x0);
     // The width of the last symbol of more than one byte: borders and bars repeat one.
     let mut last: Option<(&str, u16)> = None;
     for (y, (row, start)) in (area.y..).zip(next.content.chunks(w).zip((0..).step_by(w))) {
-        let mut x = 0;
-        while x < row.len() {
-            let cell = &row[x];
-            if is_skip(cell) {
-                x += 1;
-                continue;
+        for &(x0, x1, _) in spans.iter().filter(|(_, _, r)| r.y <= y && y < r.bottom()) {
+            let mut x = x0;
+            while x < x1.min(row.len()) {
+                let cell = &row[x];
+                if is_skip(cell) {
+                    x += 1;
+                    continue;
+                }
+                let differs = match shown.and_then(|s| s.content.get(start + x)) {
+                    Some(seen) => seen != cell || cell.diff_option == CellDiffOption::AlwaysUpdate,
+                    None => true,
+                };
+                if differs {
+                    // `x` < `w`, which is a u16.
+                    out.push((area.x + x as u16, y, cell.clone()));
+                }
+                let symbol = cell.symbol();
+                let width = match cell.diff_option {
+                    CellDiffOption::ForcedWidth(n) => n.get(),
+                    _ if symbol.len() == 1 => 1,
+                    _ => match last {
+                        Some((s, n)) if s == symbol => n,
+                        _ => {
+                            let n = symbol.cell_width();
+                            last = Some((symbol, n));
+                            n
+                        }
+                    },
+                };
+                x += usize::from(width.max(1));
             }
-            let differs = match shown.and_then(|s| s.content.get(start + x)) {
-                Some(seen) => seen != cell || cell.diff_option == CellDiffOption::AlwaysUpdate,
-                None => true,
-            };
-            if differs {
-                // `x` < `w`, which is a u16.
-                out.push((area.x + x as u16, y, cell.clone()));
-            }
-            let symbol = cell.symbol();
-            let width = match cell.diff_option {
-                CellDiffOption::ForcedWidth(n) => n.get(),
-                _ if symbol.len() == 1 => 1,
-                _ => match last {
-                    Some((s, n)) if s == symbol => n,
-                    _ => {
-                        let n = symbol.cell_width();
-                        last = Some((symbol, n));
-                        n
-                    }
-                },
-            };
-            x += usize::from(width.max(1));
         }
     }
 }
@@ -223,11 +270,14 @@ impl<B: Backend> Backend for Coalesce<B> {
     where
         I: Iterator<Item = (u16, u16, &'a Cell)>,
     {
+        // Drawn by other means (`Terminal::draw`): the canvas is no longer what it was.
+        self.parts.forget();
         self.write(content.map(|(x, y, c)| (x, y, c.clone())).collect())
     }
 
     fn append_lines(&mut self, n: u16) -> Result<(), Self::Error> {
         self.screen = None;
+        self.parts.forget();
         self.inner.append_lines(n)
     }
 
@@ -259,6 +309,7 @@ impl<B: Backend> Backend for Coalesce<B> {
             self.reset_screen();
         } else {
             self.screen = None;
+            self.parts.forget();
         }
         Ok(())
     }

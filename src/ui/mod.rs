@@ -12,6 +12,7 @@ pub mod config;
 pub mod feed;
 pub use crate::util::format;
 pub mod keys;
+pub mod parts;
 pub mod render;
 pub mod ring;
 pub mod screen;
@@ -262,6 +263,10 @@ impl Screen for App {
 
     fn draw(&self, frame: &mut Frame) {
         render::render(frame, self);
+    }
+
+    fn draw_parts(&self, frame: &mut Frame, parts: &mut parts::Parts) {
+        render::render_parts(frame, self, parts);
     }
 }
 

@@ -14,6 +14,7 @@ use ratatui::crossterm::event::{Event as TermEvent, KeyEvent};
 use ratatui::{Frame, Terminal};
 
 use super::coalesce::{self, Coalesce};
+use super::parts::Parts;
 use super::state::Update;
 use super::Input;
 use crate::event::{Control, StopReason};
@@ -43,6 +44,12 @@ pub trait Screen {
     }
     /// Draws the whole screen from the state; never changes it.
     fn draw(&self, frame: &mut Frame);
+    /// Draws the screen on a canvas that holds the last frame's parts (`Parts`); by
+    /// default whole, as `draw` does.
+    fn draw_parts(&self, frame: &mut Frame, parts: &mut Parts) {
+        parts.whole(frame.buffer_mut());
+        self.draw(frame);
+    }
 }
 
 /// Loop settings that are not part of the state.
@@ -102,7 +109,7 @@ where
         let now = Instant::now();
         if now >= next_draw {
             screen.refresh();
-            if let Err(e) = coalesce::draw(terminal, |f| screen.draw(f)) {
+            if let Err(e) = coalesce::draw_parts(terminal, |f, parts| screen.draw_parts(f, parts)) {
                 // A hung-up terminal fails here, possibly before the SIGHUP flag is seen.
                 return opts.signals.stop_reason().ok_or_else(|| e.into());
             }

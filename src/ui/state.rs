@@ -58,7 +58,7 @@ pub const DIST_METRICS: [Metric; 3] = [Metric::Ttft, Metric::Tpot, Metric::Itl];
 
 /// What the chart area shows where there is no room for every view at once (the view key
 /// cycles it; at 200x60 the other views have panes of their own).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Hash, PartialEq, Eq)]
 pub enum View {
     /// TTFT and TPOT per request.
     #[default]
@@ -201,6 +201,24 @@ pub struct Figures {
     pub trace_covered_s: Option<f64>,
 }
 
+/// How many times each kind of state the screen shows has changed: with the slices' and the
+/// buckets' own newest, the keys of the parts `render` draws (`ui::parts`), so a part whose
+/// counts are those of the last frame is not drawn again.
+#[derive(Clone, Copy, Debug, Default, Hash, PartialEq, Eq)]
+pub struct Changes {
+    /// Keys, the view, and every event but a request's, a decode step and a telemetry sample
+    /// (the run starting, resets, workload changes, server windows, notices, the end).
+    pub rare: u64,
+    /// The figures taken (`refresh`): the header's, the table's, the distributions'.
+    pub figures: u64,
+    /// Requests finished: the per-request charts.
+    pub requests: u64,
+    /// Lines added to the events pane or changed in it.
+    pub events: u64,
+    /// Telemetry samples: the memory panel.
+    pub telemetry: u64,
+}
+
 /// The newest outlier line, while later outliers may still go into it.
 #[derive(Clone, Debug)]
 struct OutlierBurst {
@@ -336,6 +354,8 @@ pub struct App {
     pub sweep: Option<crate::sweep::fold::SweepFold>,
     /// Where the events come from (an engine, or a record replayed or followed).
     pub source: Source,
+    /// What changed, for drawing only the parts that did.
+    pub changes: Changes,
     dirty: bool,
 
     // Bookkeeping for events that are noticed rather than sent.
@@ -406,6 +426,7 @@ impl App {
             server_nodes: false,
             sweep: None,
             source: Source::Engine,
+            changes: Changes::default(),
             dirty: true,
             pending_boundary: false,
             warmup_seen: false,
@@ -475,11 +496,13 @@ impl App {
     /// Something changed that the next frame must show whole (not held): a key, a reset, a
     /// workload change, the end of a run or a cell.
     fn invalidate(&mut self) {
+        self.changes.rare += 1;
         self.dirty = true;
         self.urgent = true;
     }
 
     fn log(&mut self, level: Level, text: String) {
+        self.changes.events += 1;
         self.events.push(LogEntry {
             at: self.now,
             level,
@@ -490,6 +513,15 @@ impl App {
     /// Applies one event: first to the run's fold, then to the view. Pure: no I/O, no clock;
     /// O(log n) at most.
     pub fn apply(&mut self, event: &Event) {
+        match event {
+            // Shown through the figures (taken at most every `FIGURES_HOLD`), the slices and
+            // the buckets, each counted on its own.
+            Event::RequestStarted { .. } | Event::PrefillDone { .. } | Event::DecodeSteps(_) => {}
+            Event::RequestDone(_) => self.changes.requests += 1,
+            Event::RequestFailed(_) => {}
+            Event::Telemetry(_) => self.changes.telemetry += 1,
+            _ => self.changes.rare += 1,
+        }
         match self.sweep.as_mut() {
             Some(sweep) => sweep.apply(self.now.as_secs_f64(), &mut self.run, event),
             None => self.run.apply(event),
@@ -823,6 +855,7 @@ impl App {
             let merged = format!("{} outliers, worst {}", b.count, b.worst);
             if let Some(line) = self.events.last_mut() {
                 line.text = merged;
+                self.changes.events += 1;
             }
             return;
         }
@@ -922,6 +955,7 @@ impl App {
         self.figures_stale = false;
         self.urgent = false;
         self.figures_at = Some(self.now);
+        self.changes.figures += 1;
         // A few µs with full 100k windows (sorted blocks, BENCHMARKS.md).
         self.table = self.run.stats.table(self.window, self.include_warmup);
         if self.phase_rows {
@@ -977,6 +1011,8 @@ impl App {
 
     /// A key press, turned into an action by the key map and applied.
     pub fn handle_key(&mut self, key: &ratatui::crossterm::event::KeyEvent) -> Update {
+        // Any key may open or close the help.
+        self.changes.rare += 1;
         match self.keys.action_over_help(key, &mut self.show_help) {
             Some(action) => self.update(action),
             None => Update::None,
@@ -986,6 +1022,7 @@ impl App {
     /// Applies a user action to the view, or says what to send to the worker. Changes to the
     /// run itself are not applied here: the worker echoes them as events.
     pub fn update(&mut self, action: Action) -> Update {
+        self.changes.rare += 1;
         if let Some(why) = self.source.refuses(action) {
             self.log(Level::Warn, why.into());
             return Update::None;

@@ -63,6 +63,8 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::Frame;
 
+use super::buckets::bucket_of;
+use super::parts::{self, key, Parts};
 use super::state::{App, View};
 use crate::event::RunPhase;
 use crate::stats::Metric;
@@ -77,7 +79,7 @@ pub const WIDE_WIDTH: u16 = 120;
 const TABLE_HEIGHT: u16 = 9;
 
 /// Where each region goes; `None` for regions the size leaves out.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub struct Regions {
     pub header: Rect,
     pub ttft: Rect,
@@ -202,10 +204,119 @@ pub fn layout(area: Rect) -> Option<Regions> {
 }
 
 /// Draws one frame.
+/// Draws the whole dashboard on a blank frame.
 pub fn render(frame: &mut Frame, app: &App) {
+    render_parts(frame, app, &mut Parts::every());
+}
+
+/// Draws the dashboard part by part: a region whose key is that of the last frame keeps what
+/// the canvas holds (`ui::parts`). Each key hashes what its region reads that can change;
+/// every key holds the view's (`Changes::rare`, the figures' generation, the phase, the
+/// theme), the layout's holds the size and which regions there are.
+pub fn render_parts(frame: &mut Frame, app: &App, parts: &mut Parts) {
     let area = frame.area();
     let theme = app.theme();
-    fill(frame.buffer_mut(), theme.text);
+    let loading = app.phase == RunPhase::Loading && app.run.info.is_none();
+    let r = match layout(area) {
+        Some(r) if !app.show_help && !loading => r,
+        _ => {
+            // The help over everything, too small a terminal, the loading progress: drawn
+            // whole, as they are rare and brief.
+            parts.whole(frame.buffer_mut());
+            return render_whole(frame, app, area);
+        }
+    };
+    parts.begin(frame.buffer_mut(), key((r, app.view)), theme.text);
+    let c = &app.changes;
+    let view = key((c.rare, c.figures, app.phase, app.theme_index));
+    let slices = (
+        app.slices.closed().len(),
+        app.slices.closed().back().map(|s| s.index),
+    );
+    // The per-request charts draw a column per request, or per bucket of run time once
+    // requests outpace the columns; those are numbered up to the clock's bucket, so the gap
+    // after the newest moves with it.
+    let requests = Some(if app.buckets.by_time() && !app.requests.is_empty() {
+        let newest = app.buckets.closed().back().map(|b| b.index);
+        let clock = bucket_of(app.now.as_secs_f64());
+        key((view, app.buckets.closed().len(), newest, clock))
+    } else {
+        key((view, c.requests))
+    });
+    // The heatmap's title shows the current request's progress, which depends on the clock.
+    let progress = app
+        .figures
+        .current
+        .as_ref()
+        .map(|c| c.progress(app.elapsed()));
+    let style = theme.text;
+    // The header shows the clock: drawn every frame, as the footer (two and one rows).
+    parts.part(frame, r.header, None, style, |f| {
+        header::render(f, app, r.header)
+    });
+    match app.view {
+        View::Requests => {
+            parts.part(frame, r.ttft, requests, style, |f| {
+                requests::render_ttft(f, app, r.ttft)
+            });
+            parts.part(frame, r.tpot, requests, style, |f| {
+                requests::render_tpot(f, app, r.tpot)
+            });
+        }
+        View::Distributions => parts.part(frame, r.charts(), Some(view), style, |f| {
+            three(f, app, r.charts(), dist::render)
+        }),
+        View::Bands => parts.part(frame, r.charts(), Some(key((view, slices))), style, |f| {
+            three(f, app, r.charts(), bands::render)
+        }),
+        View::Heatmap => {
+            let k = Some(key((view, slices, &progress)));
+            parts.part(frame, r.charts(), k, style, |f| {
+                heatmap::render(f, app, r.charts())
+            })
+        }
+        View::Breakdown => parts.part(frame, r.charts(), Some(view), style, |f| {
+            breakdown::render(f, app, r.charts())
+        }),
+    }
+    if let Some(rect) = r.heatmap {
+        let k = Some(key((view, slices, &progress)));
+        parts.part(frame, rect, k, style, |f| heatmap::render(f, app, rect));
+    }
+    if let Some(rect) = r.bands {
+        parts.part(frame, rect, Some(key((view, slices))), style, |f| {
+            three(f, app, rect, bands::render)
+        });
+    }
+    if let Some(rect) = r.dists {
+        parts.part(frame, rect, Some(view), style, |f| {
+            three(f, app, rect, dist::render)
+        });
+    }
+    parts.part(frame, r.table, Some(view), style, |f| {
+        table::render(f, app, r.table)
+    });
+    parts.part(
+        frame,
+        r.memory,
+        Some(key((view, c.telemetry))),
+        style,
+        |f| memory::render(f, app, r.memory),
+    );
+    // A sweep's grid follows its cells: drawn every frame.
+    let events = app.sweep.is_none().then(|| key((view, c.events)));
+    parts.part(frame, r.events, events, style, |f| {
+        events::render(f, app, r.events)
+    });
+    parts.part(frame, r.footer, None, style, |f| {
+        footer::render(f, app, r.footer)
+    });
+}
+
+/// The dashboard drawn whole on a blank frame: what a frame that is not laid out in parts
+/// shows (the help over it, the loading progress, too small a terminal).
+fn render_whole(frame: &mut Frame, app: &App, area: Rect) {
+    fill(frame.buffer_mut(), app.theme().text);
     let Some(r) = layout(area) else {
         too_small::render(frame, app, area);
         return;
@@ -251,19 +362,10 @@ pub fn render(frame: &mut Frame, app: &App) {
 }
 
 /// Gives every cell of a fresh frame `style`, as `Block::new().style(style)` over the whole
-/// area does. A frame starts blank (ratatui resets the buffer before each draw), so a style
-/// that leaves a blank cell as it is (the default theme's text, `reset`) needs no pass at
-/// all; otherwise the cells are walked in order rather than indexed by position. At 200x60
-/// that pass over a cold buffer was about a twentieth of the dashboard's CPU.
+/// area does (`parts::fill`).
 pub(crate) fn fill(buf: &mut ratatui::buffer::Buffer, style: ratatui::style::Style) {
-    let mut blank = ratatui::buffer::Cell::EMPTY;
-    blank.set_style(style);
-    if blank == ratatui::buffer::Cell::EMPTY {
-        return;
-    }
-    for cell in &mut buf.content {
-        cell.set_style(style);
-    }
+    let area = buf.area;
+    parts::fill(buf, area, style);
 }
 
 /// TTFT, TPOT and ITL side by side, each drawn by `draw`.
