@@ -100,7 +100,7 @@ const KEYS: [KeyCode; 14] = [
     KeyCode::Char(']'),
     KeyCode::Char('x'),
     KeyCode::Esc,
-    KeyCode::Char('?'),
+    KeyCode::Char('['),
 ];
 
 /// What a whole frame drawn from `app` at `area` shows.

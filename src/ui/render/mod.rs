@@ -212,7 +212,7 @@ pub fn render(frame: &mut Frame, app: &App) {
 /// Draws the dashboard part by part: a region whose key is that of the last frame keeps what
 /// the canvas holds (`ui::parts`). Each key hashes what its region reads that can change;
 /// every key holds the view's (`Changes::rare`, the figures' generation, the phase, the
-/// theme), the layout's holds the size and which regions there are.
+/// theme), the layout's holds the size, which regions there are, the view and the theme.
 pub fn render_parts(frame: &mut Frame, app: &App, parts: &mut Parts) {
     let area = frame.area();
     let theme = app.theme();
@@ -226,7 +226,13 @@ pub fn render_parts(frame: &mut Frame, app: &App, parts: &mut Parts) {
             return render_whole(frame, app, area);
         }
     };
-    parts.begin(frame.buffer_mut(), key((r, app.view)), theme.text);
+    // The theme is in the layout's key too: a change of theme blanks the canvas in the new
+    // text style, not only the regions.
+    parts.begin(
+        frame.buffer_mut(),
+        key((r, app.view, app.theme_index)),
+        theme.text,
+    );
     let c = &app.changes;
     let view = key((c.rare, c.figures, app.phase, app.theme_index));
     let slices = (
