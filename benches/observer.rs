@@ -964,7 +964,7 @@ fn feed_child(spec: &str) {
             thread::sleep(Duration::from_millis(1));
         }
     });
-    let signals = infertop::run::Signals::register().expect("signal handlers");
+    let signals = infertop::signals::Signals::register().expect("signal handlers");
     let mut app = app;
     let shown =
         infertop::ui::run_dashboard(rx, ctl_tx.clone(), &mut app, fps, &signals, &mut |_, _| {});

@@ -31,7 +31,7 @@ use infertop::event::{RequestDone, StopReason, WorkloadDesc};
 use infertop::record::feed::{FeedEvent, Speed};
 use infertop::record::line::{EventLine, Footer, Header, Line, RequestLine, RunEvent};
 use infertop::ui::feed::FeedScreen;
-use infertop::ui::state::Source;
+use infertop::ui::state::Producer;
 use infertop::ui::{App, Screen};
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
@@ -180,7 +180,7 @@ fn replay(dir: &Path, n: u64) {
         infertop::session::replay::spawn_player(&path, Speed::Max, false, tx, ctl_rx).unwrap();
     let mut screen = FeedScreen::new(
         App::default(),
-        Source::Replay,
+        Producer::Replay,
         vec!["replay.jsonl".into()],
         Some(ctl_tx),
     );
@@ -300,7 +300,7 @@ fn follow(dir: &Path, seconds: u64) {
         .iter()
         .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
-    let mut screen = FeedScreen::new(App::default(), Source::Follow, names, None);
+    let mut screen = FeedScreen::new(App::default(), Producer::Follow, names, None);
     let mut terminal = Terminal::new(TestBackend::new(200, 60)).unwrap();
     let mut work_ms = Vec::new();
     let mut lag_ms = Vec::new();

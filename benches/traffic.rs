@@ -22,7 +22,7 @@ use infertop::event::{Control, Event};
 use infertop::stats::Summary;
 use infertop::telemetry::alloc::current_bytes;
 use infertop::traffic::dataset::{self, ReadOptions};
-use infertop::traffic::{DatasetPlan, Order, Source};
+use infertop::traffic::{DatasetPlan, Order, RequestSource};
 
 fn env(key: &str, default: u64) -> u64 {
     std::env::var(key)
@@ -199,7 +199,7 @@ fn replay_bench(rate: u64, seconds: u64) {
         record_tokens: false,
         preconnect: true,
         reset_prefix_cache: false,
-        source: Some(Source::Dataset(Box::new(plan))),
+        source: Some(RequestSource::Dataset(Box::new(plan))),
         replay: Some(1.0),
         conversations: None,
     };

@@ -7,12 +7,14 @@
 pub mod cli;
 pub mod engine;
 pub mod event;
+pub mod exit;
+pub mod fold;
 pub mod model;
 pub mod plan;
 pub mod record;
-pub mod run;
 pub mod scrape;
 pub mod session;
+pub mod signals;
 pub mod stats;
 pub mod sweep;
 pub mod telemetry;

@@ -511,7 +511,7 @@ fn faults_are_failed_requests_with_a_reason() {
         assert!(done(&events).is_empty());
         // A failed request leaves no latency samples behind, though a cut stream's steps
         // were shown as they arrived.
-        let mut run = infertop::run::Run::new();
+        let mut run = infertop::fold::RunFold::new();
         for e in &events {
             run.apply(e);
         }
@@ -640,7 +640,7 @@ fn the_summary_breaks_latency_and_errors_down_per_endpoint() {
     cfg.endpoints.push(Endpoint::parse(&slow.url()).unwrap());
     cfg.endpoints.push(Endpoint::parse(&broken.url()).unwrap());
     let events = run_engine(cfg);
-    let mut run = infertop::run::Run::new();
+    let mut run = infertop::fold::RunFold::new();
     for e in &events {
         run.apply(e);
     }

@@ -19,7 +19,7 @@ use infertop::event::{ModelInfo, RequestDone, StopReason, WorkloadDesc};
 use infertop::record::feed::Speed;
 use infertop::record::line::{EventLine, Footer, Header, Line, RequestLine, RunEvent};
 use infertop::ui::feed::FeedScreen;
-use infertop::ui::state::Source;
+use infertop::ui::state::Producer;
 use infertop::ui::App;
 
 fn infertop() -> Command {
@@ -87,7 +87,7 @@ fn replay_into_screen(path: &Path) -> FeedScreen {
         infertop::session::replay::spawn_player(path, Speed::Max, false, tx, ctl_rx).unwrap();
     let mut screen = FeedScreen::new(
         App::default(),
-        Source::Replay,
+        Producer::Replay,
         vec!["r".into()],
         Some(ctl_tx),
     );

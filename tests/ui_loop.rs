@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Receiver, Sender};
 use infertop::event::{Control, Event, StopReason};
-use infertop::run::Signals;
+use infertop::signals::Signals;
 use infertop::ui::{run_app, App, Input, LoopOptions};
 
 const STOP_WAIT: Duration = Duration::from_millis(500);

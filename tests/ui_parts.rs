@@ -14,7 +14,7 @@ use std::time::Duration;
 use infertop::event::{CacheReset, Event, Notice, RequestFailed, Sample, StopReason, WorkloadDesc};
 use infertop::ui::coalesce::{self, Coalesce};
 use infertop::ui::state::View;
-use infertop::ui::{App, AppConfig, Screen, Update};
+use infertop::ui::{App, AppConfig, KeyOutcome, Screen};
 use ratatui::backend::TestBackend;
 use ratatui::buffer::Buffer;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -177,7 +177,7 @@ fn check(seed: u64, rate: f64, steps: u32, frames: u64, calm_from: u64, quiet_fr
             log.push(format!("{frame}: key {code:?}"));
             let update = Screen::key(&mut app, &KeyEvent::new(code, KeyModifiers::NONE));
             // The engine's answer to a reset.
-            if update == Update::Send(infertop::event::Control::ResetStats) {
+            if update == KeyOutcome::Send(infertop::event::Control::ResetStats) {
                 Screen::apply(&mut app, &Event::StatsReset);
             }
         }

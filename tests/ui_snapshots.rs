@@ -2,7 +2,7 @@
 //! with the clock injected (no wall-clock time anywhere), at 80x24 and 160x48. Colours are not
 //! in the snapshots; `styles_*` tests check the theme mapping on the same frames.
 //!
-//! Update with `INSTA_UPDATE=always cargo test --test ui_snapshots`, then read the `.snap` files.
+//! KeyOutcome with `INSTA_UPDATE=always cargo test --test ui_snapshots`, then read the `.snap` files.
 #![allow(clippy::unwrap_used)]
 
 use std::time::Duration;

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use infertop::event::{ServerWindow, StopReason};
-use infertop::run::Signals;
 use infertop::scrape;
+use infertop::signals::Signals;
 use infertop::ui::coalesce::Coalesce;
 use infertop::ui::theme::{Glyphs, Theme};
 use infertop::ui::watch::{self, render, WatchConfig, WatchEvent, WatchLoop, WatchState};

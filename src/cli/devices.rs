@@ -3,7 +3,7 @@
 use clap::Args;
 
 use super::{print_stdout, Failure};
-use crate::run::EXIT_OK;
+use crate::exit::EXIT_OK;
 use crate::telemetry;
 
 #[derive(Args, Debug, Clone)]

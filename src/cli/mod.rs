@@ -14,9 +14,9 @@ mod report;
 use clap::{Parser, Subcommand};
 
 pub use crate::event::EVENT_QUEUE;
+pub use crate::exit::Failure;
+pub use crate::exit::{EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 pub use crate::plan::RunOpts as RunArgs;
-pub use crate::run::Failure;
-pub use crate::run::{EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
 pub use make_model::{make_model, presets_table, MakeModelArgs};
 
 pub(crate) use crate::session::print_stdout;

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::{args, print_stdout, say, Failure};
+use crate::exit::EXIT_OK;
 use crate::record::report::{Report, ReportOptions};
 use crate::record::SummaryFormat;
-use crate::run::EXIT_OK;
 use crate::stats::{roofline, SettleRule, Slo};
 use crate::sweep::record::{read, AnyRecord};
 use crate::sweep::table::SweepFormat;

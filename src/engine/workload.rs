@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::event::Origin;
 pub use crate::traffic::len::{doubled, doubling_factor, LenSpec};
-use crate::traffic::{Conversations, Source};
+use crate::traffic::{Conversations, RequestSource};
 
 /// Where prompt ids come from.
 #[derive(Clone, Debug, PartialEq)]
@@ -40,7 +40,7 @@ pub struct Workload {
     pub seed: u64,
     /// Requests from a dataset or shared-prefix groups (prompts and lengths); `prompt` and
     /// `source` are then unused, and `output` is the length of rows that do not say.
-    pub traffic: Option<Arc<Source>>,
+    pub traffic: Option<Arc<RequestSource>>,
     /// Tokenizes a dataset's text prompts (the model's tokenizer).
     pub tokenizer: Option<Arc<tokenizers::Tokenizer>>,
     /// Conversations, one at a time, each turn's prompt the history so far (`Dialogue`).
@@ -120,7 +120,7 @@ impl Workload {
 
     /// The shape and ids of request `index` from the traffic source: its prompt tokenized (or
     /// its made-up parts as ids), its output length or the run's.
-    fn of_traffic(&self, traffic: &Source, index: u64) -> Result<RequestShape, String> {
+    fn of_traffic(&self, traffic: &RequestSource, index: u64) -> Result<RequestShape, String> {
         let planned = traffic
             .request(self.seed, index)
             .ok_or_else(|| "the dataset has no rows left".to_string())?;

@@ -13,8 +13,8 @@ use crate::engine::http::{self, HttpConfig};
 use crate::engine::worker::{self, WorkerConfig};
 use crate::engine::workload::{LenSpec, PromptSource, Workload};
 use crate::event::{Control, Event, WorkloadDesc};
+use crate::exit::Failure;
 use crate::model::{self, DeviceSpec, ModelSpec};
-use crate::run::Failure;
 use crate::telemetry;
 
 /// The engine a run drives (a sweep plans one per cell).

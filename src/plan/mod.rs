@@ -16,9 +16,9 @@ use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::exit::Failure;
 use crate::record::line::Header;
 use crate::record::SummaryFormat;
-use crate::run::Failure;
 use crate::stats::Slo;
 use crate::telemetry::TelemetryDevice;
 use crate::ui::{AppConfig, Look};

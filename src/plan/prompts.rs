@@ -4,8 +4,8 @@ use std::path::Path;
 
 use super::opts::WorkloadOpts;
 use crate::engine::workload::PromptSource;
+use crate::exit::Failure;
 use crate::model::{self, ModelSpec};
-use crate::run::Failure;
 
 /// Where the run's prompt ids come from: tokenized text when given, random ids otherwise.
 pub(super) fn prompt_source(

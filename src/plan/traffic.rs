@@ -6,14 +6,14 @@
 //! before anything is sent.
 
 use super::opts::RunOpts;
-use crate::run::Failure;
+use crate::exit::Failure;
 use crate::traffic::dataset::{self, ReadOptions};
-use crate::traffic::{synthetic_conversations, Conversations, DatasetPlan, Source, Turns};
+use crate::traffic::{synthetic_conversations, Conversations, DatasetPlan, RequestSource, Turns};
 
 /// The traffic a run sends, planned.
 #[derive(Debug, Default)]
 pub struct TrafficPlan {
-    pub source: Option<Source>,
+    pub source: Option<RequestSource>,
     pub conversations: Option<Conversations>,
     /// `--replay`'s time scale.
     pub replay: Option<f64>,
@@ -121,11 +121,14 @@ pub fn plan(
         return Ok(plan);
     }
     plan.source = match (dataset, &t.shared_prefix) {
-        (Some(d), _) => Some(Source::Dataset(Box::new(d))),
-        (None, Some(sp)) => Some(Source::SharedPrefix(sp.clone())),
+        (Some(d), _) => Some(RequestSource::Dataset(Box::new(d))),
+        (None, Some(sp)) => Some(RequestSource::SharedPrefix(sp.clone())),
         (None, None) => None,
     };
-    if let (Some(_), Some(d)) = (plan.replay, plan.source.as_ref().and_then(Source::dataset)) {
+    if let (Some(_), Some(d)) = (
+        plan.replay,
+        plan.source.as_ref().and_then(RequestSource::dataset),
+    ) {
         if !d.ds.info.timed {
             let first =
                 d.ds.rows()

@@ -1,6 +1,6 @@
 //! A record read back as the run's events, in the order they happened: what `replay` and
 //! `follow` feed the dashboard, so the screen folds a record exactly as it folded the live
-//! stream (the same `App::apply`, the same `run::Run`), and its statistics are the record's own.
+//! stream (the same `App::apply`, the same `fold::RunFold`), and its statistics are the record's own.
 //!
 //! A record is written in the order the consumer got things (docs/record-format.md): a
 //! request's line when it ended. The feeder puts each request back on the record's clock: it

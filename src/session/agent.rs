@@ -13,9 +13,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::exit::{Failure, EXIT_OK};
 use crate::plan::opts::AgentOpts;
-use crate::run::{Failure, Signals, EXIT_OK};
 use crate::scrape::exporter as names;
+use crate::signals::Signals;
 use crate::util::say;
 
 /// Connections served at once; more are answered 503 at once.

@@ -27,12 +27,13 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::print_stdout;
 use super::replay::{app_config, display_name, fold_headless, header_reason, show};
+use crate::exit::{Failure, EXIT_OK};
 use crate::plan::opts::FollowOpts;
 use crate::record::feed::{Fed, FeedEvent, Feeder, Note, SourceState};
 use crate::record::line::{Header, Line};
-use crate::run::{Failure, Signals, EXIT_OK};
+use crate::signals::Signals;
 use crate::ui::feed::FeedScreen;
-use crate::ui::state::Source;
+use crate::ui::state::Producer;
 use crate::ui::App;
 use crate::util::say;
 
@@ -44,7 +45,7 @@ const SAY_WAITING_AFTER: Duration = Duration::from_secs(1);
 
 /// Where a source's lines come from.
 #[derive(Clone, Debug)]
-enum Input {
+enum SourceInput {
     File(PathBuf),
     Stdin,
     Agent(String),
@@ -53,7 +54,7 @@ enum Input {
 #[derive(Clone, Debug)]
 struct Spec {
     name: String,
-    input: Input,
+    input: SourceInput,
 }
 
 /// `infertop follow`.
@@ -118,7 +119,7 @@ pub fn follow(opts: &FollowOpts) -> Result<i32, Failure> {
     let names = specs.iter().map(|s| s.name.clone()).collect();
     let mut screen = FeedScreen::new(
         App::new(app_config(&look, &first)),
-        Source::Follow,
+        Producer::Follow,
         names,
         None,
     );
@@ -165,7 +166,7 @@ fn specs(opts: &FollowOpts) -> Result<Vec<Spec>, Failure> {
             stdin = true;
             specs.push(Spec {
                 name: "stdin".into(),
-                input: Input::Stdin,
+                input: SourceInput::Stdin,
             });
             continue;
         }
@@ -185,7 +186,7 @@ fn specs(opts: &FollowOpts) -> Result<Vec<Spec>, Failure> {
         }
         specs.push(Spec {
             name: display_name(p),
-            input: Input::File(p.clone()),
+            input: SourceInput::File(p.clone()),
         });
     }
     for (i, a) in opts.agent.iter().enumerate() {
@@ -197,7 +198,7 @@ fn specs(opts: &FollowOpts) -> Result<Vec<Spec>, Failure> {
         }
         specs.push(Spec {
             name,
-            input: Input::Agent(cmd),
+            input: SourceInput::Agent(cmd),
         });
     }
     if specs.is_empty() {
@@ -241,7 +242,7 @@ fn wait_for_headers(
     while ready.iter().any(|r| !r) {
         if signals.stop_reason().is_some() {
             return Err(Failure {
-                code: signals.exit_code().unwrap_or(crate::run::EXIT_FAILURE),
+                code: signals.exit_code().unwrap_or(crate::exit::EXIT_FAILURE),
                 message: "follow: stopped while waiting for the sources' first lines".into(),
             });
         }
@@ -361,19 +362,19 @@ impl SourceThread {
 
     fn open(&self) -> Result<Reader, String> {
         match &self.spec.input {
-            Input::File(path) => {
+            SourceInput::File(path) => {
                 let f = File::open(path).map_err(|e| crate::util::io_error(path, &e))?;
                 Ok(Reader::File {
                     path: path.clone(),
                     reader: BufReader::with_capacity(1 << 16, f),
                 })
             }
-            Input::Stdin => Ok(Reader::Stream {
+            SourceInput::Stdin => Ok(Reader::Stream {
                 reader: BufReader::with_capacity(1 << 16, Box::new(std::io::stdin())),
                 child: None,
                 last_words: Arc::default(),
             }),
-            Input::Agent(cmd) => self.spawn_agent(cmd),
+            SourceInput::Agent(cmd) => self.spawn_agent(cmd),
         }
     }
 
@@ -617,7 +618,7 @@ pub fn follow_files(paths: &[PathBuf], tx: Sender<FeedEvent>) -> Result<Arc<Atom
             source: i,
             spec: Spec {
                 name: display_name(p),
-                input: Input::File(p.clone()),
+                input: SourceInput::File(p.clone()),
             },
             tx: tx.clone(),
             go: go.clone(),

@@ -17,11 +17,13 @@ use std::time::{Duration, Instant};
 
 use std::io::Write;
 
-use crossbeam_channel::Sender;
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use crate::event::Event;
+use crate::event::{Control, StopReason};
+use crate::exit::Failure;
 use crate::plan::Telemetry;
-use crate::run::Failure;
+use crate::signals::Signals;
 
 /// The threads beside the engine that feed the same channel: telemetry and the server's
 /// metrics. Stopped (and joined) together.
@@ -124,7 +126,7 @@ pub(crate) fn dashboard(
     screen_fps: u32,
     events: &crossbeam_channel::Receiver<Event>,
     control: &Sender<crate::event::Control>,
-    signals: &crate::run::Signals,
+    signals: &Signals,
     on_event: &mut dyn FnMut(&Event, &mut crate::ui::App),
 ) -> (Result<crate::event::StopReason, String>, crate::ui::App) {
     let mut app = app;
@@ -148,4 +150,44 @@ pub(crate) fn dashboard(
     // The app comes back after a failure too: what it had folded when it failed is what the
     // footer's summary and the printed one are made from.
     (result, app)
+}
+
+/// What a headless consumer got from the channel.
+#[derive(Debug)]
+pub enum Received {
+    Event(Event),
+    /// Nothing for 50 ms.
+    Idle,
+    /// The channel closed: every producer has gone.
+    Closed,
+}
+
+/// A headless consumer of one engine's events: passes a signal on as a stop (once), and waits
+/// a little for the next event. What it does with the event (record it, fold it) is the
+/// caller's.
+pub struct Consumer<'a> {
+    pub events: &'a Receiver<Event>,
+    pub control: &'a Sender<Control>,
+    pub signals: &'a Signals,
+    /// The stop a signal asked for, once one has.
+    pub interrupted: Option<StopReason>,
+}
+
+impl Consumer<'_> {
+    pub fn recv(&mut self) -> Received {
+        if let (Some(reason), None) = (self.signals.stop_reason(), &self.interrupted) {
+            self.interrupted = Some(reason.clone());
+            let _ = self.control.send(Control::Stop(reason));
+        }
+        match self.events.recv_timeout(Duration::from_millis(50)) {
+            Ok(ev) => Received::Event(ev),
+            Err(RecvTimeoutError::Timeout) => Received::Idle,
+            Err(RecvTimeoutError::Disconnected) => Received::Closed,
+        }
+    }
+}
+
+/// Seconds since `started`, for record lines.
+pub fn since(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64()
 }

@@ -15,14 +15,15 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 
 use super::print_stdout;
 use crate::event::Event;
+use crate::exit::{Failure, EXIT_OK};
 use crate::plan::opts::ReplayOpts;
 use crate::record::feed::{
     end_time, Fed, FeedControl, FeedEvent, Feeder, Position, SourceState, Speed,
 };
 use crate::record::line::{Header, Line};
-use crate::run::{Failure, Signals, EXIT_OK};
+use crate::signals::Signals;
 use crate::ui::feed::FeedScreen;
-use crate::ui::state::Source;
+use crate::ui::state::Producer;
 use crate::ui::{App, AppConfig, Look};
 use crate::util::say;
 
@@ -60,7 +61,7 @@ pub fn replay(opts: &ReplayOpts) -> Result<i32, Failure> {
     let app = App::new(app_config(&look, &header));
     let mut screen = FeedScreen::new(
         app,
-        Source::Replay,
+        Producer::Replay,
         vec![display_name(path)],
         Some(ctl_tx.clone()),
     );

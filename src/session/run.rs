@@ -1,6 +1,6 @@
 //! `infertop [run]`: the plan carried out. Starts the engine and its producers, consumes their
 //! events (the dashboard or headless JSON lines), then closes the record and prints the
-//! summary. Whatever consumes the events, `run::Run` folds them, so both modes print the same
+//! summary. Whatever consumes the events, `fold::RunFold` folds them, so both modes print the same
 //! summary from the same code.
 
 use std::io::Write;
@@ -9,10 +9,13 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::Producers;
+use super::{since, Consumer, Received};
 use crate::event::{Control, Event, StopReason};
+use crate::exit::{Failure, EXIT_FAILURE};
+use crate::fold::{Outcome, RunFold};
 use crate::plan::{self, RunOpts, RunPlan, ScreenPlan};
 use crate::record::Recorder;
-use crate::run::{since, Consumer, Failure, Outcome, Received, Run, Signals, EXIT_FAILURE};
+use crate::signals::Signals;
 use crate::util::say;
 
 /// A benchmark run: dashboard or headless.
@@ -149,7 +152,7 @@ fn headless(
 ) -> Outcome {
     // The second is the record streamed on stdout (`--jsonl`): then stdout has nothing else.
     let lines = recorders[1].is_none();
-    let mut run = Run::new();
+    let mut run = RunFold::new();
     let mut consumer = Consumer {
         events,
         control,

@@ -8,15 +8,18 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::Producers;
+use super::{since, Consumer, Received};
 use crate::engine::worker::ModelHost;
 use crate::event::{Control, Event, StopReason};
+use crate::exit::{Failure, EXIT_FAILURE, EXIT_OK};
+use crate::fold::RunFold;
 use crate::plan::sweep::{CellPlans, SweepArgs, SweepPlan};
 use crate::plan::{self, EnginePlan, ScreenPlan};
 use crate::record::line::{CellStatus, Line, SweepConfig};
 use crate::record::reader::Record;
 use crate::record::report::{peak_for, ReportOptions};
 use crate::record::Recorder;
-use crate::run::{since, Consumer, Failure, Received, Run, Signals, EXIT_FAILURE, EXIT_OK};
+use crate::signals::Signals;
 use crate::stats::SettleRule;
 use crate::sweep::analysis::findings;
 use crate::sweep::engine::CellHandle;
@@ -240,7 +243,7 @@ fn headless(
     mut recorder: Option<&mut Recorder>,
     started: Instant,
 ) -> SweepFold {
-    let mut run = Run::new();
+    let mut run = RunFold::new();
     let mut consumer = Consumer {
         events,
         control,
@@ -266,7 +269,7 @@ fn headless(
             Event::CellStarted(c) if c.cell == 0 => {
                 say!("infertop: {}", opening_line(&fold.config));
             }
-            Event::Notice(n) => say!("infertop: {}", crate::run::notice_words(n)),
+            Event::Notice(n) => say!("infertop: {}", crate::ui::state::notice_words(n)),
             _ => {}
         }
         if let Some(result) = after_event(&mut fold, &ev, recorder.as_deref_mut(), t_s) {

@@ -20,13 +20,14 @@ use super::print_stdout;
 use crate::event::{
     NodeTelemetry, ServerQuantiles as Quantiles, ServerWindow as Window, StopReason,
 };
+use crate::exit::{Failure, EXIT_OK};
 use crate::plan::opts::{WatchFormat, WatchOpts};
 use crate::record::line::{
     Header, Line, NodeMetricsLine, RunConfig, ScrapeFailedLine, ServerMetricsLine, RECORD_FORMAT,
 };
 use crate::record::writer::Recorder;
-use crate::run::{Failure, Signals, EXIT_OK};
 use crate::scrape::{self, Collector, Node, Report};
+use crate::signals::Signals;
 use crate::stats::ServerSpan;
 use crate::ui::watch::WatchEvent;
 use crate::util::format;

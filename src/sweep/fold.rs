@@ -1,4 +1,4 @@
-//! A sweep folded from its one stream of events, as a run is (`run::Run`): the sweep engine
+//! A sweep folded from its one stream of events, as a run is (`fold::RunFold`): the sweep engine
 //! (`sweep::engine`) sends `CellStarted`, then the cell's engine speaks the run protocol on the
 //! same channel up to its `Finished`, and the next cell begins; the sweep's own `Finished` comes
 //! when no cell is open. The headless sweep and the dashboard apply the same events to this
@@ -11,8 +11,8 @@
 use std::collections::VecDeque;
 
 use crate::event::{CellParams, Control, Event, ModelInfo, Notice, StopReason};
+use crate::fold::RunFold;
 use crate::record::line::{CellEnd, CellStatus, PrefixCache, SweepConfig};
-use crate::run::Run;
 use crate::stats::{Slo, Summary};
 
 use super::search::Search;
@@ -176,11 +176,11 @@ impl SweepFold {
     }
 
     /// Folds one event into `run` (the open cell's fold, fresh at each cell) and the sweep.
-    pub fn apply(&mut self, t_s: f64, run: &mut Run, event: &Event) {
+    pub fn apply(&mut self, t_s: f64, run: &mut RunFold, event: &Event) {
         self.stamped = Stamped::default();
         match event {
             Event::CellStarted(c) => {
-                *run = Run::new();
+                *run = RunFold::new();
                 self.open = Some(OpenCell {
                     cell: c.cell,
                     params: c.params.clone(),
@@ -273,7 +273,7 @@ impl SweepFold {
     }
 
     /// The engine went away without the sweep's `Finished`.
-    pub fn disconnected(&mut self, t_s: f64, run: &mut Run) {
+    pub fn disconnected(&mut self, t_s: f64, run: &mut RunFold) {
         if self.open.is_some() {
             run.disconnected();
             self.close(t_s, run);
@@ -297,7 +297,7 @@ impl SweepFold {
         self.results.last()
     }
 
-    fn close(&mut self, t_s: f64, run: &Run) {
+    fn close(&mut self, t_s: f64, run: &RunFold) {
         let Some(open) = self.open.take() else {
             return;
         };
@@ -453,7 +453,7 @@ mod tests {
         };
         let slo = Slo::parse("ttft=50ms").unwrap_or_default();
         let mut fold = SweepFold::new(config, slo);
-        let mut run = Run::new();
+        let mut run = RunFold::new();
         let params = CellParams {
             batch: 1,
             concurrency: Some(1),

@@ -4,7 +4,7 @@
 //!
 //! A sweep is an engine like the others (`engine`): it sequences the cells on the one event
 //! channel, each cell's engine speaking the run protocol; the consumer (headless or the
-//! dashboard) folds the stream with `fold::SweepFold`, one `run::Run` per cell.
+//! dashboard) folds the stream with `fold::SweepFold`, one `fold::RunFold` per cell.
 
 pub mod analysis;
 pub mod engine;

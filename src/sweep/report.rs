@@ -5,10 +5,10 @@ use std::path::PathBuf;
 
 use super::analysis::findings;
 use super::table::{SweepFormat, SweepTable};
+use crate::exit::Failure;
 use crate::record::line::SweepConfig;
 use crate::record::reader::Record;
 use crate::record::report::{peak_for, ReportOptions};
-use crate::run::Failure;
 use crate::stats::Slo;
 
 /// `infertop sweep: synthetic:tiny (llama, f32) on cpu, 6 cells, 2 warmup + 10 requests each`.

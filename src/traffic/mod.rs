@@ -672,40 +672,40 @@ impl SharedPrefix {
 
 /// Where a run's requests come from, beyond made-up lengths.
 #[derive(Clone, Debug)]
-pub enum Source {
+pub enum RequestSource {
     Dataset(Box<DatasetPlan>),
     SharedPrefix(SharedPrefix),
 }
 
-impl Source {
+impl RequestSource {
     /// Request `index`; `None` when a dataset has no rows left to send.
     pub fn request(&self, seed: u64, index: u64) -> Option<Planned> {
         match self {
-            Source::Dataset(d) => d.request(index),
-            Source::SharedPrefix(s) => Some(s.request(seed, index)),
+            RequestSource::Dataset(d) => d.request(index),
+            RequestSource::SharedPrefix(s) => Some(s.request(seed, index)),
         }
     }
 
     /// Requests it holds (a dataset's rows), if bounded.
     pub fn rows(&self) -> Option<usize> {
         match self {
-            Source::Dataset(d) => Some(d.len()),
-            Source::SharedPrefix(_) => None,
+            RequestSource::Dataset(d) => Some(d.len()),
+            RequestSource::SharedPrefix(_) => None,
         }
     }
 
     /// The dataset, when it is one.
     pub fn dataset(&self) -> Option<&DatasetPlan> {
         match self {
-            Source::Dataset(d) => Some(d),
-            Source::SharedPrefix(_) => None,
+            RequestSource::Dataset(d) => Some(d),
+            RequestSource::SharedPrefix(_) => None,
         }
     }
 
     /// The longest prompt + output (with `output` for rows that do not say), for checks.
     pub fn max_positions(&self, output: usize) -> usize {
         match self {
-            Source::Dataset(d) => d
+            RequestSource::Dataset(d) => d
                 .order
                 .iter()
                 .filter_map(|&i| d.ds.row(i as usize))
@@ -715,17 +715,17 @@ impl Source {
                 })
                 .max()
                 .unwrap_or(0),
-            Source::SharedPrefix(s) => s.prefix + s.question + output,
+            RequestSource::SharedPrefix(s) => s.prefix + s.question + output,
         }
     }
 }
 
-impl Source {
+impl RequestSource {
     /// The prompt part of the workload's description: `dataset t.jsonl (1200 rows)`.
     pub fn describe(&self) -> String {
         match self {
-            Source::Dataset(d) => format!("dataset {} ({} rows)", d.ds.info.file, d.len()),
-            Source::SharedPrefix(s) => format!(
+            RequestSource::Dataset(d) => format!("dataset {} ({} rows)", d.ds.info.file, d.len()),
+            RequestSource::SharedPrefix(s) => format!(
                 "{} groups: prefix {} + question {}",
                 s.groups, s.prefix, s.question
             ),
@@ -735,7 +735,7 @@ impl Source {
     /// What the record keeps of it.
     pub fn info(&self) -> crate::event::TrafficInfo {
         match self {
-            Source::Dataset(d) => crate::event::TrafficInfo {
+            RequestSource::Dataset(d) => crate::event::TrafficInfo {
                 dataset: Some(d.ds.info.clone()),
                 requests: Some(d.len() as u64),
                 trace_span_s: d.span_s(),
@@ -748,7 +748,7 @@ impl Source {
                 exact_lengths: d.counted,
                 ..Default::default()
             },
-            Source::SharedPrefix(s) => crate::event::TrafficInfo {
+            RequestSource::SharedPrefix(s) => crate::event::TrafficInfo {
                 shared_prefix: Some(s.spec()),
                 ..Default::default()
             },

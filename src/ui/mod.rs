@@ -32,11 +32,11 @@ use ratatui::crossterm::event::{self as term, Event as TermEvent, KeyEvent};
 use ratatui::{Frame, Terminal};
 
 use crate::event::{Control, Event, StopReason};
-use crate::run::Signals;
+use crate::signals::Signals;
 
 pub use keys::{Action, KeyMap};
 pub use screen::{run_screen, LoopOptions, Screen};
-pub use state::{App, AppConfig, Update};
+pub use state::{App, AppConfig, KeyOutcome};
 pub use theme::{ColorDepth, ColorMode, Theme};
 
 /// How long quitting waits for the engine to confirm with `Event::Finished`.
@@ -253,7 +253,7 @@ impl Screen for App {
         App::refresh_paced(self);
     }
 
-    fn key(&mut self, key: &KeyEvent) -> Update {
+    fn key(&mut self, key: &KeyEvent) -> KeyOutcome {
         self.handle_key(key)
     }
 

@@ -15,10 +15,10 @@ use ratatui::{Frame, Terminal};
 
 use super::coalesce::{self, Coalesce};
 use super::parts::Parts;
-use super::state::Update;
+use super::state::KeyOutcome;
 use super::Input;
 use crate::event::{Control, StopReason};
-use crate::run::Signals;
+use crate::signals::Signals;
 
 /// A full-screen view: a pure fold of its events, a key handler and a renderer.
 pub trait Screen {
@@ -37,7 +37,7 @@ pub trait Screen {
     /// Recomputes cached statistics before a frame, if anything changed.
     fn refresh(&mut self) {}
     /// A key press: nothing more, quit, or a message to the producer.
-    fn key(&mut self, key: &KeyEvent) -> Update;
+    fn key(&mut self, key: &KeyEvent) -> KeyOutcome;
     /// A message the state itself wants sent (a sweep's stopping rule), once.
     fn take_control(&mut self) -> Option<Control> {
         None
@@ -124,15 +124,15 @@ where
         match event {
             Some(TermEvent::Key(key)) => {
                 match screen.key(&key) {
-                    Update::Quit => return Ok(StopReason::UserStop),
+                    KeyOutcome::Quit => return Ok(StopReason::UserStop),
                     // The producer echoes the change as an event; if it has gone there is no
                     // one to tell, and the footer no longer offers these keys.
-                    Update::Send(msg) => {
+                    KeyOutcome::Send(msg) => {
                         if let Some(tx) = control {
                             let _ = tx.send(msg);
                         }
                     }
-                    Update::None => {}
+                    KeyOutcome::None => {}
                 }
                 // Show the effect of a key at once rather than at the next frame.
                 next_draw = Instant::now();
@@ -199,8 +199,8 @@ mod tests {
             Ok(())
         }
         fn tick(&mut self, _now: Duration) {}
-        fn key(&mut self, _key: &KeyEvent) -> Update {
-            Update::None
+        fn key(&mut self, _key: &KeyEvent) -> KeyOutcome {
+            KeyOutcome::None
         }
         fn draw(&self, _frame: &mut Frame) {}
     }

@@ -9,14 +9,14 @@ use super::keys::Action;
 /// followed while another infertop writes it (`infertop follow`: nothing here controls that
 /// run, and quitting leaves it running).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Source {
+pub enum Producer {
     #[default]
     Engine,
     Replay,
     Follow,
 }
 
-impl Source {
+impl Producer {
     /// The line a key gets that does not apply to this source, if it does not.
     pub fn refuses(self, action: Action) -> Option<&'static str> {
         let load = matches!(
@@ -30,23 +30,23 @@ impl Source {
         );
         let replay_key = matches!(action, Action::Step | Action::SpeedUp | Action::SpeedDown);
         match self {
-            Source::Engine if replay_key => {
+            Producer::Engine if replay_key => {
                 Some("step and speed keys are a replay's (infertop replay RECORD)")
             }
-            Source::Engine => None,
-            Source::Replay if load => Some(
+            Producer::Engine => None,
+            Producer::Replay if load => Some(
                 "a replay shows a finished run: the load keys change a live run's workload",
             ),
-            Source::Replay if action == Action::ResetStats => Some(
+            Producer::Replay if action == Action::ResetStats => Some(
                 "a replay shows the record's own statistics (report's numbers): nothing to reset",
             ),
-            Source::Follow if load || action == Action::ResetStats => Some(
+            Producer::Follow if load || action == Action::ResetStats => Some(
                 "following a run that another infertop drives: nothing here controls it (it goes on when you quit)",
             ),
-            Source::Follow if action == Action::PauseResume => Some(
+            Producer::Follow if action == Action::PauseResume => Some(
                 "following a run that another infertop drives: it is not this viewer's to pause",
             ),
-            Source::Follow if replay_key => Some(
+            Producer::Follow if replay_key => Some(
                 "following: lines are drawn as they are written; step and speed are infertop replay's",
             ),
             _ => None,
@@ -57,9 +57,9 @@ impl Source {
     /// pause are not a run's.
     pub fn describe(self, action: Action) -> &'static str {
         match (self, action) {
-            (Source::Replay, Action::Quit) => "quit (prints the run's summary)",
-            (Source::Replay, Action::PauseResume) => "pause / play the replay",
-            (Source::Follow, Action::Quit) => "quit (the run being followed goes on)",
+            (Producer::Replay, Action::Quit) => "quit (prints the run's summary)",
+            (Producer::Replay, Action::PauseResume) => "pause / play the replay",
+            (Producer::Follow, Action::Quit) => "quit (the run being followed goes on)",
             _ => action.describe(),
         }
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::event::Sample;
 use crate::event::{Control, Event, RequestDone, RunInfo, RunPhase, WorkloadDesc};
-use crate::run::Run;
+use crate::fold::RunFold;
 use crate::stats::scale::Histogram;
 use crate::stats::slices::{SliceMetric, Slices};
 use crate::stats::{Metric, Slo, Summary, Table, Window, WindowKind};
@@ -17,7 +17,7 @@ use super::buckets::Buckets;
 pub use super::buckets::RequestPoint;
 use super::keys::{Action, KeyMap};
 use super::ring::Ring;
-pub use super::source::Source;
+pub use super::source::Producer;
 use super::theme::{Glyphs, Theme};
 use crate::util::format;
 
@@ -233,7 +233,7 @@ struct OutlierBurst {
 
 /// What the loop does after a key: nothing more, quit, or send a message to the worker.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Update {
+pub enum KeyOutcome {
     None,
     Quit,
     Send(Control),
@@ -287,7 +287,7 @@ pub struct App {
     pub baseline: Option<Baseline>,
 
     // The run, as the events tell it: the same fold a headless run keeps, plus the view.
-    pub run: Run,
+    pub run: RunFold,
     pub phase: RunPhase,
     pub loading: Option<LoadingProgress>,
     pub workload: Option<WorkloadDesc>,
@@ -353,7 +353,7 @@ pub struct App {
     /// is then the open cell's.
     pub sweep: Option<crate::sweep::fold::SweepFold>,
     /// Where the events come from (an engine, or a record replayed or followed).
-    pub source: Source,
+    pub producer: Producer,
     /// What changed, for drawing only the parts that did.
     pub changes: Changes,
     dirty: bool,
@@ -387,7 +387,7 @@ impl App {
             slo: config.slo,
             baseline: config.baseline,
             output_step: config.output_step,
-            run: Run::new(),
+            run: RunFold::new(),
             phase: RunPhase::Loading,
             loading: None,
             workload: None,
@@ -425,7 +425,7 @@ impl App {
             phases: None,
             server_nodes: false,
             sweep: None,
-            source: Source::Engine,
+            producer: Producer::Engine,
             changes: Changes::default(),
             dirty: true,
             pending_boundary: false,
@@ -459,18 +459,18 @@ impl App {
         self.worker_live()
             && self.run.info.is_some()
             && self.sweep.is_none()
-            && self.source == Source::Engine
+            && self.producer == Producer::Engine
     }
 
     /// Whether `action` does something for this source (the help lists only those).
     pub fn offers(&self, action: Action) -> bool {
-        self.source.refuses(action).is_none()
+        self.producer.refuses(action).is_none()
     }
 
     /// What `action` does here, for the help: a replay's and a follow's quit and pause are not
     /// a run's.
     pub fn describe(&self, action: Action) -> &'static str {
-        self.source.describe(action)
+        self.producer.describe(action)
     }
 
     /// Adds a line to the events pane (a record-fed screen's notes about its sources).
@@ -614,7 +614,7 @@ impl App {
             }
             Event::Telemetry(sample) => self.telemetry_sample(sample),
             Event::ServerMetrics(_) => self.dirty = true,
-            Event::Notice(n) => self.log(Level::Info, crate::run::notice_words(n)),
+            Event::Notice(n) => self.log(Level::Info, notice_words(n)),
             Event::CellStarted(c) => {
                 self.cell_started();
                 let search = self
@@ -1010,22 +1010,22 @@ impl App {
     }
 
     /// A key press, turned into an action by the key map and applied.
-    pub fn handle_key(&mut self, key: &ratatui::crossterm::event::KeyEvent) -> Update {
+    pub fn handle_key(&mut self, key: &ratatui::crossterm::event::KeyEvent) -> KeyOutcome {
         // Any key may open or close the help.
         self.changes.rare += 1;
         match self.keys.action_over_help(key, &mut self.show_help) {
             Some(action) => self.update(action),
-            None => Update::None,
+            None => KeyOutcome::None,
         }
     }
 
     /// Applies a user action to the view, or says what to send to the worker. Changes to the
     /// run itself are not applied here: the worker echoes them as events.
-    pub fn update(&mut self, action: Action) -> Update {
+    pub fn update(&mut self, action: Action) -> KeyOutcome {
         self.changes.rare += 1;
-        if let Some(why) = self.source.refuses(action) {
+        if let Some(why) = self.producer.refuses(action) {
             self.log(Level::Warn, why.into());
-            return Update::None;
+            return KeyOutcome::None;
         }
         let live = self.worker_live() && self.run.info.is_some();
         let load_key = matches!(
@@ -1039,38 +1039,38 @@ impl App {
         );
         if load_key && live && !self.takes_load_keys() {
             self.log(Level::Warn, crate::sweep::engine::LOAD_KEYS_OFF.into());
-            return Update::None;
+            return KeyOutcome::None;
         }
         match action {
-            Action::Quit => Update::Quit,
+            Action::Quit => KeyOutcome::Quit,
             Action::PauseResume if live => match self.phase {
-                RunPhase::Paused => Update::Send(Control::Resume),
-                _ => Update::Send(Control::Pause),
+                RunPhase::Paused => KeyOutcome::Send(Control::Resume),
+                _ => KeyOutcome::Send(Control::Pause),
             },
-            Action::ResetStats if live => Update::Send(Control::ResetStats),
+            Action::ResetStats if live => KeyOutcome::Send(Control::ResetStats),
             Action::OutputMore if live => {
-                Update::Send(Control::AdjustOutputTokens(self.output_step))
+                KeyOutcome::Send(Control::AdjustOutputTokens(self.output_step))
             }
             Action::OutputLess if live => {
-                Update::Send(Control::AdjustOutputTokens(-self.output_step))
+                KeyOutcome::Send(Control::AdjustOutputTokens(-self.output_step))
             }
-            Action::PromptMore if live => Update::Send(Control::AdjustPromptTokens(1)),
-            Action::PromptLess if live => Update::Send(Control::AdjustPromptTokens(-1)),
-            Action::LoadMore if live => Update::Send(Control::AdjustLoad(1)),
-            Action::LoadLess if live => Update::Send(Control::AdjustLoad(-1)),
+            Action::PromptMore if live => KeyOutcome::Send(Control::AdjustPromptTokens(1)),
+            Action::PromptLess if live => KeyOutcome::Send(Control::AdjustPromptTokens(-1)),
+            Action::LoadMore if live => KeyOutcome::Send(Control::AdjustLoad(1)),
+            Action::LoadLess if live => KeyOutcome::Send(Control::AdjustLoad(-1)),
             Action::ToggleWarmup => {
                 self.include_warmup = !self.include_warmup;
                 self.invalidate();
-                Update::None
+                KeyOutcome::None
             }
             Action::CycleWindow => {
                 self.window = self.window.next();
                 self.invalidate();
-                Update::None
+                KeyOutcome::None
             }
             Action::CycleView => {
                 self.view = self.next_view();
-                Update::None
+                KeyOutcome::None
             }
             Action::ToggleServer => {
                 // Client vs server, then (with several servers) each server's rows, then the
@@ -1081,23 +1081,23 @@ impl App {
                     self.server_columns = !self.server_columns;
                     self.server_nodes = false;
                 }
-                Update::None
+                KeyOutcome::None
             }
             Action::TogglePhases => {
                 self.phase_rows = !self.phase_rows;
                 self.dirty = true;
-                Update::None
+                KeyOutcome::None
             }
             Action::NextTheme => {
                 self.theme_index = (self.theme_index + 1) % self.themes.len();
-                Update::None
+                KeyOutcome::None
             }
             Action::Help => {
                 self.show_help = !self.show_help;
-                Update::None
+                KeyOutcome::None
             }
             // A replay's keys reach its producer before the state (`ui::feed`).
-            Action::Step | Action::SpeedUp | Action::SpeedDown => Update::None,
+            Action::Step | Action::SpeedUp | Action::SpeedDown => KeyOutcome::None,
             Action::PauseResume
             | Action::ResetStats
             | Action::OutputMore
@@ -1105,9 +1105,9 @@ impl App {
             | Action::PromptMore
             | Action::PromptLess
             | Action::LoadMore
-            | Action::LoadLess => Update::None,
+            | Action::LoadLess => KeyOutcome::None,
             // Row selection is `watch`'s.
-            Action::SelectUp | Action::SelectDown => Update::None,
+            Action::SelectUp | Action::SelectDown => KeyOutcome::None,
         }
     }
 
@@ -1129,6 +1129,27 @@ impl App {
 /// Device memory when known, else allocator, else process RSS.
 pub fn memory_figure(s: &Sample) -> Option<u64> {
     s.device_used_bytes.or(s.alloc_bytes).or(s.rss_bytes)
+}
+
+/// An engine's notice in words, as the events pane and a sweep's progress lines show it:
+/// `loaded synthetic:tiny (f32) in 0.02 s, 6.2MiB of weights`.
+pub fn notice_words(n: &crate::event::Notice) -> String {
+    use crate::event::Notice;
+    match n {
+        Notice::ModelLoaded(m) => format!(
+            "loaded {} ({}) in {:.2} s, {} of weights",
+            m.model,
+            m.dtype,
+            m.load_s,
+            crate::util::format::bytes(m.bytes)
+        ),
+        Notice::PrefixCacheReset(c) => format!(
+            "prefix cache of {} emptied ({}, {:.0} ms)",
+            c.endpoint,
+            c.via,
+            c.seconds * 1e3
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -1242,8 +1263,8 @@ mod tests {
         app.apply(&Event::Finished(StopReason::UserStop));
         assert_eq!(app.phase, RunPhase::Stopped);
         assert!(!app.worker_live());
-        assert_eq!(app.update(Action::PauseResume), Update::None);
-        assert_eq!(app.update(Action::Quit), Update::Quit);
+        assert_eq!(app.update(Action::PauseResume), KeyOutcome::None);
+        assert_eq!(app.update(Action::Quit), KeyOutcome::Quit);
     }
 
     #[test]

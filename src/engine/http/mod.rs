@@ -32,10 +32,10 @@ use crate::event::{
     ClientDetail, Control, DecodeStep, Event, ModelInfo, Notice, Origin, RequestDone,
     RequestFailed, RunInfo, StopReason, TrafficInfo, WorkloadDesc,
 };
-use crate::traffic::{Conversations, Prompt, Source};
+use crate::traffic::{Conversations, Prompt, RequestSource};
 use crate::util::{fnv1a, SplitMix64};
 use events::Events;
-use request::{Ask, Failure, Measured, Token};
+use request::{Ask, Measured, RequestError, Token};
 pub use request::{Endpoint, PromptWords};
 
 /// The engine thread's name (an engine thread: see `util::quiet_engine_panics`).
@@ -134,7 +134,7 @@ pub struct HttpConfig {
     pub chunk_usage: bool,
     pub record_tokens: bool,
     /// Requests from a dataset or shared-prefix groups instead of made-up lengths.
-    pub source: Option<Source>,
+    pub source: Option<RequestSource>,
     /// `--replay`: each dataset row is sent at its timestamp × this scale (open loop).
     pub replay: Option<f64>,
     /// `--turns`: conversations, turn by turn (`concurrency` then counts conversations).
@@ -201,7 +201,7 @@ impl HttpConfig {
         let rows = self
             .source
             .as_ref()
-            .and_then(Source::rows)
+            .and_then(RequestSource::rows)
             .map(|n| n as u64);
         match (self.requests, rows) {
             (Some(n), Some(rows)) if self.replay.is_some() => Some(n.min(rows)),
@@ -413,7 +413,8 @@ async fn drive(
     let first = &cfg.endpoints[0];
     // The model list names the model (unless --served-model does) and, for a dataset, the
     // longest prompt + output the server takes.
-    let wants_list = cfg.served_model.is_none() || matches!(cfg.source, Some(Source::Dataset(_)));
+    let wants_list =
+        cfg.served_model.is_none() || matches!(cfg.source, Some(RequestSource::Dataset(_)));
     let listed = if wants_list {
         request::first_model(&client, first, cfg.api_key.as_deref()).await
     } else {
@@ -442,7 +443,7 @@ async fn drive(
     }
     // Rows the server cannot take (prompt + output beyond its max_model_len) are left out,
     // counted, before anything is sent.
-    if let (Some(max), Some(Source::Dataset(d))) = (
+    if let (Some(max), Some(RequestSource::Dataset(d))) = (
         listed.as_ref().ok().and_then(|s| s.max_model_len),
         cfg.source.as_mut(),
     ) {
@@ -500,7 +501,7 @@ async fn drive(
     // A sweep's cell has measured enough (`EndCell`): launch no more and let those in flight
     // end, as at the request limit, so the cell's drain is seen (see `sweep::held`).
     let mut ending = false;
-    let mut tasks: JoinSet<(Launched, Result<Measured, Failure>)> = JoinSet::new();
+    let mut tasks: JoinSet<(Launched, Result<Measured, RequestError>)> = JoinSet::new();
     loop {
         // Control messages first.
         loop {
@@ -727,7 +728,7 @@ fn what_to_send(cfg: &HttpConfig, index: u64) -> WhatToSend {
         let counted = cfg
             .source
             .as_ref()
-            .and_then(Source::dataset)
+            .and_then(RequestSource::dataset)
             .is_some_and(|d| d.counted);
         let exact = match &planned.prompt {
             Prompt::Made(_) => words.is_some(),
@@ -805,7 +806,7 @@ fn launch(
     model: &str,
     index: u64,
     scheduled: Instant,
-    tasks: &mut JoinSet<(Launched, Result<Measured, Failure>)>,
+    tasks: &mut JoinSet<(Launched, Result<Measured, RequestError>)>,
 ) {
     let what = what_to_send(cfg, index);
     let endpoint = cfg.endpoints[(index as usize) % cfg.endpoints.len()].clone();

@@ -1,7 +1,7 @@
 //! One streamed request, timed on the client: TTFT from the (scheduled) send to the first chunk
 //! carrying generated text, one interval per further content chunk, E2E to the end of the stream,
 //! and the HTTP phases before the first token (see `conn`). Every way it can go wrong becomes a
-//! `Failure` with a one-line reason.
+//! `RequestError` with a one-line reason.
 
 use std::time::{Duration, Instant};
 
@@ -155,14 +155,14 @@ pub struct Measured {
 
 /// A request that did not complete.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Failure {
+pub struct RequestError {
     pub reason: String,
     pub status: Option<u16>,
 }
 
-impl Failure {
-    fn new(reason: impl Into<String>) -> Failure {
-        Failure {
+impl RequestError {
+    fn new(reason: impl Into<String>) -> RequestError {
+        RequestError {
             reason: reason.into(),
             status: None,
         }
@@ -210,7 +210,7 @@ pub async fn measure(
     start: Start,
     timeout: Duration,
     on_token: impl FnMut(Token),
-) -> Result<Measured, Failure> {
+) -> Result<Measured, RequestError> {
     let mut progress = Progress::default();
     let run = stream(pool, endpoint, api_key, ask, start, &mut progress, on_token);
     match tokio::time::timeout(timeout, run).await {
@@ -221,7 +221,7 @@ pub async fn measure(
                 (true, 0) => "waiting for the first token".to_string(),
                 (true, n) => format!("after {n} content chunks"),
             };
-            Err(Failure::new(format!(
+            Err(RequestError::new(format!(
                 "timed out after {}s ({at}; --request-timeout)",
                 timeout.as_secs_f64()
             )))
@@ -237,7 +237,7 @@ async fn stream(
     start: Start,
     progress: &mut Progress,
     mut on_token: impl FnMut(Token),
-) -> Result<Measured, Failure> {
+) -> Result<Measured, RequestError> {
     let (scheduled, due) = match start {
         Start::Due(due) => (due, due),
         Start::Launched(launched) => (Instant::now(), launched),
@@ -246,9 +246,9 @@ async fn stream(
         Api::Completions => "/v1/completions",
         Api::Chat => "/v1/chat/completions",
     };
-    let body = serde_json::to_vec(&ask.body()).map_err(|e| Failure::new(e.to_string()))?;
+    let body = serde_json::to_vec(&ask.body()).map_err(|e| RequestError::new(e.to_string()))?;
     let url = endpoint.url(path);
-    let origin = Origin::of(&url).map_err(Failure::new)?;
+    let origin = Origin::of(&url).map_err(RequestError::new)?;
     let req = post(&url, &origin, api_key, ask.session.as_deref(), body)?;
     let sent = Instant::now();
     progress.sent = Some(sent);
@@ -256,7 +256,7 @@ async fn stream(
     let (resp, lease, exchange) = pool
         .send(&origin, req)
         .await
-        .map_err(|e| Failure::new(e.reason))?;
+        .map_err(|e| RequestError::new(e.reason))?;
     progress.headers = true;
     let status = resp.status();
     // A server that says it closes the connection after this response is not asked again on it.
@@ -286,7 +286,7 @@ async fn stream(
         } else {
             format!(": {}", excerpt(&text, 160))
         };
-        return Err(Failure {
+        return Err(RequestError {
             reason: format!("HTTP {}{detail}", status.as_u16()),
             status: Some(status.as_u16()),
         });
@@ -312,15 +312,15 @@ async fn stream(
                 let Ok(bytes) = frame.into_data() else {
                     continue;
                 };
-                sse.feed(&bytes, &mut payloads).map_err(Failure::new)?;
+                sse.feed(&bytes, &mut payloads).map_err(RequestError::new)?;
                 false
             }
             None => {
-                sse.finish(&mut payloads).map_err(Failure::new)?;
+                sse.finish(&mut payloads).map_err(RequestError::new)?;
                 true
             }
             Some(Err(e)) => {
-                return Err(Failure::new(format!(
+                return Err(RequestError::new(format!(
                     "stream cut after {} content chunks: {}",
                     out.content_chunks,
                     crate::util::error_line(&e, false)
@@ -337,7 +337,7 @@ async fn stream(
                 Data::Json(_) if done.is_some() => continue,
                 Data::Json(j) => j,
             };
-            let chunk = parse_chunk(&json).map_err(Failure::new)?;
+            let chunk = parse_chunk(&json).map_err(RequestError::new)?;
             if chunk.prompt_tokens.is_some() {
                 out.usage_prompt_tokens = chunk.prompt_tokens;
             }
@@ -385,7 +385,7 @@ async fn stream(
         }
     }
     let Some(_) = first else {
-        return Err(Failure::new(
+        return Err(RequestError::new(
             if done.is_some() || out.finish_reason.is_some() {
                 "the stream carried no generated text".to_string()
             } else if let Some(line) = &sse.first_unknown {
@@ -403,7 +403,7 @@ async fn stream(
         // No [DONE], but the server said the choice finished: the end of the stream counts.
         (None, true) => end,
         (None, false) => {
-            return Err(Failure::new(format!(
+            return Err(RequestError::new(format!(
                 "stream ended before [DONE] after {} content chunks",
                 out.content_chunks
             )))
@@ -426,7 +426,7 @@ fn post(
     api_key: Option<&str>,
     session: Option<&str>,
     body: Vec<u8>,
-) -> Result<hyper::Request<Full<Bytes>>, Failure> {
+) -> Result<hyper::Request<Full<Bytes>>, RequestError> {
     let mut target = url.path().to_string();
     if let Some(q) = url.query() {
         target.push('?');
@@ -450,7 +450,7 @@ fn post(
         req = req.header(AUTHORIZATION, format!("Basic {token}"));
     }
     req.body(Full::new(Bytes::from(body)))
-        .map_err(|e| Failure::new(format!("cannot build the request ({e}); check --api-key")))
+        .map_err(|e| RequestError::new(format!("cannot build the request ({e}); check --api-key")))
 }
 
 /// A URL's user or password as written before percent-encoding.

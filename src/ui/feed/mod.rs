@@ -14,7 +14,7 @@
 //! at their starts and no clock needs to agree with another machine's.
 //!
 //! The keys: a replay's pause, step and speed go back to its producer (`FeedControl`); the
-//! load keys and reset are refused with a line (`ui::state::Source`), and in a follow so is
+//! load keys and reset are refused with a line (`ui::state::Producer`), and in a follow so is
 //! pause: the run is another process's, and quitting the viewer leaves it running.
 
 pub mod render;
@@ -28,7 +28,7 @@ use ratatui::Frame;
 
 use super::keys::Action;
 use super::screen::Screen;
-use super::state::{App, Level, Source, Update};
+use super::state::{App, KeyOutcome, Level, Producer};
 use crate::event::{Event, StopReason};
 use crate::record::feed::{FeedControl, FeedEvent, FooterItl, Note, Position, SourceState};
 use crate::stats::{Metric, Summary, Window, WindowKind};
@@ -154,15 +154,15 @@ pub struct FeedScreen {
 }
 
 impl FeedScreen {
-    /// `app` is the dashboard as configured; `source` says whether it replays or follows;
+    /// `app` is the dashboard as configured; `producer` says whether it replays or follows;
     /// `names` are the sources' names, in order; `control` reaches a replay's producer.
     pub fn new(
         mut app: App,
-        source: Source,
+        producer: Producer,
         names: Vec<String>,
         control: Option<Sender<FeedControl>>,
     ) -> FeedScreen {
-        app.source = source;
+        app.producer = producer;
         FeedScreen {
             app,
             sources: names.into_iter().map(SourceRow::new).collect(),
@@ -325,7 +325,7 @@ impl FeedScreen {
                  every source's steps",
                 row.name
             )
-        } else if self.app.source == Source::Replay {
+        } else if self.app.producer == Producer::Replay {
             "no step lines (--jsonl-steps) in this record: ITL is the run's own, from its footer"
                 .to_string()
         } else {
@@ -545,7 +545,7 @@ impl FeedScreen {
     /// said to be quiet, once.
     pub fn tick(&mut self, now: Duration) {
         self.wall = now;
-        if self.app.source != Source::Follow {
+        if self.app.producer != Producer::Follow {
             return;
         }
         let quiet_after = self.quiet_after;
@@ -599,15 +599,15 @@ impl FeedScreen {
 
     /// A key: a replay's own go to its producer; the rest are the dashboard's (which refuses,
     /// with a line, what does not apply to a record).
-    pub fn handle_key(&mut self, key: &KeyEvent) -> Update {
+    pub fn handle_key(&mut self, key: &KeyEvent) -> KeyOutcome {
         let Some(action) = self.app.keys.action_over_help(key, &mut self.app.show_help) else {
-            return Update::None;
+            return KeyOutcome::None;
         };
-        let message = match (self.app.source, action) {
-            (Source::Replay, Action::PauseResume) => Some(FeedControl::TogglePause),
-            (Source::Replay, Action::Step) => Some(FeedControl::Step),
-            (Source::Replay, Action::SpeedUp) => Some(FeedControl::Faster),
-            (Source::Replay, Action::SpeedDown) => Some(FeedControl::Slower),
+        let message = match (self.app.producer, action) {
+            (Producer::Replay, Action::PauseResume) => Some(FeedControl::TogglePause),
+            (Producer::Replay, Action::Step) => Some(FeedControl::Step),
+            (Producer::Replay, Action::SpeedUp) => Some(FeedControl::Faster),
+            (Producer::Replay, Action::SpeedDown) => Some(FeedControl::Slower),
             _ => None,
         };
         let Some(message) = message else {
@@ -624,7 +624,7 @@ impl FeedScreen {
                 "the replay is at the record's end (q quits)".into(),
             );
         }
-        Update::None
+        KeyOutcome::None
     }
 }
 
@@ -655,7 +655,7 @@ impl Screen for FeedScreen {
         FeedScreen::refresh(self);
     }
 
-    fn key(&mut self, key: &KeyEvent) -> Update {
+    fn key(&mut self, key: &KeyEvent) -> KeyOutcome {
         self.handle_key(key)
     }
 
@@ -704,7 +704,7 @@ mod tests {
 
     fn merged(n: usize) -> FeedScreen {
         let names = (0..n).map(|i| format!("gpu{i}")).collect();
-        FeedScreen::new(App::default(), Source::Follow, names, None)
+        FeedScreen::new(App::default(), Producer::Follow, names, None)
     }
 
     /// Both sources number their requests from 0; their steps must stay with their own
@@ -832,7 +832,7 @@ mod tests {
         ));
         assert!(!s.app.takes_load_keys());
         for a in [Action::OutputMore, Action::PauseResume, Action::ResetStats] {
-            assert_eq!(s.app.update(a), Update::None);
+            assert_eq!(s.app.update(a), KeyOutcome::None);
         }
         let warns = s
             .app
@@ -841,6 +841,6 @@ mod tests {
             .filter(|e| e.level == Level::Warn && e.text.starts_with("following"))
             .count();
         assert_eq!(warns, 3);
-        assert_eq!(s.app.update(Action::Quit), Update::Quit);
+        assert_eq!(s.app.update(Action::Quit), KeyOutcome::Quit);
     }
 }

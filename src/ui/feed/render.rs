@@ -20,7 +20,7 @@ use super::{FeedScreen, SourceRow};
 use crate::record::feed::{Position, SourceState};
 use crate::ui::keys::Action;
 use crate::ui::render::{bordered, layout};
-use crate::ui::state::Source;
+use crate::ui::state::Producer;
 use crate::util::format;
 
 /// Draws over the run dashboard's frame (the bottom row; with several sources, the memory
@@ -32,8 +32,8 @@ pub fn render(frame: &mut Frame, screen: &FeedScreen) {
     };
     // The help overlay is drawn over the middle rows; the bottom row stays the bar's.
     frame.render_widget(Clear, r.footer);
-    let line = match (&screen.position, screen.app.source) {
-        (Some(p), Source::Replay) => replay_line(screen, p, r.footer.width as usize),
+    let line = match (&screen.position, screen.app.producer) {
+        (Some(p), Producer::Replay) => replay_line(screen, p, r.footer.width as usize),
         _ => follow_line(screen, r.footer.width as usize),
     };
     frame.render_widget(Paragraph::new(line), r.footer);
@@ -370,7 +370,7 @@ mod tests {
 
     #[test]
     fn the_position_bar_says_where_and_how_fast_and_keeps_its_keys_in_80_columns() {
-        let mut s = FeedScreen::new(App::default(), Source::Replay, vec!["r".into()], None);
+        let mut s = FeedScreen::new(App::default(), Producer::Replay, vec!["r".into()], None);
         s.apply(&FeedEvent::Position(position(false, false)));
         let last = rows(&s, 80, 24).pop().expect("a row");
         assert!(last.starts_with(" ▶ 2× ["), "{last}");
@@ -392,7 +392,7 @@ mod tests {
     #[test]
     fn a_merge_has_a_row_per_source_where_the_memory_panel_was() {
         let names = vec!["gpu1".into(), "gpu2".into()];
-        let mut s = FeedScreen::new(App::default(), Source::Follow, names, None);
+        let mut s = FeedScreen::new(App::default(), Producer::Follow, names, None);
         s.apply(&FeedEvent::Run {
             source: 0,
             t_s: 0.0,

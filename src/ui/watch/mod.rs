@@ -18,13 +18,13 @@ use ratatui::backend::Backend;
 use ratatui::crossterm::event::KeyEvent;
 use ratatui::{Frame, Terminal};
 
-pub use state::{NodeView, Pane, Series, Update, WatchConfig, WatchEvent, WatchState};
+pub use state::{NodeView, Pane, Series, WatchConfig, WatchEvent, WatchState};
 
 use super::coalesce::Coalesce;
 use super::screen::{run_screen, LoopOptions, Screen};
 use super::Input;
 use crate::event::StopReason;
-use crate::run::Signals;
+use crate::signals::Signals;
 
 /// Loop settings that are not part of the state.
 pub struct WatchLoop {
@@ -65,11 +65,8 @@ impl Screen for WatchState {
         WatchState::tick(self, now);
     }
 
-    fn key(&mut self, key: &KeyEvent) -> crate::ui::Update {
-        match self.handle_key(key) {
-            Update::Quit => crate::ui::Update::Quit,
-            Update::None => crate::ui::Update::None,
-        }
+    fn key(&mut self, key: &KeyEvent) -> crate::ui::KeyOutcome {
+        self.handle_key(key)
     }
 
     fn draw(&self, frame: &mut Frame) {

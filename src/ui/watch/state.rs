@@ -13,6 +13,7 @@ use crate::stats::{ServerSpan, ServerSpanSummary};
 use crate::ui::keys::{Action, KeyMap};
 use crate::ui::ring::Ring;
 use crate::ui::theme::{Glyphs, Theme};
+use crate::ui::KeyOutcome;
 
 /// Windows kept for the charts: wider than any terminal's chart, so "the last N windows" is
 /// always the panel's width.
@@ -110,13 +111,6 @@ impl ScrapeStatus {
         let n = self.failing.as_ref().map_or(0, |f| f.0);
         self.failing = Some((n + 1, message));
     }
-}
-
-/// A key's effect that the loop must act on.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Update {
-    None,
-    Quit,
 }
 
 /// What the area under the node table shows where there is no room for both (`v`).
@@ -490,10 +484,10 @@ impl WatchState {
         }
     }
 
-    pub fn handle_key(&mut self, key: &KeyEvent) -> Update {
+    pub fn handle_key(&mut self, key: &KeyEvent) -> KeyOutcome {
         match self.keys.action_over_help(key, &mut self.show_help) {
             Some(action) => self.update(action),
-            None => Update::None,
+            None => KeyOutcome::None,
         }
     }
 
@@ -504,9 +498,9 @@ impl WatchState {
     }
 
     /// The watch's share of the dashboard's actions; the others do nothing here.
-    pub fn update(&mut self, action: Action) -> Update {
+    pub fn update(&mut self, action: Action) -> KeyOutcome {
         match action {
-            Action::Quit => return Update::Quit,
+            Action::Quit => return KeyOutcome::Quit,
             Action::PauseResume => self.set_paused(!self.paused),
             Action::ResetStats => self.reset_span(),
             Action::Help => self.show_help = !self.show_help,
@@ -521,7 +515,7 @@ impl WatchState {
             Action::SelectDown => self.select(1),
             _ => {}
         }
-        Update::None
+        KeyOutcome::None
     }
 }
 
@@ -653,10 +647,10 @@ mod tests {
         let mut s = state();
         s.update(Action::Help);
         assert!(s.show_help);
-        assert_eq!(s.handle_key(&esc), Update::None);
+        assert_eq!(s.handle_key(&esc), KeyOutcome::None);
         assert!(!s.show_help);
-        assert_eq!(s.handle_key(&esc), Update::Quit);
+        assert_eq!(s.handle_key(&esc), KeyOutcome::Quit);
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
-        assert_eq!(s.handle_key(&ctrl_c), Update::Quit);
+        assert_eq!(s.handle_key(&ctrl_c), KeyOutcome::Quit);
     }
 }

@@ -1,53 +1,16 @@
 //! One run, folded from its events: the statistics, the memory and energy figures, which
-//! request is in flight, and how the run ended. Headless runs and the dashboard apply the same
-//! events to the same fold, so both print the same summary from the same code; the dashboard
-//! keeps only its view (histories, events pane, outliers) beside it.
-//!
-//! Also the one place that turns a signal into a stop reason and an exit code, and the one
-//! headless consumer loop step (`Consumer`) that runs and sweeps share.
+//! request is in flight, and how the run ended. Headless runs, the dashboard, `replay`, `follow`
+//! and `report` apply the same events to the same fold, so all print the same summary from the
+//! same code; the dashboard keeps only its view (histories, events pane, outliers) beside it.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
-
-use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-
-use crate::event::{Control, Event, RequestDone, RunInfo, StopReason};
+use crate::event::{Event, RequestDone, RunInfo, StopReason};
+use crate::exit::{EXIT_FAILURE, EXIT_OK};
 use crate::record::resources::Resources;
 use crate::record::RunSummary;
+use crate::signals::Signals;
 use crate::stats::{
     Breakdown, EndpointStats, PhaseStats, RunStats, ServerSteady, Window, RECENT_REQUESTS,
 };
-
-/// Exit codes (README, "Exit codes and errors").
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_FAILURE: i32 = 1;
-pub const EXIT_USAGE: i32 = 2;
-
-/// A failure with its exit code; the message is one line.
-#[derive(Debug)]
-pub struct Failure {
-    pub code: i32,
-    pub message: String,
-}
-
-impl Failure {
-    /// A mistake in the flags or files: exit 2, before anything has run.
-    pub fn usage(m: impl Into<String>) -> Self {
-        Self {
-            code: EXIT_USAGE,
-            message: m.into(),
-        }
-    }
-
-    /// Something that failed while running: exit 1.
-    pub fn runtime(m: impl Into<String>) -> Self {
-        Self {
-            code: EXIT_FAILURE,
-            message: m.into(),
-        }
-    }
-}
 
 /// Decode steps reserved per request in flight when it starts, at most (its output length
 /// says how many it will send; a longer one grows its list).
@@ -56,7 +19,7 @@ const STEPS_RESERVED: usize = 1024;
 /// The fold of one run's events. `apply` is pure: no I/O, no clock, and amortised O(log n) at
 /// most.
 #[derive(Clone, Debug, Default)]
-pub struct Run {
+pub struct RunFold {
     /// The model and workload, once the engine has started.
     pub info: Option<RunInfo>,
     /// Every finished request and decode step since the start or the last reset.
@@ -100,9 +63,9 @@ pub struct Run {
     pub failed: Option<String>,
 }
 
-impl Run {
-    pub fn new() -> Run {
-        Run::default()
+impl RunFold {
+    pub fn new() -> RunFold {
+        RunFold::default()
     }
 
     /// Folds one event in.
@@ -238,11 +201,6 @@ impl Run {
         self.stop.is_none()
     }
 
-    /// Whether a request in flight is warmup (for views that attribute decode steps).
-    pub fn in_flight_warmup(&self) -> bool {
-        self.in_flight_warmup
-    }
-
     /// Whether a decode step of request `index` is warmup: by its index once the run has
     /// started (engines number warmup requests first), else as the request in flight.
     pub fn step_warmup(&self, index: u64) -> bool {
@@ -273,67 +231,6 @@ impl Run {
     }
 }
 
-/// What a headless consumer got from the channel.
-#[derive(Debug)]
-pub enum Received {
-    Event(Event),
-    /// Nothing for 50 ms.
-    Idle,
-    /// The channel closed: every producer has gone.
-    Closed,
-}
-
-/// A headless consumer of one engine's events: passes a signal on as a stop (once), and waits
-/// a little for the next event. What it does with the event (record it, fold it) is the
-/// caller's.
-pub struct Consumer<'a> {
-    pub events: &'a Receiver<Event>,
-    pub control: &'a Sender<Control>,
-    pub signals: &'a Signals,
-    /// The stop a signal asked for, once one has.
-    pub interrupted: Option<StopReason>,
-}
-
-impl Consumer<'_> {
-    pub fn recv(&mut self) -> Received {
-        if let (Some(reason), None) = (self.signals.stop_reason(), &self.interrupted) {
-            self.interrupted = Some(reason.clone());
-            let _ = self.control.send(Control::Stop(reason));
-        }
-        match self.events.recv_timeout(Duration::from_millis(50)) {
-            Ok(ev) => Received::Event(ev),
-            Err(RecvTimeoutError::Timeout) => Received::Idle,
-            Err(RecvTimeoutError::Disconnected) => Received::Closed,
-        }
-    }
-}
-
-/// An engine's notice in words, as the events pane and a sweep's progress lines show it:
-/// `loaded synthetic:tiny (f32) in 0.02 s, 6.2MiB of weights`.
-pub fn notice_words(n: &crate::event::Notice) -> String {
-    use crate::event::Notice;
-    match n {
-        Notice::ModelLoaded(m) => format!(
-            "loaded {} ({}) in {:.2} s, {} of weights",
-            m.model,
-            m.dtype,
-            m.load_s,
-            crate::util::format::bytes(m.bytes)
-        ),
-        Notice::PrefixCacheReset(c) => format!(
-            "prefix cache of {} emptied ({}, {:.0} ms)",
-            c.endpoint,
-            c.via,
-            c.seconds * 1e3
-        ),
-    }
-}
-
-/// Seconds since `started`, for record lines.
-pub fn since(started: Instant) -> f64 {
-    started.elapsed().as_secs_f64()
-}
-
 /// What a run hands back to the command that started it, whatever ran it.
 #[derive(Clone, Debug)]
 pub struct Outcome {
@@ -345,7 +242,7 @@ pub struct Outcome {
 
 impl Outcome {
     /// A run that could not go on (the dashboard failed before the fold saw the end).
-    pub fn failed(run: &Run, message: String) -> Outcome {
+    pub fn failed(run: &RunFold, message: String) -> Outcome {
         Outcome {
             failed: Some(message),
             ..run.outcome(StopReason::Error)
@@ -359,62 +256,6 @@ impl Outcome {
         }
         signals.exit_code().unwrap_or(EXIT_OK)
     }
-}
-
-/// SIGINT, SIGTERM and SIGHUP, noted by a handler and read by the loops that consume events.
-#[derive(Clone, Debug, Default)]
-pub struct Signals(Arc<AtomicUsize>);
-
-impl Signals {
-    /// Installs the handlers (they only store the signal number).
-    pub fn register() -> std::io::Result<Signals> {
-        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-        let flag = Arc::new(AtomicUsize::new(0));
-        for sig in [SIGINT, SIGTERM, SIGHUP] {
-            signal_hook::flag::register_usize(sig, flag.clone(), sig as usize)?;
-        }
-        Ok(Signals(flag))
-    }
-
-    /// Signals that never fire (tests, benchmarks); `raise` stands in for a real one.
-    pub fn none() -> Signals {
-        Signals::default()
-    }
-
-    /// Records `sig` as if it had arrived.
-    pub fn raise(&self, sig: i32) {
-        self.0.store(sig.max(0) as usize, Ordering::SeqCst);
-    }
-
-    /// The signal that arrived, if one did.
-    pub fn received(&self) -> Option<i32> {
-        match self.0.load(Ordering::SeqCst) {
-            0 => None,
-            n => Some(i32::try_from(n).unwrap_or(i32::MAX)),
-        }
-    }
-
-    /// The stop reason for the signal that arrived: SIGINT is the user's Ctrl-C.
-    pub fn stop_reason(&self) -> Option<StopReason> {
-        self.received().map(stop_reason_for)
-    }
-
-    /// The conventional exit code, 128 + the signal number (130, 143, 129).
-    pub fn exit_code(&self) -> Option<i32> {
-        self.received().map(|n| 128 + n)
-    }
-}
-
-/// The one map from a signal to how the record's footer names the stop.
-pub fn stop_reason_for(sig: i32) -> StopReason {
-    use signal_hook::consts::SIGINT;
-    if sig == SIGINT {
-        return StopReason::UserStop;
-    }
-    let name = signal_hook::low_level::signal_name(sig)
-        .map(str::to_string)
-        .unwrap_or_else(|| format!("signal {sig}"));
-    StopReason::Signal(name)
 }
 
 #[cfg(test)]
@@ -455,7 +296,7 @@ mod tests {
 
     #[test]
     fn decode_steps_count_with_their_request_warmup_or_not() {
-        let mut run = Run::new();
+        let mut run = RunFold::new();
         for ev in [
             started(0, true),
             step(0, 0.5),
@@ -478,7 +319,7 @@ mod tests {
 
     #[test]
     fn the_outcome_says_how_it_ended() {
-        let mut run = Run::new();
+        let mut run = RunFold::new();
         assert_eq!(run.outcome(StopReason::UserStop).stop, StopReason::UserStop);
         run.apply(&Event::Error {
             message: "not fatal".into(),
@@ -499,7 +340,7 @@ mod tests {
 
     #[test]
     fn failed_requests_are_counted_never_sampled() {
-        let mut run = Run::new();
+        let mut run = RunFold::new();
         run.apply(&started(0, false));
         run.apply(&Event::RequestFailed(Box::new(
             crate::event::RequestFailed {
@@ -525,7 +366,7 @@ mod tests {
     /// A server run's header figures: requests in flight, and the p99 of the send delays.
     #[test]
     fn in_flight_and_send_delay_follow_the_events() {
-        let mut run = Run::new();
+        let mut run = RunFold::new();
         for i in 0..3 {
             run.apply(&started(i, false));
         }
@@ -549,7 +390,7 @@ mod tests {
 
     #[test]
     fn concurrent_steps_count_by_their_own_index() {
-        let mut run = Run::new();
+        let mut run = RunFold::new();
         run.apply(&Event::RunStarted(Box::new(RunInfo {
             model: crate::event::ModelInfo::served("m", ""),
             workload: crate::event::WorkloadDesc {
@@ -582,7 +423,7 @@ mod tests {
 
     #[test]
     fn a_failed_request_leaves_no_step_in_the_statistics() {
-        let mut run = Run::new();
+        let mut run = RunFold::new();
         for ev in [
             started(0, false),
             started(1, false),
@@ -609,24 +450,5 @@ mod tests {
             run.pending_steps.is_empty(),
             "nothing kept once requests end"
         );
-    }
-
-    #[test]
-    fn signals_map_to_one_reason_and_code() {
-        use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
-        let cases = [
-            (SIGINT, StopReason::UserStop, 130),
-            (SIGTERM, StopReason::Signal("SIGTERM".into()), 143),
-            (SIGHUP, StopReason::Signal("SIGHUP".into()), 129),
-        ];
-        for (sig, reason, code) in cases {
-            let s = Signals::none();
-            assert_eq!(s.stop_reason(), None);
-            s.raise(sig);
-            assert_eq!(s.stop_reason(), Some(reason));
-            assert_eq!(s.exit_code(), Some(code));
-            let o = Run::new().outcome(StopReason::UserStop);
-            assert_eq!(o.exit_code(&s), code);
-        }
     }
 }

@@ -1,0 +1,138 @@
+//! What every view knows about the model under test.
+
+use serde::{Deserialize, Serialize};
+
+/// What every view knows about the model under test.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    /// Display name: the directory or file name, or `synthetic:tiny`.
+    pub name: String,
+    /// The architecture as `model::Arch::name` spells it (`llama`, `mistral`, `qwen2`, `qwen3`,
+    /// `phi3`, `mixtral`, `qwen3_moe`, `gemma2`, `gemma3`), or `served` for a model behind a
+    /// server (see [`Self::served`]).
+    pub arch: String,
+    /// `hf`, `gguf` or `synthetic`.
+    pub source: String,
+    pub params: u64,
+    /// Parameters one token runs through: `params` for dense models, less the experts a MoE
+    /// router skips. Records written before this field read it as 0: see [`Self::active`].
+    #[serde(default)]
+    pub active_params: u64,
+    /// Bytes of weights as held on the device.
+    pub weight_bytes: u64,
+    /// KV-cache bytes per token per sequence: 2 × layers × kv heads × head dim × dtype bytes.
+    /// Layers in `kv_window` stop growing at their window (see [`Self::kv_bytes_at`]).
+    pub kv_bytes_per_token: u64,
+    /// Layers whose KV cache keeps only the last `window` positions (Gemma's sliding layers).
+    /// Absent (older records, other models): every layer grows with the context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_window: Option<KvWindow>,
+    /// `f32`, `f16`, `bf16`, or the GGUF quantization such as `q8_0`.
+    pub dtype: String,
+    /// `cpu` or `cuda:N`.
+    pub device: String,
+    pub max_positions: usize,
+    pub layers: usize,
+    pub hidden: usize,
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub head_dim: usize,
+    pub vocab: usize,
+}
+
+/// Of a model's layers, how many keep only a window of positions in their KV cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KvWindow {
+    pub sliding_layers: usize,
+    pub window: usize,
+}
+
+impl ModelInfo {
+    /// A model behind a server: its name and where it is served; the shape is not known to
+    /// the client, so the sizes are 0 and the dtype `?`.
+    pub fn served(name: &str, device: &str) -> ModelInfo {
+        ModelInfo {
+            name: name.to_string(),
+            arch: "served".into(),
+            source: "http".into(),
+            params: 0,
+            active_params: 0,
+            weight_bytes: 0,
+            kv_bytes_per_token: 0,
+            kv_window: None,
+            dtype: "?".into(),
+            device: device.to_string(),
+            max_positions: 0,
+            layers: 0,
+            hidden: 0,
+            heads: 0,
+            kv_heads: 0,
+            head_dim: 0,
+            vocab: 0,
+        }
+    }
+
+    /// Parameters one token runs through (`params` where the record does not say).
+    pub fn active(&self) -> u64 {
+        if self.active_params == 0 {
+            self.params
+        } else {
+            self.active_params
+        }
+    }
+
+    /// Whether only part of the weights run per token (a mixture of experts).
+    pub fn is_sparse(&self) -> bool {
+        self.active() < self.params
+    }
+
+    /// Bytes of weights one token reads: `weight_bytes` scaled by active / total parameters
+    /// (all of them for a dense model).
+    pub fn active_weight_bytes(&self) -> u64 {
+        if self.params == 0 || !self.is_sparse() {
+            return self.weight_bytes;
+        }
+        (self.weight_bytes as u128 * self.active() as u128 / self.params as u128) as u64
+    }
+
+    /// KV-cache bytes of one sequence at `context` positions: the full layers hold every
+    /// position, the sliding ones at most their window.
+    pub fn kv_bytes_at(&self, context: f64) -> f64 {
+        self.kv_bytes_per_token as f64 * self.kv_layers_at(|w| context.min(w))
+    }
+
+    /// KV-cache bytes one decode step of a request reads per sequence, averaged over its steps
+    /// (context from `prompt` to `prompt + output`, continuously): `P + G/2` positions on full
+    /// layers, the mean of `min(context, window)` on sliding ones.
+    pub fn decode_kv_bytes(&self, prompt: usize, output: usize) -> f64 {
+        let (p, g) = (prompt as f64, output as f64);
+        let mean_min = |w: f64| {
+            if g <= 0.0 || p + g <= w {
+                (p + g / 2.0).min(w)
+            } else if p >= w {
+                w
+            } else {
+                // ∫ from p to p + g of min(c, w) dc, over g.
+                ((w * w - p * p) / 2.0 + w * (p + g - w)) / g
+            }
+        };
+        self.kv_bytes_per_token as f64 * self.kv_layers_at(mean_min)
+    }
+
+    /// Positions held per layer, on average over the layers: `held(window)` on sliding layers,
+    /// `held(∞)` (the whole context) on full ones.
+    fn kv_layers_at(&self, held: impl Fn(f64) -> f64) -> f64 {
+        match self.kv_window {
+            Some(w) if self.layers > 0 && w.sliding_layers <= self.layers => {
+                let full = (self.layers - w.sliding_layers) as f64 * held(f64::INFINITY);
+                (full + w.sliding_layers as f64 * held(w.window as f64)) / self.layers as f64
+            }
+            _ => held(f64::INFINITY),
+        }
+    }
+
+    /// Expected KV-cache bytes for `tokens` positions of `batch` sequences.
+    pub fn expected_kv_bytes(&self, tokens: usize, batch: usize) -> u64 {
+        (self.kv_bytes_at(tokens as f64) * batch as f64) as u64
+    }
+}

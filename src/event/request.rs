@@ -1,0 +1,188 @@
+//! One request's result: a finished request (`RequestDone`, the unit every statistic is built
+//! from) with what only a server's client knows, or a failed one.
+
+use serde::{Deserialize, Serialize};
+
+/// One finished request: the unit every statistic and every record line is built from.
+/// `Default` is for tests and benches that build one by hand (`..Default::default()`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestDone {
+    /// 0-based index since the run started (not reset by `r`).
+    pub index: u64,
+    pub warmup: bool,
+    pub batch: usize,
+    pub prompt_tokens: usize,
+    /// Generated tokens per sequence (G).
+    pub output_tokens: usize,
+    /// Prefill + first sampling, ending with a device synchronize.
+    pub ttft_s: f64,
+    /// (E2E − TTFT) / (G − 1); `None` when G < 2.
+    pub tpot_s: Option<f64>,
+    pub e2e_s: f64,
+    /// GPU time of the prefill from CUDA events (CUDA only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_ttft_s: Option<f64>,
+    /// Sum of GPU time of the decode steps from CUDA events (CUDA only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_decode_s: Option<f64>,
+    /// Peak allocator bytes during the request (CPU: counting allocator; CUDA: used device memory).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_alloc_bytes: Option<u64>,
+    /// FNV-1a 64 of what was generated, as 16 hex digits, so a changed output is noticed
+    /// (`compare`). The candle engine hashes the generated ids of every sequence (each step's
+    /// ids for the whole batch, in order, as little-endian u32); the http engine hashes the
+    /// streamed text (UTF-8), all it sees. Hashes from the two engines never match each other.
+    pub output_hash: String,
+    /// Generated ids of the first sequence (`--record-tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<Vec<u32>>,
+    /// Decoded text of the first sequence (`--record-tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// What only a client of a server knows (the http engine); `None` for in-process engines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<Box<ClientDetail>>,
+    /// Where the request came from (a dataset's row, a conversation's turn, a shared-prefix
+    /// group); `None` for made-up traffic.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<Box<Origin>>,
+}
+
+/// Where a request came from, so any statistic can be split by it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Origin {
+    /// The dataset row's line in its file (1-based; the position in a JSON array).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row: Option<u32>,
+    /// The conversation (0-based, in the order they started) and the turn in it (1-based).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    /// The shared-prefix group (0-based).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<u32>,
+    /// The row's time in the trace (seconds from its start), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at_s: Option<f64>,
+}
+
+/// A request measured by a client of a serving endpoint: where it went, how late it was sent,
+/// and where its token counts came from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClientDetail {
+    /// The endpoint's base URL (credentials stripped).
+    pub endpoint: String,
+    /// Open loop: scheduled send time → actual send; TTFT and E2E count from the scheduled
+    /// time, so a saturated client cannot hide queueing. Closed loop: the scheduler's launch →
+    /// the actual send (the client's own queueing); TTFT and E2E count from the send's start.
+    pub send_delay_s: f64,
+    /// `usage` (the server's usage chunk) or `counted` (chunks carrying text).
+    pub output_tokens_from: String,
+    /// `usage` (server-reported) or `approx` (the prompt was built to roughly this many tokens).
+    pub prompt_tokens_from: String,
+    /// The prompt length asked for (approximate without the server's tokenizer).
+    pub requested_prompt_tokens: usize,
+    /// SSE chunks that carried generated text; `output_tokens / content_chunks` > 1 means
+    /// chunks of several tokens (speculative decoding, server-side batching of the stream).
+    pub content_chunks: usize,
+    /// Tokens per content chunk, in order, when a chunk carried more than one by the server's
+    /// running usage (`--chunk-usage`; speculative decoding); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chunk_tokens: Vec<u32>,
+    /// The server's `finish_reason` (`length`, `stop`, ...), when it sent one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+    /// Prompt tokens the server said it had cached (`usage.prompt_tokens_details.cached_tokens`,
+    /// as vLLM, SGLang and OpenAI report it); `None` when it did not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cached_tokens: Option<usize>,
+    /// Where the time before the first token went on the request's connection; absent in
+    /// records written before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpPhases>,
+    /// Time to second token: from the first content chunk to the second (AIPerf's TTST), so a
+    /// slow first decode step is told apart from a slow prefill; absent with one chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttst_s: Option<f64>,
+}
+
+/// How a request got its connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConnectionUse {
+    /// Opened for this request while it was timed: the connect is inside its TTFT, as it was.
+    New,
+    /// Kept alive after an earlier request.
+    Reused,
+    /// Opened before the run's first timed request (`--preconnect`); this request was its first.
+    Preopened,
+    /// Written by a newer version.
+    #[serde(other)]
+    Other,
+}
+
+impl ConnectionUse {
+    pub fn name(self) -> &'static str {
+        match self {
+            ConnectionUse::New => "new",
+            ConnectionUse::Reused => "reused",
+            ConnectionUse::Preopened => "preopened",
+            ConnectionUse::Other => "other",
+        }
+    }
+}
+
+/// A request's HTTP phases (k6's and AIPerf's names). The opening's steps are durations, of the
+/// connection's opening (for `new` and `preopened` connections: a preopened one's is not in the
+/// request's time); the rest are instants in seconds since the request's start (its scheduled
+/// time, the origin of its TTFT), so `connected_s ≤ sent_s ≤ first_byte_s ≤ ttft_s`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HttpPhases {
+    pub connection: ConnectionUse,
+    /// The name lookup (absent for an IP address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns_s: Option<f64>,
+    /// The TCP handshake.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp_s: Option<f64>,
+    /// The TLS handshake (https).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_s: Option<f64>,
+    /// The connection was ready for the request (a new one: opened).
+    pub connected_s: f64,
+    /// The request's last bytes went to the socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_s: Option<f64>,
+    /// The response's first byte came back (time to first byte).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_byte_s: Option<f64>,
+}
+
+/// A request that did not complete: never a latency sample, always counted.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RequestFailed {
+    pub index: u64,
+    pub warmup: bool,
+    /// One line: `connection refused`, `HTTP 500: <excerpt>`, `timed out after 5s`, ...
+    pub reason: String,
+    /// The HTTP status, when the server answered with an error status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// From the (scheduled) send to the failure.
+    pub elapsed_s: f64,
+}
+
+impl RequestDone {
+    /// Prefill throughput: B·P / TTFT.
+    pub fn prefill_tok_s(&self) -> f64 {
+        (self.batch * self.prompt_tokens) as f64 / self.ttft_s
+    }
+
+    /// Decode throughput of the request: B / TPOT.
+    pub fn decode_tok_s(&self) -> Option<f64> {
+        self.tpot_s.map(|t| self.batch as f64 / t)
+    }
+}
