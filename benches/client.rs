@@ -36,6 +36,7 @@ use infertop::engine::http::{self, Api, Endpoint, HttpConfig};
 use infertop::engine::workload::LenSpec;
 use infertop::event::{ConnectionUse, Control, Event, HttpPhases};
 use infertop::stats::Summary;
+use infertop::traffic::TrafficPlan;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -214,23 +215,25 @@ fn measure(sc: Scenario) -> Figures {
         api: Api::Completions,
         served_model: Some("bench".into()),
         api_key: None,
-        prompt: LenSpec::Fixed(8),
+        traffic: TrafficPlan {
+            prompt: Some(LenSpec::Fixed(8)),
+            output: LenSpec::Fixed(sc.chunks as usize),
+            seed: 0,
+            warmup: 0,
+            requests: Some(requests as u64),
+            duration: None,
+            source: None,
+            conversations: None,
+            replay: None,
+        },
         prompts: Default::default(),
-        output: LenSpec::Fixed(sc.chunks as usize),
-        seed: 0,
         concurrency: Some(sc.streams),
         rate: None,
         burstiness: 1.0,
-        warmup: 0,
-        requests: Some(requests as u64),
-        duration: None,
         request_timeout: Duration::from_secs(60),
         exact_output: true,
         chunk_usage: false,
         record_tokens: true,
-        source: None,
-        replay: None,
-        conversations: None,
         preconnect: sc.preconnect,
         reset_prefix_cache: false,
     };

@@ -57,6 +57,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use infertop::stats::Summary;
+use infertop::traffic::TrafficPlan;
 use portable_pty::{native_pty_system, Child, CommandBuilder, PtySize};
 
 const BIN: &str = env!("CARGO_BIN_EXE_infertop");
@@ -636,20 +637,23 @@ fn inproc(s: &Settings) {
         device: DeviceSpec::Cpu,
         dtype: candle_core::DType::F32,
         threads: candle_core::utils::get_num_threads(),
-        workload: Workload {
+        traffic: TrafficPlan {
             prompt: Some(LenSpec::Fixed(128)),
             output: LenSpec::Fixed(s.output as usize),
+            seed: 0,
+            warmup: 3,
+            requests: None,
+            duration: None,
+            source: None,
+            conversations: None,
+            replay: None,
+        },
+        workload: Workload {
             batch: 1,
             source: PromptSource::Synthetic,
             vocab: 2048,
-            seed: 0,
-            traffic: None,
             tokenizer: None,
-            conversations: None,
         },
-        warmup: 3,
-        requests: None,
-        duration: None,
         stop_at_eos: false,
         record_tokens: false,
         tokenizer: None,

@@ -20,6 +20,7 @@ use infertop::event::{Control, Event};
 use infertop::model::{self, DeviceSpec, ModelSpec};
 use infertop::stats::RunStats;
 use infertop::telemetry::{self, TelemetryDevice};
+use infertop::traffic::TrafficPlan;
 
 const PROMPT: usize = 64;
 const OUTPUT: usize = 64;
@@ -27,15 +28,19 @@ const REQUESTS: u64 = 6;
 
 fn workload(vocab: usize) -> Workload {
     Workload {
-        prompt: Some(LenSpec::Fixed(PROMPT)),
-        output: LenSpec::Fixed(OUTPUT),
         batch: 1,
         source: PromptSource::Synthetic,
         vocab,
-        seed: 0,
-        traffic: None,
         tokenizer: None,
-        conversations: None,
+    }
+}
+
+/// `REQUESTS` requests of `PROMPT` tokens in, `OUTPUT` out, the first two warmup.
+fn traffic() -> TrafficPlan {
+    TrafficPlan {
+        warmup: 2,
+        requests: Some(REQUESTS),
+        ..TrafficPlan::made_up(LenSpec::Fixed(PROMPT), LenSpec::Fixed(OUTPUT), 0)
     }
 }
 
@@ -57,7 +62,7 @@ fn bare(preset: &str) -> Vec<f64> {
     let w = workload(loaded.info.vocab);
     let mut steps = Vec::new();
     for index in 0..REQUESTS {
-        let shape = w.request(index);
+        let shape = w.request(&traffic(), index);
         loaded.model.reset();
         let input = Tensor::from_slice(&shape.ids, (1, PROMPT), &dev).unwrap();
         let logits = loaded.model.forward(&input, 0).unwrap();
@@ -103,10 +108,8 @@ fn harness(preset: &str, with_telemetry: bool) -> Vec<f64> {
         threads: std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1),
+        traffic: traffic(),
         workload: workload(0),
-        warmup: 2,
-        requests: Some(REQUESTS),
-        duration: None,
         stop_at_eos: false,
         record_tokens: false,
         tokenizer: None,

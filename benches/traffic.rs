@@ -22,6 +22,7 @@ use infertop::event::{Control, Event};
 use infertop::stats::Summary;
 use infertop::telemetry::alloc::current_bytes;
 use infertop::traffic::dataset::{self, ReadOptions};
+use infertop::traffic::TrafficPlan;
 use infertop::traffic::{DatasetPlan, Order, RequestSource};
 
 fn env(key: &str, default: u64) -> u64 {
@@ -183,25 +184,27 @@ fn replay_bench(rate: u64, seconds: u64) {
         api: Api::Completions,
         served_model: Some("m".into()),
         api_key: None,
-        prompt: LenSpec::Fixed(16),
+        traffic: TrafficPlan {
+            prompt: Some(LenSpec::Fixed(16)),
+            output: LenSpec::Fixed(2),
+            seed: 0,
+            warmup: 0,
+            requests: None,
+            duration: None,
+            source: Some(std::sync::Arc::new(RequestSource::Dataset(Box::new(plan)))),
+            conversations: None,
+            replay: Some(1.0),
+        },
         prompts: http::Prompts::Approximate,
-        output: LenSpec::Fixed(2),
-        seed: 0,
         concurrency: None,
         rate: None,
         burstiness: 1.0,
-        warmup: 0,
-        requests: None,
-        duration: None,
         request_timeout: Duration::from_secs(30),
         exact_output: true,
         chunk_usage: false,
         record_tokens: false,
         preconnect: true,
         reset_prefix_cache: false,
-        source: Some(RequestSource::Dataset(Box::new(plan))),
-        replay: Some(1.0),
-        conversations: None,
     };
     let (tx, rx) = bounded(1 << 16);
     let (_ctl_tx, ctl_rx) = unbounded::<Control>();
@@ -304,31 +307,33 @@ fn conversation_bench(count: usize) {
         api: Api::Chat,
         served_model: Some("m".into()),
         api_key: None,
-        prompt: prompt.clone(),
+        traffic: TrafficPlan {
+            prompt: Some(prompt.clone()),
+            output: LenSpec::Fixed(4),
+            seed: 0,
+            warmup: 0,
+            requests: None,
+            duration: None,
+            source: None,
+            conversations: Some(std::sync::Arc::new(Conversations {
+                list,
+                turns: Turns::All,
+                think: None,
+                dataset: None,
+                exact_lengths: false,
+            })),
+            replay: None,
+        },
         prompts: http::Prompts::Approximate,
-        output: LenSpec::Fixed(4),
-        seed: 0,
         concurrency: Some(count),
         rate: None,
         burstiness: 1.0,
-        warmup: 0,
-        requests: None,
-        duration: None,
         request_timeout: Duration::from_secs(120),
         exact_output: true,
         chunk_usage: false,
         record_tokens: false,
         preconnect: true,
         reset_prefix_cache: false,
-        source: None,
-        replay: None,
-        conversations: Some(Conversations {
-            list,
-            turns: Turns::All,
-            think: None,
-            dataset: None,
-            exact_lengths: false,
-        }),
     };
     let baseline = current_bytes();
     let (tx, rx) = bounded(1 << 16);

@@ -9,6 +9,7 @@ use infertop::engine::worker::{self, WorkerConfig};
 use infertop::engine::workload::{LenSpec, PromptSource, Workload};
 use infertop::event::{Control, Event, StopReason};
 use infertop::model::{DeviceSpec, ModelSpec};
+use infertop::traffic::TrafficPlan;
 
 fn config(requests: Option<u64>) -> WorkerConfig {
     WorkerConfig {
@@ -19,20 +20,23 @@ fn config(requests: Option<u64>) -> WorkerConfig {
         device: DeviceSpec::Cpu,
         dtype: DType::F32,
         threads: 1,
-        workload: Workload {
+        traffic: TrafficPlan {
             prompt: Some(LenSpec::Fixed(8)),
             output: LenSpec::Fixed(8),
+            seed: 0,
+            warmup: 0,
+            requests,
+            duration: None,
+            source: None,
+            conversations: None,
+            replay: None,
+        },
+        workload: Workload {
             batch: 1,
             source: PromptSource::Synthetic,
             vocab: 0,
-            seed: 0,
-            traffic: None,
             tokenizer: None,
-            conversations: None,
         },
-        warmup: 0,
-        requests,
-        duration: None,
         stop_at_eos: false,
         record_tokens: false,
         tokenizer: None,

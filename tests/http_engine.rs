@@ -16,6 +16,7 @@ use crossbeam_channel::{bounded, unbounded};
 use infertop::engine::http::{self, Api, Endpoint, HttpConfig};
 use infertop::engine::workload::LenSpec;
 use infertop::event::{Control, Event, RequestDone, RequestFailed, StopReason};
+use infertop::traffic::TrafficPlan;
 use serde_json::Value;
 
 /// What the test server does with a completion request.
@@ -264,23 +265,25 @@ fn config(url: &str, requests: u64) -> HttpConfig {
         api: Api::Completions,
         served_model: None,
         api_key: None,
-        prompt: LenSpec::Fixed(16),
+        traffic: TrafficPlan {
+            prompt: Some(LenSpec::Fixed(16)),
+            output: LenSpec::Fixed(8),
+            seed: 0,
+            warmup: 0,
+            requests: Some(requests),
+            duration: None,
+            source: None,
+            conversations: None,
+            replay: None,
+        },
         prompts: Default::default(),
-        output: LenSpec::Fixed(8),
-        seed: 0,
         concurrency: None,
         rate: None,
         burstiness: 1.0,
-        warmup: 0,
-        requests: Some(requests),
-        duration: None,
         request_timeout: Duration::from_secs(10),
         exact_output: true,
         chunk_usage: false,
         record_tokens: false,
-        source: None,
-        replay: None,
-        conversations: None,
         preconnect: true,
         reset_prefix_cache: false,
     }
@@ -460,7 +463,7 @@ fn a_tokenizer_makes_prompts_of_exact_length() {
     });
     let tk = infertop::model::tokenizer::train_bpe(2048).unwrap();
     let mut cfg = config(&server.url(), 4);
-    cfg.prompt = LenSpec::parse("5,100,37,1000").unwrap();
+    cfg.traffic.prompt = Some(LenSpec::parse("5,100,37,1000").unwrap());
     cfg.prompts = infertop::engine::http::Prompts::Words(std::sync::Arc::new(
         infertop::engine::http::PromptWords::from_tokenizer(&tk).unwrap(),
     ));
@@ -971,7 +974,7 @@ fn the_servers_tokenize_makes_prompts_of_exact_length() {
     });
     let tk = infertop::model::tokenizer::train_bpe(2048).unwrap();
     let mut cfg = config(&server.url(), 3);
-    cfg.prompt = LenSpec::parse("5,100,37").unwrap();
+    cfg.traffic.prompt = Some(LenSpec::parse("5,100,37").unwrap());
     cfg.prompts = infertop::engine::http::Prompts::Server { texts: None };
     let events = run_engine(cfg);
     let mut asked: Vec<usize> = done(&events)

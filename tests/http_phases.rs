@@ -13,6 +13,7 @@ use crossbeam_channel::{bounded, unbounded};
 use infertop::engine::http::{self, Api, Endpoint, HttpConfig};
 use infertop::engine::workload::LenSpec;
 use infertop::event::{ConnectionUse, Control, Event, HttpPhases, RequestDone};
+use infertop::traffic::TrafficPlan;
 
 const TTFT: Duration = Duration::from_millis(60);
 const ITL: Duration = Duration::from_millis(8);
@@ -31,23 +32,25 @@ fn config(url: &str, concurrency: usize, requests: u64, preconnect: bool) -> Htt
         api: Api::Completions,
         served_model: Some("m".into()),
         api_key: None,
-        prompt: LenSpec::Fixed(8),
+        traffic: TrafficPlan {
+            prompt: Some(LenSpec::Fixed(8)),
+            output: LenSpec::Fixed(4),
+            seed: 0,
+            warmup: 0,
+            requests: Some(requests),
+            duration: None,
+            source: None,
+            conversations: None,
+            replay: None,
+        },
         prompts: Default::default(),
-        output: LenSpec::Fixed(4),
-        seed: 0,
         concurrency: Some(concurrency),
         rate: None,
         burstiness: 1.0,
-        warmup: 0,
-        requests: Some(requests),
-        duration: None,
         request_timeout: Duration::from_secs(10),
         exact_output: true,
         chunk_usage: false,
         record_tokens: false,
-        source: None,
-        replay: None,
-        conversations: None,
         preconnect,
         reset_prefix_cache: false,
     }

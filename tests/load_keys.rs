@@ -11,6 +11,7 @@ use infertop::engine::worker::{self, WorkerConfig};
 use infertop::engine::workload::{LenSpec, PromptSource, Workload};
 use infertop::event::{Control, Event};
 use infertop::model::{DeviceSpec, ModelSpec};
+use infertop::traffic::TrafficPlan;
 
 fn collect(rx: &Receiver<Event>) -> Vec<Event> {
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -38,20 +39,23 @@ fn the_candle_engine_doubles_and_halves_its_batch() {
         device: DeviceSpec::Cpu,
         dtype: DType::F32,
         threads: 1,
-        workload: Workload {
+        traffic: TrafficPlan {
             prompt: Some(LenSpec::Fixed(8)),
             output: LenSpec::Fixed(4),
+            seed: 0,
+            warmup: 0,
+            requests: Some(3),
+            duration: None,
+            source: None,
+            conversations: None,
+            replay: None,
+        },
+        workload: Workload {
             batch: 2,
             source: PromptSource::Synthetic,
             vocab: 0,
-            seed: 0,
-            traffic: None,
             tokenizer: None,
-            conversations: None,
         },
-        warmup: 0,
-        requests: Some(3),
-        duration: None,
         stop_at_eos: false,
         record_tokens: false,
         tokenizer: None,

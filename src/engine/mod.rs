@@ -1,7 +1,9 @@
 //! The engines: each runs requests on its own thread and speaks the protocol in `event`.
 //! `worker` is the candle engine (workload, timed regions, CUDA-event timer); `http` is the
-//! client of OpenAI-compatible servers. Both start through `spawn_engine`.
+//! client of OpenAI-compatible servers. Both send the run's `traffic::TrafficPlan`, read their
+//! controls through `control::Inbox`, and start through `spawn_engine`.
 
+pub mod control;
 pub mod http;
 pub mod timer;
 pub mod worker;

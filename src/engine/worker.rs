@@ -1,7 +1,6 @@
 //! The worker thread: owns the device and the model, runs requests again and again, times every
 //! phase with an explicit device synchronize, and sends typed events.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -9,6 +8,7 @@ use std::time::{Duration, Instant};
 use candle_core::{DType, Device, Tensor, D};
 use crossbeam_channel::{Receiver, Sender};
 
+use super::control::{Inbox, Intent};
 use super::timer::{device_memory, GpuTimer};
 use super::workload::{doubled, Dialogue, RequestShape, Sampler, Sampling, Workload};
 use crate::event::{
@@ -16,19 +16,20 @@ use crate::event::{
 };
 use crate::model::{self, CausalLm, DeviceSpec, ModelSpec};
 use crate::telemetry::alloc;
+use crate::traffic::TrafficPlan;
 use crate::util::{fnv1a, format, one_line};
 
-/// Everything the worker needs; built and validated by the CLI.
+/// Everything the worker needs, planned from the flags (`plan::engine`).
 pub struct WorkerConfig {
     pub model: ModelSpec,
     pub device: DeviceSpec,
     pub dtype: DType,
     /// CPU threads candle uses (informational; set through RAYON_NUM_THREADS before start).
     pub threads: usize,
+    /// What is sent, how much of it, and which requests are warmup.
+    pub traffic: TrafficPlan,
+    /// How the traffic becomes token ids: the batch, given prompts, the vocabulary.
     pub workload: Workload,
-    pub warmup: u64,
-    pub requests: Option<u64>,
-    pub duration: Option<Duration>,
     pub stop_at_eos: bool,
     pub record_tokens: bool,
     /// Decodes generated ids for `--record-tokens`.
@@ -66,93 +67,15 @@ pub fn spawn_with_fault(
     control: Receiver<Control>,
 ) -> std::io::Result<JoinHandle<()>> {
     super::spawn_engine(WORKER_THREAD, "worker", events, move |tx| {
-        run(cfg, fault, tx, &control)
+        run(cfg, fault, tx, control)
     })
-}
-
-/// Control messages that arrived while a request was running, applied at the next boundary.
-struct Inbox<'a> {
-    rx: &'a Receiver<Control>,
-    pending: VecDeque<Control>,
-}
-
-impl Inbox<'_> {
-    /// Applies what arrived since the last boundary, in order; a pause blocks here until
-    /// resumed. `Some(reason)` when the run must stop.
-    fn apply(
-        &mut self,
-        workload: &mut Workload,
-        max_positions: usize,
-        max_batch: usize,
-        tx: &Sender<Event>,
-    ) -> Option<StopReason> {
-        if let Some(r) = self.poll_stop() {
-            return Some(r);
-        }
-        while let Some(c) = self.pending.pop_front() {
-            match c {
-                Control::Pause => {
-                    let _ = tx.send(Event::Paused);
-                    // Nothing is measured meanwhile.
-                    loop {
-                        match self.rx.recv() {
-                            Ok(Control::Resume) => break,
-                            Ok(c @ (Control::Stop(_) | Control::EndCell)) => return c.stop(),
-                            Ok(other) => self.pending.push_back(other),
-                            Err(_) => return Some(StopReason::UserStop),
-                        }
-                    }
-                    let _ = tx.send(Event::Resumed);
-                }
-                // A sweep's verdicts are the sweep engine's, never a cell's.
-                Control::Resume | Control::CellVerdict { .. } => {}
-                Control::ResetStats => {
-                    let _ = tx.send(Event::StatsReset);
-                }
-                Control::AdjustOutputTokens(delta) => adjust(workload, max_positions, tx, |w| {
-                    w.output = w.output.plus(delta);
-                }),
-                Control::AdjustLoad(steps) => {
-                    let batch = doubled(workload.batch, steps).clamp(1, max_batch);
-                    if batch == workload.batch {
-                        let _ = tx.send(Event::Error {
-                            message: format!(
-                                "batch stays {batch} (this model runs batch 1 to {max_batch})"
-                            ),
-                            fatal: false,
-                        });
-                    } else {
-                        adjust(workload, max_positions, tx, |w| w.batch = batch);
-                    }
-                }
-                Control::AdjustPromptTokens(steps) => adjust(workload, max_positions, tx, |w| {
-                    if let Some(p) = &w.prompt {
-                        w.prompt = Some(p.doubled(steps));
-                    }
-                }),
-                Control::Stop(_) | Control::EndCell => return c.stop(),
-            }
-        }
-        None
-    }
-
-    /// Takes everything waiting; returns a stop if one arrived (it is not queued).
-    fn poll_stop(&mut self) -> Option<StopReason> {
-        while let Ok(c) = self.rx.try_recv() {
-            if let Some(r) = c.stop() {
-                return Some(r);
-            }
-            self.pending.push_back(c);
-        }
-        None
-    }
 }
 
 fn run(
     cfg: WorkerConfig,
     fault: Option<Fault>,
     tx: &Sender<Event>,
-    control: &Receiver<Control>,
+    control: Receiver<Control>,
 ) -> Result<StopReason, String> {
     let mut model = load(&cfg, tx)?;
     run_on(&mut model, cfg, fault, tx, control)
@@ -217,12 +140,12 @@ fn run_on(
     mut cfg: WorkerConfig,
     fault: Option<Fault>,
     tx: &Sender<Event>,
-    control: &Receiver<Control>,
+    control: Receiver<Control>,
 ) -> Result<StopReason, String> {
     let device = &m.device;
     let info = m.loaded.info.clone();
     cfg.workload.vocab = info.vocab.max(4);
-    let needed = cfg.workload.max_positions_needed();
+    let needed = cfg.workload.max_positions_needed(&cfg.traffic);
     if needed > info.max_positions {
         return Err(format!(
             "prompt + output tokens ({needed}) exceed the model's {} positions; lower --prompt-tokens or --output-tokens",
@@ -231,14 +154,14 @@ fn run_on(
     }
     let _ = tx.send(Event::RunStarted(Box::new(RunInfo {
         model: info.clone(),
-        workload: cfg.workload.describe(),
-        warmup_requests: cfg.warmup,
+        workload: cfg.workload.describe(&cfg.traffic),
+        warmup_requests: cfg.traffic.warmup,
         threads: if cfg.device == DeviceSpec::Cpu {
             cfg.threads
         } else {
             0
         },
-        traffic: cfg.workload.traffic_info().map(Box::new),
+        traffic: Workload::traffic_info(&cfg.traffic).map(Box::new),
     })));
     if let Some(w) = m.loaded.unapplied_window.filter(|&w| needed > w) {
         // Warn rather than refuse: the cost of attending over every position is what is
@@ -254,10 +177,7 @@ fn run_on(
     }
 
     let started = Instant::now();
-    let mut inbox = Inbox {
-        rx: control,
-        pending: VecDeque::new(),
-    };
+    let mut inbox = Inbox::new(control);
     let mut measure = Measure {
         gpu: GpuTimer::new(device),
         lm: &mut m.loaded.model,
@@ -271,27 +191,22 @@ fn run_on(
     // candle's quantized (GGUF) models run batch 1 only (see the check in `plan`).
     let max_batch = if info.source == "gguf" { 1 } else { MAX_BATCH };
     let mut index: u64 = 0;
-    let mut dialogue = cfg.workload.conversations.clone().map(Dialogue::new);
-    // A dataset is sent once through (unless --requests or --duration says otherwise).
-    let limit = match (cfg.requests, cfg.workload.traffic_len(), cfg.duration) {
-        (Some(n), _, _) => Some(n),
-        (None, Some(rows), None) => Some(rows),
-        (None, _, _) => None,
-    };
+    let mut dialogue = cfg.traffic.conversations.clone().map(Dialogue::new);
+    let limit = cfg.traffic.request_limit();
     loop {
-        // Request boundary: apply control messages, honour limits.
-        if let Some(reason) = inbox.apply(&mut cfg.workload, info.max_positions, max_batch, tx) {
+        // Request boundary: carry out what the controls ask, honour limits.
+        if let Some(reason) = boundary(&mut inbox, &mut cfg, info.max_positions, max_batch, tx) {
             return Ok(reason);
         }
         if limit.is_some_and(|n| index >= n) {
             return Ok(StopReason::RequestLimit);
         }
-        if cfg.duration.is_some_and(|d| started.elapsed() >= d) {
+        if cfg.traffic.duration.is_some_and(|d| started.elapsed() >= d) {
             return Ok(StopReason::DurationLimit);
         }
 
         let shape = match dialogue.as_mut() {
-            Some(d) => match d.next(&cfg.workload, index, info.max_positions) {
+            Some(d) => match d.next(&cfg.workload, &cfg.traffic, index, info.max_positions) {
                 None => return Ok(StopReason::RequestLimit),
                 Some(Ok(shape)) => shape,
                 Some(Err(why)) => {
@@ -302,9 +217,9 @@ fn run_on(
                     continue;
                 }
             },
-            None => cfg.workload.try_request(index)?,
+            None => cfg.workload.try_request(&cfg.traffic, index)?,
         };
-        let warmup = index < cfg.warmup;
+        let warmup = cfg.traffic.is_warmup(index);
         let _ = tx.send(Event::RequestStarted {
             index,
             warmup,
@@ -429,9 +344,9 @@ fn host(jobs: &Receiver<Job>, tx: &Sender<Event>) {
                         .find(|(n, _)| *n == threads && job.cfg.device == DeviceSpec::Cpu);
                     match pool {
                         Some((_, pool)) => {
-                            pool.install(|| run_on(m, job.cfg, job.fault, tx, &job.control))
+                            pool.install(|| run_on(m, job.cfg, job.fault, tx, job.control))
                         }
-                        None => run_on(m, job.cfg, job.fault, tx, &job.control),
+                        None => run_on(m, job.cfg, job.fault, tx, job.control),
                     }
                 }
                 Some(Err(e)) => Err(e.clone()),
@@ -522,15 +437,67 @@ fn request_failed(
 /// The largest batch the load keys go to.
 const MAX_BATCH: usize = 1024;
 
+/// How long a paused worker waits for its next control at a time.
+const PAUSED_POLL: Duration = Duration::from_millis(100);
+
+/// A request boundary: carries out what the controls asked since the last one, in order (a
+/// pause waits here, measuring nothing, until resumed); `Some(reason)` when the run must stop
+/// (a stop, or a drain: the request that was in flight has finished).
+fn boundary(
+    inbox: &mut Inbox,
+    cfg: &mut WorkerConfig,
+    max_positions: usize,
+    max_batch: usize,
+    tx: &Sender<Event>,
+) -> Option<StopReason> {
+    loop {
+        let intent = if inbox.paused() {
+            inbox.wait(PAUSED_POLL)
+        } else {
+            inbox.poll()
+        };
+        let Some(intent) = intent else {
+            if inbox.paused() {
+                continue;
+            }
+            break;
+        };
+        if let Some(echo) = intent.echo() {
+            let _ = tx.send(echo);
+        }
+        match intent {
+            Intent::Stop(reason) => return Some(reason),
+            Intent::Pause | Intent::Resume | Intent::ResetStats | Intent::Drain => {}
+            Intent::Output(delta) => adjust(cfg, max_positions, tx, |t, _| t.adjust_output(delta)),
+            Intent::Prompt(steps) => adjust(cfg, max_positions, tx, |t, _| t.adjust_prompt(steps)),
+            Intent::Load(steps) => {
+                let batch = doubled(cfg.workload.batch, steps).clamp(1, max_batch);
+                if batch == cfg.workload.batch {
+                    let _ = tx.send(Event::Error {
+                        message: format!(
+                            "batch stays {batch} (this model runs batch 1 to {max_batch})"
+                        ),
+                        fatal: false,
+                    });
+                } else {
+                    adjust(cfg, max_positions, tx, |_, w| w.batch = batch);
+                }
+            }
+        }
+    }
+    inbox.draining().then_some(StopReason::RequestLimit)
+}
+
+/// Changes the workload of the next requests, unless the change would not fit the model.
 fn adjust(
-    w: &mut Workload,
+    cfg: &mut WorkerConfig,
     max_positions: usize,
     tx: &Sender<Event>,
-    change: impl FnOnce(&mut Workload),
+    change: impl FnOnce(&mut TrafficPlan, &mut Workload),
 ) {
-    let mut next = w.clone();
-    change(&mut next);
-    let needed = next.max_positions_needed();
+    let (mut traffic, mut workload) = (cfg.traffic.clone(), cfg.workload.clone());
+    change(&mut traffic, &mut workload);
+    let needed = workload.max_positions_needed(&traffic);
     if needed > max_positions {
         let _ = tx.send(Event::Error {
             message: format!(
@@ -540,8 +507,10 @@ fn adjust(
         });
         return;
     }
-    *w = next;
-    let _ = tx.send(Event::WorkloadChanged(Box::new(w.describe())));
+    let _ = tx.send(Event::WorkloadChanged(Box::new(
+        workload.describe(&traffic),
+    )));
+    (cfg.traffic, cfg.workload) = (traffic, workload);
 }
 
 /// What the worker measures with: the model on its device, the GPU timer, and where results go.
@@ -679,7 +648,7 @@ impl Measure<'_> {
             if self.stop_at_eos && finished.iter().all(|f| *f) {
                 break;
             }
-            if let Some(r) = inbox.poll_stop() {
+            if let Some(r) = inbox.stop_now() {
                 batch.flush(self.tx);
                 return Ok(Request::Stopped(r));
             }

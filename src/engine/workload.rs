@@ -1,12 +1,11 @@
 //! What each request asks for: prompt length, output length, batch, and the prompt ids.
 
-use crate::util::SplitMix64;
-
 use std::sync::Arc;
 
 use crate::event::Origin;
 pub use crate::traffic::len::{doubled, doubling_factor, LenSpec};
-use crate::traffic::{Conversations, RequestSource};
+use crate::traffic::{Conversations, TrafficPlan};
+use crate::util::SplitMix64;
 
 /// Where prompt ids come from.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,105 +28,70 @@ pub struct RequestShape {
     pub origin: Option<crate::event::Origin>,
 }
 
+/// How the candle engine renders the run's traffic (`TrafficPlan`) as token ids: the batch, the
+/// given prompts tokenized, the vocabulary made-up ids are drawn from, and the tokenizer of a
+/// dataset's texts.
 #[derive(Clone, Debug)]
 pub struct Workload {
-    /// `None` with text prompts means "each prompt's own length".
-    pub prompt: Option<LenSpec>,
-    pub output: LenSpec,
     pub batch: usize,
     pub source: PromptSource,
     pub vocab: usize,
-    pub seed: u64,
-    /// Requests from a dataset or shared-prefix groups (prompts and lengths); `prompt` and
-    /// `source` are then unused, and `output` is the length of rows that do not say.
-    pub traffic: Option<Arc<RequestSource>>,
     /// Tokenizes a dataset's text prompts (the model's tokenizer).
     pub tokenizer: Option<Arc<tokenizers::Tokenizer>>,
-    /// Conversations, one at a time, each turn's prompt the history so far (`Dialogue`).
-    pub conversations: Option<Arc<Conversations>>,
 }
 
 impl Workload {
-    /// The longest prompt + output this workload can ask for.
-    pub fn max_positions_needed(&self) -> usize {
-        if self.conversations.is_some() {
+    /// The longest prompt + output `traffic` can ask for.
+    pub fn max_positions_needed(&self, traffic: &TrafficPlan) -> usize {
+        if traffic.conversations.is_some() {
             // Each turn is checked as its history grows (`Dialogue::next`).
-            return 1 + self.output.max();
+            return 1 + traffic.output.max();
         }
-        if let Some(t) = &self.traffic {
-            return t.max_positions(self.output.max());
+        if let Some(t) = &traffic.source {
+            return t.max_positions(traffic.output.max());
         }
-        let p = match (&self.prompt, &self.source) {
+        let p = match (&traffic.prompt, &self.source) {
             (Some(spec), _) => spec.max(),
             (None, PromptSource::Text(ps)) => ps.iter().map(Vec::len).max().unwrap_or(1),
             (None, PromptSource::Synthetic) => 1,
         };
-        p + self.output.max()
+        p + traffic.output.max()
     }
 
-    pub fn describe(&self) -> crate::event::WorkloadDesc {
-        if let Some(c) = &self.conversations {
-            return crate::event::WorkloadDesc {
-                prompt_tokens: c.describe(),
-                output_tokens: self.output.to_string(),
-                batch: self.batch,
-                load: None,
-            };
-        }
-        if let Some(t) = &self.traffic {
-            return crate::event::WorkloadDesc {
-                prompt_tokens: t.describe(),
-                output_tokens: self.output.to_string(),
-                batch: self.batch,
-                load: None,
-            };
-        }
-        let prompt = match (&self.prompt, &self.source) {
-            (Some(s), _) => s.to_string(),
-            (None, PromptSource::Text(ps)) => format!("text ({} prompts)", ps.len()),
-            (None, PromptSource::Synthetic) => "?".into(),
+    pub fn describe(&self, traffic: &TrafficPlan) -> crate::event::WorkloadDesc {
+        let prompt = match (traffic.describe_source(), &traffic.prompt, &self.source) {
+            (Some(source), _, _) => source,
+            (None, Some(s), _) => s.to_string(),
+            (None, None, PromptSource::Text(ps)) => format!("text ({} prompts)", ps.len()),
+            (None, None, PromptSource::Synthetic) => "?".into(),
         };
         crate::event::WorkloadDesc {
             prompt_tokens: prompt,
-            output_tokens: self.output.to_string(),
+            output_tokens: traffic.output.to_string(),
             batch: self.batch,
             load: None,
         }
     }
 
-    /// Requests the traffic holds (a dataset's rows), if bounded.
-    pub fn traffic_len(&self) -> Option<u64> {
-        if let Some(c) = &self.conversations {
-            return Some(c.requests());
-        }
-        self.traffic
-            .as_ref()
-            .and_then(|t| t.rows())
-            .map(|n| n as u64)
-    }
-
-    /// What the record says of the traffic: a dataset's file, shared prefixes; no prefix cache.
-    pub fn traffic_info(&self) -> Option<crate::event::TrafficInfo> {
-        let mut info = match (&self.conversations, &self.traffic) {
-            (Some(c), _) => c.info(),
-            (None, Some(t)) => t.info(),
-            (None, None) => return None,
-        };
+    /// What the record says of the traffic: the plan's; lengths are exact (the model's own
+    /// tokenizer counts them), and there is no prefix cache.
+    pub fn traffic_info(traffic: &TrafficPlan) -> Option<crate::event::TrafficInfo> {
+        let mut info = traffic.info()?;
         info.exact_lengths = true;
         info.cache = Some("none: the candle engine has no prefix cache".into());
         Some(info)
     }
 
-    /// The shape and ids of request `index` from the traffic source: its prompt tokenized (or
+    /// The shape and ids of request `index` from the traffic's source: its prompt tokenized (or
     /// its made-up parts as ids), its output length or the run's.
-    fn of_traffic(&self, traffic: &RequestSource, index: u64) -> Result<RequestShape, String> {
+    fn of_source(&self, traffic: &TrafficPlan, index: u64) -> Result<RequestShape, String> {
         let planned = traffic
-            .request(self.seed, index)
+            .planned(index)
             .ok_or_else(|| "the dataset has no rows left".to_string())?;
-        let mut rng = SplitMix64::new(self.seed ^ index.wrapping_mul(0xA24B_AED4_963E_E407));
+        let mut rng = traffic.rng(index);
         let output_tokens = planned
             .output_tokens
-            .unwrap_or_else(|| self.output.pick(index, &mut rng));
+            .unwrap_or_else(|| traffic.output.pick(index, &mut rng));
         let row = planned.prompt.ids(self.tokenizer.as_deref(), self.vocab)?;
         if row.is_empty() {
             return Err(format!(
@@ -148,21 +112,21 @@ impl Workload {
     }
 
     /// The shape and ids of request `index`; deterministic for a seed.
-    pub fn try_request(&self, index: u64) -> Result<RequestShape, String> {
-        match &self.traffic {
-            Some(t) => self.of_traffic(t, index),
-            None => Ok(self.request(index)),
+    pub fn try_request(&self, traffic: &TrafficPlan, index: u64) -> Result<RequestShape, String> {
+        match &traffic.source {
+            Some(_) => self.of_source(traffic, index),
+            None => Ok(self.request(traffic, index)),
         }
     }
 
     /// The shape and ids of request `index` of made-up or given prompts; deterministic for a
     /// seed.
-    pub fn request(&self, index: u64) -> RequestShape {
-        let mut rng = SplitMix64::new(self.seed ^ index.wrapping_mul(0xA24B_AED4_963E_E407));
-        let output_tokens = self.output.pick(index, &mut rng);
+    pub fn request(&self, traffic: &TrafficPlan, index: u64) -> RequestShape {
+        let mut rng = traffic.rng(index);
+        let output_tokens = traffic.output.pick(index, &mut rng);
         let (prompt_tokens, row): (usize, Vec<u32>) = match &self.source {
             PromptSource::Synthetic => {
-                let p = self
+                let p = traffic
                     .prompt
                     .as_ref()
                     .map(|s| s.pick(index, &mut rng))
@@ -171,7 +135,7 @@ impl Workload {
             }
             PromptSource::Text(prompts) => {
                 let base = &prompts[(index as usize) % prompts.len().max(1)];
-                match &self.prompt {
+                match &traffic.prompt {
                     None => (base.len(), base.clone()),
                     Some(spec) => {
                         let p = spec.pick(index, &mut rng);
@@ -231,6 +195,7 @@ impl Dialogue {
     pub fn next(
         &mut self,
         w: &Workload,
+        traffic: &TrafficPlan,
         index: u64,
         max_positions: usize,
     ) -> Option<Result<RequestShape, String>> {
@@ -257,10 +222,10 @@ impl Dialogue {
                 Ok(ids) => ids,
                 Err(e) => return Some(Err(self.end_with(e))),
             };
-            let mut rng = SplitMix64::new(w.seed ^ index.wrapping_mul(0xA24B_AED4_963E_E407));
+            let mut rng = traffic.rng(index);
             let output_tokens = turn
                 .output_tokens
-                .unwrap_or_else(|| w.output.pick(index, &mut rng));
+                .unwrap_or_else(|| traffic.output.pick(index, &mut rng));
             let mut row = self.history.clone();
             row.extend_from_slice(&user);
             if row.is_empty() || row.len() + output_tokens > max_positions {
@@ -573,25 +538,21 @@ mod dialogue_tests {
             exact_lengths: false,
         };
         let w = Workload {
-            prompt: None,
-            output: LenSpec::Fixed(2),
             batch: 1,
             source: PromptSource::Synthetic,
             vocab: 100,
-            seed: 0,
-            traffic: None,
             tokenizer: None,
-            conversations: None,
         };
+        let t = TrafficPlan::made_up(LenSpec::Fixed(8), LenSpec::Fixed(2), 0);
         let mut d = Dialogue::new(Arc::new(convs));
-        let why = d.next(&w, 0, 512).unwrap().unwrap_err();
+        let why = d.next(&w, &t, 0, 512).unwrap().unwrap_err();
         assert!(
             why.starts_with("conversation 0 ends before turn 1: "),
             "{why}"
         );
-        let next = d.next(&w, 0, 512).unwrap().unwrap();
+        let next = d.next(&w, &t, 0, 512).unwrap().unwrap();
         assert_eq!(next.prompt_tokens, 4);
         d.replied(&[5, 6]);
-        assert!(d.next(&w, 1, 512).is_none(), "every conversation done");
+        assert!(d.next(&w, &t, 1, 512).is_none(), "every conversation done");
     }
 }

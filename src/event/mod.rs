@@ -204,10 +204,9 @@ impl Event {
 }
 
 /// Messages into the engine: what the dashboard's keys (and a sweep's stopping rule) ask for.
-/// Every engine gives them the same meaning: the load keys change the workload of the next
-/// requests, never one in flight (`engine::workload::LenSpec::plus`, `doubled`), and the
-/// engine echoes every change it makes as an event, so each consumer sees it at the same point
-/// of the stream.
+/// Every engine gives them the same meaning, decided once in `engine::control`: the load keys
+/// change the workload of the next requests, never one in flight, and the engine echoes every
+/// change it makes as an event, so each consumer sees it at the same point of the stream.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Control {
     Pause,
@@ -232,16 +231,4 @@ pub enum Control {
         meets_slo: bool,
     },
     Stop(StopReason),
-}
-
-impl Control {
-    /// The stop this message asks of an engine: `Stop`, or `EndCell` (the sweep's cell has
-    /// measured enough, which for the cell's engine is its request limit).
-    pub fn stop(&self) -> Option<StopReason> {
-        match self {
-            Control::Stop(r) => Some(r.clone()),
-            Control::EndCell => Some(StopReason::RequestLimit),
-            _ => None,
-        }
-    }
 }

@@ -16,6 +16,7 @@ use crate::event::{Control, Event, WorkloadDesc};
 use crate::exit::Failure;
 use crate::model::{self, DeviceSpec, ModelSpec};
 use crate::telemetry;
+use crate::traffic::TrafficPlan;
 
 /// The engine a run drives (a sweep plans one per cell).
 pub enum EnginePlan {
@@ -56,7 +57,7 @@ impl EnginePlan {
     /// The workload as the engine will describe it when it starts.
     pub fn workload(&self) -> WorkloadDesc {
         match self {
-            EnginePlan::Candle(w) => w.workload.describe(),
+            EnginePlan::Candle(w) => w.workload.describe(&w.traffic),
             EnginePlan::Http(h) => h.describe(),
         }
     }
@@ -102,14 +103,17 @@ fn plan_http(opts: &RunOpts) -> Result<HttpConfig, Failure> {
             .ok()
             .filter(|k| !k.trim().is_empty()),
     };
+    // Made-up prompts are 128 tokens unless -p says; given texts keep their own length.
+    let prompt = Some(w.prompt_tokens.clone().unwrap_or(LenSpec::Fixed(128)));
     if server_tokenizer(opts) {
         let texts = prompt_texts(w)?.map(Arc::new);
-        let traffic = super::traffic::plan(opts, true, None, None)?;
-        let mut cfg = http_config(opts, api_key, http::Prompts::Server { texts });
-        cfg.source = traffic.source;
-        cfg.replay = traffic.replay;
-        cfg.conversations = traffic.conversations;
-        return Ok(cfg);
+        let traffic = super::traffic::plan(opts, true, prompt, None, None)?;
+        return Ok(http_config(
+            opts,
+            api_key,
+            traffic,
+            http::Prompts::Server { texts },
+        ));
     }
     let tokenizer = match &opts.model.tokenizer {
         Some(path) => Some(tokenizer_flag(path)?),
@@ -139,15 +143,16 @@ fn plan_http(opts: &RunOpts) -> Result<HttpConfig, Failure> {
         (Some(tk), _) => Some(tk),
         _ => None,
     };
-    let traffic = super::traffic::plan(opts, true, counted_by, None)?;
-    let mut cfg = http_config(opts, api_key, prompts);
-    cfg.source = traffic.source;
-    cfg.replay = traffic.replay;
-    cfg.conversations = traffic.conversations;
-    Ok(cfg)
+    let traffic = super::traffic::plan(opts, true, prompt, counted_by, None)?;
+    Ok(http_config(opts, api_key, traffic, prompts))
 }
 
-fn http_config(opts: &RunOpts, api_key: Option<String>, prompts: http::Prompts) -> HttpConfig {
+fn http_config(
+    opts: &RunOpts,
+    api_key: Option<String>,
+    traffic: TrafficPlan,
+    prompts: http::Prompts,
+) -> HttpConfig {
     let (w, s) = (&opts.workload, &opts.server);
     HttpConfig {
         endpoints: s.endpoint.clone(),
@@ -155,22 +160,14 @@ fn http_config(opts: &RunOpts, api_key: Option<String>, prompts: http::Prompts) 
         api: s.api,
         served_model: s.served_model.clone(),
         api_key,
-        prompt: w.prompt_tokens.clone().unwrap_or(LenSpec::Fixed(128)),
-        output: w.output_tokens.clone(),
-        seed: w.seed,
+        traffic,
         concurrency: s.concurrency,
         rate: s.rate,
         burstiness: s.burstiness,
-        warmup: w.warmup,
-        requests: w.requests,
-        duration: w.duration,
         request_timeout: s.request_timeout,
         exact_output: !w.stop_at_eos,
         chunk_usage: s.chunk_usage,
         record_tokens: opts.output.record_tokens,
-        source: None,
-        replay: None,
-        conversations: None,
         preconnect: !s.no_preconnect,
         reset_prefix_cache: s.reset_prefix_cache,
     }
@@ -232,29 +229,33 @@ fn plan_candle(opts: &RunOpts) -> Result<WorkerConfig, Failure> {
         (PromptSource::Synthetic, None) => Some(LenSpec::Fixed(128)),
         (_, p) => p.clone(),
     };
-    let (traffic, conversations) = if wants_traffic {
-        let max = arch.as_ref().map(|c| c.max_position_embeddings);
-        let plan = super::traffic::plan(opts, false, tokenizer.as_ref(), max)?;
-        (plan.source, plan.conversations)
+    let max = arch.as_ref().map(|c| c.max_position_embeddings);
+    let traffic = if wants_traffic {
+        super::traffic::plan(opts, false, prompt_len, tokenizer.as_ref(), max)?
     } else {
-        (None, None)
+        TrafficPlan {
+            prompt: prompt_len,
+            output: w.output_tokens.clone(),
+            seed: w.seed,
+            warmup: w.warmup,
+            requests: w.requests,
+            duration: w.duration,
+            source: None,
+            conversations: None,
+            replay: None,
+        }
     };
     let workload = Workload {
-        prompt: prompt_len,
-        output: w.output_tokens.clone(),
         batch,
         source,
         vocab: arch.as_ref().map(|c| c.vocab_size).unwrap_or(32000),
-        seed: w.seed,
-        traffic: traffic.map(Arc::new),
         tokenizer: tokenizer
             .clone()
             .filter(|_| t.dataset.is_some())
             .map(Arc::new),
-        conversations: conversations.map(Arc::new),
     };
     if let Some(cfg) = &arch {
-        let needed = workload.max_positions_needed();
+        let needed = workload.max_positions_needed(&traffic);
         if needed > cfg.max_position_embeddings {
             return Err(Failure::usage(format!(
                 "prompt + output tokens ({needed}) exceed the model's {} positions; lower --prompt-tokens or --output-tokens",
@@ -268,10 +269,8 @@ fn plan_candle(opts: &RunOpts) -> Result<WorkerConfig, Failure> {
         device,
         dtype,
         threads: candle_threads(opts),
+        traffic,
         workload,
-        warmup: w.warmup,
-        requests: w.requests,
-        duration: w.duration,
         stop_at_eos: w.stop_at_eos,
         record_tokens,
         tokenizer: if record_tokens { tokenizer } else { None },

@@ -3,7 +3,7 @@
 use super::engine::EnginePlan;
 use super::opts::RunOpts;
 use crate::engine::http::Api;
-use crate::engine::workload::Sampling;
+use crate::engine::workload::{Sampling, Workload};
 use crate::model::{self, DeviceSpec};
 use crate::record::line::{Header, Machine, RunConfig, RECORD_FORMAT};
 use crate::stats::Slo;
@@ -44,9 +44,9 @@ pub fn header(opts: &RunOpts, engine: &EnginePlan, slo: Slo) -> Header {
             device: c.device.name(),
             dtype: model::dtype_name(c.dtype).to_string(),
             threads: c.threads,
-            prompt_tokens: c.workload.describe().prompt_tokens,
+            prompt_tokens: c.workload.describe(&c.traffic).prompt_tokens,
             batch: c.workload.batch,
-            traffic: c.workload.traffic_info(),
+            traffic: Workload::traffic_info(&c.traffic),
             ..common
         },
         // No API key here: it is never written.
@@ -72,7 +72,7 @@ pub fn header(opts: &RunOpts, engine: &EnginePlan, slo: Slo) -> Header {
             reset_prefix_cache: h.reset_prefix_cache,
             device: "http".into(),
             prompt_tokens: h.describe().prompt_tokens,
-            output_tokens: h.output.to_string(),
+            output_tokens: h.traffic.output.to_string(),
             batch: 1,
             traffic: h.traffic_info(),
             ..common

@@ -5,19 +5,14 @@
 //! the model. Every mistake is one line, exit 2,
 //! before anything is sent.
 
+use std::sync::Arc;
+
 use super::opts::RunOpts;
 use crate::exit::Failure;
 use crate::traffic::dataset::{self, ReadOptions};
-use crate::traffic::{synthetic_conversations, Conversations, DatasetPlan, RequestSource, Turns};
-
-/// The traffic a run sends, planned.
-#[derive(Debug, Default)]
-pub struct TrafficPlan {
-    pub source: Option<RequestSource>,
-    pub conversations: Option<Conversations>,
-    /// `--replay`'s time scale.
-    pub replay: Option<f64>,
-}
+use crate::traffic::{
+    synthetic_conversations, Conversations, DatasetPlan, LenSpec, RequestSource, TrafficPlan, Turns,
+};
 
 /// How prompt texts are counted: a tokenizer (exact), else about four characters a token.
 pub fn counter(tokenizer: Option<&tokenizers::Tokenizer>) -> (impl Fn(&str) -> usize + '_, bool) {
@@ -31,11 +26,13 @@ pub fn counter(tokenizer: Option<&tokenizers::Tokenizer>) -> (impl Fn(&str) -> u
 }
 
 /// Plans the traffic of `opts` for an engine: `server` (the http engine, which may replay
-/// and converse) or not; `tokenizer` counts lengths exactly; `max_positions` (the model's)
-/// leaves out rows that cannot fit.
+/// and converse) or not; `prompt` the made-up prompt lengths (`None`: each given prompt's
+/// own); `tokenizer` counts lengths exactly; `max_positions` (the model's) leaves out rows
+/// that cannot fit.
 pub fn plan(
     opts: &RunOpts,
     server: bool,
+    prompt: Option<LenSpec>,
     tokenizer: Option<&tokenizers::Tokenizer>,
     max_positions: Option<usize>,
 ) -> Result<TrafficPlan, Failure> {
@@ -64,8 +61,15 @@ pub fn plan(
         }
     }
     let mut plan = TrafficPlan {
+        prompt,
+        output: w.output_tokens.clone(),
+        seed: w.seed,
+        warmup: w.warmup,
+        requests: w.requests,
+        duration: w.duration,
+        source: None,
+        conversations: None,
         replay: t.replay.then_some(t.time_scale),
-        ..TrafficPlan::default()
     };
     let dataset = match &t.dataset {
         Some(path) => Some(read_dataset(opts, path, tokenizer, max_positions, output)?),
@@ -111,23 +115,23 @@ pub fn plan(
                 "--turns: give --dataset FILE (its conversations) or --conversations N (synthetic)",
             )),
         };
-        plan.conversations = Some(Conversations {
+        plan.conversations = Some(Arc::new(Conversations {
             list,
             turns,
             think: t.think_time,
             dataset: info,
             exact_lengths: exact,
-        });
+        }));
         return Ok(plan);
     }
     plan.source = match (dataset, &t.shared_prefix) {
-        (Some(d), _) => Some(RequestSource::Dataset(Box::new(d))),
-        (None, Some(sp)) => Some(RequestSource::SharedPrefix(sp.clone())),
+        (Some(d), _) => Some(Arc::new(RequestSource::Dataset(Box::new(d)))),
+        (None, Some(sp)) => Some(Arc::new(RequestSource::SharedPrefix(sp.clone()))),
         (None, None) => None,
     };
     if let (Some(_), Some(d)) = (
         plan.replay,
-        plan.source.as_ref().and_then(RequestSource::dataset),
+        plan.source.as_deref().and_then(RequestSource::dataset),
     ) {
         if !d.ds.info.timed {
             let first =

@@ -9,12 +9,14 @@
 
 pub mod dataset;
 pub mod len;
+pub mod plan;
 pub mod words;
 
 use std::time::Duration;
 
 use dataset::{Dataset, Role};
 pub use len::LenSpec;
+pub use plan::{request_rng, request_seed, TrafficPlan};
 
 pub use crate::event::Origin;
 use crate::util::SplitMix64;
@@ -493,7 +495,7 @@ pub fn synthetic_conversations(
             turns: (0..turns)
                 .map(|t| {
                     let index = (c * turns + t) as u64;
-                    let mut rng = SplitMix64::new(seed ^ index.wrapping_mul(0xA24B_AED4_963E_E407));
+                    let mut rng = request_rng(seed, index);
                     let tokens = prompt.pick(index, &mut rng);
                     Turn {
                         user: Prompt::Made(vec![Part {
@@ -655,7 +657,7 @@ impl SharedPrefix {
         };
         let question = Part {
             tokens: self.question,
-            seed: seed ^ 0x0E57_1011 ^ index.wrapping_mul(0xA24B_AED4_963E_E407),
+            seed: request_seed(seed ^ 0x0E57_1011, index),
         };
         Planned {
             prompt: Prompt::Made(vec![prefix, question]),

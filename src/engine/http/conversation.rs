@@ -2,25 +2,26 @@
 //! turns one after another, every turn resending the whole history with the replies the server
 //! actually streamed, after the think time (measured from the end of the previous reply), with
 //! one `X-Session-ID` per conversation. `--concurrency` counts conversations in flight (with
-//! `--rate`, conversations start at that rate); a conversation that fails a turn stops there,
-//! counted. A finished conversation's history is dropped with its task.
+//! `--rate`, conversations start at that rate), on the same scheduler as single requests
+//! (`schedule`); a conversation that fails a turn stops there, counted. Every turn is a
+//! request of the run: `--requests` bounds them all, and a drain or the end of `--duration`
+//! lets the turns in flight finish and starts no more. A finished conversation's history is
+//! dropped with its task.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crossbeam_channel::{Receiver, TryRecvError};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use super::completions::Launched;
 use super::request::{self, Ask};
-use super::{
-    all_failed, render, request_done, send_token, Arrivals, Events, HttpConfig, Launched, Prompts,
-    Shared, CONTROL_POLL, GIVE_UP_AFTER_FAILURES,
-};
-use crate::event::{Control, Event, Origin, RequestFailed, StopReason};
-use crate::traffic::{Conversation, ThinkTime};
-use crate::util::SplitMix64;
+use super::schedule::{Scheduler, Unit};
+use super::{render, request_done, send_token, Events, HttpConfig, Prompts, Shared};
+use crate::engine::control::Inbox;
+use crate::event::{Event, Origin, RequestFailed, StopReason};
+use crate::traffic::{Conversation, Conversations};
 
 /// What a conversation's task hands back when it ends.
 #[derive(Debug, Default)]
@@ -34,131 +35,96 @@ struct Ended {
 struct Settings {
     model: String,
     cfg: HttpConfig,
-    think: Option<ThinkTime>,
-    turns: crate::traffic::Turns,
+    convs: Arc<Conversations>,
+    /// The next request's number (every turn of every conversation is a request).
     next_index: AtomicU64,
+    /// Requests the run sends at most.
+    limit: u64,
 }
 
-/// Runs every conversation (`cfg.conversations`) until done, stopped, or the duration is up.
+impl Settings {
+    /// The next turn's request number, or `None` when the run has sent all it may.
+    fn take_index(&self) -> Option<u64> {
+        let index = self.next_index.fetch_add(1, Ordering::Relaxed);
+        (index < self.limit).then_some(index)
+    }
+
+    fn requests_left(&self) -> bool {
+        self.next_index.load(Ordering::Relaxed) < self.limit
+    }
+}
+
+/// What the conversations in flight are told: hold the next turn, or start no more.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Gate {
+    paused: bool,
+    ending: bool,
+}
+
+/// Runs every conversation (`cfg.traffic.conversations`) until done, stopped, drained, or the
+/// duration is up.
 pub(super) async fn run(
     mut cfg: HttpConfig,
     shared: Arc<Shared>,
     model: String,
     tx: &Events,
-    control: &Receiver<Control>,
+    inbox: &mut Inbox,
 ) -> Result<StopReason, String> {
-    let Some(convs) = cfg.conversations.take() else {
+    let Some(convs) = cfg.traffic.conversations.clone() else {
         return Err("no conversations to send".into());
     };
-    let total = match cfg.requests {
-        Some(n) => (n as usize).min(convs.list.len()),
-        None => convs.list.len(),
-    };
-    let mut list = convs.list.into_iter().take(total);
     let settings = Arc::new(Settings {
         model,
-        think: convs.think,
-        turns: convs.turns,
-        next_index: AtomicU64::new(0),
         cfg: cfg.clone(),
+        limit: cfg.traffic.request_limit().unwrap_or(u64::MAX),
+        next_index: AtomicU64::new(0),
+        convs: convs.clone(),
     });
-    let (pause_tx, pause_rx) = watch::channel(false);
-    let started = Instant::now();
-    let mut arrivals = Arrivals::new(cfg.rate, cfg.burstiness, cfg.seed ^ 0xC0_4E25)?;
-    let mut next_due = started;
-    let mut cap = cfg.in_flight_cap();
-    let mut paused = false;
-    let mut conversation: u64 = 0;
-    let (mut completed, mut failed) = (0u64, 0u64);
-    let mut last_failure = String::new();
+    let (gate_tx, gate_rx) = watch::channel(Gate::default());
+    let mut schedule = Scheduler::new(&cfg, Unit::Conversation, Some(convs.list.len() as u64))?;
     let mut tasks: JoinSet<Ended> = JoinSet::new();
     loop {
-        loop {
-            match control.try_recv() {
-                Ok(c @ (Control::Stop(_) | Control::EndCell)) => {
-                    return Ok(c.stop().unwrap_or(StopReason::UserStop))
-                }
-                Ok(Control::Pause) if !paused => {
-                    paused = true;
-                    let _ = pause_tx.send(true);
-                    let _ = tx.send(Event::Paused);
-                }
-                Ok(Control::Resume) if paused => {
-                    paused = false;
-                    next_due = Instant::now();
-                    let _ = pause_tx.send(false);
-                    let _ = tx.send(Event::Resumed);
-                }
-                Ok(Control::ResetStats) => {
-                    let _ = tx.send(Event::StatsReset);
-                }
-                Ok(Control::AdjustLoad(steps)) => {
-                    cfg.adjust_load(steps);
-                    cap = cfg.in_flight_cap();
-                    arrivals = Arrivals::new(cfg.rate, cfg.burstiness, cfg.seed ^ conversation)?;
-                    let _ = tx.send(Event::WorkloadChanged(Box::new(cfg.describe())));
-                }
-                Ok(Control::AdjustOutputTokens(_) | Control::AdjustPromptTokens(_)) => {
-                    let _ = tx.send(Event::Error {
-                        message: "a conversation's turns keep their lengths: only the load key (conversations in flight) changes them".into(),
-                        fatal: false,
-                    });
-                }
-                Ok(Control::Pause | Control::Resume | Control::CellVerdict { .. }) => {}
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => return Ok(StopReason::UserStop),
-            }
+        if let Some(stop) = schedule.intents(inbox, &mut cfg, tx)? {
+            return Ok(stop);
         }
-        if completed == 0 && failed >= GIVE_UP_AFTER_FAILURES {
-            return Err(all_failed(failed, &last_failure));
+        let gate = Gate {
+            paused: inbox.paused(),
+            ending: schedule.ending(inbox),
+        };
+        gate_tx.send_if_modified(|g| std::mem::replace(g, gate) != gate);
+        if !settings.requests_left() {
+            schedule.close();
         }
-        let out_of_time = cfg.duration.is_some_and(|d| started.elapsed() >= d);
-        let all_started = conversation as usize >= total;
-        if (out_of_time || all_started) && tasks.is_empty() {
-            if completed == 0 && failed > 0 {
-                return Err(all_failed(failed, &last_failure));
-            }
-            return Ok(if out_of_time {
-                StopReason::DurationLimit
-            } else {
-                StopReason::RequestLimit
-            });
+        if let Some(verdict) = schedule.verdict(tasks.len(), inbox) {
+            return verdict;
         }
-        let now = Instant::now();
-        if !paused && !out_of_time {
-            while tasks.len() < cap && (cfg.rate.is_none() || now >= next_due) {
-                let Some(conv) = list.next() else { break };
-                tasks.spawn(converse(
-                    shared.clone(),
-                    settings.clone(),
-                    conversation,
-                    conv,
-                    pause_rx.clone(),
-                ));
-                conversation += 1;
-                if let Some(a) = arrivals.as_mut() {
-                    next_due += a.gap();
-                }
-            }
+        while !gate.ending && schedule.may_launch(tasks.len(), &cfg, inbox) {
+            let conversation = schedule.launched;
+            let Some(conv) = convs.list.get(conversation as usize).cloned() else {
+                schedule.close();
+                break;
+            };
+            tasks.spawn(converse(
+                shared.clone(),
+                settings.clone(),
+                conversation,
+                conv,
+                gate_rx.clone(),
+            ));
+            schedule.launched_one(&cfg);
         }
-        let mut wake = Instant::now() + CONTROL_POLL;
-        if cfg.rate.is_some() && !paused && tasks.len() < cap {
-            wake = wake.min(next_due);
+        if gate.ending {
+            schedule.close();
         }
+        let wake = schedule.wake(tasks.len(), &cfg, inbox);
         tokio::select! {
             Some(joined) = tasks.join_next(), if !tasks.is_empty() => {
                 match joined {
-                    Ok(end) => {
-                        completed += end.completed;
-                        failed += end.failed;
-                        if let Some(f) = end.last_failure {
-                            last_failure = f;
-                        }
-                    }
+                    Ok(end) => schedule.ended(end.completed, end.failed, end.last_failure, &cfg),
                     Err(e) => {
-                        failed += 1;
-                        last_failure = format!("client task failed: {e}");
-                        let _ = tx.send(Event::Error { message: last_failure.clone(), fatal: false });
+                        let message = format!("client task failed: {e}");
+                        schedule.ended(0, 1, Some(message.clone()), &cfg);
+                        let _ = tx.send(Event::Error { message, fatal: false });
                     }
                 }
             }
@@ -173,14 +139,14 @@ async fn converse(
     s: Arc<Settings>,
     conversation: u64,
     conv: Conversation,
-    mut paused: watch::Receiver<bool>,
+    mut gate: watch::Receiver<Gate>,
 ) -> Ended {
     let cfg = &s.cfg;
     let words = match &cfg.prompts {
         Prompts::Words(w) => Some(w.clone()),
         _ => None,
     };
-    let session = format!("infertop-{:x}-{conversation}", cfg.seed);
+    let session = format!("infertop-{:x}-{conversation}", cfg.traffic.seed);
     let endpoint = cfg.endpoints[(conversation as usize) % cfg.endpoints.len()].clone();
     let mut history: Vec<(String, String)> = conv
         .system
@@ -189,27 +155,33 @@ async fn converse(
         .collect();
     let mut history_tokens: usize = 0;
     let mut end = Ended::default();
-    let turns = s.turns.take(conv.turns.len());
+    let turns = s.convs.turns.take(conv.turns.len());
     for (t, turn) in conv.turns.iter().take(turns).enumerate() {
         if t > 0 {
-            if let Some(think) = &s.think {
-                tokio::time::sleep(think.sample(cfg.seed, conversation, t as u32)).await;
+            if let Some(think) = &s.convs.think {
+                let pause = think.sample(cfg.traffic.seed, conversation, t as u32);
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = gate.wait_for(|g| g.ending) => {}
+                }
             }
         }
-        while *paused.borrow() {
-            if paused.changed().await.is_err() {
-                return end;
-            }
+        // Held while paused; no further turn once the run ends.
+        match gate.wait_for(|g| !g.paused || g.ending).await {
+            Ok(g) if !g.ending => {}
+            _ => return end,
         }
+        let Some(index) = s.take_index() else {
+            return end;
+        };
         let (text, _) = render(&turn.user, super::Api::Completions, words.as_deref(), None);
         history.push(("user".to_string(), text));
         history_tokens += turn.tokens;
-        let index = s.next_index.fetch_add(1, Ordering::Relaxed);
-        let mut rng = SplitMix64::new(cfg.seed ^ index.wrapping_mul(0xA24B_AED4_963E_E407));
+        let mut rng = cfg.traffic.rng(index);
         let output_tokens = turn
             .output_tokens
-            .unwrap_or_else(|| cfg.output.pick(index, &mut rng));
-        let warmup = index < cfg.warmup;
+            .unwrap_or_else(|| cfg.traffic.output.pick(index, &mut rng));
+        let warmup = cfg.traffic.is_warmup(index);
         let _ = shared.events.send(Event::RequestStarted {
             index,
             warmup,

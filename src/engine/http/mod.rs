@@ -10,46 +10,49 @@
 //! its chunk; the request's result when its stream ends. The run fold keeps a request's steps
 //! aside until then and counts them only if it completes, so a failed request never leaves
 //! latency samples behind.
+//!
+//! A run is the server found out (`discover`: the model's name and the longest prompt it
+//! takes, prompts from its own tokenizer, its prefix cache emptied), its first connections
+//! opened (`preconnect`), then one loop on the one scheduler (`schedule`): single requests
+//! (`completions`) or conversations turn by turn (`conversation`). What is sent, how much and
+//! which requests are warmup is the run's `TrafficPlan`, shared with the candle engine; what a
+//! control message means is `engine::control`'s.
 
 pub mod cache;
+mod completions;
 pub mod conn;
 mod conversation;
 mod events;
 pub mod probe;
 pub mod request;
+mod schedule;
 pub mod sse;
 pub mod tokenize;
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crossbeam_channel::{Receiver, Sender, TryRecvError};
+use crossbeam_channel::{Receiver, Sender};
 use tokio::task::JoinSet;
 
-use crate::engine::workload::{doubled, doubling_factor, LenSpec};
+use crate::engine::control::Inbox;
+use crate::engine::workload::{doubled, doubling_factor};
 use crate::event::{
-    ClientDetail, Control, DecodeStep, Event, ModelInfo, Notice, Origin, RequestDone,
-    RequestFailed, RunInfo, StopReason, TrafficInfo, WorkloadDesc,
+    ClientDetail, Control, DecodeStep, Event, ModelInfo, Notice, Origin, RequestDone, RunInfo,
+    StopReason, TrafficInfo, WorkloadDesc,
 };
-use crate::traffic::{Conversations, Prompt, RequestSource};
-use crate::util::{fnv1a, SplitMix64};
+use crate::traffic::{Prompt, RequestSource, TrafficPlan};
+use crate::util::fnv1a;
+use completions::Launched;
 use events::Events;
-use request::{Ask, Measured, RequestError, Token};
 pub use request::{Endpoint, PromptWords};
+use request::{Measured, Token};
+pub use schedule::GIVE_UP_AFTER_FAILURES;
+use schedule::MAX_CONCURRENCY;
 
 /// The engine thread's name (an engine thread: see `util::quiet_engine_panics`).
 pub const HTTP_THREAD: &str = "infertop-engine-http";
-
-/// A run with no successful request ends after this many failures: the server is not there.
-pub const GIVE_UP_AFTER_FAILURES: u64 = 10;
-
-/// How long a closed-loop slot waits after a failure before its next request, so a server that
-/// refuses connections is not hammered (and the event queue not flooded).
-const FAILURE_BACKOFF: Duration = Duration::from_millis(50);
-
-/// How often the scheduler looks at the control channel when nothing else wakes it.
-const CONTROL_POLL: Duration = Duration::from_millis(10);
 
 /// Which OpenAI-compatible API to stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -100,7 +103,7 @@ impl PromptText {
     }
 }
 
-/// Everything the engine needs; built and validated by the CLI.
+/// Everything the engine needs, planned from the flags (`plan::engine`).
 #[derive(Clone, Debug)]
 pub struct HttpConfig {
     /// Requests go round-robin over these.
@@ -110,12 +113,10 @@ pub struct HttpConfig {
     pub served_model: Option<String>,
     /// Sent as a bearer token; never written anywhere.
     pub api_key: Option<String>,
-    /// Prompt lengths, for made-up prompts.
-    pub prompt: LenSpec,
-    /// What the prompts are made of.
+    /// What is sent, how much of it, and which requests are warmup.
+    pub traffic: TrafficPlan,
+    /// What made-up and given prompts are made of.
     pub prompts: Prompts,
-    pub output: LenSpec,
-    pub seed: u64,
     /// Closed loop: requests in flight (default 1). With a rate: the cap (default none).
     pub concurrency: Option<usize>,
     /// Open loop: requests per second, Poisson arrivals.
@@ -123,9 +124,6 @@ pub struct HttpConfig {
     /// The shape of the gamma-distributed gaps between arrivals: 1 is Poisson, below 1 burstier,
     /// above 1 more regular (the mean stays 1/rate).
     pub burstiness: f64,
-    pub warmup: u64,
-    pub requests: Option<u64>,
-    pub duration: Option<Duration>,
     pub request_timeout: Duration,
     /// Ask for exactly the output length (`ignore_eos`, `min_tokens`).
     pub exact_output: bool,
@@ -133,12 +131,6 @@ pub struct HttpConfig {
     /// (speculative decoding) is recorded with its count.
     pub chunk_usage: bool,
     pub record_tokens: bool,
-    /// Requests from a dataset or shared-prefix groups instead of made-up lengths.
-    pub source: Option<RequestSource>,
-    /// `--replay`: each dataset row is sent at its timestamp × this scale (open loop).
-    pub replay: Option<f64>,
-    /// `--turns`: conversations, turn by turn (`concurrency` then counts conversations).
-    pub conversations: Option<Conversations>,
     /// Open the connections the first requests will use before the first one is timed
     /// (`--no-preconnect` turns it off), so the first wave pays no connect storm; see
     /// `preconnect_count`.
@@ -149,29 +141,29 @@ pub struct HttpConfig {
 
 impl HttpConfig {
     pub fn describe(&self) -> WorkloadDesc {
-        let traffic = match (&self.conversations, &self.source) {
-            (Some(c), _) => Some(c.describe()),
-            (None, Some(s)) => Some(s.describe()),
-            (None, None) => None,
-        };
+        let t = &self.traffic;
+        let prompt = t
+            .prompt
+            .clone()
+            .unwrap_or(crate::traffic::LenSpec::Fixed(128));
         WorkloadDesc {
-            prompt_tokens: match (&self.prompts, traffic) {
-                (_, Some(t)) => t,
-                (Prompts::Words(_), None) => self.prompt.to_string(),
-                (Prompts::Approximate, None) => format!("~{}", self.prompt),
-                (Prompts::Texts(t), None) if t.len() == 1 => {
-                    format!("text ({} tokens)", t[0].tokens)
+            prompt_tokens: match (&self.prompts, t.describe_source()) {
+                (_, Some(source)) => source,
+                (Prompts::Words(_), None) => prompt.to_string(),
+                (Prompts::Approximate, None) => format!("~{prompt}"),
+                (Prompts::Texts(texts), None) if texts.len() == 1 => {
+                    format!("text ({} tokens)", texts[0].tokens)
                 }
-                (Prompts::Texts(t), None) => format!("{} texts", t.len()),
-                (Prompts::Server { .. }, None) => self.prompt.to_string(),
+                (Prompts::Texts(texts), None) => format!("{} texts", texts.len()),
+                (Prompts::Server { .. }, None) => prompt.to_string(),
             },
-            output_tokens: self.output.to_string(),
+            output_tokens: t.output.to_string(),
             batch: 1,
-            load: Some(match (self.replay, self.rate, self.concurrency) {
+            load: Some(match (t.replay, self.rate, self.concurrency) {
                 (Some(scale), _, _) => format!("replay ×{}", 1.0 / scale),
                 (None, Some(r), Some(cap)) => format!("rate {r}/s (≤ {cap} in flight)"),
                 (None, Some(r), None) => format!("rate {r}/s"),
-                (None, None, c) if self.conversations.is_some() => {
+                (None, None, c) if t.conversations.is_some() => {
                     format!("{} conversations at once", c.unwrap_or(1))
                 }
                 (None, None, c) => format!("concurrency {}", c.unwrap_or(1)),
@@ -179,42 +171,19 @@ impl HttpConfig {
         }
     }
 
-    /// What the record says of the traffic (`None` for made-up lengths).
+    /// What the record says of the traffic (`None` for made-up lengths): the plan's, with
+    /// what this client knows of lengths and of the server's cache.
     pub fn traffic_info(&self) -> Option<TrafficInfo> {
-        let mut info = match (&self.conversations, &self.source) {
-            (Some(c), _) => c.info(),
-            (None, Some(s)) => s.info(),
-            (None, None) => return None,
-        };
-        info.time_scale = self.replay;
-        if self.replay.is_none() {
-            info.trace_span_s = None;
-        }
+        let mut info = self.traffic.info()?;
         info.exact_lengths = info.exact_lengths || matches!(self.prompts, Prompts::Words(_));
         info.cache = Some("cached_tokens as each request's usage reports it".into());
         Some(info)
     }
 
-    /// Requests the traffic bounds the run to: `--requests`, else every dataset row once (a
-    /// replayed trace: at most every row).
-    fn request_limit(&self) -> Option<u64> {
-        let rows = self
-            .source
-            .as_ref()
-            .and_then(RequestSource::rows)
-            .map(|n| n as u64);
-        match (self.requests, rows) {
-            (Some(n), Some(rows)) if self.replay.is_some() => Some(n.min(rows)),
-            (Some(n), _) => Some(n),
-            (None, Some(rows)) if self.duration.is_none() || self.replay.is_some() => Some(rows),
-            (None, _) => None,
-        }
-    }
-
     /// Whether requests go out on a schedule (a rate, a replayed trace) rather than as slots
     /// free up.
     fn open_loop(&self) -> bool {
-        self.rate.is_some() || self.replay.is_some()
+        self.rate.is_some() || self.traffic.replay.is_some()
     }
 
     /// Requests in flight at most: the concurrency (default 1), or in an open loop its cap
@@ -228,11 +197,11 @@ impl HttpConfig {
         .max(1)
     }
 
-    /// `Control::AdjustLoad`: the rate of an open loop (a replay's speed), else the
-    /// concurrency, ×2 per step.
+    /// `Intent::Load`: the rate of an open loop (a replay's speed), else the concurrency, ×2
+    /// per step.
     fn adjust_load(&mut self, steps: i64) {
-        if let Some(scale) = self.replay {
-            self.replay = Some((scale / doubling_factor(steps)).clamp(1e-6, 1e6));
+        if let Some(scale) = self.traffic.replay {
+            self.traffic.replay = Some((scale / doubling_factor(steps)).clamp(1e-6, 1e6));
             return;
         }
         match self.rate {
@@ -244,9 +213,6 @@ impl HttpConfig {
         }
     }
 }
-
-/// The most requests in flight the load keys go to.
-const MAX_CONCURRENCY: usize = 4096;
 
 /// The most connections opened before the run (per run, over all endpoints).
 const MAX_PRECONNECT: usize = 4096;
@@ -311,7 +277,7 @@ pub fn spawn(
             .enable_all()
             .build()
             .map_err(|e| format!("cannot start the http client runtime: {e}"))?;
-        rt.block_on(run(cfg, tx, &control))
+        rt.block_on(run(cfg, tx, control))
     })
 }
 
@@ -370,97 +336,38 @@ struct Shared {
     events: Events,
 }
 
-/// A launched request, as the scheduler remembers it.
-struct Launched {
-    index: u64,
-    warmup: bool,
-    endpoint: Endpoint,
-    requested_prompt_tokens: usize,
-    /// The prompt is `requested_prompt_tokens` long in the server's tokenizer.
-    exact_prompt: bool,
-    scheduled: Instant,
-    origin: Option<Origin>,
-}
-
 async fn run(
     cfg: HttpConfig,
     tx: &Sender<Event>,
-    control: &Receiver<Control>,
+    control: Receiver<Control>,
 ) -> Result<StopReason, String> {
     let events = Events::new(tx.clone());
-    let result = drive(cfg, &events, control).await;
+    let mut inbox = Inbox::new(control);
+    let result = drive(cfg, &events, &mut inbox).await;
     // The steps still held go out before the engine's `Finished`.
     events.flush();
     result
 }
 
-async fn drive(
-    mut cfg: HttpConfig,
-    tx: &Events,
-    control: &Receiver<Control>,
-) -> Result<StopReason, String> {
+/// The run: the server found out, the first connections opened, `RunStarted`, then the loop.
+async fn drive(mut cfg: HttpConfig, tx: &Events, inbox: &mut Inbox) -> Result<StopReason, String> {
     if cfg.endpoints.is_empty() {
         return Err("no --endpoint given".into());
     }
     // This machine's timer jitter, measured before anything else runs on the runtime.
     let calibration = probe::calibrate().await;
-    let mut in_flight_cap = cfg.in_flight_cap();
     let client = reqwest::Client::builder()
         .tcp_nodelay(true)
-        .pool_max_idle_per_host(in_flight_cap.min(4096))
+        .pool_max_idle_per_host(cfg.in_flight_cap().min(4096))
         .build()
         .map_err(|e| format!("cannot build the http client: {}", request::describe(e)))?;
-    let first = &cfg.endpoints[0];
-    // The model list names the model (unless --served-model does) and, for a dataset, the
-    // longest prompt + output the server takes.
-    let wants_list =
-        cfg.served_model.is_none() || matches!(cfg.source, Some(RequestSource::Dataset(_)));
-    let listed = if wants_list {
-        request::first_model(&client, first, cfg.api_key.as_deref()).await
-    } else {
-        Err("not asked".to_string())
-    };
-    let model = match (&cfg.served_model, &listed) {
-        (Some(m), _) => m.clone(),
-        (None, Ok(served)) => served.id.clone(),
-        (None, Err(e)) => {
-            return Err(format!(
-                "cannot list the models of {} ({e}); pass --served-model NAME",
-                first.display()
-            ))
-        }
-    };
-    if let Prompts::Server { texts } = &cfg.prompts {
-        cfg.prompts = server_prompts(&client, &cfg, &model, texts.as_deref()).await?;
-    }
-    if cfg.reset_prefix_cache {
-        for e in &cfg.endpoints {
-            let done = cache::reset_prefix_cache(&client, e, cfg.api_key.as_deref())
-                .await
-                .map_err(|e| e.to_string())?;
-            let _ = tx.send(Event::Notice(Box::new(Notice::PrefixCacheReset(done))));
-        }
-    }
-    // Rows the server cannot take (prompt + output beyond its max_model_len) are left out,
-    // counted, before anything is sent.
-    if let (Some(max), Some(RequestSource::Dataset(d))) = (
-        listed.as_ref().ok().and_then(|s| s.max_model_len),
-        cfg.source.as_mut(),
-    ) {
-        let output = cfg.output.max();
-        d.restrict(max, output);
-        if d.is_empty() {
-            return Err(format!(
-                "every dataset row is longer than the server's {max} positions (max_model_len); use shorter rows or a model that takes more"
-            ));
-        }
-    }
+    let model = discover(&client, &mut cfg, tx).await?;
     let pool = Arc::new(conn::Pool::new());
     preconnect(&cfg, &pool).await;
     let _ = tx.send(Event::RunStarted(Box::new(RunInfo {
         model: model_info(&model, &cfg.endpoints),
         workload: cfg.describe(),
-        warmup_requests: cfg.warmup,
+        warmup_requests: cfg.traffic.warmup,
         threads: 0,
         traffic: cfg.traffic_info().map(Box::new),
     })));
@@ -476,229 +383,63 @@ async fn drive(
         timeout: cfg.request_timeout,
         events: tx.clone(),
     });
-
     // Dropped (and so stopped) when the run returns.
     let mut probe = JoinSet::new();
     probe.spawn(probe::watch(tx.sender(), probe::EVERY, calibration));
     probe.spawn(events::flush_every(tx.clone()));
-    if cfg.conversations.is_some() {
-        return conversation::run(cfg, shared, model, tx, control).await;
-    }
-    let limit_requests = cfg.request_limit();
-
-    let started = Instant::now();
-    let mut arrivals = Arrivals::new(cfg.rate, cfg.burstiness, cfg.seed ^ 0x5EED_A771_0A15)?;
-    let mut next_due = started;
-    // A replayed trace's clock: row times count from here (moved on by pauses).
-    let mut replay_origin = started;
-    let mut paused_at = started;
-    let mut hold_until = started;
-    let mut paused = false;
-    let mut index: u64 = 0;
-    let mut completed: u64 = 0;
-    let mut failed: u64 = 0;
-    let mut last_failure = String::new();
-    // A sweep's cell has measured enough (`EndCell`): launch no more and let those in flight
-    // end, as at the request limit, so the cell's drain is seen (see `sweep::held`).
-    let mut ending = false;
-    let mut tasks: JoinSet<(Launched, Result<Measured, RequestError>)> = JoinSet::new();
-    loop {
-        // Control messages first.
-        loop {
-            match control.try_recv() {
-                // Dropping `tasks` aborts what is in flight.
-                Ok(c @ Control::Stop(_)) => return Ok(c.stop().unwrap_or(StopReason::UserStop)),
-                Ok(Control::EndCell) => ending = true,
-                Ok(Control::Pause) if !paused => {
-                    paused = true;
-                    paused_at = Instant::now();
-                    let _ = tx.send(Event::Paused);
-                }
-                Ok(Control::Resume) if paused => {
-                    paused = false;
-                    // A replayed trace goes on where it stopped: its clock skips the pause.
-                    replay_origin += paused_at.elapsed();
-                    next_due = match replay_due(&cfg, replay_origin, index) {
-                        Some(due) => due,
-                        None => Instant::now(),
-                    };
-                    let _ = tx.send(Event::Resumed);
-                }
-                Ok(Control::Pause | Control::Resume | Control::CellVerdict { .. }) => {}
-                Ok(Control::ResetStats) => {
-                    let _ = tx.send(Event::StatsReset);
-                }
-                Ok(Control::AdjustOutputTokens(delta)) => {
-                    cfg.output = cfg.output.plus(delta);
-                    let _ = tx.send(Event::WorkloadChanged(Box::new(cfg.describe())));
-                }
-                Ok(Control::AdjustLoad(steps)) => {
-                    let before = cfg.replay;
-                    cfg.adjust_load(steps);
-                    in_flight_cap = cfg.in_flight_cap();
-                    arrivals = Arrivals::new(cfg.rate, cfg.burstiness, cfg.seed ^ index)?;
-                    next_due = next_due.min(Instant::now() + Duration::from_secs(1));
-                    if let (Some(old), Some(new)) = (before, cfg.replay) {
-                        // The trace time already covered stays covered; the rest runs faster.
-                        let now = Instant::now();
-                        let covered =
-                            now.saturating_duration_since(replay_origin).as_secs_f64() / old;
-                        replay_origin =
-                            now - Duration::from_secs_f64(covered * new).min(now - started);
-                        if let Some(due) = replay_due(&cfg, replay_origin, index) {
-                            next_due = due;
-                        }
-                    }
-                    let _ = tx.send(Event::WorkloadChanged(Box::new(cfg.describe())));
-                }
-                Ok(Control::AdjustPromptTokens(steps)) => {
-                    cfg.prompt = cfg.prompt.doubled(steps);
-                    let _ = tx.send(Event::WorkloadChanged(Box::new(cfg.describe())));
-                }
-                Err(TryRecvError::Empty) => break,
-                Err(TryRecvError::Disconnected) => return Ok(StopReason::UserStop),
-            }
-        }
-        if completed == 0 && failed >= GIVE_UP_AFTER_FAILURES {
-            return Err(all_failed(failed, &last_failure));
-        }
-
-        // Launch what is due.
-        let limit = if ending || limit_requests.is_some_and(|n| index >= n) {
-            Some(StopReason::RequestLimit)
-        } else if cfg.duration.is_some_and(|d| started.elapsed() >= d) {
-            Some(StopReason::DurationLimit)
-        } else {
-            None
-        };
-        if let Some(reason) = &limit {
-            if tasks.is_empty() {
-                if completed == 0 && failed > 0 {
-                    return Err(all_failed(failed, &last_failure));
-                }
-                return Ok(reason.clone());
-            }
-        }
-        let now = Instant::now();
-        if limit.is_none() && !paused && now >= hold_until {
-            while tasks.len() < in_flight_cap
-                && limit_requests.is_none_or(|n| index < n)
-                && (!cfg.open_loop() || now >= next_due)
-            {
-                // Closed loop: a request is launched now (its time starts when it begins to
-                // be sent, see `request::Start`).
-                let scheduled = if cfg.open_loop() {
-                    next_due
-                } else {
-                    Instant::now()
-                };
-                launch(&cfg, &shared, &model, index, scheduled, &mut tasks);
-                index += 1;
-                if let Some(due) = replay_due(&cfg, replay_origin, index) {
-                    next_due = due;
-                } else if let Some(arrivals) = arrivals.as_mut() {
-                    next_due += arrivals.gap();
-                }
-            }
-        }
-
-        // Wait for a result, the next arrival, or the next look at the controls.
-        let mut wake = Instant::now() + CONTROL_POLL;
-        let on_schedule = cfg.open_loop() && !paused && tasks.len() < in_flight_cap;
-        if on_schedule {
-            wake = wake.min(next_due.checked_sub(TIMER_SLACK).unwrap_or(next_due));
-        }
-        if hold_until > Instant::now() {
-            wake = wake.min(hold_until);
-        }
-        tokio::select! {
-            Some(joined) = tasks.join_next(), if !tasks.is_empty() => {
-                let (launched, result) = match joined {
-                    Ok(r) => r,
-                    Err(e) => {
-                        // A task panicked: the request is lost, the run goes on.
-                        failed += 1;
-                        last_failure = format!("client task failed: {e}");
-                        let _ = tx.send(Event::Error { message: last_failure.clone(), fatal: false });
-                        continue;
-                    }
-                };
-                match result {
-                    Ok(m) => {
-                        completed += 1;
-                        finish(&cfg, launched, m, tx);
-                    }
-                    Err(f) => {
-                        failed += 1;
-                        last_failure = f.reason.clone();
-                        if cfg.rate.is_none() {
-                            hold_until = Instant::now() + FAILURE_BACKOFF;
-                        }
-                        let elapsed_s = launched.scheduled.elapsed().as_secs_f64();
-                        let _ = tx.send(Event::RequestFailed(Box::new(RequestFailed {
-                            index: launched.index,
-                            warmup: launched.warmup,
-                            reason: f.reason,
-                            status: f.status,
-                            endpoint: Some(launched.endpoint.display().to_string()),
-                            elapsed_s,
-                        })));
-                    }
-                }
-            }
-            _ = tokio::time::sleep_until(wake.into()) => {}
-        }
-        // The runtime's timer rounds up to the millisecond: a send due within that is waited
-        // for on this thread, whose sleep is finer (the requests in flight are read on the
-        // runtime's workers meanwhile).
-        if on_schedule {
-            let left = next_due.saturating_duration_since(Instant::now());
-            if left <= TIMER_SLACK {
-                std::thread::sleep(left);
-            }
-        }
+    if cfg.traffic.conversations.is_some() {
+        conversation::run(cfg, shared, model, tx, inbox).await
+    } else {
+        completions::run(cfg, shared, model, tx, inbox).await
     }
 }
 
-/// How late the runtime's timer may wake: it rounds deadlines up to the millisecond.
-const TIMER_SLACK: Duration = Duration::from_micros(1500);
-
-/// Gaps between open-loop arrivals: gamma-distributed with mean 1/rate, seeded.
-struct Arrivals {
-    rng: rand::rngs::StdRng,
-    gaps: rand_distr::Gamma<f64>,
-}
-
-impl Arrivals {
-    fn new(rate: Option<f64>, burstiness: f64, seed: u64) -> Result<Option<Arrivals>, String> {
-        use rand::SeedableRng;
-        let Some(rate) = rate else {
-            return Ok(None);
-        };
-        let gaps = rand_distr::Gamma::new(burstiness, 1.0 / (rate * burstiness))
-            .map_err(|e| format!("arrivals of rate {rate} and burstiness {burstiness}: {e}"))?;
-        Ok(Some(Arrivals {
-            rng: rand::rngs::StdRng::seed_from_u64(seed),
-            gaps,
-        }))
+/// What the run needs to know of the server before its first request: the model's name (the
+/// first of `GET /v1/models` unless `--served-model` names it), prompts from its tokenizer
+/// (`--tokenizer server`), its prefix cache emptied (`--reset-prefix-cache`), and a dataset's
+/// rows cut to the longest prompt + output it takes (its `max_model_len`), counted.
+async fn discover(
+    client: &reqwest::Client,
+    cfg: &mut HttpConfig,
+    tx: &Events,
+) -> Result<String, String> {
+    let first = &cfg.endpoints[0];
+    let has_dataset = cfg
+        .traffic
+        .source
+        .as_deref()
+        .is_some_and(|s| matches!(s, RequestSource::Dataset(_)));
+    let wants_list = cfg.served_model.is_none() || has_dataset;
+    let listed = if wants_list {
+        request::first_model(client, first, cfg.api_key.as_deref()).await
+    } else {
+        Err("not asked".to_string())
+    };
+    let model = match (&cfg.served_model, &listed) {
+        (Some(m), _) => m.clone(),
+        (None, Ok(served)) => served.id.clone(),
+        (None, Err(e)) => {
+            return Err(format!(
+                "cannot list the models of {} ({e}); pass --served-model NAME",
+                first.display()
+            ))
+        }
+    };
+    if let Prompts::Server { texts } = &cfg.prompts {
+        cfg.prompts = server_prompts(client, cfg, &model, texts.as_deref()).await?;
     }
-
-    fn gap(&mut self) -> Duration {
-        use rand_distr::Distribution;
-        Duration::from_secs_f64(self.gaps.sample(&mut self.rng))
+    if cfg.reset_prefix_cache {
+        for e in &cfg.endpoints {
+            let done = cache::reset_prefix_cache(client, e, cfg.api_key.as_deref())
+                .await
+                .map_err(|e| e.to_string())?;
+            let _ = tx.send(Event::Notice(Box::new(Notice::PrefixCacheReset(done))));
+        }
     }
-}
-
-/// When request `index` of a replayed trace is due: the trace's clock origin plus its row's
-/// time, scaled (`--time-scale 0.5` is twice as fast); `None` outside a replay.
-fn replay_due(cfg: &HttpConfig, origin: Instant, index: u64) -> Option<Instant> {
-    let scale = cfg.replay?;
-    let at_s = cfg.source.as_ref()?.dataset()?.at_s(index)?;
-    Some(origin + Duration::from_secs_f64((at_s * scale).max(0.0)))
-}
-
-fn all_failed(failed: u64, last: &str) -> String {
-    format!("every request failed ({failed} of {failed}); the last: {last}")
+    if let Some(max) = listed.as_ref().ok().and_then(|s| s.max_model_len) {
+        cfg.traffic.fit(max)?;
+    }
+    Ok(model)
 }
 
 /// What one request sends: its prompt (text, or chat messages as written), its lengths, and
@@ -717,17 +458,18 @@ pub(crate) struct WhatToSend {
 /// Request `index`: from the traffic source (a dataset row, a shared-prefix group), else from
 /// the given texts or made-up lengths.
 fn what_to_send(cfg: &HttpConfig, index: u64) -> WhatToSend {
-    let mut rng = SplitMix64::new(cfg.seed ^ index.wrapping_mul(0xA24B_AED4_963E_E407));
-    let made_up_tokens = cfg.prompt.pick(index, &mut rng);
-    let output_tokens = cfg.output.pick(index, &mut rng);
+    let t = &cfg.traffic;
+    let mut rng = t.rng(index);
+    let made_up_tokens = t.prompt.as_ref().map_or(1, |p| p.pick(index, &mut rng));
+    let output_tokens = t.output.pick(index, &mut rng);
     let words = match &cfg.prompts {
         Prompts::Words(w) => Some(w.as_ref()),
         _ => None,
     };
-    if let Some(planned) = cfg.source.as_ref().and_then(|s| s.request(cfg.seed, index)) {
-        let counted = cfg
+    if let Some(planned) = t.planned(index) {
+        let counted = t
             .source
-            .as_ref()
+            .as_deref()
             .and_then(RequestSource::dataset)
             .is_some_and(|d| d.counted);
         let exact = match &planned.prompt {
@@ -799,68 +541,6 @@ pub(crate) fn render(
     }
 }
 
-/// Starts request `index` as a task.
-fn launch(
-    cfg: &HttpConfig,
-    shared: &Arc<Shared>,
-    model: &str,
-    index: u64,
-    scheduled: Instant,
-    tasks: &mut JoinSet<(Launched, Result<Measured, RequestError>)>,
-) {
-    let what = what_to_send(cfg, index);
-    let endpoint = cfg.endpoints[(index as usize) % cfg.endpoints.len()].clone();
-    let warmup = index < cfg.warmup;
-    let (prompt_tokens, output_tokens, exact_prompt) =
-        (what.prompt_tokens, what.output_tokens, what.exact);
-    let ask = Ask {
-        model: model.to_string(),
-        api: cfg.api,
-        prompt: what.prompt,
-        messages: what.messages,
-        session: None,
-        output_tokens,
-        exact_output: cfg.exact_output,
-        chunk_usage: cfg.chunk_usage,
-    };
-    let _ = shared.events.send(Event::RequestStarted {
-        index,
-        warmup,
-        prompt_tokens,
-        output_tokens,
-        batch: 1,
-    });
-    let launched = Launched {
-        index,
-        warmup,
-        endpoint,
-        requested_prompt_tokens: prompt_tokens,
-        exact_prompt,
-        scheduled,
-        origin: what.origin,
-    };
-    let shared = shared.clone();
-    let start = if cfg.open_loop() {
-        request::Start::Due(scheduled)
-    } else {
-        request::Start::Launched(scheduled)
-    };
-    tasks.spawn(async move {
-        let events = shared.events.clone();
-        let result = request::measure(
-            &shared.pool,
-            &launched.endpoint,
-            shared.api_key.as_deref(),
-            &ask,
-            start,
-            shared.timeout,
-            |token| send_token(&events, index, token),
-        )
-        .await;
-        (launched, result)
-    });
-}
-
 /// A content chunk of request `index` as the protocol says it: its first token, then a step.
 fn send_token(events: &Events, index: u64, token: Token) {
     match token {
@@ -869,12 +549,6 @@ fn send_token(events: &Events, index: u64, token: Token) {
         }
         Token::Step { step, itl_s } => events.step(DecodeStep::new(index, step, itl_s, None)),
     }
-}
-
-/// A measured stream ends as a request (its decode steps went out as they arrived).
-fn finish(cfg: &HttpConfig, launched: Launched, m: Measured, tx: &Events) {
-    let done = request_done(cfg.record_tokens, &launched, m);
-    let _ = tx.send(Event::RequestDone(Box::new(done)));
 }
 
 /// TPOT = (E2E − TTFT) / (G − 1), G from the usage chunk when the server sent one, else the
@@ -927,26 +601,9 @@ fn request_done(record_tokens: bool, launched: &Launched, m: Measured) -> Reques
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::time::Instant;
 
-    /// Gaps keep the asked mean rate; their spread is the gamma shape's (coefficient of
-    /// variation 1/sqrt(burstiness): 1 for Poisson, 2 at 0.25, 0.5 at 4).
-    #[test]
-    fn arrivals_have_the_rate_and_the_spread_asked() {
-        for (burstiness, cv_want) in [(1.0, 1.0), (0.25, 2.0), (4.0, 0.5)] {
-            let mut a = Arrivals::new(Some(8.0), burstiness, 7).unwrap().unwrap();
-            let gaps: Vec<f64> = (0..40_000).map(|_| a.gap().as_secs_f64()).collect();
-            let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
-            let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / gaps.len() as f64;
-            let cv = var.sqrt() / mean;
-            assert!(
-                (mean * 8.0 - 1.0).abs() < 0.03,
-                "b={burstiness}: mean gap {mean}"
-            );
-            assert!((cv / cv_want - 1.0).abs() < 0.05, "b={burstiness}: cv {cv}");
-        }
-        assert!(Arrivals::new(None, 1.0, 0).unwrap().is_none());
-    }
+    use super::*;
 
     fn launched() -> Launched {
         Launched {
