@@ -10,10 +10,9 @@
 //! every record is second 10 of the union). Sources started together (one `ssh` line each, a
 //! job array) line up to within their start skew.
 
+use super::line::{FailedLine, Line, RequestLine};
 use super::reader::Record;
 use super::RunSummary;
-use crate::event::{RequestDone, RequestFailed};
-use crate::record::line::StepLine;
 
 /// One record of a merge, as its own row.
 #[derive(Clone, Debug)]
@@ -71,17 +70,14 @@ pub fn merge(parts: Vec<Record>) -> Merged {
         .map(|p| p.path.display().to_string())
         .collect::<Vec<_>>()
         .join("+");
-    let mut union = Record {
-        path: name.into(),
-        header: parts.first().and_then(|p| p.header.clone()),
-        model: parts.first().and_then(|p| p.model.clone()),
-        ..Record::default()
-    };
-    // Requests, failures and steps, each tagged with its aligned time and its place, so the
-    // union is in time order (record order where times are missing or equal).
-    let mut requests: Vec<(f64, usize, usize, RequestDone)> = Vec::new();
-    let mut failed: Vec<(f64, usize, usize, RequestFailed, Option<f64>)> = Vec::new();
-    let mut steps: Vec<(f64, usize, usize, StepLine)> = Vec::new();
+    let mut union = Record::new(std::path::Path::new(&name));
+    if let Some(h) = parts.first().and_then(|p| p.header.clone()) {
+        union.push(Some(Line::Header(Box::new(h))));
+    }
+    union.model = parts.first().and_then(|p| p.model.clone());
+    // Requests, failures and steps as lines, each tagged with its aligned time and its place,
+    // so the union is in time order (record order where times are missing or equal).
+    let mut lines: Vec<(f64, usize, usize, Line)> = Vec::new();
     let mut sources = Vec::new();
     let mut offset = 0u64;
     for (k, part) in parts.into_iter().enumerate() {
@@ -89,6 +85,7 @@ pub fn merge(parts: Vec<Record>) -> Merged {
         let span_s = span(&part);
         let counted_from = part.requests.len() - part.counted().len();
         let mut top = 0u64;
+        let mut place = 0usize;
         for (i, r) in part.requests.iter().enumerate() {
             top = top.max(r.index + 1);
             if i < counted_from {
@@ -97,20 +94,29 @@ pub fn merge(parts: Vec<Record>) -> Merged {
             let mut r = r.clone();
             r.index += offset;
             let t = part.request_t_s.get(i).copied().flatten();
-            requests.push((t.unwrap_or(f64::NAN), k, i, r));
+            lines.push((
+                t.unwrap_or(f64::NAN),
+                k,
+                place,
+                Line::Request(RequestLine::of(&r, t)),
+            ));
+            place += 1;
         }
         for (i, f) in part.failed.iter().enumerate() {
             top = top.max(f.index + 1);
             let mut f = f.clone();
             f.index += offset;
             let t = part.failed_t_s.get(i).copied().flatten();
-            failed.push((t.unwrap_or(f64::NAN), k, i, f, t));
+            let line = Line::RequestFailed(FailedLine { failed: f, t_s: t });
+            lines.push((t.unwrap_or(f64::NAN), k, place, line));
+            place += 1;
         }
         if every_has_steps {
-            for (i, s) in part.counted_steps().iter().enumerate() {
+            for s in part.counted_steps() {
                 let mut s = *s;
                 s.index += offset;
-                steps.push((s.t_s.unwrap_or(f64::NAN), k, i, s));
+                lines.push((s.t_s.unwrap_or(f64::NAN), k, place, Line::Step(s)));
+                place += 1;
             }
         }
         union.bad_lines += part.bad_lines;
@@ -124,23 +130,16 @@ pub fn merge(parts: Vec<Record>) -> Merged {
         offset += top;
     }
     // NaN (no time) sorts as equal to everything before it would be wrong: without times in
-    // every line, keep the records' own order.
-    let timed = requests.iter().all(|r| !r.0.is_nan());
-    if timed {
-        requests.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-        failed.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-        steps.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
+    // every line, keep the records' own order (requests, then failures, then steps, record by
+    // record).
+    if lines.iter().all(|l| !l.0.is_nan()) {
+        lines.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
     }
-    for (t, _, _, r) in requests {
-        union.resources.observe_request(&r);
-        union.requests.push(r);
-        union.request_t_s.push((!t.is_nan()).then_some(t));
+    for (_, _, _, line) in lines {
+        union.push(Some(line));
     }
-    for (_, _, _, f, t) in failed {
-        union.failed.push(f);
-        union.failed_t_s.push(t);
-    }
-    union.steps = steps.into_iter().map(|s| s.3).collect();
+    // The union has no footer of its own: it ends where its last line does.
+    union.flush();
     Merged {
         record: union,
         sources,
@@ -221,15 +220,13 @@ impl Merged {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::line::{EventLine, Line, RequestLine, RunEvent};
+    use crate::event::RequestDone;
+    use crate::record::line::{EventLine, RunEvent};
     use crate::stats::Metric;
 
     fn record(name: &str, ttfts: &[f64], reset_after: Option<usize>) -> Record {
-        let mut rec = Record {
-            path: name.into(),
-            ..Record::default()
-        };
-        rec.push(Line::Header(Box::default()));
+        let mut rec = Record::new(std::path::Path::new(name));
+        rec.push(Some(Line::Header(Box::default())));
         for (i, &t) in ttfts.iter().enumerate() {
             let r = RequestDone {
                 index: i as u64,
@@ -242,14 +239,18 @@ mod tests {
                 e2e_s: t,
                 ..Default::default()
             };
-            rec.push(Line::Request(RequestLine::of(&r, Some(i as f64 + 1.0))));
+            rec.push(Some(Line::Request(RequestLine::of(
+                &r,
+                Some(i as f64 + 1.0),
+            ))));
             if reset_after == Some(i) {
-                rec.push(Line::Event(EventLine {
+                rec.push(Some(Line::Event(EventLine {
                     t_s: i as f64 + 1.5,
                     event: RunEvent::StatsReset,
-                }));
+                })));
             }
         }
+        rec.finish();
         rec
     }
 

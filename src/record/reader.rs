@@ -1,81 +1,196 @@
-//! Reads a JSONL record back, tolerating a last line cut off by a crash or kill -9.
+//! The one reader of the record format (docs/record-format.md): a line's bytes to a typed line
+//! (`parse`), a record's lines from a file or a stream as they come, whole lines only, so a
+//! file still being written or cut off by a crash reads up to its last whole line
+//! (`LineReader`), its header checked (`header_reason`, `read_header`), and a line's time on the
+//! record's clock (`line_time`).
+//!
+//! A record read whole is a `Record`: its lines kept for the analyses that need them (report's
+//! settling and goodput, plots, compare, merge, sweeps' cells), and its run folded from the
+//! same events the live run folded (`record::feed::Feeder` → `fold::RunFold`), as `replay` and
+//! `follow` fold them: the summary `report` prints is theirs by construction.
 
+use std::fs::File;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 use serde_json::Value;
 
 use crate::event::{ModelInfo, RequestDone, RequestFailed};
-use crate::stats::{Metric, RunStats, Slo, Summary, Table};
+use crate::fold::RunFold;
+use crate::stats::{Metric, Slo};
 
+use super::feed::{Fed, Feeder, FooterItl};
 use super::line::{EventLine, Footer, Header, Line, RunEvent, StepLine};
 use super::RunSummary;
 
-/// A record read back: its header, requests, steps and footer.
-#[derive(Debug, Default)]
-pub struct Record {
-    /// The file it was read from.
-    pub path: std::path::PathBuf,
-    pub header: Option<Header>,
-    /// The model, from the `run_started` event (or a `model` key in the header).
-    pub model: Option<ModelInfo>,
-    pub requests: Vec<RequestDone>,
-    /// Requests that failed (server engines), in the order they ended.
-    pub failed: Vec<RequestFailed>,
-    /// When each request (`requests`) and failure (`failed`) ended by the record's clock, in
-    /// their order; `None` in records written before lines carried it.
-    pub request_t_s: Vec<Option<f64>>,
-    pub failed_t_s: Vec<Option<f64>>,
-    pub steps: Vec<StepLine>,
-    pub footer: Option<Footer>,
-    /// `event` lines (pause, resume, stats_reset, workload_changed, error, run_started).
-    pub events: Vec<EventLine>,
-    /// Where the last `stats_reset` event fell: (requests, steps) read before it. The run's
-    /// printed summary covers only what came after.
-    pub last_reset: Option<(usize, usize)>,
-    /// Number of `telemetry` lines.
-    pub telemetry_lines: usize,
-    /// The server's own windows (`--server-metrics`), in order.
-    pub server_metrics: Vec<super::line::ServerMetricsLine>,
-    /// The server's view folded in line order, exactly as the run folded it.
-    pub server: crate::stats::ServerSteady,
-    /// Memory and energy, folded over request and telemetry lines in order (as the run did).
-    pub resources: super::resources::Resources,
-    /// Lines that were not whole JSON (at most the last one after a crash).
-    pub bad_lines: usize,
+/// One line of a record as written (`None`: not whole JSON, at most the last line of a record
+/// cut off by a crash). Surrounding whitespace is ignored.
+pub fn parse(line: &[u8]) -> Option<Line> {
+    serde_json::from_slice::<Line>(line.trim_ascii()).ok()
 }
 
-/// Reads a run's record (a sweep's record is read by `sweep::record::read`, which parses the
-/// file once and tells the two apart).
-pub fn read(path: &Path) -> Result<Record, String> {
-    Ok(Record::from_lines(path, parse_lines(path)?))
-}
-
-/// Every non-empty line of a record, parsed (`None`: not whole JSON, at most the last line
-/// after a crash); an error when the file has no header line (not a record).
-pub fn parse_lines(path: &Path) -> Result<Vec<Option<Line>>, String> {
-    let text = std::fs::read(path).map_err(|e| crate::util::io_error(path, &e))?;
-    let text = String::from_utf8_lossy(&text);
-    let lines: Vec<Option<Line>> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str::<Line>(l).ok())
-        .collect();
-    let header = lines.iter().find_map(|l| match l {
-        Some(Line::Header(h)) => Some(h),
-        _ => None,
-    });
-    match header {
-        None => Err(format!(
-            "{}: not an infertop record (no header line{}); make one with --record FILE",
-            path.display(),
-            if lines.is_empty() {
-                ", the file is empty"
-            } else {
-                ""
-            }
-        )),
-        Some(h) => check_format(&path.display().to_string(), h).map(|_| lines),
+/// The time a line says on the record's clock, if it says one: a line's `t_s`, the footer's
+/// `elapsed_s`.
+pub fn line_time(line: &Line) -> Option<f64> {
+    match line {
+        Line::Event(e) => Some(e.t_s),
+        Line::Request(r) => r.t_s,
+        Line::RequestFailed(f) => f.t_s,
+        Line::Step(s) => s.t_s,
+        Line::Telemetry(s) => Some(s.t_s),
+        Line::ServerMetrics(m) => Some(m.t_s),
+        Line::NodeMetrics(n) => Some(n.t_s),
+        Line::ScrapeFailed(f) => Some(f.t_s),
+        Line::Footer(f) => Some(f.elapsed_s),
+        Line::Header(_) | Line::Sweep(_) | Line::Cell(_) | Line::CellEnd(_) | Line::Unknown => None,
     }
+}
+
+/// What `LineReader::next` found.
+#[derive(Debug, PartialEq)]
+pub enum Next<'a> {
+    /// A whole, non-empty line (without its newline).
+    Line(&'a [u8]),
+    /// The end of what there is for now, and a partial line kept for when its end comes (a
+    /// file being written); `false` when nothing is pending.
+    End { partial: bool },
+}
+
+/// A record's lines from anything that reads (a file, a pipe, an agent's output), whole lines
+/// only: a line without its newline yet stays pending until the rest comes, so a record being
+/// written is read line by line as it grows.
+pub struct LineReader<R> {
+    reader: R,
+    buf: Vec<u8>,
+    /// The buffer holds a whole line that `next` handed out.
+    taken: bool,
+    read_bytes: u64,
+}
+
+impl LineReader<BufReader<File>> {
+    /// Opens a record file; a path that is not a readable file is one line naming it.
+    pub fn open(path: &Path) -> Result<LineReader<BufReader<File>>, String> {
+        if path.is_dir() {
+            return Err(format!(
+                "{}: is a directory; pass a record file written with --record FILE",
+                path.display()
+            ));
+        }
+        let file = File::open(path).map_err(|e| crate::util::io_error(path, &e))?;
+        Ok(LineReader::new(BufReader::with_capacity(1 << 16, file)))
+    }
+}
+
+impl<R: BufRead> LineReader<R> {
+    pub fn new(reader: R) -> LineReader<R> {
+        LineReader {
+            reader,
+            buf: Vec::new(),
+            taken: false,
+            read_bytes: 0,
+        }
+    }
+
+    /// The next whole line, or the end of what there is now.
+    pub fn next(&mut self) -> std::io::Result<Next<'_>> {
+        loop {
+            if self.taken {
+                self.buf.clear();
+                self.taken = false;
+            }
+            let n = self.reader.read_until(b'\n', &mut self.buf)?;
+            self.read_bytes += n as u64;
+            if !self.buf.ends_with(b"\n") {
+                return Ok(Next::End {
+                    partial: !self.buf.is_empty(),
+                });
+            }
+            self.taken = true;
+            if !self.buf.trim_ascii().is_empty() {
+                let line = self.buf.strip_suffix(b"\n").unwrap_or(&self.buf);
+                return Ok(Next::Line(line.strip_suffix(b"\r").unwrap_or(line)));
+            }
+        }
+    }
+
+    /// What is left at the very end (the source is done): a last line without its newline, if
+    /// there is one.
+    pub fn rest(&mut self) -> Option<&[u8]> {
+        if self.taken || self.buf.trim_ascii().is_empty() {
+            return None;
+        }
+        self.taken = true;
+        Some(&self.buf)
+    }
+
+    /// Bytes read so far.
+    pub fn read_bytes(&self) -> u64 {
+        self.read_bytes
+    }
+
+    /// Whether a read now would wait (nothing buffered): a stream about to block.
+    pub fn idle(&self) -> bool
+    where
+        R: BufReadBuffered,
+    {
+        self.reader.buffered() == 0
+    }
+
+    /// The reader itself (to look at what it reads from).
+    pub fn get_ref(&self) -> &R {
+        &self.reader
+    }
+}
+
+/// A reader that can say how much it holds unread.
+pub trait BufReadBuffered {
+    fn buffered(&self) -> usize;
+}
+
+impl<T: std::io::Read> BufReadBuffered for BufReader<T> {
+    fn buffered(&self) -> usize {
+        self.buffer().len()
+    }
+}
+
+/// Line 1 of a record as its header, or the one line that says why it is not one (without a
+/// name: the caller's message names the file or the source).
+pub fn header_reason(line: &[u8]) -> Result<Header, String> {
+    match parse(line) {
+        Some(Line::Header(h)) => match format_problem(&h) {
+            Some(why) => Err(why),
+            None => Ok(*h),
+        },
+        _ => Err(
+            "not an infertop record (line 1 is not a record header); make one with \
+             --record FILE, or stream one with --jsonl"
+                .into(),
+        ),
+    }
+}
+
+/// As `header_reason`, the reason prefixed with `name`.
+pub fn header_of(name: &str, line: &[u8]) -> Result<Header, String> {
+    header_reason(line).map_err(|why| format!("{name}: {why}"))
+}
+
+/// The header of the record at `path` (its first non-empty line), checked: one line naming the
+/// file otherwise, before anything is drawn.
+pub fn read_header(path: &Path) -> Result<Header, String> {
+    let mut lines = LineReader::open(path)?;
+    let first = match lines.next().map_err(|e| crate::util::io_error(path, &e))? {
+        Next::Line(l) => l.to_vec(),
+        Next::End { .. } => match lines.rest() {
+            Some(l) => l.to_vec(),
+            None => {
+                return Err(format!(
+                    "{}: not an infertop record (the file is empty); make one with --record FILE",
+                    path.display()
+                ))
+            }
+        },
+    };
+    header_of(&path.display().to_string(), &first)
 }
 
 /// Refuses a record written in a newer format than this version reads: its fields may mean
@@ -104,84 +219,212 @@ pub fn format_problem(header: &Header) -> Option<String> {
     })
 }
 
-/// Recomputes the summary a run printed from its record. ITL comes from step lines when the run
-/// wrote them (`--jsonl-steps`), otherwise from the footer's summary.
+/// Every line of the record at `path`, in order (`None`: not whole JSON), read once; an error
+/// when it has no header line (not a record) or one of a newer format.
+pub fn read_lines(path: &Path, mut each: impl FnMut(Option<Line>)) -> Result<(), String> {
+    let mut lines = LineReader::open(path)?;
+    let mut header: Option<Result<(), String>> = None;
+    let mut any = false;
+    let mut take = |bytes: &[u8], header: &mut Option<Result<(), String>>| {
+        any = true;
+        let line = parse(bytes);
+        if header.is_none() {
+            if let Some(Line::Header(h)) = &line {
+                *header = Some(check_format(&path.display().to_string(), h));
+            }
+        }
+        each(line);
+    };
+    loop {
+        match lines.next().map_err(|e| crate::util::io_error(path, &e))? {
+            Next::Line(l) => take(l, &mut header),
+            Next::End { .. } => {
+                if let Some(l) = lines.rest() {
+                    take(l, &mut header);
+                }
+                break;
+            }
+        }
+    }
+    match header {
+        Some(checked) => checked,
+        None => Err(format!(
+            "{}: not an infertop record (no header line{}); make one with --record FILE",
+            path.display(),
+            if any { "" } else { ", the file is empty" }
+        )),
+    }
+}
+
+/// Every line of the record at `path`, parsed and kept (a trace needs them all at once).
+pub fn parse_lines(path: &Path) -> Result<Vec<Option<Line>>, String> {
+    let mut out = Vec::new();
+    read_lines(path, |l| out.push(l))?;
+    Ok(out)
+}
+
+/// A record read back: its header, requests, steps and footer as written, and its run folded
+/// as the live run folded it.
+#[derive(Debug, Default)]
+pub struct Record {
+    /// The file it was read from.
+    pub path: std::path::PathBuf,
+    pub header: Option<Header>,
+    /// The model, from the `run_started` event (or a `model` key in the header).
+    pub model: Option<ModelInfo>,
+    pub requests: Vec<RequestDone>,
+    /// Requests that failed (server engines), in the order they ended.
+    pub failed: Vec<RequestFailed>,
+    /// When each request (`requests`) and failure (`failed`) ended by the record's clock, in
+    /// their order; `None` in records written before lines carried it.
+    pub request_t_s: Vec<Option<f64>>,
+    pub failed_t_s: Vec<Option<f64>>,
+    pub steps: Vec<StepLine>,
+    pub footer: Option<Footer>,
+    /// `event` lines (pause, resume, stats_reset, workload_changed, error, run_started).
+    pub events: Vec<EventLine>,
+    /// Where the last `stats_reset` event fell: (requests, steps) read before it. The run's
+    /// printed summary covers only what came after.
+    pub last_reset: Option<(usize, usize)>,
+    /// Number of `telemetry` lines.
+    pub telemetry_lines: usize,
+    /// The server's own windows (`--server-metrics`), in order.
+    pub server_metrics: Vec<super::line::ServerMetricsLine>,
+    /// Lines that were not whole JSON (at most the last one after a crash).
+    pub bad_lines: usize,
+    /// The run, folded from the record's events exactly as the live run folded them (its
+    /// statistics, the server's view, memory and energy).
+    pub run: RunFold,
+    /// The run's own ITL, from the footer of a record without step lines.
+    pub footer_itl: FooterItl,
+    feeder: Feeder,
+    fed: Vec<Fed>,
+}
+
+/// Reads a run's record (a sweep's record is read by `sweep::record::read`, which reads the
+/// file once and tells the two apart).
+pub fn read(path: &Path) -> Result<Record, String> {
+    let mut rec = Record::new(path);
+    read_lines(path, |l| rec.push(l))?;
+    rec.finish();
+    Ok(rec)
+}
+
+/// The summary a run printed, recomputed from its record (`report`, `--baseline`).
 pub fn summary_of(path: &Path) -> Result<RunSummary, String> {
     Ok(read(path)?.summary())
 }
 
+/// The summary of a fold, as the run printed it: the footer's ITL where the record has no
+/// step lines to recompute it from (`replay`, `follow` and `report` alike).
+pub fn summary(run: &RunFold, footer_itl: &FooterItl) -> RunSummary {
+    let mut summary = run.summary();
+    if let Some(itl) = footer_itl.steady {
+        summary.steady.set(Metric::Itl, itl);
+    }
+    if let Some(itl) = footer_itl.warmup {
+        summary.warmup.set(Metric::Itl, itl);
+    }
+    summary
+}
+
 impl Record {
-    /// Folds the lines `parse_lines` read from `path`, in order.
-    pub fn from_lines(path: &Path, lines: Vec<Option<Line>>) -> Record {
-        let mut rec = Record {
+    /// An empty record of `path`, to push lines into.
+    pub fn new(path: &Path) -> Record {
+        Record {
             path: path.to_path_buf(),
             ..Record::default()
-        };
-        for line in lines {
-            match line {
-                Some(parsed) => rec.push(parsed),
-                None => rec.bad_lines += 1,
-            }
         }
+    }
+
+    /// Folds the lines `parse_lines` read from `path`, in order.
+    pub fn from_lines(path: &Path, lines: Vec<Option<Line>>) -> Record {
+        let mut rec = Record::new(path);
+        for line in lines {
+            rec.push(line);
+        }
+        rec.finish();
         rec
     }
 
-    /// Folds one line in (lines of a sweep's grid are skipped here; see `record::sweep`).
-    pub fn push(&mut self, line: Line) {
-        match line {
+    /// Takes one line in (`None`: not whole JSON): kept as written, and its events folded.
+    pub fn push(&mut self, line: Option<Line>) {
+        let Some(line) = line else {
+            self.bad_lines += 1;
+            self.feeder.push(None, &mut self.fed);
+            self.fold_fed();
+            return;
+        };
+        match &line {
             Line::Header(h) => {
                 if let Some(m) = &h.model {
                     self.model = Some(m.clone());
                 }
-                self.header = Some(*h);
+                if self.header.is_none() {
+                    self.header = Some(h.as_ref().clone());
+                }
             }
             Line::Event(e) => {
                 match &e.event {
                     RunEvent::RunStarted { model, .. } => {
-                        // As the run did: the server's view starts with the run.
-                        let warmup = self.header.as_ref().map_or(0, |h| h.config.warmup);
-                        self.server = crate::stats::ServerSteady::new(warmup);
                         if self.model.is_none() {
                             self.model = Some(model.clone());
                         }
                     }
                     RunEvent::StatsReset => {
-                        self.server.reset();
                         self.last_reset = Some((self.requests.len(), self.steps.len()));
                     }
                     _ => {}
                 }
-                self.events.push(e);
+                self.events.push(e.clone());
             }
-            Line::Telemetry(s) => {
-                self.telemetry_lines += 1;
-                self.resources.observe_sample(&s);
-            }
+            Line::Telemetry(_) => self.telemetry_lines += 1,
             Line::Request(r) => {
-                self.server.request_ended(r.request.warmup);
-                self.resources.observe_request(&r.request);
-                self.requests.push(r.request);
+                self.requests.push(r.request.clone());
                 self.request_t_s.push(r.t_s);
             }
             Line::RequestFailed(f) => {
-                self.server.request_ended(f.failed.warmup);
-                self.failed.push(f.failed);
+                self.failed.push(f.failed.clone());
                 self.failed_t_s.push(f.t_s);
             }
-            Line::ServerMetrics(m) => {
-                self.server.window(&m.window);
-                self.server_metrics.push(m);
-            }
-            Line::Step(s) => self.steps.push(s),
-            Line::Footer(f) => self.footer = Some(f),
+            Line::ServerMetrics(m) => self.server_metrics.push(m.clone()),
+            Line::Step(s) => self.steps.push(*s),
+            Line::Footer(f) => self.footer = Some(f.clone()),
             Line::NodeMetrics(_) | Line::ScrapeFailed(_) => {}
             Line::Sweep(_) | Line::Cell(_) | Line::CellEnd(_) | Line::Unknown => {}
+        }
+        self.feeder.push(Some(line), &mut self.fed);
+        self.fold_fed();
+    }
+
+    /// No more lines: what the feeder holds is folded (a record without a footer was cut off,
+    /// and its run ends there, as `replay` shows it).
+    pub fn finish(&mut self) {
+        let name = self.path.display().to_string();
+        self.feeder.finish(&name, &mut self.fed);
+        self.fold_fed();
+    }
+
+    /// What the feeder holds is folded, without ending the run (a union of records, which has
+    /// no footer of its own).
+    pub fn flush(&mut self) {
+        self.feeder.flush(&mut self.fed);
+        self.fold_fed();
+    }
+
+    fn fold_fed(&mut self) {
+        for fed in self.fed.drain(..) {
+            match fed {
+                Fed::Event { event, .. } => self.run.apply(&event),
+                Fed::FooterItl(itl) => self.footer_itl = itl,
+                Fed::Sweep(_) | Fed::Note(_) => {}
+            }
         }
     }
 
     /// The summary the run printed, recomputed (see `summary_of`).
     pub fn summary(&self) -> RunSummary {
-        summary_of_record(self)
+        summary(&self.run, &self.footer_itl)
     }
 
     /// The header's `config`, if the record has a header.
@@ -232,67 +475,5 @@ impl Record {
     /// A field of the header's `config` as JSON (for comparing two records' configurations).
     pub fn config_value(&self, key: &str) -> Option<Value> {
         serde_json::to_value(self.config()?).ok()?.get(key).cloned()
-    }
-}
-
-fn summary_of_record(rec: &Record) -> RunSummary {
-    let mut stats = RunStats::new();
-    let warm: std::collections::HashSet<u64> = rec
-        .requests
-        .iter()
-        .filter(|r| r.warmup)
-        .map(|r| r.index)
-        .collect();
-    // As the run counted them: a request's steps when it completed, in completion order (not
-    // those of a request that failed or was cut off by the stop).
-    let mut steps: std::collections::HashMap<u64, Vec<f64>> = Default::default();
-    for s in rec.counted_steps() {
-        steps.entry(s.index).or_default().push(s.itl_s);
-    }
-    for r in &rec.requests {
-        for itl_s in steps.remove(&r.index).unwrap_or_default() {
-            stats.record_step(itl_s, warm.contains(&r.index));
-        }
-    }
-    let mut endpoints = crate::stats::EndpointStats::default();
-    let mut breakdown = crate::stats::Breakdown::default();
-    let mut phases = crate::stats::PhaseStats::default();
-    for r in rec.counted() {
-        stats.record_request(r);
-        endpoints.record_request(r);
-        breakdown.observe(r);
-        phases.record_request(r);
-    }
-    for f in &rec.failed {
-        endpoints.record_failure(f);
-    }
-    let mut summary = RunSummary::from_stats(&stats)
-        .with_resources(rec.resources.clone())
-        .with_failures(rec.failed.len() as u64)
-        .with_endpoints(endpoints.summaries())
-        .with_phases(phases.summary())
-        .with_server(rec.server.summary.clone())
-        .with_breakdown(&breakdown);
-    if rec.steps.is_empty() {
-        if let Some(itl) = footer_metric(rec.footer.as_ref(), "metrics", Metric::Itl) {
-            set(&mut summary.steady, Metric::Itl, itl);
-        }
-        if let Some(itl) = footer_metric(rec.footer.as_ref(), "warmup", Metric::Itl) {
-            set(&mut summary.warmup, Metric::Itl, itl);
-        }
-    }
-    summary
-}
-
-fn footer_metric(footer: Option<&Footer>, table: &str, m: Metric) -> Option<Summary> {
-    let s = footer?.summary.get(table)?.get(m.key())?;
-    serde_json::from_value::<Summary>(s.clone()).ok()
-}
-
-fn set(table: &mut Table, m: Metric, s: Summary) {
-    for row in &mut table.rows {
-        if row.0 == m {
-            row.1 = s;
-        }
     }
 }

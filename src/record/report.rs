@@ -5,6 +5,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
+use super::line::Header;
 use super::reader::Record;
 use super::{RunSummary, SummaryFormat};
 use crate::event::RequestDone;
@@ -223,7 +224,10 @@ fn gpu_name(rec: &Record) -> Option<String> {
     rec.header.as_ref()?.machine.gpu.clone()
 }
 
-pub(crate) fn peak_for(rec: &Record, dtype: &str, opts: &ReportOptions) -> Peak {
+/// The device's peak figures for a record of `header`: the flags', else the known device's
+/// (named by `--device-name` or the header's GPU), else a CPU probe where the record was made
+/// on a CPU and `--probe` asks.
+pub(crate) fn peak_for(header: Option<&Header>, dtype: &str, opts: &ReportOptions) -> Peak {
     let mut peak = Peak::default();
     if let Some(bw) = opts.peak_bw {
         peak.bandwidth = Some(bw);
@@ -236,18 +240,17 @@ pub(crate) fn peak_for(rec: &Record, dtype: &str, opts: &ReportOptions) -> Peak 
     if peak.bandwidth.is_some() && peak.flops.is_some() {
         return peak;
     }
-    let device = rec.config_str("device").unwrap_or_default();
-    let named = opts.device_name.clone().or_else(|| gpu_name(rec));
+    let device = header.map(|h| h.config.device.clone()).unwrap_or_default();
+    let named = opts
+        .device_name
+        .clone()
+        .or_else(|| header.and_then(|h| h.machine.gpu.clone()));
     let fill = match named.as_deref().and_then(roofline::lookup) {
         Some(dev) => Some(Peak::from_table(dev, dtype)),
         None if device == "cpu" && opts.probe => {
             let mut p = roofline::probe_cpu();
             let here = crate::telemetry::process::cpu_model_name();
-            let there = rec
-                .header
-                .as_ref()
-                .map(|h| h.machine.cpu.clone())
-                .unwrap_or_default();
+            let there = header.map(|h| h.machine.cpu.clone()).unwrap_or_default();
             p.basis.push(if !here.is_empty() && here == there {
                 format!("the record was made on the same CPU model ({here})")
             } else {
@@ -287,7 +290,7 @@ fn roofline_of(
     if steady.is_empty() {
         return Err("no steady-state requests".into());
     }
-    let peak = peak_for(rec, &model.dtype, opts);
+    let peak = peak_for(rec.header.as_ref(), &model.dtype, opts);
     if peak.bandwidth.is_none() && peak.flops.is_none() {
         return Err(format!(
             "no peak figures for device `{}`{}: pass --peak-bw and --peak-flops, or --device-name NAME (one of the known devices: H100, H200, A100, L4, L40S, RTX 4090, ...)",

@@ -16,7 +16,6 @@ use crate::fold::RunFold;
 use crate::plan::sweep::{CellPlans, SweepArgs, SweepPlan};
 use crate::plan::{self, EnginePlan, ScreenPlan};
 use crate::record::line::{CellStatus, Line, SweepConfig};
-use crate::record::reader::Record;
 use crate::record::report::{peak_for, ReportOptions};
 use crate::record::Recorder;
 use crate::signals::Signals;
@@ -190,16 +189,12 @@ fn peak(
 ) -> (Option<crate::stats::roofline::Peak>, Option<String>) {
     match &fold.model {
         Some(m) if m.weight_bytes > 0 => {
-            let rec = Record {
-                header: Some(header.clone()),
-                ..Record::default()
-            };
             let opts = ReportOptions {
                 probe,
                 rule: SettleRule::default(),
                 ..ReportOptions::default()
             };
-            let peak = peak_for(&rec, &m.dtype, &opts);
+            let peak = peak_for(Some(header), &m.dtype, &opts);
             if peak.bandwidth.is_some() {
                 (Some(peak), None)
             } else {

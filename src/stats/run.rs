@@ -299,6 +299,14 @@ impl Table {
             .map(|(_, s)| *s)
             .unwrap_or_default()
     }
+
+    /// Puts `s` in the row of `metric` (a new row at the end when there is none).
+    pub fn set(&mut self, metric: Metric, s: Summary) {
+        match self.rows.iter_mut().find(|r| r.0 == metric) {
+            Some(row) => row.1 = s,
+            None => self.rows.push((metric, s)),
+        }
+    }
 }
 
 /// The statistics of one run. A sample is one window push (amortised tens of ns, see

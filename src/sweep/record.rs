@@ -15,7 +15,7 @@ use crate::record::compare::{compare_records, CompareOptions, MetricChange, Verd
 use crate::record::line::{
     CellEnd, CellParams, CellStatus, Footer, Header, Line, RunEvent, SweepConfig,
 };
-use crate::record::reader::{parse_lines, Record};
+use crate::record::reader::{read_lines, Record};
 use crate::stats::Slo;
 
 /// One cell of a sweep's record.
@@ -45,84 +45,120 @@ pub enum AnyRecord {
     Sweep(Box<SweepRecord>),
 }
 
-/// Reads and parses `path` once, and folds it as a sweep's record when it has the sweep's
-/// grid line, else as a run's. `report` and `compare` read every record through this.
+/// Reads `path` once, line by line, and folds it as a sweep's record when it has the sweep's
+/// grid line (line 2 of a sweep's record), else as a run's. `report` and `compare` read every
+/// record through this.
 pub fn read(path: &Path) -> Result<AnyRecord, String> {
-    let lines = parse_lines(path)?;
-    if !lines.iter().any(|l| matches!(l, Some(Line::Sweep(_)))) {
-        return Ok(AnyRecord::Run(Box::new(Record::from_lines(path, lines))));
+    let mut run = Record::new(path);
+    let mut sweep: Option<SweepReading> = None;
+    read_lines(path, |line| match (&mut sweep, line) {
+        (Some(s), line) => s.push(path, line),
+        (None, Some(Line::Sweep(config))) => {
+            sweep = Some(SweepReading {
+                header: run.header.take(),
+                config,
+                cells: Vec::new(),
+                footer: None,
+                open: false,
+            })
+        }
+        (None, line) => run.push(line),
+    })?;
+    match sweep {
+        None => {
+            run.finish();
+            Ok(AnyRecord::Run(Box::new(run)))
+        }
+        Some(s) => s
+            .done()
+            .map(|s| AnyRecord::Sweep(Box::new(s)))
+            .ok_or_else(|| format!("{}: a sweep's record without a header", path.display())),
     }
-    // `parse_lines` found a header, so the sweep is whole.
-    sweep_of_lines(path, lines)
-        .map(|s| AnyRecord::Sweep(Box::new(s)))
-        .ok_or_else(|| format!("{}: a sweep's record without a header", path.display()))
 }
 
-/// The sweep in `lines`; `None` without a header and the sweep's grid line.
-fn sweep_of_lines(path: &Path, lines: Vec<Option<Line>>) -> Option<SweepRecord> {
-    let mut header: Option<Header> = None;
-    let mut config: Option<SweepConfig> = None;
-    let mut cells: Vec<RecordedCell> = Vec::new();
-    let mut footer = None;
-    let mut open = false;
-    for line in lines {
+/// A sweep's record being read: its grid, and its cells so far.
+struct SweepReading {
+    header: Option<Header>,
+    config: SweepConfig,
+    cells: Vec<RecordedCell>,
+    footer: Option<Footer>,
+    /// Whether the last cell's lines are still coming (no `cell_end` yet).
+    open: bool,
+}
+
+impl SweepReading {
+    /// One line after the grid: a cell's start or end, the sweep's footer, or one of the open
+    /// cell's lines (folded as a run's record).
+    fn push(&mut self, path: &Path, line: Option<Line>) {
         let Some(line) = line else {
-            if let Some(c) = cells.last_mut().filter(|_| open) {
-                c.record.bad_lines += 1;
+            if let Some(c) = self.cells.last_mut().filter(|_| self.open) {
+                c.record.push(None);
             }
-            continue;
+            return;
         };
         match line {
-            Line::Header(h) => header = Some(*h),
-            Line::Sweep(s) => config = Some(s),
+            Line::Header(h) => self.header = Some(*h),
+            Line::Sweep(s) => self.config = s,
             Line::Cell(c) => {
-                let mut h = header.clone().unwrap_or_default();
+                self.close_open();
+                let mut h = self.header.clone().unwrap_or_default();
                 h.config.batch = c.params.batch;
                 h.config.prompt_tokens = c.params.prompt_tokens.to_string();
                 h.config.output_tokens = c.params.output_tokens.to_string();
                 h.config.concurrency = c.params.concurrency;
                 h.config.rate = c.params.rate;
-                let mut record = Record {
-                    path: path.to_path_buf(),
-                    ..Record::default()
-                };
-                record.push(Line::Header(Box::new(h)));
-                cells.push(RecordedCell {
+                let mut record = Record::new(path);
+                record.push(Some(Line::Header(Box::new(h))));
+                self.cells.push(RecordedCell {
                     cell: c.cell,
                     params: c.params,
                     record,
                     end: None,
                 });
-                open = true;
+                self.open = true;
             }
             Line::CellEnd(end) => {
-                if let Some(c) = cells.last_mut().filter(|c| open && c.cell == end.cell) {
-                    c.record.push(Line::Footer(Footer {
+                if let Some(c) = self
+                    .cells
+                    .last_mut()
+                    .filter(|c| self.open && c.cell == end.cell)
+                {
+                    c.record.push(Some(Line::Footer(Footer {
                         stop: StopReason::RequestLimit,
                         elapsed_s: end.elapsed_s,
                         summary: end.summary.clone(),
-                    }));
+                    })));
+                    c.record.finish();
                     c.end = Some(end);
                 }
-                open = false;
+                self.open = false;
             }
-            Line::Footer(f) => footer = Some(f),
+            Line::Footer(f) => self.footer = Some(f),
             other => {
-                if let Some(c) = cells.last_mut().filter(|_| open) {
-                    c.record.push(other);
+                if let Some(c) = self.cells.last_mut().filter(|_| self.open) {
+                    c.record.push(Some(other));
                 }
             }
         }
     }
-    let (Some(header), Some(config)) = (header, config) else {
-        return None;
-    };
-    Some(SweepRecord {
-        header,
-        config,
-        cells,
-        footer,
-    })
+
+    /// A cell the record ends inside (or a new one starts inside) reads as stopped there.
+    fn close_open(&mut self) {
+        if let Some(c) = self.cells.last_mut().filter(|_| self.open) {
+            c.record.finish();
+        }
+        self.open = false;
+    }
+
+    fn done(mut self) -> Option<SweepRecord> {
+        self.close_open();
+        Some(SweepRecord {
+            header: self.header?,
+            config: self.config,
+            cells: self.cells,
+            footer: self.footer,
+        })
+    }
 }
 
 impl RecordedCell {

@@ -7,7 +7,6 @@ use super::analysis::findings;
 use super::table::{SweepFormat, SweepTable};
 use crate::exit::Failure;
 use crate::record::line::SweepConfig;
-use crate::record::reader::Record;
 use crate::record::report::{peak_for, ReportOptions};
 use crate::stats::Slo;
 
@@ -83,11 +82,7 @@ pub fn report_sweep(
     let model = rec.cells.iter().find_map(|c| c.record.model.clone());
     let (peak, unavailable) = match &model {
         Some(m) if m.weight_bytes > 0 => {
-            let r = Record {
-                header: Some(rec.header.clone()),
-                ..Record::default()
-            };
-            let peak = peak_for(&r, &m.dtype, opts);
+            let peak = peak_for(Some(&rec.header), &m.dtype, opts);
             if peak.bandwidth.is_some() {
                 (Some(peak), None)
             } else {

@@ -192,18 +192,13 @@ impl FeedScreen {
     }
 
     /// The summary the dashboard's fold gives, as the run printed it: the record's footer ITL
-    /// where the record has no steps (as `report` takes it).
+    /// where the record has no steps (`record::reader::summary`, as `report` takes it); a
+    /// merge without every source's steps has no ITL.
     pub fn summary(&self) -> crate::record::RunSummary {
-        let mut s = self.app.run.summary();
-        if let Some(itl) = self.itl.steady {
-            set_row(&mut s.steady, Metric::Itl, itl);
-        }
-        if let Some(itl) = self.itl.warmup {
-            set_row(&mut s.warmup, Metric::Itl, itl);
-        }
+        let mut s = crate::record::reader::summary(&self.app.run, &self.itl);
         if self.itl_left_out() {
-            set_row(&mut s.steady, Metric::Itl, Summary::default());
-            set_row(&mut s.warmup, Metric::Itl, Summary::default());
+            s.steady.set(Metric::Itl, Summary::default());
+            s.warmup.set(Metric::Itl, Summary::default());
         }
         s
     }
@@ -575,11 +570,11 @@ impl FeedScreen {
         self.app.refresh();
         if let Some(itl) = self.itl.steady {
             if self.app.window == WindowKind::Steady && !self.app.include_warmup {
-                set_row(&mut self.app.table, Metric::Itl, itl);
+                self.app.table.set(Metric::Itl, itl);
             }
         }
         if self.itl_left_out() {
-            set_row(&mut self.app.table, Metric::Itl, Summary::default());
+            self.app.table.set(Metric::Itl, Summary::default());
             let at = crate::ui::state::DIST_METRICS
                 .iter()
                 .position(|m| *m == Metric::Itl);
@@ -625,13 +620,6 @@ impl FeedScreen {
             );
         }
         KeyOutcome::None
-    }
-}
-
-fn set_row(table: &mut crate::stats::Table, metric: Metric, s: Summary) {
-    match table.rows.iter_mut().find(|r| r.0 == metric) {
-        Some(row) => row.1 = s,
-        None => table.rows.push((metric, s)),
     }
 }
 
