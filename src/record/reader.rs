@@ -46,7 +46,7 @@ pub fn line_time(line: &Line) -> Option<f64> {
     }
 }
 
-/// What `LineReader::next` found.
+/// What `LineReader::next_line` found.
 #[derive(Debug, PartialEq)]
 pub enum Next<'a> {
     /// A whole, non-empty line (without its newline).
@@ -92,7 +92,7 @@ impl<R: BufRead> LineReader<R> {
     }
 
     /// The next whole line, or the end of what there is now.
-    pub fn next(&mut self) -> std::io::Result<Next<'_>> {
+    pub fn next_line(&mut self) -> std::io::Result<Next<'_>> {
         loop {
             if self.taken {
                 self.buf.clear();
@@ -178,7 +178,7 @@ pub fn header_of(name: &str, line: &[u8]) -> Result<Header, String> {
 /// file otherwise, before anything is drawn.
 pub fn read_header(path: &Path) -> Result<Header, String> {
     let mut lines = LineReader::open(path)?;
-    let first = match lines.next().map_err(|e| crate::util::io_error(path, &e))? {
+    let first = match lines.next_line().map_err(|e| crate::util::io_error(path, &e))? {
         Next::Line(l) => l.to_vec(),
         Next::End { .. } => match lines.rest() {
             Some(l) => l.to_vec(),
@@ -236,7 +236,7 @@ pub fn read_lines(path: &Path, mut each: impl FnMut(Option<Line>)) -> Result<(),
         each(line);
     };
     loop {
-        match lines.next().map_err(|e| crate::util::io_error(path, &e))? {
+        match lines.next_line().map_err(|e| crate::util::io_error(path, &e))? {
             Next::Line(l) => take(l, &mut header),
             Next::End { .. } => {
                 if let Some(l) = lines.rest() {
@@ -366,10 +366,8 @@ impl Record {
             }
             Line::Event(e) => {
                 match &e.event {
-                    RunEvent::RunStarted { model, .. } => {
-                        if self.model.is_none() {
-                            self.model = Some(model.clone());
-                        }
+                    RunEvent::RunStarted { model, .. } if self.model.is_none() => {
+                        self.model = Some(model.clone());
                     }
                     RunEvent::StatsReset => {
                         self.last_reset = Some((self.requests.len(), self.steps.len()));
