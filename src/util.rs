@@ -15,6 +15,14 @@ pub(crate) use say;
 
 use std::path::Path;
 
+/// A file's name as a row or a title shows it: its last component (the whole path when it has
+/// none).
+pub fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
 /// The first line of `s`, trimmed: every error infertop prints is one line.
 pub fn one_line(s: &str) -> String {
     s.lines().next().unwrap_or("").trim().to_string()

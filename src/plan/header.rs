@@ -5,7 +5,7 @@ use super::opts::RunOpts;
 use crate::engine::http::Api;
 use crate::engine::workload::{Sampling, Workload};
 use crate::model::{self, DeviceSpec};
-use crate::record::line::{Header, Machine, RunConfig, RECORD_FORMAT};
+use crate::record::line::{EngineKind, Header, Machine, RunConfig, RECORD_FORMAT};
 use crate::stats::Slo;
 use crate::telemetry;
 
@@ -51,7 +51,7 @@ pub fn header(opts: &RunOpts, engine: &EnginePlan, slo: Slo) -> Header {
         },
         // No API key here: it is never written.
         EnginePlan::Http(h) => RunConfig {
-            engine: Some("http".into()),
+            engine: Some(EngineKind::Http),
             endpoints: h
                 .endpoints
                 .iter()

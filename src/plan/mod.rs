@@ -5,12 +5,15 @@
 //! the plans out; `cli` only parses and dispatches.
 
 pub mod engine;
+pub mod follow;
 pub mod header;
 pub mod opts;
 mod prompts;
+pub mod replay;
 pub mod sweep;
 pub mod traffic;
 pub mod values;
+pub mod watch;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

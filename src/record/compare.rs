@@ -175,7 +175,7 @@ pub fn cache_warning(records: &[(String, Option<&super::line::Header>)]) -> Opti
         .iter()
         .filter_map(|(l, h)| {
             let c = &h.as_ref()?.config;
-            (c.engine.as_deref() == Some("http")).then_some((l, c.reset_prefix_cache))
+            c.is_server().then_some((l, c.reset_prefix_cache))
         })
         .collect();
     let cold = server.iter().filter(|(_, r)| *r).count();

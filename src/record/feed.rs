@@ -153,6 +153,57 @@ impl Speed {
     }
 }
 
+/// Pacing on the record's clock, the one way every player of a record keeps time (a replay's
+/// dashboard, `replay --jsonl`, a watch's record): from an anchor (a wall-clock instant and the
+/// record's time then), the line at record time `t_s` is due `(t_s − from) / speed` later. The
+/// first line anchors the pace; a pause, a step or a change of speed anchors it again where the
+/// record is, so what was played stays played.
+#[derive(Clone, Copy, Debug)]
+pub struct Pace {
+    speed: Speed,
+    anchor: Option<(std::time::Instant, f64)>,
+}
+
+impl Pace {
+    pub fn new(speed: Speed) -> Pace {
+        Pace {
+            speed,
+            anchor: None,
+        }
+    }
+
+    pub fn speed(&self) -> Speed {
+        self.speed
+    }
+
+    /// A new speed from record time `t_s` on.
+    pub fn set_speed(&mut self, speed: Speed, t_s: f64) {
+        self.speed = speed;
+        self.restart(t_s);
+    }
+
+    /// Counts again from now, where the record is at `t_s`.
+    pub fn restart(&mut self, t_s: f64) {
+        self.anchor = Some((std::time::Instant::now(), t_s));
+    }
+
+    /// Forgets the anchor: the next line anchors the pace again (a step played at once).
+    pub fn forget(&mut self) {
+        self.anchor = None;
+    }
+
+    /// When the line at record time `t_s` is due on the wall clock; `None` as fast as it reads.
+    pub fn due(&mut self, t_s: f64) -> Option<std::time::Instant> {
+        let Speed::Times(x) = self.speed else {
+            return None;
+        };
+        let (wall, from) = *self
+            .anchor
+            .get_or_insert_with(|| (std::time::Instant::now(), t_s));
+        Some(wall + std::time::Duration::from_secs_f64(((t_s - from) / x).clamp(0.0, 1e9)))
+    }
+}
+
 /// Where a replay is, for the position bar.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Position {
@@ -706,7 +757,7 @@ pub fn footer_itl(summary: &serde_json::Value, table: &str) -> Option<Summary> {
 }
 
 /// The record's time at its end, from its last lines (the footer's `elapsed_s`, else the
-/// latest `t_s`): read from the end of the file, so a long record costs nothing here.
+/// latest line time): read from the end of the file, so a long record costs nothing here.
 pub fn end_time(path: &std::path::Path) -> Option<f64> {
     use std::io::{Read, Seek, SeekFrom};
     const TAIL: u64 = 64 * 1024;
@@ -715,19 +766,16 @@ pub fn end_time(path: &std::path::Path) -> Option<f64> {
     f.seek(SeekFrom::Start(len.saturating_sub(TAIL))).ok()?;
     let mut buf = Vec::new();
     f.read_to_end(&mut buf).ok()?;
-    let text = String::from_utf8_lossy(&buf);
     let mut latest: Option<f64> = None;
-    for line in text.lines().rev() {
-        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        if v.get("type").and_then(|t| t.as_str()) == Some("footer") {
-            if let Some(e) = v.get("elapsed_s").and_then(|e| e.as_f64()) {
-                return Some(e);
+    for line in buf.split(|&b| b == b'\n').rev() {
+        match super::reader::parse(line) {
+            Some(Line::Footer(footer)) => return Some(footer.elapsed_s),
+            Some(l) => {
+                if let Some(t) = super::reader::line_time(&l) {
+                    latest = Some(latest.map_or(t, |x: f64| x.max(t)));
+                }
             }
-        }
-        if let Some(t) = v.get("t_s").and_then(|t| t.as_f64()) {
-            latest = Some(latest.map_or(t, |l: f64| l.max(t)));
+            None => {}
         }
     }
     latest

@@ -112,9 +112,10 @@ pub struct RunConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampling: Option<String>,
     pub slo: Slo,
-    /// `http` for `--endpoint` runs; absent for the candle engine.
+    /// What measured: `http` for `--endpoint` runs, `watch` for a watch; absent for the
+    /// candle engine.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub engine: Option<String>,
+    pub engine: Option<EngineKind>,
     /// The servers an `--endpoint` run spread its requests over (round-robin).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<String>,
@@ -144,6 +145,31 @@ pub struct RunConfig {
     /// had seen.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub reset_prefix_cache: bool,
+}
+
+/// What wrote a record, besides the candle engine (which names none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// The http engine (`--endpoint`): a client of a server.
+    Http,
+    /// `infertop watch`: a server's own metrics, no load.
+    Watch,
+    /// Written by a newer version.
+    #[serde(other)]
+    Other,
+}
+
+impl RunConfig {
+    /// Whether a server was measured (the http engine), not the candle engine.
+    pub fn is_server(&self) -> bool {
+        self.engine == Some(EngineKind::Http)
+    }
+
+    /// Whether the record is a watch's (its lines are windows, not requests).
+    pub fn is_watch(&self) -> bool {
+        self.engine == Some(EngineKind::Watch)
+    }
 }
 
 /// Where the run ran.

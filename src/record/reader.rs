@@ -178,7 +178,10 @@ pub fn header_of(name: &str, line: &[u8]) -> Result<Header, String> {
 /// file otherwise, before anything is drawn.
 pub fn read_header(path: &Path) -> Result<Header, String> {
     let mut lines = LineReader::open(path)?;
-    let first = match lines.next_line().map_err(|e| crate::util::io_error(path, &e))? {
+    let first = match lines
+        .next_line()
+        .map_err(|e| crate::util::io_error(path, &e))?
+    {
         Next::Line(l) => l.to_vec(),
         Next::End { .. } => match lines.rest() {
             Some(l) => l.to_vec(),
@@ -236,7 +239,10 @@ pub fn read_lines(path: &Path, mut each: impl FnMut(Option<Line>)) -> Result<(),
         each(line);
     };
     loop {
-        match lines.next_line().map_err(|e| crate::util::io_error(path, &e))? {
+        match lines
+            .next_line()
+            .map_err(|e| crate::util::io_error(path, &e))?
+        {
             Next::Line(l) => take(l, &mut header),
             Next::End { .. } => {
                 if let Some(l) = lines.rest() {

@@ -26,11 +26,14 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 
 use super::print_stdout;
-use super::replay::{app_config, display_name, fold_headless, header_reason, show};
+use super::replay::{fold_headless, show};
 use crate::exit::{Failure, EXIT_OK};
+use crate::plan::follow::{FollowPlan, SourceInput, Spec};
 use crate::plan::opts::FollowOpts;
+use crate::plan::replay::record_screen;
 use crate::record::feed::{Fed, FeedEvent, Feeder, Note, SourceState};
-use crate::record::line::{Header, Line};
+use crate::record::line::Header;
+use crate::record::reader::{header_reason, parse, LineReader, Next};
 use crate::signals::Signals;
 use crate::ui::feed::FeedScreen;
 use crate::ui::state::Producer;
@@ -43,25 +46,15 @@ const POLL: Duration = Duration::from_millis(50);
 /// Waiting this long for a source's header, the session says what it waits for.
 const SAY_WAITING_AFTER: Duration = Duration::from_secs(1);
 
-/// Where a source's lines come from.
-#[derive(Clone, Debug)]
-enum SourceInput {
-    File(PathBuf),
-    Stdin,
-    Agent(String),
-}
-
-#[derive(Clone, Debug)]
-struct Spec {
-    name: String,
-    input: SourceInput,
-}
-
 /// `infertop follow`.
 pub fn follow(opts: &FollowOpts) -> Result<i32, Failure> {
-    let specs = specs(opts)?;
-    let look = crate::plan::look(&opts.display)?;
-    let headless = crate::plan::headless(opts.headless);
+    let FollowPlan {
+        specs,
+        look,
+        headless,
+        quiet_after,
+        format,
+    } = crate::plan::follow::plan(opts)?;
     let signals = Signals::register()
         .map_err(|e| Failure::runtime(format!("cannot install signal handlers: {e}")))?;
     let (tx, rx) = crossbeam_channel::bounded::<FeedEvent>(crate::event::EVENT_QUEUE);
@@ -91,9 +84,7 @@ pub fn follow(opts: &FollowOpts) -> Result<i32, Failure> {
             _ => None,
         })
         .collect();
-    let watch = headers
-        .iter()
-        .any(|h| h.config.engine.as_deref() == Some("watch"));
+    let watch = headers.iter().any(|h| h.config.is_watch());
     if watch {
         stop.store(true, Ordering::Relaxed);
         return Err(Failure::usage(
@@ -118,12 +109,12 @@ pub fn follow(opts: &FollowOpts) -> Result<i32, Failure> {
     };
     let names = specs.iter().map(|s| s.name.clone()).collect();
     let mut screen = FeedScreen::new(
-        App::new(app_config(&look, &first)),
+        App::new(record_screen(&look, &first)),
         Producer::Follow,
         names,
         None,
     );
-    screen.quiet_after = opts.quiet_after;
+    screen.quiet_after = quiet_after;
     for ev in &early {
         screen.apply(ev);
     }
@@ -138,94 +129,12 @@ pub fn follow(opts: &FollowOpts) -> Result<i32, Failure> {
     stop.store(true, Ordering::Relaxed);
     drop(rx);
     shown?;
-    let mut text = screen.summary().render(opts.format);
-    if screen.merged() && opts.format == crate::record::SummaryFormat::Md {
+    let mut text = screen.summary().render(format);
+    if screen.merged() && format == crate::record::SummaryFormat::Md {
         text.push_str(&sources_markdown(&screen));
     }
     print_stdout(&text)?;
     Ok(signals.exit_code().unwrap_or(EXIT_OK))
-}
-
-/// The sources as given, named and checked: files that exist, `-` once and from a pipe,
-/// agents as `NAME=CMD` or numbered.
-fn specs(opts: &FollowOpts) -> Result<Vec<Spec>, Failure> {
-    use std::io::IsTerminal;
-    let mut specs = Vec::new();
-    let mut stdin = false;
-    for p in &opts.sources {
-        if p.as_os_str() == "-" {
-            if stdin {
-                return Err(Failure::usage("follow: - (stdin) can be given once"));
-            }
-            if std::io::stdin().is_terminal() {
-                return Err(Failure::usage(
-                    "follow -: standard input is a terminal; pipe a record's lines into it \
-                     (ssh HOST infertop --jsonl … | infertop follow -)",
-                ));
-            }
-            stdin = true;
-            specs.push(Spec {
-                name: "stdin".into(),
-                input: SourceInput::Stdin,
-            });
-            continue;
-        }
-        if p.is_dir() {
-            return Err(Failure::usage(format!(
-                "{}: is a directory; pass a record file (--record FILE of the run)",
-                p.display()
-            )));
-        }
-        if !p.exists() {
-            return Err(Failure::usage(format!(
-                "{}: not found (start the run with --record {} first, or follow its stream: \
-                 infertop --jsonl … | infertop follow -)",
-                p.display(),
-                p.display()
-            )));
-        }
-        specs.push(Spec {
-            name: display_name(p),
-            input: SourceInput::File(p.clone()),
-        });
-    }
-    for (i, a) in opts.agent.iter().enumerate() {
-        let (name, cmd) = agent_name(a).unwrap_or_else(|| (format!("agent {}", i + 1), a.clone()));
-        if cmd.trim().is_empty() {
-            return Err(Failure::usage(format!(
-                "--agent `{a}`: no command (write e.g. --agent 'gpu1=ssh gpu1 infertop --jsonl …')"
-            )));
-        }
-        specs.push(Spec {
-            name,
-            input: SourceInput::Agent(cmd),
-        });
-    }
-    if specs.is_empty() {
-        return Err(Failure::usage(
-            "follow needs a record, - (a stream on stdin) or --agent CMD (see infertop follow --help)",
-        ));
-    }
-    // Two files of the same name in different directories: their rows say which.
-    let mut seen = std::collections::HashMap::<String, usize>::new();
-    for s in &mut specs {
-        let n = seen.entry(s.name.clone()).or_default();
-        *n += 1;
-        if *n > 1 {
-            s.name = format!("{} ({})", s.name, n);
-        }
-    }
-    Ok(specs)
-}
-
-/// `NAME=CMD` where NAME is a plain word (no space, no quote): the row's name and the command.
-fn agent_name(a: &str) -> Option<(String, String)> {
-    let (name, cmd) = a.split_once('=')?;
-    let plain = !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_.:@-".contains(c));
-    plain.then(|| (name.to_string(), cmd.to_string()))
 }
 
 /// Waits for every source's header (or its end), saying on stderr what it waits for and what
@@ -327,14 +236,15 @@ struct SourceThread {
     stop: Arc<AtomicBool>,
 }
 
-/// The source's reader: what to say when it ends without a footer, and how.
+/// The source's lines: a file (polled as it grows), or a stream (stdin, an agent's output),
+/// with what to say when it ends without a footer.
 enum Reader {
     File {
         path: PathBuf,
-        reader: BufReader<File>,
+        lines: LineReader<BufReader<File>>,
     },
     Stream {
-        reader: BufReader<Box<dyn Read + Send>>,
+        lines: LineReader<BufReader<Box<dyn Read + Send>>>,
         child: Option<Child>,
         last_words: Arc<Mutex<Option<String>>>,
     },
@@ -362,15 +272,15 @@ impl SourceThread {
 
     fn open(&self) -> Result<Reader, String> {
         match &self.spec.input {
-            SourceInput::File(path) => {
-                let f = File::open(path).map_err(|e| crate::util::io_error(path, &e))?;
-                Ok(Reader::File {
-                    path: path.clone(),
-                    reader: BufReader::with_capacity(1 << 16, f),
-                })
-            }
+            SourceInput::File(path) => Ok(Reader::File {
+                path: path.clone(),
+                lines: LineReader::open(path)?,
+            }),
             SourceInput::Stdin => Ok(Reader::Stream {
-                reader: BufReader::with_capacity(1 << 16, Box::new(std::io::stdin())),
+                lines: LineReader::new(BufReader::with_capacity(
+                    1 << 16,
+                    Box::new(std::io::stdin()),
+                )),
                 child: None,
                 last_words: Arc::default(),
             }),
@@ -422,7 +332,7 @@ impl SourceThread {
                 });
         }
         Ok(Reader::Stream {
-            reader: BufReader::with_capacity(1 << 16, Box::new(stdout)),
+            lines: LineReader::new(BufReader::with_capacity(1 << 16, Box::new(stdout))),
             child: Some(child),
             last_words,
         })
@@ -435,9 +345,7 @@ impl SourceThread {
         };
         let mut feeder = Feeder::new();
         let mut out = Vec::new();
-        let mut buf = Vec::new();
         let mut header_sent = false;
-        let mut offset = 0u64;
         loop {
             if self.stop.load(Ordering::Relaxed) {
                 return Err(Gone);
@@ -448,22 +356,14 @@ impl SourceThread {
                 feeder.flush(&mut out);
                 self.send_all(&mut out)?;
             }
-            let n = match reader.read_line(&mut buf) {
-                Ok(n) => n,
-                Err(e) => {
-                    let why = crate::util::one_line(&e.to_string());
-                    return self.died(format!("cannot read ({why})"));
-                }
-            };
-            offset += n as u64;
-            if n == 0 || !buf.ends_with(b"\n") {
-                // The end for now: a file grows later (a partial line waits for its end); a
-                // stream that ends is over.
-                match &reader {
-                    Reader::File { path, .. } => {
+            let line = match reader.next_line() {
+                Ok(Some(line)) => line,
+                Ok(None) => {
+                    // The end for now: a file grows later (a partial line waits for its end).
+                    if let Reader::File { path, lines } = &reader {
                         feeder.flush(&mut out);
                         self.send_all(&mut out)?;
-                        if std::fs::metadata(path).is_ok_and(|m| m.len() < offset) {
+                        if std::fs::metadata(path).is_ok_and(|m| m.len() < lines.read_bytes()) {
                             return self.died(format!(
                                 "{} was truncated (a new run writing the same file?); stopped \
                                  following it",
@@ -473,33 +373,31 @@ impl SourceThread {
                         std::thread::sleep(POLL);
                         continue;
                     }
-                    Reader::Stream { .. } if n > 0 => continue,
-                    Reader::Stream { .. } => {}
+                    // A stream that ends is over.
+                    feeder.flush(&mut out);
+                    self.send_all(&mut out)?;
+                    if !header_sent {
+                        return self.died(format!(
+                            "the stream ended before its first line{}",
+                            reader.end_words()
+                        ));
+                    }
+                    if !feeder.footer_seen() {
+                        return self.died(format!(
+                            "the stream ended without a footer{} (the run may go on: its --record \
+                             keeps it)",
+                            reader.end_words()
+                        ));
+                    }
+                    return Ok(());
                 }
-                feeder.flush(&mut out);
-                self.send_all(&mut out)?;
-                if !header_sent {
-                    return self.died(format!(
-                        "the stream ended before its first line{}",
-                        reader.end_words()
-                    ));
+                Err(e) => {
+                    let why = crate::util::one_line(&e.to_string());
+                    return self.died(format!("cannot read ({why})"));
                 }
-                if !feeder.footer_seen() {
-                    return self.died(format!(
-                        "the stream ended without a footer{} (the run may go on: its --record \
-                         keeps it)",
-                        reader.end_words()
-                    ));
-                }
-                return Ok(());
-            }
-            let text = buf.trim_ascii();
-            if text.is_empty() {
-                buf.clear();
-                continue;
-            }
+            };
             if !header_sent {
-                match header_reason(text) {
+                match header_reason(&line) {
                     Ok(h) => {
                         self.send(FeedEvent::Header {
                             source: self.source,
@@ -512,9 +410,7 @@ impl SourceThread {
                     Err(why) => return self.died(why),
                 }
             }
-            let line = serde_json::from_slice::<Line>(buf.trim_ascii()).ok();
-            buf.clear();
-            feeder.push(line, &mut out);
+            feeder.push(parse(&line), &mut out);
             self.send_all(&mut out)?;
             if feeder.footer_seen() {
                 feeder.flush(&mut out);
@@ -547,15 +443,22 @@ impl Reader {
     fn stream_idle(&self) -> bool {
         match self {
             Reader::File { .. } => false,
-            Reader::Stream { reader, .. } => reader.buffer().is_empty(),
+            Reader::Stream { lines, .. } => lines.idle(),
         }
     }
 
-    /// Appends to `buf` up to and including the next newline, or what there is.
-    fn read_line(&mut self, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    /// The next whole line (`None`: nothing more for now; a stream's last line without its
+    /// newline comes before that).
+    fn next_line(&mut self) -> std::io::Result<Option<Vec<u8>>> {
         match self {
-            Reader::File { reader, .. } => reader.read_until(b'\n', buf),
-            Reader::Stream { reader, .. } => reader.read_until(b'\n', buf),
+            Reader::File { lines, .. } => match lines.next_line()? {
+                Next::Line(l) => Ok(Some(l.to_vec())),
+                Next::End { .. } => Ok(None),
+            },
+            Reader::Stream { lines, .. } => match lines.next_line()? {
+                Next::Line(l) => Ok(Some(l.to_vec())),
+                Next::End { .. } => Ok(lines.rest().map(<[u8]>::to_vec)),
+            },
         }
     }
 
@@ -617,7 +520,7 @@ pub fn follow_files(paths: &[PathBuf], tx: Sender<FeedEvent>) -> Result<Arc<Atom
         let source = SourceThread {
             source: i,
             spec: Spec {
-                name: display_name(p),
+                name: crate::util::file_name(p),
                 input: SourceInput::File(p.clone()),
             },
             tx: tx.clone(),

@@ -118,35 +118,32 @@ pub fn print_stdout(text: &str) -> Result<(), Failure> {
     }
 }
 
-/// Runs the dashboard on `app` over the engine's channel; a panic in it (which ratatui's hook
-/// has restored the terminal from and printed) becomes an error line, so the session still
-/// stops the engine and writes the record's footer.
+/// Runs the dashboard on `app` over the engine's channel; a failure or a panic in it becomes
+/// an error line, so the session still stops the engine and writes the record's footer.
 pub(crate) fn dashboard(
     app: crate::ui::App,
     screen_fps: u32,
-    events: &crossbeam_channel::Receiver<Event>,
+    events: &Receiver<Event>,
     control: &Sender<crate::event::Control>,
     signals: &Signals,
     on_event: &mut dyn FnMut(&Event, &mut crate::ui::App),
 ) -> (Result<crate::event::StopReason, String>, crate::ui::App) {
+    use crate::ui::ScreenFailure;
     let mut app = app;
-    let shown = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::ui::run_dashboard(
-            events.clone(),
-            control.clone(),
-            &mut app,
-            screen_fps,
-            signals,
-            on_event,
-        )
-    }));
-    let result = match shown {
-        Ok(Ok(stop)) => Ok(stop),
-        Ok(Err(e)) => Err(format!("dashboard: {e}")),
-        Err(_) => Err(
-            "the dashboard panicked (see above); the record keeps every finished request".into(),
-        ),
-    };
+    let shown = crate::ui::run_dashboard(
+        events.clone(),
+        control.clone(),
+        &mut app,
+        screen_fps,
+        signals,
+        on_event,
+    );
+    let result = shown.map_err(|f| match f {
+        ScreenFailure::Panicked { .. } => {
+            format!("{f}; the record keeps every finished request")
+        }
+        ScreenFailure::Failed { why, .. } => format!("dashboard: {why}"),
+    });
     // The app comes back after a failure too: what it had folded when it failed is what the
     // footer's summary and the printed one are made from.
     (result, app)

@@ -7,7 +7,7 @@
 //! is printed as the run printed it. A watch's record plays on the watch screen.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -17,14 +17,16 @@ use super::print_stdout;
 use crate::event::Event;
 use crate::exit::{Failure, EXIT_OK};
 use crate::plan::opts::ReplayOpts;
+use crate::plan::replay::{record_screen, Play, ReplayPlan};
 use crate::record::feed::{
-    end_time, Fed, FeedControl, FeedEvent, Feeder, Position, SourceState, Speed,
+    end_time, Fed, FeedControl, FeedEvent, Feeder, Pace, Position, SourceState, Speed,
 };
-use crate::record::line::{Header, Line};
+use crate::record::line::Line;
+use crate::record::reader::{self, LineReader, Next};
 use crate::signals::Signals;
 use crate::ui::feed::FeedScreen;
 use crate::ui::state::Producer;
-use crate::ui::{App, AppConfig, Look};
+use crate::ui::App;
 use crate::util::say;
 
 /// How often the position bar hears where the player is.
@@ -35,41 +37,34 @@ const CONTROL_POLL: Duration = Duration::from_millis(50);
 
 /// `infertop replay`.
 pub fn replay(opts: &ReplayOpts) -> Result<i32, Failure> {
-    let path = &opts.record;
-    let header = read_header(path)?;
-    let look = crate::plan::look(&opts.display)?;
+    let plan = crate::plan::replay::plan(opts)?;
     let signals = Signals::register()
         .map_err(|e| Failure::runtime(format!("cannot install signal handlers: {e}")))?;
-    let headless = crate::plan::headless(opts.headless || opts.jsonl);
-    if opts.jsonl {
-        return stream_lines(path, opts.speed, &signals);
-    }
-    if header.config.engine.as_deref() == Some("watch") {
-        if headless {
-            return Err(Failure::usage(format!(
-                "{}: a watch's record plays on the watch screen, in a terminal; its lines are \
-                 its JSON (or replay it with --jsonl)",
-                path.display()
-            )));
-        }
-        return replay_watch(path, &header, opts, look, &signals);
-    }
-    let speed = if headless { Speed::Max } else { opts.speed };
+    let (speed, paused, headless) = match plan.play {
+        Play::Lines { speed } => return stream_lines(&plan.path, speed, &signals),
+        Play::Watch { speed, fps } => return replay_watch(&plan, speed, fps, &signals),
+        Play::Dashboard {
+            speed,
+            paused,
+            headless,
+        } => (speed, paused, headless),
+    };
+    let path = &plan.path;
     let (tx, rx) = crossbeam_channel::bounded::<FeedEvent>(crate::event::EVENT_QUEUE);
     let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded::<FeedControl>();
-    let handle = spawn_player(path, speed, opts.paused && !headless, tx, ctl_rx)?;
-    let app = App::new(app_config(&look, &header));
+    let handle = spawn_player(path, speed, paused, tx, ctl_rx)?;
+    let app = App::new(record_screen(&plan.look, &plan.header));
     let mut screen = FeedScreen::new(
         app,
         Producer::Replay,
-        vec![display_name(path)],
+        vec![crate::util::file_name(path)],
         Some(ctl_tx.clone()),
     );
     let shown = if headless {
         fold_headless(&mut screen, &rx, &signals);
         Ok(())
     } else {
-        show(&mut screen, &rx, look.fps, &signals)
+        show(&mut screen, &rx, plan.look.fps, &signals)
     };
     let _ = ctl_tx.send(FeedControl::Stop);
     drop(rx);
@@ -83,7 +78,7 @@ pub fn replay(opts: &ReplayOpts) -> Result<i32, Failure> {
             path.display()
         );
     } else {
-        print_stdout(&screen.summary().render(opts.format))?;
+        print_stdout(&screen.summary().render(plan.format))?;
     }
     Ok(signals.exit_code().unwrap_or(EXIT_OK))
 }
@@ -106,111 +101,22 @@ pub fn spawn_player(
         .map_err(|e| Failure::runtime(format!("cannot start the replay thread: {e}")))
 }
 
-/// The dashboard's settings for a record: the user's look, the record's SLO.
-pub(crate) fn app_config(look: &Look, header: &Header) -> AppConfig {
-    AppConfig {
-        keys: look.keys.clone(),
-        themes: look.themes.clone(),
-        ascii: look.ascii,
-        slo: header.config.slo,
-        output_step: 16,
-        baseline: None,
-    }
-}
-
-/// A file's name as a source row shows it.
-pub(crate) fn display_name(path: &Path) -> String {
-    path.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.display().to_string())
-}
-
-/// The record's first line, which must be its header (of a format this version reads): one
-/// line and exit 2 otherwise, before anything is drawn.
-pub(crate) fn read_header(path: &Path) -> Result<Header, Failure> {
-    if path.is_dir() {
-        return Err(Failure::usage(format!(
-            "{}: is a directory; pass a record file written with --record FILE",
-            path.display()
-        )));
-    }
-    let file = File::open(path).map_err(|e| Failure::usage(crate::util::io_error(path, &e)))?;
-    let mut reader = BufReader::new(file);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| Failure::usage(crate::util::io_error(path, &e)))?;
-        if n == 0 {
-            return Err(Failure::usage(format!(
-                "{}: not an infertop record (the file is empty); make one with --record FILE",
-                path.display()
-            )));
-        }
-        if !buf.trim_ascii().is_empty() {
-            break;
-        }
-    }
-    header_of(&path.display().to_string(), &buf).map_err(Failure::usage)
-}
-
-/// Line 1 of a record as its header, or the one line that says why it is not one.
-pub(crate) fn header_of(name: &str, line: &[u8]) -> Result<Header, String> {
-    header_reason(line).map_err(|why| format!("{name}: {why}"))
-}
-
-/// As `header_of`, the reason without a name (a followed source's row names it).
-pub(crate) fn header_reason(line: &[u8]) -> Result<Header, String> {
-    match serde_json::from_slice::<Line>(line.trim_ascii()) {
-        Ok(Line::Header(h)) => match crate::record::reader::format_problem(&h) {
-            Some(why) => Err(why),
-            None => Ok(*h),
-        },
-        _ => Err(
-            "not an infertop record (line 1 is not a record header); make one with \
-             --record FILE, or stream one with --jsonl"
-                .into(),
-        ),
-    }
-}
-
-/// Draws `screen` in the terminal until q or a signal.
+/// Draws a record-fed `screen` in the terminal until q or a signal.
 pub(crate) fn show(
     screen: &mut FeedScreen,
     rx: &Receiver<FeedEvent>,
     fps: u32,
     signals: &Signals,
 ) -> Result<(), Failure> {
-    let mut terminal = crate::ui::enter_terminal().map_err(|e| Failure::runtime(e.to_string()))?;
-    crate::util::quiet_engine_panics();
     let opts = crate::ui::LoopOptions {
         fps,
         signals: signals.clone(),
         started: Instant::now(),
         deadline: None,
     };
-    // A panic in the screen has restored the terminal (ratatui's hook) and printed itself.
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::ui::run_screen(
-            &mut terminal,
-            &mut crate::ui::TerminalInput,
-            rx,
-            None,
-            screen,
-            &opts,
-            &mut |_, _| {},
-        )
-    }));
-    crate::ui::leave_terminal(terminal);
-    match result {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(Failure::runtime(format!(
-            "the screen failed ({})",
-            crate::util::one_line(&e.to_string())
-        ))),
-        Err(_) => Err(Failure::runtime("the screen panicked (see above)")),
-    }
+    crate::ui::show("screen", screen, rx, &opts)
+        .map(|_| ())
+        .map_err(|f| Failure::runtime(f.to_string()))
 }
 
 /// Folds everything the producers send (no screen) until they are done, every source has
@@ -239,20 +145,17 @@ pub(crate) fn fold_headless(screen: &mut FeedScreen, rx: &Receiver<FeedEvent>, s
 /// The player: a record file read line by line, paced, its events sent to the screen.
 struct Player {
     name: String,
-    reader: BufReader<File>,
+    lines: LineReader<BufReader<File>>,
     feeder: Feeder,
     tx: Sender<FeedEvent>,
     control: Receiver<FeedControl>,
-    speed: Speed,
+    pace: Pace,
     paused: bool,
     /// Pause when the first request starts (`--paused`).
     pause_at_first: bool,
     /// Playing one request (`n`), then pausing.
     stepping: bool,
-    /// Wall time and record time the pace counts from.
-    anchor: Option<(Instant, f64)>,
     t_s: f64,
-    read_bytes: u64,
     total_bytes: u64,
     end_s: Option<f64>,
     last_position: Option<Instant>,
@@ -275,21 +178,19 @@ impl Player {
         tx: Sender<FeedEvent>,
         control: Receiver<FeedControl>,
     ) -> Result<Player, Failure> {
-        let file = File::open(path).map_err(|e| Failure::usage(crate::util::io_error(path, &e)))?;
-        let total_bytes = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let lines = LineReader::open(path).map_err(Failure::usage)?;
+        let total_bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
         Ok(Player {
             name: path.display().to_string(),
-            reader: BufReader::with_capacity(1 << 16, file),
+            lines,
             feeder: Feeder::new(),
             tx,
             control,
-            speed,
+            pace: Pace::new(speed),
             paused: false,
             pause_at_first: paused,
             stepping: false,
-            anchor: None,
             t_s: 0.0,
-            read_bytes: 0,
             total_bytes,
             end_s: end_time(path),
             last_position: None,
@@ -303,12 +204,19 @@ impl Player {
     }
 
     fn play_lines(&mut self) -> Result<(), Stopped> {
-        let mut buf = Vec::new();
         let mut out = Vec::new();
         loop {
-            buf.clear();
-            let n = match self.reader.read_until(b'\n', &mut buf) {
-                Ok(n) => n,
+            let line = match self.lines.next_line() {
+                Ok(Next::Line(l)) => reader::parse(l),
+                Ok(Next::End { .. }) => match self.lines.rest() {
+                    // A last line cut off by a crash: played if it parses, as report reads it.
+                    Some(l) => {
+                        let line = reader::parse(l);
+                        self.line(line, &mut out)?;
+                        break;
+                    }
+                    None => break,
+                },
                 Err(e) => {
                     let why = format!("cannot read {} ({e})", self.name);
                     self.send(FeedEvent::Source {
@@ -319,27 +227,7 @@ impl Player {
                     return Ok(());
                 }
             };
-            if n == 0 {
-                break;
-            }
-            self.read_bytes += n as u64;
-            let text = buf.trim_ascii();
-            if text.is_empty() {
-                continue;
-            }
-            let line = serde_json::from_slice::<Line>(text).ok();
-            if let Some(Line::Header(h)) = &line {
-                if self.feeder.header().is_none() {
-                    self.send(FeedEvent::Header {
-                        source: 0,
-                        header: h.clone(),
-                    })?;
-                }
-            }
-            self.feeder.push(line, &mut out);
-            for fed in out.drain(..) {
-                self.fed(fed)?;
-            }
+            self.line(line, &mut out)?;
         }
         let name = self.name.clone();
         self.feeder.finish(&name, &mut out);
@@ -351,10 +239,28 @@ impl Player {
         self.flush()
     }
 
+    /// One line of the record: its header to the screen first, then its events.
+    fn line(&mut self, line: Option<Line>, out: &mut Vec<Fed>) -> Result<(), Stopped> {
+        if let Some(Line::Header(h)) = &line {
+            if self.feeder.header().is_none() {
+                self.send(FeedEvent::Header {
+                    source: 0,
+                    header: h.clone(),
+                })?;
+            }
+        }
+        self.feeder.push(line, out);
+        for fed in out.drain(..) {
+            self.fed(fed)?;
+        }
+        Ok(())
+    }
+
     /// Sends an event: at once when the replay is paced (or paused, or stepping), else with
     /// the next batch.
     fn send(&mut self, ev: FeedEvent) -> Result<(), Stopped> {
-        let batching = self.speed == Speed::Max && !self.paused && !self.stepping && !self.done;
+        let batching =
+            self.pace.speed() == Speed::Max && !self.paused && !self.stepping && !self.done;
         if !batching {
             self.flush()?;
             return self.tx.send(ev).map_err(|_| Stopped);
@@ -384,11 +290,11 @@ impl Player {
     fn position(&mut self) -> Result<(), Stopped> {
         self.last_position = Some(Instant::now());
         self.send(FeedEvent::Position(Position {
-            read_bytes: self.read_bytes,
+            read_bytes: self.lines.read_bytes(),
             total_bytes: self.total_bytes,
             t_s: self.t_s,
             end_s: self.end_s,
-            speed: self.speed,
+            speed: self.pace.speed(),
             paused: self.paused,
             untimed: self.feeder.untimed(),
             done: self.done,
@@ -425,7 +331,7 @@ impl Player {
         })?;
         if self.stepping && ends_request {
             self.stepping = false;
-            self.anchor = None;
+            self.pace.forget();
             self.position()?;
         } else if self
             .last_position
@@ -454,15 +360,12 @@ impl Player {
                 }
                 continue;
             }
-            let Speed::Times(speed) = self.speed else {
-                return Ok(());
-            };
             if self.stepping {
                 return Ok(());
             }
-            let (wall, from) = *self.anchor.get_or_insert((Instant::now(), t_s));
-            let ahead = ((t_s - from) / speed).clamp(0.0, 1e9);
-            let due = wall + Duration::from_secs_f64(ahead);
+            let Some(due) = self.pace.due(t_s) else {
+                return Ok(());
+            };
             let now = Instant::now();
             if now >= due {
                 return Ok(());
@@ -493,11 +396,11 @@ impl Player {
                 self.paused = true;
                 self.stepping = true;
             }
-            FeedControl::Faster => self.speed = self.speed.faster(),
-            FeedControl::Slower => self.speed = self.speed.slower(),
+            FeedControl::Faster => self.pace.set_speed(self.pace.speed().faster(), self.t_s),
+            FeedControl::Slower => self.pace.set_speed(self.pace.speed().slower(), self.t_s),
         }
         // The pace counts again from here: what was played stays played.
-        self.anchor = Some((Instant::now(), self.t_s));
+        self.pace.restart(self.t_s);
         self.position()
     }
 }
@@ -505,36 +408,39 @@ impl Player {
 /// `--jsonl`: the record's lines on stdout, each when the record's clock says at `speed`, as
 /// a live run streams them with `--jsonl` (so `follow -` can be tried on a finished run).
 fn stream_lines(path: &Path, speed: Speed, signals: &Signals) -> Result<i32, Failure> {
-    let file = File::open(path).map_err(|e| Failure::usage(crate::util::io_error(path, &e)))?;
-    let mut reader = BufReader::with_capacity(1 << 16, file);
+    let mut lines = LineReader::open(path).map_err(Failure::usage)?;
     let mut out = std::io::stdout().lock();
-    let mut buf = Vec::new();
-    let mut anchor: Option<(Instant, f64)> = None;
+    let mut pace = Pace::new(speed);
     let mut clock = 0.0f64;
     loop {
-        buf.clear();
-        let n = reader
-            .read_until(b'\n', &mut buf)
-            .map_err(|e| Failure::runtime(crate::util::io_error(path, &e)))?;
-        if n == 0 || signals.stop_reason().is_some() {
+        if signals.stop_reason().is_some() {
             break;
         }
-        if let (Speed::Times(x), Some(t)) = (speed, line_time(&buf)) {
-            clock = clock.max(t);
-            let (wall, from) = *anchor.get_or_insert((Instant::now(), clock));
-            let due = wall + Duration::from_secs_f64(((clock - from) / x).clamp(0.0, 1e9));
-            while Instant::now() < due && signals.stop_reason().is_none() {
-                std::thread::sleep((due - Instant::now()).min(CONTROL_POLL));
+        let line = match lines
+            .next_line()
+            .map_err(|e| Failure::runtime(crate::util::io_error(path, &e)))?
+        {
+            Next::Line(l) => l.to_vec(),
+            Next::End { .. } => match lines.rest() {
+                Some(l) => l.to_vec(),
+                None => break,
+            },
+        };
+        if speed != Speed::Max {
+            if let Some(t) = reader::parse(&line).as_ref().and_then(reader::line_time) {
+                clock = clock.max(t);
+                if let Some(due) = pace.due(clock) {
+                    while Instant::now() < due && signals.stop_reason().is_none() {
+                        std::thread::sleep((due - Instant::now()).min(CONTROL_POLL));
+                    }
+                }
             }
         }
-        let written = out.write_all(&buf).and_then(|_| {
-            if buf.ends_with(b"\n") {
-                Ok(())
-            } else {
-                out.write_all(b"\n")
-            }
-        });
-        if written.and_then(|_| out.flush()).is_err() {
+        let written = out
+            .write_all(&line)
+            .and_then(|_| out.write_all(b"\n"))
+            .and_then(|_| out.flush());
+        if written.is_err() {
             // The reader went away: it has what it wanted.
             break;
         }
@@ -542,34 +448,18 @@ fn stream_lines(path: &Path, speed: Speed, signals: &Signals) -> Result<i32, Fai
     Ok(signals.exit_code().unwrap_or(EXIT_OK))
 }
 
-/// A line's time on the record's clock, if it says one.
-fn line_time(line: &[u8]) -> Option<f64> {
-    #[derive(serde::Deserialize)]
-    struct Times {
-        t_s: Option<f64>,
-        elapsed_s: Option<f64>,
-        #[serde(rename = "type")]
-        kind: Option<String>,
-    }
-    let t: Times = serde_json::from_slice(line.trim_ascii()).ok()?;
-    match t.kind.as_deref() {
-        Some("footer") => t.elapsed_s,
-        _ => t.t_s,
-    }
-}
-
 /// A watch's record on the watch screen: its windows at their times (`--speed`), the
 /// screen's own keys (pause holds windows, r starts its span again).
 fn replay_watch(
-    path: &Path,
-    header: &Header,
-    opts: &ReplayOpts,
-    look: Look,
+    plan: &ReplayPlan,
+    speed: Speed,
+    fps: Option<u32>,
     signals: &Signals,
 ) -> Result<i32, Failure> {
     use crate::ui::theme::Glyphs;
     use crate::ui::watch::{WatchConfig, WatchEvent, WatchLoop};
 
+    let (path, header, look) = (&plan.path, &plan.header, &plan.look);
     let events = watch_events(path)?;
     let windows: Vec<(f64, &crate::event::ServerWindow)> = events
         .iter()
@@ -594,21 +484,21 @@ fn replay_watch(
         .filter(|s| s.is_finite() && *s > 0.0)
         .unwrap_or(1.0);
     let url = match header.config.endpoints.as_slice() {
-        [] => format!("record {}", display_name(path)),
-        [one] => format!("{one} (record {})", display_name(path)),
+        [] => format!("record {}", crate::util::file_name(path)),
+        [one] => format!("{one} (record {})", crate::util::file_name(path)),
         [first, ..] => format!(
             "{} servers ({first}, ...; record {})",
             header.config.endpoints.len(),
-            display_name(path)
+            crate::util::file_name(path)
         ),
     };
     let config = WatchConfig {
         url,
         server,
         interval: Duration::from_secs_f64(interval.min(3600.0)),
-        themes: look.themes,
+        themes: look.themes.clone(),
         glyphs: Glyphs::new(look.ascii),
-        keys: look.keys,
+        keys: look.keys.clone(),
         nodes: Vec::new(),
     };
     let started = Instant::now();
@@ -616,18 +506,16 @@ fn replay_watch(
         signals: signals.clone(),
         started,
         deadline: None,
-        fps: opts.display.fps.unwrap_or(4),
+        fps: fps.unwrap_or(4),
     };
     let (tx, rx) = crossbeam_channel::unbounded::<WatchEvent>();
-    let speed = opts.speed;
     // The thread ends when the screen has gone (its send fails) or the windows are played.
     std::thread::Builder::new()
         .name("infertop-replay-watch".into())
         .spawn(move || {
-            let from = events.first().map_or(0.0, |(t, _)| *t);
+            let mut pace = Pace::new(speed);
             for (t_s, ev) in events {
-                if let Speed::Times(x) = speed {
-                    let due = started + Duration::from_secs_f64(((t_s - from) / x).clamp(0.0, 1e9));
+                if let Some(due) = pace.due(t_s) {
                     while Instant::now() < due {
                         std::thread::sleep((due - Instant::now()).min(CONTROL_POLL));
                     }
@@ -640,16 +528,12 @@ fn replay_watch(
             std::thread::park();
         })
         .map_err(|e| Failure::runtime(format!("cannot start the replay thread: {e}")))?;
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::ui::watch::run(rx, config, &loop_opts)
-    }));
-    match result {
-        Ok(Ok(_)) => {
+    match crate::ui::watch::run(rx, config, &loop_opts) {
+        Ok(_) => {
             say!("infertop: replayed {} ({count} windows)", path.display());
             Ok(signals.exit_code().unwrap_or(EXIT_OK))
         }
-        Ok(Err(e)) => Err(Failure::runtime(format!("replay: the screen failed ({e})"))),
-        Err(_) => Err(Failure::runtime("replay: the screen panicked (see above)")),
+        Err(f) => Err(Failure::runtime(format!("replay: {f}"))),
     }
 }
 

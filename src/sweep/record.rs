@@ -244,13 +244,13 @@ pub struct SweepComparison {
 
 /// `synthetic:tiny, f32` (the header's model and dtype; a grid's lists as written).
 fn build_of(h: &Header) -> String {
-    match h.config.engine.as_deref() {
-        Some("http") => h
-            .config
+    if h.config.is_server() {
+        h.config
             .served_model
             .clone()
-            .unwrap_or_else(|| h.config.endpoints.join(", ")),
-        _ => format!("{}, {}", h.config.model, h.config.dtype),
+            .unwrap_or_else(|| h.config.endpoints.join(", "))
+    } else {
+        format!("{}, {}", h.config.model, h.config.dtype)
     }
 }
 

@@ -83,9 +83,9 @@ impl Look {
 
 /// Runs the dashboard on `app` until quit, a signal, or the engine finishing and the user
 /// quitting. `on_event` is called for every event drained from the channel, after `app` has
-/// folded it (the session writes the record there). The terminal is restored on every path; a
-/// panic is restored by the hook `ratatui::init` installs. Returns why it stopped and the
-/// final state (whose fold the summary comes from).
+/// folded it (the session writes the record there). The terminal is restored on every path
+/// (`on_terminal`). Returns why it stopped; `app` keeps the final state, whose fold the summary
+/// comes from, after a failure too.
 pub fn run_dashboard(
     events: Receiver<Event>,
     control: Sender<Control>,
@@ -93,39 +93,100 @@ pub fn run_dashboard(
     fps: u32,
     signals: &Signals,
     on_event: &mut dyn FnMut(&Event, &mut App),
-) -> anyhow::Result<StopReason> {
+) -> Result<StopReason, ScreenFailure> {
     tty::lower_ui_priority();
-    let mut terminal = enter_terminal()?;
-    // ratatui's hook restores the terminal on a panic on any thread; a worker panic is the
-    // worker's to report (as ERROR in the dashboard), so it must not reach that hook.
-    crate::util::quiet_engine_panics();
     let loop_opts = LoopOptions {
         fps,
         signals: signals.clone(),
         started: Instant::now(),
         deadline: None,
     };
-    let result = run_app(
-        &mut terminal,
-        &mut TerminalInput,
-        &events,
-        &control,
-        app,
-        &loop_opts,
-        STOP_WAIT,
-        on_event,
-    );
-    leave_terminal(terminal);
-    result
+    on_terminal("dashboard", |terminal| {
+        run_app(
+            terminal,
+            &mut TerminalInput,
+            &events,
+            &control,
+            app,
+            &loop_opts,
+            STOP_WAIT,
+            on_event,
+        )
+    })
 }
 
-/// The dashboard's terminal, as `run_dashboard` and `watch` draw on it.
-pub(crate) type DashboardTerminal =
+/// Draws `screen` over `events` in the terminal until q, a signal or the end the screen says
+/// (a replay's, a follow's), restoring the terminal on every path.
+pub fn show<S: Screen>(
+    what: &'static str,
+    screen: &mut S,
+    events: &Receiver<S::Event>,
+    opts: &LoopOptions,
+) -> Result<StopReason, ScreenFailure> {
+    on_terminal(what, |terminal| {
+        run_screen(
+            terminal,
+            &mut TerminalInput,
+            events,
+            None,
+            screen,
+            opts,
+            &mut |_, _| {},
+        )
+    })
+}
+
+/// Why a screen ended early: it failed (the terminal went away, a write failed), or it
+/// panicked (ratatui's hook restored the terminal and printed the panic).
+#[derive(Debug)]
+pub enum ScreenFailure {
+    Failed { what: &'static str, why: String },
+    Panicked { what: &'static str },
+}
+
+impl std::fmt::Display for ScreenFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScreenFailure::Failed { what, why } => write!(f, "the {what} failed ({why})"),
+            ScreenFailure::Panicked { what } => write!(f, "the {what} panicked (see above)"),
+        }
+    }
+}
+
+/// The one way a screen takes the terminal: raw mode, the alternate screen and ratatui's
+/// panic hook for `body`, engine panics kept quiet (they are the engine's to report), and the
+/// terminal given back whatever happens: `body`'s error, a panic in it (caught here, so the
+/// session still stops the engine and writes the record's footer), or its end.
+pub fn on_terminal<T>(
+    what: &'static str,
+    body: impl FnOnce(&mut DashboardTerminal) -> anyhow::Result<T>,
+) -> Result<T, ScreenFailure> {
+    let mut terminal = enter_terminal().map_err(|e| ScreenFailure::Failed {
+        what,
+        why: crate::util::one_line(&e.to_string()),
+    })?;
+    // ratatui's hook restores the terminal on a panic on any thread; a worker panic is the
+    // worker's to report (as ERROR in the dashboard), so it must not reach that hook.
+    crate::util::quiet_engine_panics();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&mut terminal)));
+    leave_terminal(terminal);
+    match result {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(ScreenFailure::Failed {
+            what,
+            why: crate::util::one_line(&e.to_string()),
+        }),
+        Err(_) => Err(ScreenFailure::Panicked { what }),
+    }
+}
+
+/// The terminal every screen draws on (`on_terminal`).
+pub type DashboardTerminal =
     Terminal<coalesce::Coalesce<ratatui::backend::CrosstermBackend<std::io::Stdout>>>;
 
 /// Takes over the terminal: raw mode, the alternate screen, and ratatui's panic hook (which
 /// restores the terminal on a panic on any thread). On failure the terminal is restored.
-pub(crate) fn enter_terminal() -> anyhow::Result<DashboardTerminal> {
+fn enter_terminal() -> anyhow::Result<DashboardTerminal> {
     match ratatui::try_init().and_then(|t| {
         // try_init set up raw mode, the alternate screen and the panic hook; the terminal it
         // returns is replaced by one whose backend bridges short gaps (fewer bytes a frame).
@@ -143,7 +204,7 @@ pub(crate) fn enter_terminal() -> anyhow::Result<DashboardTerminal> {
 }
 
 /// Gives the terminal back: cursor shown, raw mode and the alternate screen left.
-pub(crate) fn leave_terminal(mut terminal: DashboardTerminal) {
+fn leave_terminal(mut terminal: DashboardTerminal) {
     // Terminal's Drop reports a failure to show the cursor with eprintln!, which panics when
     // stderr is a hung-up terminal (an SSH connection dropped); show it here, ignoring errors,
     // and skip the Drop so the run can still write its record footer and exit cleanly.

@@ -75,23 +75,22 @@ impl Screen for WatchState {
 }
 
 /// Takes over the terminal, runs the screen until quit, a signal, `--duration` or an error,
-/// and gives the terminal back on every one of those paths.
+/// and gives the terminal back on every one of those paths (`ui::on_terminal`).
 pub fn run(
     events: Receiver<WatchEvent>,
     config: WatchConfig,
     opts: &WatchLoop,
-) -> anyhow::Result<StopReason> {
+) -> Result<StopReason, crate::ui::ScreenFailure> {
     let mut state = WatchState::new(config);
-    let mut terminal = super::enter_terminal()?;
-    let result = run_loop(
-        &mut terminal,
-        &mut super::TerminalInput,
-        &events,
-        &mut state,
-        opts,
-    );
-    super::leave_terminal(terminal);
-    result
+    super::on_terminal("watch screen", |terminal| {
+        run_loop(
+            terminal,
+            &mut super::TerminalInput,
+            &events,
+            &mut state,
+            opts,
+        )
+    })
 }
 
 /// The loop on any backend and input (tests drive it on a `TestBackend`).
