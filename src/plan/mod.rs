@@ -96,9 +96,13 @@ pub fn run(opts: &RunOpts) -> Result<RunPlan, Failure> {
     })
 }
 
+/// `--telemetry-gpu` names the GPU to sample; without it, the run's own device.
 fn telemetry(opts: &RunOpts, device: TelemetryDevice) -> Option<Telemetry> {
     (!opts.output.no_telemetry).then_some(Telemetry {
-        device,
+        device: opts
+            .output
+            .telemetry_gpu
+            .map_or(device, TelemetryDevice::Gpu),
         interval: opts.output.sample_interval,
     })
 }

@@ -191,6 +191,11 @@ pub struct OutputOpts {
     /// Do not start the telemetry thread.
     #[arg(long)]
     pub no_telemetry: bool,
+    /// Sample this GPU's NVML figures (memory, processes, utilisation, power, clocks) beside
+    /// the run: its NVML index, as nvidia-smi numbers them. For a CPU run or a server on this
+    /// machine; a CUDA run samples its own device without it.
+    #[arg(long, value_name = "INDEX", conflicts_with = "no_telemetry")]
+    pub telemetry_gpu: Option<u32>,
     /// A previous run's record: the dashboard shows its p50/p99 beside the live ones.
     #[arg(long)]
     pub baseline: Option<PathBuf>,

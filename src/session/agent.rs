@@ -13,10 +13,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::event::Sample;
 use crate::exit::{Failure, EXIT_OK};
 use crate::plan::opts::AgentOpts;
 use crate::scrape::exporter as names;
 use crate::signals::Signals;
+use crate::telemetry::nvml::{self, Nvml};
 use crate::util::say;
 
 /// Connections served at once; more are answered 503 at once.
@@ -41,12 +43,12 @@ pub fn agent(args: &AgentOpts) -> Result<i32, Failure> {
         .map_err(|e| Failure::runtime(format!("agent: {e}")))?;
     let signals =
         Signals::register().map_err(|e| Failure::runtime(format!("cannot watch signals: {e}")))?;
-    let nvml = match crate::telemetry::nvml::init() {
-        Ok(n) => Ok(n),
-        Err(reason) => Err(crate::telemetry::nvml::unavailable_message(&reason)),
-    };
+    let nvml = nvml::init().map_err(|reason| nvml::unavailable_message(&reason));
     let gpus = match &nvml {
-        Ok(n) => format!("{} GPUs", n.device_count().unwrap_or(0)),
+        Ok(n) => match nvml::device_count(n) {
+            Ok(count) => format!("{count} GPUs"),
+            Err(e) => format!("no GPUs listed: {e}"),
+        },
         Err(message) => format!("{message}; host figures only"),
     };
     say!(
@@ -57,7 +59,10 @@ pub fn agent(args: &AgentOpts) -> Result<i32, Failure> {
             ": anyone who can reach this address can read it"
         }
     );
-    let nvml = Arc::new(Mutex::new(nvml));
+    let nvml = Arc::new(Mutex::new(Gpus {
+        nvml,
+        said: Vec::new(),
+    }));
     let busy = Arc::new(AtomicUsize::new(0));
     let mut warned = None;
     while signals.stop_reason().is_none() {
@@ -108,11 +113,14 @@ fn respond(mut conn: TcpStream, status: &str, body: &str) -> std::io::Result<()>
     conn.flush()
 }
 
+/// NVML as the agent holds it, and the GPUs whose failure it has said on stderr (once each).
+struct Gpus {
+    nvml: Result<Nvml, String>,
+    said: Vec<u32>,
+}
+
 /// One request: its head read, `/metrics` (or `/`) answered, anything else 404.
-fn serve(
-    mut conn: TcpStream,
-    nvml: &Mutex<Result<nvml_wrapper::Nvml, String>>,
-) -> std::io::Result<()> {
+fn serve(mut conn: TcpStream, gpus: &Mutex<Gpus>) -> std::io::Result<()> {
     conn.set_nonblocking(false)?;
     conn.set_read_timeout(Some(READ_TIMEOUT))?;
     let mut head = Vec::with_capacity(1024);
@@ -135,15 +143,24 @@ fn serve(
         return respond(conn, "404 Not Found", "the figures are at /metrics\n");
     }
     let page = {
-        let guard = nvml.lock().unwrap_or_else(|p| p.into_inner());
-        page(&guard)
+        let mut guard = gpus.lock().unwrap_or_else(|p| p.into_inner());
+        let (page, failed) = page(&guard.nvml);
+        for (index, reason) in failed {
+            if !guard.said.contains(&index) {
+                guard.said.push(index);
+                say!("infertop agent: GPU {index}: {reason}; its figures are left out, the others are served");
+            }
+        }
+        page
     };
     respond(conn, "200 OK", &page)
 }
 
-/// The whole page: NVML's figures per GPU (or why there are none) and the host's.
-pub fn page(nvml: &Result<nvml_wrapper::Nvml, String>) -> String {
+/// The whole page: NVML's figures per GPU (or why there are none) and the host's, with the
+/// GPUs that could not be read (NVML index, why), which the page also says in comments.
+pub fn page(nvml: &Result<Nvml, String>) -> (String, Vec<(u32, String)>) {
     let mut out = String::with_capacity(4096);
+    let mut failed = Vec::new();
     match nvml {
         Ok(n) => {
             gauge(
@@ -152,7 +169,7 @@ pub fn page(nvml: &Result<nvml_wrapper::Nvml, String>) -> String {
                 "1 when NVML could be read",
                 &[((String::new()), 1.0)],
             );
-            gpu_figures(&mut out, n);
+            failed = gpu_figures(&mut out, n);
         }
         Err(message) => {
             let _ = writeln!(out, "# {}", crate::util::one_line(message));
@@ -165,7 +182,7 @@ pub fn page(nvml: &Result<nvml_wrapper::Nvml, String>) -> String {
         }
     }
     host_figures(&mut out);
-    out
+    (out, failed)
 }
 
 fn escape(v: &str) -> String {
@@ -194,9 +211,18 @@ fn gauge(out: &mut String, name: &str, help: &str, samples: &[(String, f64)]) {
     }
 }
 
-fn gpu_figures(out: &mut String, nvml: &nvml_wrapper::Nvml) {
-    use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
-    let count = nvml.device_count().unwrap_or(0);
+/// Every GPU's figures, read through `telemetry::nvml` as the sampler reads them. A GPU that
+/// cannot be read (fallen off the bus, driver gone) gets a comment line and no figures, and is
+/// returned with the reason; the others are served.
+fn gpu_figures(out: &mut String, nvml: &Nvml) -> Vec<(u32, String)> {
+    let mut failed = Vec::new();
+    let count = match nvml::device_count(nvml) {
+        Ok(count) => count,
+        Err(reason) => {
+            let _ = writeln!(out, "# {}", crate::util::one_line(&reason));
+            return failed;
+        }
+    };
     type Series = Vec<(String, f64)>;
     let (mut util, mut mem_util, mut used, mut total, mut power, mut clock, mut temp): (
         Series,
@@ -207,32 +233,32 @@ fn gpu_figures(out: &mut String, nvml: &nvml_wrapper::Nvml) {
         Series,
         Series,
     ) = Default::default();
+    let pid = std::process::id();
     for i in 0..count {
-        let Ok(d) = nvml.device_by_index(i) else {
+        let mut s = Sample::default();
+        if let Err(reason) = nvml::read_index(nvml, i, pid, &mut s) {
+            let _ = writeln!(out, "# GPU {i}: {}", crate::util::one_line(&reason));
+            failed.push((i, reason));
             continue;
-        };
+        }
+        let (name, uuid) = nvml::identity(nvml, i);
         let labels = format!(
             "gpu=\"{i}\",uuid=\"{}\",name=\"{}\"",
-            escape(&d.uuid().unwrap_or_default()),
-            escape(&d.name().unwrap_or_default())
+            escape(uuid.as_deref().unwrap_or_default()),
+            escape(name.as_deref().unwrap_or_default())
         );
-        if let Ok(u) = d.utilization_rates() {
-            util.push((labels.clone(), f64::from(u.gpu)));
-            mem_util.push((labels.clone(), f64::from(u.memory)));
-        }
-        if let Ok(m) = d.memory_info() {
-            used.push((labels.clone(), m.used as f64));
-            total.push((labels.clone(), m.total as f64));
-        }
-        if let Ok(mw) = d.power_usage() {
-            power.push((labels.clone(), f64::from(mw) / 1000.0));
-        }
-        if let Ok(mhz) = d.clock_info(Clock::SM) {
-            clock.push((labels.clone(), f64::from(mhz)));
-        }
-        if let Ok(c) = d.temperature(TemperatureSensor::Gpu) {
-            temp.push((labels, f64::from(c)));
-        }
+        let push = |series: &mut Series, v: Option<f64>| {
+            if let Some(v) = v {
+                series.push((labels.clone(), v));
+            }
+        };
+        push(&mut util, s.gpu_util_pct.map(f64::from));
+        push(&mut mem_util, s.mem_util_pct.map(f64::from));
+        push(&mut used, s.device_used_bytes.map(|b| b as f64));
+        push(&mut total, s.device_total_bytes.map(|b| b as f64));
+        push(&mut power, s.power_w);
+        push(&mut clock, s.sm_clock_mhz.map(f64::from));
+        push(&mut temp, s.temperature_c.map(f64::from));
     }
     gauge(
         out,
@@ -276,6 +302,7 @@ fn gpu_figures(out: &mut String, nvml: &nvml_wrapper::Nvml) {
         "GPU temperature, degrees Celsius (NVML)",
         &temp,
     );
+    failed
 }
 
 /// CPU seconds busy and in all (from /proc/stat), memory (/proc/meminfo), load (/proc/loadavg).
@@ -357,7 +384,8 @@ mod tests {
 
     #[test]
     fn the_page_reads_back_as_an_exporter_without_nvml() {
-        let page = page(&Err("NVML unavailable: no driver".into()));
+        let (page, failed) = page(&Err("NVML unavailable: no driver".into()));
+        assert!(failed.is_empty());
         assert!(page.contains("# NVML unavailable: no driver"), "{page}");
         assert!(page.contains(&format!("{} 0", names::AGENT_NVML)), "{page}");
         let s = crate::scrape::exporter::parse(&page).unwrap();

@@ -8,7 +8,7 @@ use nvml_wrapper::enum_wrappers::device::Clock;
 use nvml_wrapper::Nvml;
 use serde::Serialize;
 
-use super::nvml;
+use super::nvml::{self, best_effort};
 use crate::util::format;
 
 /// Everything `infertop devices` reports.
@@ -53,6 +53,13 @@ pub struct GpuInfo {
     pub memory_bandwidth_bytes_per_s: Option<f64>,
     /// Compute capability, e.g. "9.0".
     pub compute_capability: Option<String>,
+    /// Whether MIG mode is on (the GPU partitioned into instances); `None` where NVML does not
+    /// say (GPUs without MIG answer "not supported").
+    pub mig_enabled: Option<bool>,
+    /// Why the GPU could not be read, when NVML says it is gone (fallen off the bus, ...):
+    /// the fields after it are then `None`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// Theoretical memory bandwidth in bytes/s = bus width (bits) / 8 × memory clock (Hz) × 2.
@@ -157,28 +164,35 @@ fn gpu_info(nvml: &Nvml, index: u32) -> GpuInfo {
         memory_bus_width_bits: None,
         memory_bandwidth_bytes_per_s: None,
         compute_capability: None,
+        mig_enabled: None,
+        error: None,
     };
-    let Ok(device) = nvml.device_by_index(index) else {
-        return info;
+    let device = match nvml.device_by_index(index) {
+        Ok(device) => device,
+        Err(e) => {
+            info.error = Some(format!("NVML: {e}"));
+            return info;
+        }
     };
-    info.name = device.name().ok();
-    info.uuid = device.uuid().ok();
-    info.memory_total_bytes = device.memory_info().ok().map(|m| m.total);
-    info.max_sm_clock_mhz = device.max_clock_info(Clock::SM).ok();
-    info.max_mem_clock_mhz = device.max_clock_info(Clock::Memory).ok();
-    info.power_limit_w = device
-        .enforced_power_limit()
-        .ok()
-        .map(|mw| f64::from(mw) / 1000.0);
-    info.memory_bus_width_bits = device.memory_bus_width().ok();
+    // Each read is best effort; once one says the GPU is gone, nothing more is asked of it.
+    let mut gone = None;
+    let gone = &mut gone;
+    info.name = best_effort(gone, || device.name());
+    info.uuid = best_effort(gone, || device.uuid());
+    info.memory_total_bytes = best_effort(gone, || device.memory_info()).map(|m| m.total);
+    info.max_sm_clock_mhz = best_effort(gone, || device.max_clock_info(Clock::SM));
+    info.max_mem_clock_mhz = best_effort(gone, || device.max_clock_info(Clock::Memory));
+    info.power_limit_w =
+        best_effort(gone, || device.enforced_power_limit()).map(|mw| f64::from(mw) / 1000.0);
+    info.memory_bus_width_bits = best_effort(gone, || device.memory_bus_width());
     info.memory_bandwidth_bytes_per_s = info
         .memory_bus_width_bits
         .zip(info.max_mem_clock_mhz)
         .map(|(bits, mhz)| theoretical_bandwidth_bytes_per_s(bits, mhz));
-    info.compute_capability = device
-        .cuda_compute_capability()
-        .ok()
+    info.compute_capability = best_effort(gone, || device.cuda_compute_capability())
         .map(|c| format!("{}.{}", c.major, c.minor));
+    info.mig_enabled = best_effort(gone, || device.mig_mode()).map(|m| m.current == 1);
+    info.error = gone.take().map(|e| format!("NVML: {e}"));
     info
 }
 
@@ -244,6 +258,17 @@ fn render_text(report: &DevicesReport) -> String {
         out,
         "* theoretical: bus width / 8 × max memory clock × 2 (double data rate)"
     );
+    for g in &report.gpus {
+        if let Some(error) = &g.error {
+            let _ = writeln!(out, "GPU {:<4}{error}", g.index);
+        } else if g.mig_enabled == Some(true) {
+            let _ = writeln!(
+                out,
+                "GPU {:<4}MIG mode on: the figures are the whole GPU's (its instances are not listed)",
+                g.index
+            );
+        }
+    }
     out
 }
 
@@ -312,6 +337,8 @@ mod tests {
                 memory_bus_width_bits: Some(5120),
                 memory_bandwidth_bytes_per_s: Some(theoretical_bandwidth_bytes_per_s(5120, 2619)),
                 compute_capability: Some("9.0".into()),
+                mig_enabled: Some(false),
+                error: None,
             }],
             nvml_unavailable: None,
         };

@@ -10,7 +10,8 @@ use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
-use nvml_wrapper::{Device, Nvml};
+use nvml_wrapper::Device;
+pub use nvml_wrapper::Nvml;
 
 use super::Source;
 use crate::event::{GpuProcess, Sample};
@@ -20,14 +21,33 @@ pub fn unavailable_message(reason: &str) -> String {
     format!("NVML unavailable: {reason}")
 }
 
-/// Opens NVML, keeping the reason when it cannot (no driver, no library, no permission).
+/// Names the NVML library to load instead of the system's `libnvidia-ml.so.1`: a driver
+/// installed outside the loader's path, or the simulated library the tests build
+/// (tests/nvml-sim).
+pub const LIBRARY_ENV: &str = "INFERTOP_NVML_LIBRARY";
+
+/// Opens NVML, keeping the reason when it cannot (no driver, no library, no permission): the
+/// library `INFERTOP_NVML_LIBRARY` names, or the system's.
 pub fn init() -> Result<Nvml, String> {
-    Nvml::init().map_err(|e| match e {
+    let library = std::env::var_os(LIBRARY_ENV).filter(|p| !p.is_empty());
+    let opened = match &library {
+        Some(path) => Nvml::builder().lib_path(path).init(),
+        None => Nvml::init(),
+    };
+    opened.map_err(|e| match e {
         // The loader's own message already names the library ("libnvidia-ml.so.1: cannot open
         // shared object file: ..."); the wrapper's prefix adds nothing.
         NvmlError::LibloadingError(e) => e.to_string(),
-        e => e.to_string(),
+        e => match &library {
+            Some(path) => format!("{e} ({LIBRARY_ENV}={})", path.to_string_lossy()),
+            None => e.to_string(),
+        },
     })
+}
+
+/// How many GPUs NVML lists (every GPU of the machine, whatever `CUDA_VISIBLE_DEVICES` says).
+pub fn device_count(nvml: &Nvml) -> Result<u32, String> {
+    nvml.device_count().map_err(|e| format!("NVML: {e}"))
 }
 
 /// How a CUDA ordinal names an NVML device once `CUDA_VISIBLE_DEVICES` is applied.
@@ -125,26 +145,46 @@ impl Source for NvmlSource {
     }
 
     fn sample(&mut self, sample: &mut Sample) -> Result<(), String> {
-        // The handle is looked up per sample because `Device` borrows `Nvml`; NVML caches
-        // handles, so this is a table lookup.
-        let device = self
-            .nvml
-            .device_by_index(self.index)
-            .map_err(|e| format!("NVML device {}: {e}", self.index))?;
-        read_device(&device, self.pid, sample)
+        read_index(&self.nvml, self.index, self.pid, sample)
+    }
+}
+
+/// Fills `sample` from the GPU NVML numbers `index`: the one read of a GPU's figures, shared
+/// by the sampler and `infertop agent`. `pid` is the process whose GPU memory goes in
+/// `process_device_bytes`. Per-field errors (not supported, no permission) leave the field
+/// `None`; an error that means the device or driver is gone (GPU lost, ...) is returned,
+/// with the fields read before it filled.
+pub fn read_index(nvml: &Nvml, index: u32, pid: u32, sample: &mut Sample) -> Result<(), String> {
+    // The handle is looked up per read because `Device` borrows `Nvml`; NVML caches handles,
+    // so this is a table lookup.
+    let device = nvml
+        .device_by_index(index)
+        .map_err(|e| format!("NVML device {index}: {e}"))?;
+    read_device(&device, pid, sample)
+}
+
+/// What names a GPU in a list of them: its name and UUID, `None` where NVML does not say.
+pub fn identity(nvml: &Nvml, index: u32) -> (Option<String>, Option<String>) {
+    match nvml.device_by_index(index) {
+        Ok(device) => (device.name().ok(), device.uuid().ok()),
+        Err(_) => (None, None),
     }
 }
 
 /// Fills `sample` from `device`. Per-field errors leave the field `None`; an error that means
-/// the device or driver is gone is returned after the fields that still worked are filled.
+/// the device or driver is gone is returned after the fields read before it are filled, and
+/// nothing is asked of the device after it (on a GPU that fell off the bus each call can take
+/// long to fail).
 fn read_device(device: &Device<'_>, pid: u32, sample: &mut Sample) -> Result<(), String> {
     let mut gone: Option<NvmlError> = None;
+    let gone = &mut gone;
 
-    if let Some(mem) = best_effort(device.memory_info(), &mut gone) {
+    // Memory first: a GPU that is gone is found before anything else is asked of it.
+    if let Some(mem) = best_effort(gone, || device.memory_info()) {
         sample.device_used_bytes = Some(mem.used);
         sample.device_total_bytes = Some(mem.total);
     }
-    if let Some(procs) = best_effort(device.running_compute_processes(), &mut gone) {
+    if let Some(procs) = best_effort(gone, || device.running_compute_processes()) {
         sample.process_device_bytes = process_bytes(&procs, pid);
         sample.gpu_processes = gpu_processes(&procs, |pid| {
             std::fs::read_to_string(format!("/proc/{pid}/comm"))
@@ -152,34 +192,40 @@ fn read_device(device: &Device<'_>, pid: u32, sample: &mut Sample) -> Result<(),
                 .unwrap_or_else(|_| "?".to_string())
         });
     }
-    if let Some(util) = best_effort(device.utilization_rates(), &mut gone) {
+    if let Some(util) = best_effort(gone, || device.utilization_rates()) {
         sample.gpu_util_pct = Some(util.gpu);
         sample.mem_util_pct = Some(util.memory);
     }
-    sample.power_w = best_effort(device.power_usage(), &mut gone).map(milli_to_unit);
-    sample.power_limit_w = best_effort(device.enforced_power_limit(), &mut gone).map(milli_to_unit);
-    sample.temperature_c = best_effort(device.temperature(TemperatureSensor::Gpu), &mut gone);
-    sample.sm_clock_mhz = best_effort(device.clock_info(Clock::SM), &mut gone);
-    sample.mem_clock_mhz = best_effort(device.clock_info(Clock::Memory), &mut gone);
-    if let Some(reasons) = best_effort(device.current_throttle_reasons(), &mut gone) {
+    sample.power_w = best_effort(gone, || device.power_usage()).map(milli_to_unit);
+    sample.power_limit_w = best_effort(gone, || device.enforced_power_limit()).map(milli_to_unit);
+    sample.temperature_c = best_effort(gone, || device.temperature(TemperatureSensor::Gpu));
+    sample.sm_clock_mhz = best_effort(gone, || device.clock_info(Clock::SM));
+    sample.mem_clock_mhz = best_effort(gone, || device.clock_info(Clock::Memory));
+    if let Some(reasons) = best_effort(gone, || device.current_throttle_reasons()) {
         sample.throttle = throttle_reasons(reasons);
     }
     sample.energy_j =
-        best_effort(device.total_energy_consumption(), &mut gone).map(|mj| mj as f64 / 1000.0);
+        best_effort(gone, || device.total_energy_consumption()).map(|mj| mj as f64 / 1000.0);
 
-    match gone {
+    match gone.take() {
         Some(e) => Err(format!("NVML: {e}")),
         None => Ok(()),
     }
 }
 
-/// `Some(value)` on success. On error, `None`, and errors that mean NVML can no longer be used
-/// are kept in `gone` (the first one).
-fn best_effort<T>(result: Result<T, NvmlError>, gone: &mut Option<NvmlError>) -> Option<T> {
-    match result {
+/// `read()`'s value on success. On error, `None`, and an error that means NVML can no longer
+/// be used is kept in `gone`; once `gone` holds one, `read` is not called.
+pub(super) fn best_effort<T>(
+    gone: &mut Option<NvmlError>,
+    read: impl FnOnce() -> Result<T, NvmlError>,
+) -> Option<T> {
+    if gone.is_some() {
+        return None;
+    }
+    match read() {
         Ok(value) => Some(value),
         Err(e) => {
-            if is_fatal(&e) && gone.is_none() {
+            if is_fatal(&e) {
                 *gone = Some(e);
             }
             None
@@ -302,19 +348,25 @@ mod tests {
     }
 
     #[test]
-    fn best_effort_keeps_the_first_fatal_error() {
+    fn best_effort_stops_at_the_first_fatal_error() {
         let mut gone = None;
-        assert_eq!(best_effort(Ok(3), &mut gone), Some(3));
+        assert_eq!(best_effort(&mut gone, || Ok(3)), Some(3));
         assert_eq!(
-            best_effort::<u32>(Err(NvmlError::NotSupported), &mut gone),
+            best_effort::<u32>(&mut gone, || Err(NvmlError::NotSupported)),
             None
         );
         assert!(gone.is_none());
-        assert_eq!(best_effort::<u32>(Err(NvmlError::GpuLost), &mut gone), None);
         assert_eq!(
-            best_effort::<u32>(Err(NvmlError::Uninitialized), &mut gone),
+            best_effort::<u32>(&mut gone, || Err(NvmlError::GpuLost)),
             None
         );
+        let mut asked = false;
+        let after = best_effort(&mut gone, || {
+            asked = true;
+            Ok(4)
+        });
+        assert_eq!(after, None);
+        assert!(!asked, "a read after the GPU was lost");
         assert!(matches!(gone, Some(NvmlError::GpuLost)));
     }
 

@@ -30,6 +30,9 @@ pub enum TelemetryDevice {
     Cpu,
     /// CUDA device ordinal, as candle's `Device::new_cuda(ordinal)`.
     Cuda(usize),
+    /// A GPU by its NVML index (as nvidia-smi numbers them), watched beside a run that does
+    /// not compute on it: a CPU run, or a server on this machine (`--telemetry-gpu`).
+    Gpu(u32),
 }
 
 /// Resident set size and its peak.
@@ -136,7 +139,7 @@ pub fn spawn(
 }
 
 /// Starts the sampler with the sources for `device`: process memory and the counting allocator,
-/// plus NVML for a CUDA device (or a note saying why NVML is unavailable). NVML is opened on the
+/// plus NVML for a GPU (or a note saying why NVML is unavailable). NVML is opened on the
 /// sampler thread, since initialising it can take a while on a GPU without persistence mode.
 pub fn spawn_default(
     device: TelemetryDevice,
@@ -150,11 +153,16 @@ pub fn spawn_default(
 /// The sources `spawn_default` uses for `device`.
 pub fn default_sources(device: TelemetryDevice) -> Vec<Box<dyn Source>> {
     let mut sources: Vec<Box<dyn Source>> = vec![Box::new(ProcessSource), Box::new(AllocSource)];
-    if let TelemetryDevice::Cuda(ordinal) = device {
-        match nvml::NvmlSource::for_cuda_ordinal(ordinal) {
-            Ok(source) => sources.push(Box::new(source)),
-            Err(reason) => sources.push(Box::new(NvmlUnavailable::new(&reason))),
+    let opened = match device {
+        TelemetryDevice::Cpu => return sources,
+        TelemetryDevice::Cuda(ordinal) => nvml::NvmlSource::for_cuda_ordinal(ordinal),
+        TelemetryDevice::Gpu(index) => {
+            nvml::NvmlSource::open_ref(&nvml::NvmlDeviceRef::Index(index))
         }
+    };
+    match opened {
+        Ok(source) => sources.push(Box::new(source)),
+        Err(reason) => sources.push(Box::new(NvmlUnavailable::new(&reason))),
     }
     sources
 }
@@ -245,7 +253,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_sources_try_nvml_only_for_cuda() {
+    fn default_sources_try_nvml_only_for_a_gpu() {
         let names = |d| {
             default_sources(d)
                 .iter()
@@ -255,6 +263,10 @@ mod tests {
         assert_eq!(names(TelemetryDevice::Cpu), vec!["process", "allocator"]);
         assert_eq!(
             names(TelemetryDevice::Cuda(0)),
+            vec!["process", "allocator", "nvml"]
+        );
+        assert_eq!(
+            names(TelemetryDevice::Gpu(1)),
             vec!["process", "allocator", "nvml"]
         );
     }

@@ -1,5 +1,6 @@
 //! Helpers shared by the integration tests (each test binary uses what it needs).
 #![allow(dead_code)]
 
+pub mod nvml_sim;
 pub mod pty;
 pub mod traffic_server;

@@ -20,6 +20,17 @@ impl Session {
     /// Starts `infertop ARGS` in a `cols`×`rows` terminal with `scrollback` lines kept, so
     /// what is printed after the dashboard (the summary) can be read too.
     pub fn start<S: AsRef<OsStr>>(args: &[S], cols: u16, rows: u16, scrollback: usize) -> Session {
+        Self::start_with_env(args, &[], cols, rows, scrollback)
+    }
+
+    /// As `start`, with these environment variables set for the child.
+    pub fn start_with_env<S: AsRef<OsStr>>(
+        args: &[S],
+        env: &[(&str, &OsStr)],
+        cols: u16,
+        rows: u16,
+        scrollback: usize,
+    ) -> Session {
         let pty = native_pty_system()
             .openpty(PtySize {
                 rows,
@@ -33,6 +44,9 @@ impl Session {
         cmd.env("TERM", "xterm-256color");
         cmd.env("RUST_BACKTRACE", "0");
         cmd.env_remove("NO_COLOR");
+        for (key, value) in env {
+            cmd.env(key, value);
+        }
         let child = pty.slave.spawn_command(cmd).expect("spawn infertop");
         drop(pty.slave);
         let mut reader = pty.master.try_clone_reader().expect("reader");

@@ -35,7 +35,12 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     let left = inner.height - text_rows;
     if left >= STRIP_MIN_ROWS && app.memory.len() > 1 {
         let strip = Rect::new(inner.x, inner.y + text_rows, inner.width, left);
-        if app.gpu.len() > 1 && strip.width >= 60 {
+        // Only while the GPU is read: after it is lost, its last figures are not "now".
+        let gpu_now = sample.gpu_util_pct.is_some()
+            || sample.sm_clock_mhz.is_some()
+            || sample.power_w.is_some()
+            || sample.temperature_c.is_some();
+        if gpu_now && app.gpu.len() > 1 && strip.width >= 60 {
             // Memory, utilisation, SM clock, power and temperature side by side, each on its
             // own scale, in step with each other (one column per telemetry sample).
             let parts: [Rect; 5] = Layout::horizontal([Constraint::Fill(1); 5])
