@@ -5,8 +5,8 @@
 
 use crate::event::{Event, RequestDone, RunInfo, StopReason};
 use crate::exit::{EXIT_FAILURE, EXIT_OK};
-use crate::record::resources::Resources;
-use crate::record::RunSummary;
+use crate::summary::resources::Resources;
+use crate::summary::RunSummary;
 use crate::signals::Signals;
 use crate::stats::{
     Breakdown, EndpointStats, PhaseStats, RunStats, ServerSteady, Window, RECENT_REQUESTS,

@@ -16,6 +16,7 @@ pub mod scrape;
 pub mod session;
 pub mod signals;
 pub mod stats;
+pub mod summary;
 pub mod sweep;
 pub mod telemetry;
 pub mod traffic;

@@ -407,8 +407,8 @@ fn timings_match_the_injected_truth() {
         panic!("RunStarted first")
     };
     assert_eq!(
-        (info.model.name.as_str(), info.model.source.as_str()),
-        ("test-model", "http")
+        (info.model.name.as_str(), info.model.source),
+        ("test-model", infertop::event::ModelSource::Http)
     );
     let seen = server.seen.lock().unwrap();
     let body: Value = serde_json::from_str(&seen.last().unwrap().1).unwrap();

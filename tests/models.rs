@@ -120,7 +120,7 @@ fn gguf_loads_and_runs() {
     let out = dir.path().join("tiny.gguf");
     make(&[out.to_str().unwrap(), "--preset", "tiny", "--gguf"]);
     let mut m = load(&ModelSpec::Gguf(out.clone()));
-    assert_eq!(m.info.source, "gguf");
+    assert_eq!(m.info.source, infertop::event::ModelSource::Gguf);
     assert_eq!(m.info.dtype, "q8_0");
     assert_eq!(m.info.layers, 4);
     let (ids, _) = greedy(&mut m.model, &PROMPT, 6);

@@ -69,7 +69,7 @@ fn model_info() -> ModelInfo {
     ModelInfo {
         name: "synthetic:soak".into(),
         arch: "llama".into(),
-        source: "synthetic".into(),
+        source: infertop::event::ModelSource::Synthetic,
         params: 8_030_000_000,
         active_params: 8_030_000_000,
         weight_bytes: 16_060_000_000,

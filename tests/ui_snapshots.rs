@@ -32,7 +32,7 @@ fn model() -> ModelInfo {
     ModelInfo {
         name: "synthetic:tiny".into(),
         arch: "llama".into(),
-        source: "synthetic".into(),
+        source: infertop::event::ModelSource::Synthetic,
         params: 4_620_000,
         active_params: 4_620_000,
         weight_bytes: 18_480_000,
@@ -871,7 +871,7 @@ fn client_beside_server() {
     s.start(5, 128, 16);
     let mut info = model();
     info.name = "m".into();
-    info.source = "http".into();
+    info.source = infertop::event::ModelSource::Http;
     s.apply(Event::RunStarted(Box::new(RunInfo {
         model: info,
         workload: workload(128, 16),
@@ -1015,7 +1015,7 @@ fn a_row_per_server() {
     let mut s = Sim::default();
     s.start(0, 128, 16);
     let mut info = model();
-    info.source = "http".into();
+    info.source = infertop::event::ModelSource::Http;
     s.apply(Event::RunStarted(Box::new(RunInfo {
         model: info,
         workload: workload(128, 16),

@@ -52,7 +52,7 @@ fn model() -> ModelInfo {
     ModelInfo {
         name: "synthetic:tiny".into(),
         arch: "llama".into(),
-        source: "synthetic".into(),
+        source: infertop::event::ModelSource::Synthetic,
         params: 4_620_000,
         active_params: 4_620_000,
         weight_bytes: 18_480_000,

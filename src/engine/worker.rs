@@ -189,7 +189,11 @@ fn run_on(
         sampler: cfg.sampling.clone().map(Sampler::new),
     };
     // candle's quantized (GGUF) models run batch 1 only (see the check in `plan`).
-    let max_batch = if info.source == "gguf" { 1 } else { MAX_BATCH };
+    let max_batch = if info.source == crate::event::ModelSource::Gguf {
+        1
+    } else {
+        MAX_BATCH
+    };
     let mut index: u64 = 0;
     let mut dialogue = cfg.traffic.conversations.clone().map(Dialogue::new);
     let limit = cfg.traffic.request_limit();

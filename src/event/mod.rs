@@ -18,14 +18,14 @@ mod sweep;
 mod telemetry;
 mod traffic;
 
-pub use model::{KvWindow, ModelInfo};
+pub use model::{KvWindow, ModelInfo, ModelSource};
 pub use request::{ClientDetail, ConnectionUse, HttpPhases, Origin, RequestDone, RequestFailed};
 pub use server::{
     GpuFigures, HostFigures, NodeTelemetry, ServerHistograms, ServerQuantiles, ServerSignals,
     ServerWindow, SignalHistograms,
 };
 pub use steps::{recycle, spare_steps, DecodeStep, StepBatch, STEP_BATCH};
-pub use sweep::{CellLen, CellParams, CellStart};
+pub use sweep::{CellLen, CellParams, CellStart, FloatDtype};
 pub use telemetry::{GpuProcess, Sample};
 pub use traffic::{DatasetInfo, TrafficInfo};
 

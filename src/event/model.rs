@@ -2,6 +2,24 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Where a model's weights came from, as records name it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ModelSource {
+    /// A Hugging Face directory.
+    Hf,
+    /// A GGUF file (candle's quantized models: batch 1 only).
+    Gguf,
+    /// Random weights of a named shape, built in memory.
+    #[default]
+    Synthetic,
+    /// A model behind a server (the http engine): its shape is not known here.
+    Http,
+    /// Written by a newer version.
+    #[serde(other)]
+    Other,
+}
+
 /// What every view knows about the model under test.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ModelInfo {
@@ -11,8 +29,8 @@ pub struct ModelInfo {
     /// `phi3`, `mixtral`, `qwen3_moe`, `gemma2`, `gemma3`), or `served` for a model behind a
     /// server (see [`Self::served`]).
     pub arch: String,
-    /// `hf`, `gguf` or `synthetic`.
-    pub source: String,
+    /// Where the weights came from (`hf`, `gguf`, `synthetic`), or `http` for a served model.
+    pub source: ModelSource,
     pub params: u64,
     /// Parameters one token runs through: `params` for dense models, less the experts a MoE
     /// router skips. Records written before this field read it as 0: see [`Self::active`].
@@ -54,7 +72,7 @@ impl ModelInfo {
         ModelInfo {
             name: name.to_string(),
             arch: "served".into(),
-            source: "http".into(),
+            source: ModelSource::Http,
             params: 0,
             active_params: 0,
             weight_bytes: 0,

@@ -2,6 +2,35 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The float dtype a candle model runs in (`--dtype`), as flags, records and sweep cells name
+/// it: `f32`, `f16`, `bf16`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum FloatDtype {
+    #[value(alias = "float32")]
+    F32,
+    #[value(alias = "float16", alias = "half")]
+    F16,
+    #[value(alias = "bfloat16")]
+    Bf16,
+}
+
+impl FloatDtype {
+    pub fn name(self) -> &'static str {
+        match self {
+            FloatDtype::F32 => "f32",
+            FloatDtype::F16 => "f16",
+            FloatDtype::Bf16 => "bf16",
+        }
+    }
+}
+
+impl std::fmt::Display for FloatDtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// A length of a sweep cell's workload: a number of tokens, or as written (a range such as
 /// `64..512`, or `text`: each prompt's own length). Fixed lengths are numbers in JSON; records
 /// written before that said `"16"`, which reads as the number.
@@ -77,7 +106,7 @@ pub struct CellParams {
     pub model: Option<String>,
     /// Candle sweeps over several dtypes (only then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dtype: Option<String>,
+    pub dtype: Option<FloatDtype>,
     /// Candle sweeps over several CPU thread counts (only then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
@@ -111,7 +140,7 @@ impl CellParams {
     /// The model, dtype and threads parts that are set: `tiny f16, 4 threads`.
     pub fn build_words(&self) -> Option<String> {
         let mut parts = Vec::new();
-        let what: Vec<&str> = [self.model.as_deref(), self.dtype.as_deref()]
+        let what: Vec<&str> = [self.model.as_deref(), self.dtype.map(FloatDtype::name)]
             .into_iter()
             .flatten()
             .collect();

@@ -598,15 +598,6 @@ impl Arch {
         self.row().name
     }
 
-    /// The `model_type` transformers writes for the architecture.
-    pub fn model_type(self) -> &'static str {
-        self.row().model_type
-    }
-
-    pub fn hf_class(self) -> &'static str {
-        self.row().hf_class
-    }
-
     /// Our name, a `model_type` or a class name (of the architecture or of a multimodal model
     /// whose text model it is), in any case.
     pub fn parse(s: &str) -> Option<Arch> {

@@ -97,6 +97,16 @@ impl ModelSpec {
     }
 }
 
+/// The candle dtype of a `--dtype`.
+pub fn candle_dtype(d: crate::event::FloatDtype) -> DType {
+    use crate::event::FloatDtype;
+    match d {
+        FloatDtype::F32 => DType::F32,
+        FloatDtype::F16 => DType::F16,
+        FloatDtype::Bf16 => DType::BF16,
+    }
+}
+
 pub fn dtype_name(d: DType) -> &'static str {
     match d {
         DType::F32 => "f32",
@@ -218,14 +228,14 @@ pub fn available_memory_bytes() -> Option<u64> {
 fn info_from(
     cfg: &ArchConfig,
     name: String,
-    source: &str,
+    source: crate::event::ModelSource,
     dtype: DType,
     device: &str,
 ) -> ModelInfo {
     ModelInfo {
         name,
         arch: cfg.arch.name().to_string(),
-        source: source.to_string(),
+        source,
         params: cfg.params(),
         active_params: cfg.active_params(),
         weight_bytes: cfg.params() * dtype.size_in_bytes() as u64,
@@ -270,7 +280,13 @@ pub fn load(
                 CausalLm::load(&cfg, vb, dtype, device).map_err(|e| cerr(&spec.display(), e))?;
             Ok(Loaded {
                 model,
-                info: info_from(&cfg, spec.display(), "synthetic", dtype, &dev_name),
+                info: info_from(
+                    &cfg,
+                    spec.display(),
+                    crate::event::ModelSource::Synthetic,
+                    dtype,
+                    &dev_name,
+                ),
                 eos_ids: cfg.eos_token_ids.clone(),
                 unapplied_window: unapplied_window(&cfg),
             })
@@ -292,7 +308,7 @@ pub fn load(
                 .unwrap_or_else(|| dir.display().to_string());
             Ok(Loaded {
                 model,
-                info: info_from(&cfg, name, "hf", dtype, &dev_name),
+                info: info_from(&cfg, name, crate::event::ModelSource::Hf, dtype, &dev_name),
                 eos_ids: cfg.eos_token_ids.clone(),
                 unapplied_window: unapplied_window(&cfg),
             })
@@ -347,7 +363,13 @@ mod tests {
         if let Some(a) = arch {
             cfg = presets::with_arch(cfg, a);
         }
-        info_from(&cfg, preset.into(), "synthetic", dtype, "cpu")
+        info_from(
+            &cfg,
+            preset.into(),
+            crate::event::ModelSource::Synthetic,
+            dtype,
+            "cpu",
+        )
     }
 
     /// Gemma's sliding layers hold at most their window: Gemma 3 1B (26 layers, 1 kv head of
@@ -422,7 +444,13 @@ mod tests {
                 window: 8
             })
         );
-        let info = info_from(&cfg, "g".into(), "hf", DType::F32, "cpu");
+        let info = info_from(
+            &cfg,
+            "g".into(),
+            crate::event::ModelSource::Hf,
+            DType::F32,
+            "cpu",
+        );
         // 2 × 2 × 32 × 4 = 512 bytes a layer and position.
         assert_eq!(info.expected_kv_bytes(100, 1), 512 * (2 * 100 + 8));
     }

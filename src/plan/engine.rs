@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::opts::{DTypeArg, RunOpts};
+use super::opts::RunOpts;
 use super::prompts::{load_tokenizer, prompt_source, prompt_texts, tokenizer_flag};
 use crate::engine::http::{self, HttpConfig};
 use crate::engine::worker::{self, WorkerConfig};
@@ -186,7 +186,7 @@ fn plan_candle(opts: &RunOpts) -> Result<WorkerConfig, Failure> {
     let dtype = opts
         .model
         .dtype
-        .map(DTypeArg::dtype)
+        .map(model::candle_dtype)
         .unwrap_or_else(|| device.default_dtype());
     let batch = w.batch;
 

@@ -56,7 +56,6 @@ pub struct Telemetry {
 /// Everything a run needs, validated.
 pub struct RunPlan {
     pub engine: EnginePlan,
-    pub slo: Slo,
     pub header: Header,
     pub outputs: Outputs,
     pub telemetry: Option<Telemetry>,
@@ -65,8 +64,6 @@ pub struct RunPlan {
     /// The dashboard; `None` when the run is headless.
     pub screen: Option<ScreenPlan>,
     pub faults: Faults,
-    /// CPU threads candle uses (set as RAYON_NUM_THREADS before anything starts).
-    pub threads: usize,
     /// `--jsonl`: the whole record on stdout (header first, footer last), nothing else there.
     pub jsonl: bool,
 }
@@ -81,7 +78,6 @@ pub fn run(opts: &RunOpts) -> Result<RunPlan, Failure> {
     Ok(RunPlan {
         telemetry: telemetry(opts, engine.telemetry_device()),
         header,
-        slo,
         screen,
         server_metrics,
         outputs: Outputs {
@@ -91,7 +87,6 @@ pub fn run(opts: &RunOpts) -> Result<RunPlan, Failure> {
         },
         jsonl: opts.output.jsonl,
         faults: opts.fault.unwrap_or_default(),
-        threads: engine::candle_threads(opts),
         engine,
     })
 }

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use candle_core::DType;
+use crate::event::FloatDtype;
 use clap::Args;
 
 use super::values;
@@ -20,27 +20,6 @@ use crate::traffic::dataset::{self, Format};
 use crate::traffic::{Order, SharedPrefix, ThinkTime, Turns, DEFAULT_BLOCK_SIZE};
 use crate::ui::ColorMode;
 
-/// `--dtype`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum DTypeArg {
-    #[value(alias = "float32")]
-    F32,
-    #[value(alias = "float16", alias = "half")]
-    F16,
-    #[value(alias = "bfloat16")]
-    Bf16,
-}
-
-impl DTypeArg {
-    pub fn dtype(self) -> DType {
-        match self {
-            DTypeArg::F32 => DType::F32,
-            DTypeArg::F16 => DType::F16,
-            DTypeArg::Bf16 => DType::BF16,
-        }
-    }
-}
-
 /// What model runs, and where (the candle engine).
 #[derive(Args, Debug, Clone)]
 #[command(next_help_heading = "Model")]
@@ -53,7 +32,7 @@ pub struct ModelOpts {
     pub device: DeviceSpec,
     /// f32, f16 or bf16 (default: f32 on CPU, bf16 on CUDA).
     #[arg(long, value_enum)]
-    pub dtype: Option<DTypeArg>,
+    pub dtype: Option<FloatDtype>,
     /// CPU threads for candle (default: all cores).
     #[arg(long, value_parser = values::positive_usize)]
     pub threads: Option<usize>,

@@ -5,14 +5,15 @@
 //! the cells are probes chosen as the sweep goes: each is planned once, when it is chosen
 //! (`ProbePlanner`), and the first of each workload now, so a mistake is one line up front.
 
-use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
+use clap::builder::{EnumValueParser, TypedValueParser};
 use clap::{ArgMatches, Args, Command, FromArgMatches};
 
-use super::engine::{candle_threads, EnginePlan};
-use super::opts::{DTypeArg, RunOpts};
+use super::engine::EnginePlan;
+use super::opts::RunOpts;
 use super::{header, telemetry, values, Outputs, ScreenPlan, Telemetry};
 use crate::engine::workload::LenSpec;
 use crate::event::CellParams;
+use crate::event::FloatDtype;
 use crate::exit::Failure;
 use crate::model::DeviceSpec;
 use crate::record::line::{Header, SearchConfig, SweepConfig};
@@ -74,7 +75,7 @@ pub struct SweepArgs {
     pub rate: Vec<f64>,
     /// The candle engine: models, dtypes and CPU thread counts, each a list.
     pub models: Vec<String>,
-    pub dtypes: Vec<DTypeArg>,
+    pub dtypes: Vec<FloatDtype>,
     pub threads: Vec<usize>,
     /// `--repetitions` was given (not its default).
     pub repetitions_given: bool,
@@ -84,17 +85,9 @@ pub struct SweepArgs {
 impl Args for SweepArgs {
     fn augment_args(cmd: Command) -> Command {
         let cmd = SweepOpts::augment_args(RunOpts::augment_args(cmd));
-        let formats = PossibleValuesParser::new(
-            SweepFormat::NAMES
-                .iter()
-                .map(|n| PossibleValue::new(*n))
-                .collect::<Vec<_>>(),
-        )
-        .map(|s| match s.as_str() {
-            "csv" => crate::record::SummaryFormat::Csv,
-            "json" | "jsonl" => crate::record::SummaryFormat::Json,
-            _ => crate::record::SummaryFormat::Md,
-        });
+        // One flag for both: the run's summary format is the sweep format's (its cells'
+        // summaries), and the sweep's is read back from the same argument.
+        let formats = EnumValueParser::<SweepFormat>::new().map(SweepFormat::summary_format);
         cmd.mut_arg("batch", |a| {
             a.value_delimiter(',')
                 .value_parser(values::list_count)
@@ -168,8 +161,8 @@ impl FromArgMatches for SweepArgs {
             .get_many::<String>("model")
             .map(|v| v.map(|s| s.trim().to_string()).collect())
             .unwrap_or_default();
-        let dtypes: Vec<DTypeArg> = m
-            .get_many::<DTypeArg>("dtype")
+        let dtypes: Vec<FloatDtype> = m
+            .get_many::<FloatDtype>("dtype")
             .map(|v| v.copied().collect())
             .unwrap_or_default();
         let repetitions_given = matches!(
@@ -183,7 +176,9 @@ impl FromArgMatches for SweepArgs {
         let format = m
             .get_raw("format")
             .and_then(|mut v| v.next())
-            .and_then(|v| SweepFormat::parse(&v.to_string_lossy()))
+            .and_then(|v| {
+                <SweepFormat as clap::ValueEnum>::from_str(&v.to_string_lossy(), true).ok()
+            })
             .unwrap_or_default();
         Ok(SweepArgs {
             run: RunOpts::from_arg_matches_mut(m)?,
@@ -244,10 +239,7 @@ fn axes(a: &SweepArgs) -> Axes {
             a.rate.iter().map(|&r| Some(r)).collect()
         },
         model: varied(&a.models).into_iter().map(Some).collect(),
-        dtype: varied(&a.dtypes)
-            .into_iter()
-            .map(|d| Some(crate::model::dtype_name(d.dtype()).to_string()))
-            .collect(),
+        dtype: varied(&a.dtypes).into_iter().map(Some).collect(),
         threads: varied(&a.threads).into_iter().map(Some).collect(),
     }
 }
@@ -264,7 +256,7 @@ fn cell_opts(base: &RunOpts, c: &CellSpec, requests: u64) -> RunOpts {
     if let Some(m) = &c.model {
         o.model.model = m.clone();
     }
-    if let Some(d) = c.dtype.as_deref().and_then(dtype_arg) {
+    if let Some(d) = c.dtype {
         o.model.dtype = Some(d);
     }
     if let Some(t) = c.threads {
@@ -275,11 +267,6 @@ fn cell_opts(base: &RunOpts, c: &CellSpec, requests: u64) -> RunOpts {
     o.output.record = None;
     o.output.headless = true;
     o
-}
-
-/// `f16` → `--dtype f16`, as the grid's cells name it.
-fn dtype_arg(name: &str) -> Option<DTypeArg> {
-    <DTypeArg as clap::ValueEnum>::from_str(name, true).ok()
 }
 
 /// A sweep's cells, planned.
@@ -327,7 +314,6 @@ pub struct SweepPlan {
     pub format: SweepFormat,
     pub telemetry: Option<Telemetry>,
     pub screen: Option<ScreenPlan>,
-    pub threads: usize,
     /// Run the CPU bandwidth probe for the roofline finding.
     pub probe: bool,
     /// `--reset-prefix-cache`: the endpoints whose caches every cell empties (checked before
@@ -552,7 +538,7 @@ pub fn plan(a: &SweepArgs) -> Result<SweepPlan, Failure> {
         header.config.dtype = a
             .dtypes
             .iter()
-            .map(|d| crate::model::dtype_name(d.dtype()))
+            .map(|d| d.name())
             .collect::<Vec<_>>()
             .join(",");
     }
@@ -594,12 +580,6 @@ pub fn plan(a: &SweepArgs) -> Result<SweepPlan, Failure> {
         format: a.format,
         telemetry,
         screen,
-        threads: a
-            .threads
-            .iter()
-            .copied()
-            .max()
-            .unwrap_or_else(|| candle_threads(&a.run)),
         probe: !a.opts.no_probe,
         reset_prefix_cache: if a.run.server.reset_prefix_cache {
             a.run.server.endpoint.clone()

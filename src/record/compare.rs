@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::reader::Record;
 use super::report::settling;
-use super::summary::format_value;
+use crate::summary::format_value;
 use crate::stats::{median_in_place, percentile_sorted, Metric, SettleRule, Summary};
 use crate::util::SplitMix64;
 

@@ -1,5 +1,8 @@
-//! Run records: the JSONL writer, the summary every mode prints, reports (settling, goodput,
-//! roofline, cost, plots) and comparisons. The format is documented in `docs/record-format.md`.
+//! Run records: the JSONL writer (`writer`), the one reader of the format and the record read
+//! whole (`reader`), a record's lines as the run's events (`feed`, which `replay`, `follow` and
+//! `report` all fold), the summary every mode prints, reports (settling, goodput, roofline,
+//! cost, plots), comparisons, merges of several records and Perfetto traces. The format is
+//! documented in `docs/record-format.md`.
 //!
 //! A record is JSON lines, each with a `type`:
 //! `header` (version, command line, config, model, machine), `request` (one per finished
@@ -14,10 +17,8 @@ pub mod merge;
 pub mod plot;
 pub mod reader;
 pub mod report;
-pub mod resources;
-pub mod summary;
 pub mod trace;
 pub mod writer;
 
-pub use summary::{RunSummary, SummaryFormat};
+pub use crate::summary::{resources, RunSummary, SummaryFormat};
 pub use writer::Recorder;

@@ -377,11 +377,6 @@ impl Scrape {
             "unknown"
         }
     }
-
-    /// The data-parallel engines' labels, when there are several.
-    pub fn engines(&self) -> impl Iterator<Item = &str> {
-        self.engines.iter().map(|e| e.0.as_str())
-    }
 }
 
 /// The window from `before` to `after`, `seconds` apart. Gauges are `after`'s; counters and

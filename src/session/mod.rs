@@ -1,7 +1,8 @@
-//! Sessions: a plan (`plan`) carried out. Each starts the producers (an engine, the telemetry
-//! thread, the metrics scraper), consumes their one event stream (the dashboard, or headless
-//! JSON lines), writes the record as it goes, and prints the summary at the end: `run`, `sweep`
-//! and `watch`.
+//! Sessions: a plan (`plan`) carried out, nothing decided here. Each starts the producers (an
+//! engine, the telemetry thread, the metrics scraper, a record's player or follower), consumes
+//! their one event stream (a screen, or headless lines), writes the record as it goes, and
+//! prints the summary at the end: `run`, `sweep`, `watch`, `replay`, `follow`, and `agent`
+//! (which serves this machine's figures instead).
 
 pub mod agent;
 pub mod follow;

@@ -30,14 +30,12 @@ pub fn run(opts: &RunOpts) -> Result<i32, Failure> {
 fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
     let RunPlan {
         engine,
-        slo: _,
         header,
         outputs,
         telemetry,
         server_metrics,
         screen,
         faults,
-        threads: _,
         jsonl,
     } = plan;
     // `--jsonl`: the same record on stdout, for a viewer elsewhere (`infertop follow -`).

@@ -47,7 +47,6 @@ fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
         format,
         telemetry,
         screen,
-        threads: _,
         probe,
         reset_prefix_cache,
         api_key,

@@ -1,4 +1,10 @@
-//! Statistics that must match numpy exactly: percentiles, bounded windows, summaries.
+//! Statistics, computed once in state and only read by views: percentiles exactly as numpy
+//! computes them over bounded windows (`window`, sorted by `radix`, answered from bucket
+//! counts when pushed faster than read: `coarse`), the run's table (`run`), per endpoint
+//! (`endpoints`), HTTP phases (`phases`), the split by cache and turn (`breakdown`), the
+//! server's own histograms summed over windows (`server`), settling (`steady`), SLOs and
+//! goodput (`slo`, `goodput`), the roofline (`roofline`), chart scales (`scale`) and the
+//! per-request slices of the charts (`slices`).
 
 pub mod breakdown;
 mod coarse;
@@ -24,8 +30,8 @@ pub use run::{
     Metric, RunStats, Table, WindowKind, RECENT_REQUESTS, RECENT_STEPS, REQUEST_WINDOW, STEP_WINDOW,
 };
 pub use server::{
-    quantiles as histogram_quantiles, total as total_window, trim as trim_buckets, HistogramSum,
-    NodeSteady, ServerSpan, ServerSpanSummary, ServerSteady,
+    quantiles as histogram_quantiles, total_window, trim as trim_buckets, HistogramSum, NodeSteady,
+    ServerSpan, ServerSpanSummary, ServerSteady,
 };
 pub use slo::{parse_duration_s, Slo};
 pub use steady::{settle_point, warmup_cost_s, SettleRule};

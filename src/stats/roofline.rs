@@ -404,7 +404,7 @@ mod tests {
         ModelInfo {
             name: "m".into(),
             arch: "llama".into(),
-            source: "synthetic".into(),
+            source: crate::event::ModelSource::Synthetic,
             params: 1_000_000_000,
             active_params: 1_000_000_000,
             weight_bytes: 2_000_000_000,

@@ -255,7 +255,7 @@ impl ServerSpan {
 /// interval): counts and histograms add up (each node's rate times its own window's length,
 /// so that the total counts every request once), gauges add up, ratios are the nodes' mean
 /// (a hit rate weighted by the tokens each node looked up).
-pub fn total(windows: &[&ServerWindow], seconds: f64) -> ServerWindow {
+pub fn total_window(windows: &[&ServerWindow], seconds: f64) -> ServerWindow {
     let seconds = seconds.max(1e-9);
     let sum = |f: &dyn Fn(&ServerWindow) -> Option<f64>| {
         windows
@@ -661,7 +661,7 @@ mod tests {
             }),
             ..window(&[(0.2, 0.0), (0.5, 6.0)])
         };
-        let t = total(&[&a, &b], 1.0);
+        let t = total_window(&[&a, &b], 1.0);
         assert_eq!(
             t.requests_per_s,
             Some(16.0),
@@ -695,7 +695,7 @@ mod tests {
         };
         s.window(&fast);
         s.window(&slow);
-        s.window(&total(&[&fast, &slow], 1.0));
+        s.window(&total_window(&[&fast, &slow], 1.0));
         assert_eq!(s.nodes.len(), 2);
         assert_eq!(s.nodes[0].source, "gpu01:8000");
         assert_eq!(s.nodes[1].summary.as_ref().unwrap().ttft_s.unwrap().n, 2);

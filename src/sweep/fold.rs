@@ -158,11 +158,6 @@ impl SweepFold {
         self.stop.is_none()
     }
 
-    /// The cell being measured, if one is.
-    pub fn open_cell(&self) -> Option<usize> {
-        self.open.as_ref().map(|c| c.cell)
-    }
-
     /// The stop reason when a signal or the user cut the sweep short.
     pub fn interrupted(&self) -> Option<&StopReason> {
         self.stop

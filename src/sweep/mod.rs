@@ -19,7 +19,7 @@ pub mod table;
 use serde::Serialize;
 
 use crate::engine::workload::LenSpec;
-use crate::event::{CellLen, CellParams, ModelInfo, RequestDone, RequestFailed};
+use crate::event::{CellLen, CellParams, FloatDtype, ModelInfo, RequestDone, RequestFailed};
 use crate::record::compare::{bootstrap_median_ci, CompareOptions};
 use crate::record::line::{CellStatus, PrefixCache, SweepConfig};
 use crate::record::RunSummary;
@@ -41,7 +41,7 @@ pub struct Axes {
     /// The candle engine: the models (as given), dtypes (`f16`) and CPU thread counts when
     /// the grid varies them; `[None]` (the run's own) otherwise.
     pub model: Vec<Option<String>>,
-    pub dtype: Vec<Option<String>>,
+    pub dtype: Vec<Option<FloatDtype>>,
     pub threads: Vec<Option<usize>>,
 }
 
@@ -64,7 +64,7 @@ pub struct CellSpec {
     pub rate: Option<f64>,
     /// Set when the grid varies it (else the run's own).
     pub model: Option<String>,
-    pub dtype: Option<String>,
+    pub dtype: Option<FloatDtype>,
     pub threads: Option<usize>,
 }
 
@@ -92,7 +92,7 @@ impl CellSpec {
             concurrency: self.concurrency,
             rate: self.rate,
             model: self.model.clone(),
-            dtype: self.dtype.clone(),
+            dtype: self.dtype,
             threads: self.threads,
         }
     }
@@ -110,13 +110,13 @@ impl Axes {
         } else {
             self.prompt.iter().cloned().map(Some).collect()
         };
-        let own = |v: &[Option<String>]| {
+        fn own<T: Clone>(v: &[Option<T>]) -> Vec<Option<T>> {
             if v.is_empty() {
                 vec![None]
             } else {
                 v.to_vec()
             }
-        };
+        }
         let threads = if self.threads.is_empty() {
             vec![None]
         } else {

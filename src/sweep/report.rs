@@ -27,7 +27,7 @@ pub fn title(
         v
     };
     let models = distinct(&|p| p.model.clone());
-    let dtypes = distinct(&|p| p.dtype.clone());
+    let dtypes = distinct(&|p| p.dtype.map(|d| d.to_string()));
     let what = match model {
         _ if !models.is_empty() || !dtypes.is_empty() => {
             let m = if models.is_empty() {
@@ -42,7 +42,7 @@ pub fn title(
             };
             format!("{m} in {d}, each loaded once per dtype, on {}", c.device)
         }
-        Some(m) if m.source != "http" => {
+        Some(m) if m.source != crate::event::ModelSource::Http => {
             format!("{} ({}, {}) on {}", m.name, m.arch, m.dtype, c.device)
         }
         Some(m) => format!("{} at {}", m.name, c.endpoints.join(", ")),

@@ -6,30 +6,31 @@ use serde_json::{json, Value};
 
 use super::analysis::Findings;
 use super::{is_server, CellResult};
-use crate::event::CellParams;
+use crate::event::{CellParams, FloatDtype};
 use crate::record::line::{CellStatus, PrefixCache};
 use crate::stats::Summary;
 
 /// `infertop sweep --format` (and `report` of a sweep record).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum SweepFormat {
     #[default]
+    #[value(alias = "markdown")]
     Md,
     Csv,
+    /// One document.
     Json,
+    /// A line per cell.
     Jsonl,
 }
 
 impl SweepFormat {
-    pub const NAMES: [&'static str; 4] = ["md", "csv", "json", "jsonl"];
-
-    pub fn parse(s: &str) -> Option<SweepFormat> {
-        match s {
-            "md" | "markdown" => Some(SweepFormat::Md),
-            "csv" => Some(SweepFormat::Csv),
-            "json" => Some(SweepFormat::Json),
-            "jsonl" => Some(SweepFormat::Jsonl),
-            _ => None,
+    /// The run's summary format that goes with it (a cell's own summary in the record).
+    pub fn summary_format(self) -> crate::record::SummaryFormat {
+        use crate::record::SummaryFormat;
+        match self {
+            SweepFormat::Md => SummaryFormat::Md,
+            SweepFormat::Csv => SummaryFormat::Csv,
+            SweepFormat::Json | SweepFormat::Jsonl => SummaryFormat::Json,
         }
     }
 }
@@ -232,34 +233,61 @@ impl SweepTable<'_> {
     }
 
     fn to_csv(&self) -> String {
-        let mut out = String::from(
-            "cell,status,batch,prompt_tokens,output_tokens,concurrency,rate,n,warmup_requests,failed_requests",
-        );
+        let mut head: Vec<String> = [
+            "cell",
+            "status",
+            "batch",
+            "prompt_tokens",
+            "output_tokens",
+            "concurrency",
+            "rate",
+            "n",
+            "warmup_requests",
+            "failed_requests",
+        ]
+        .map(String::from)
+        .to_vec();
         for m in ["ttft", "tpot", "itl", "e2e"] {
-            out.push_str(&format!(",{m}_p50_s,{m}_p90_s,{m}_p99_s,{m}_n"));
+            head.extend(["p50_s", "p90_s", "p99_s", "n"].map(|q| format!("{m}_{q}")));
         }
-        out.push_str(
-            ",prefill_tok_s,decode_tok_s,output_tok_s,goodput_seq_s,peak_memory_bytes,reason,model,dtype,threads,held_s,wall_output_tok_s,prefix_cache\n",
+        head.extend(
+            [
+                "prefill_tok_s",
+                "decode_tok_s",
+                "output_tok_s",
+                "goodput_seq_s",
+                "peak_memory_bytes",
+                "reason",
+                "model",
+                "dtype",
+                "threads",
+                "held_s",
+                "wall_output_tok_s",
+                "prefix_cache",
+            ]
+            .map(String::from),
         );
         let num = |v: Option<f64>| v.map_or(String::new(), |x| x.to_string());
+        let count = |v: Option<usize>| v.map_or(String::new(), |x| x.to_string());
+        let mut rows = vec![head];
         for c in self.cells {
             let p = &c.params;
             let status = serde_json::to_value(&c.status)
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default();
-            out.push_str(&format!(
-                "{},{status},{},{},{},{},{},{},{},{}",
-                c.cell,
-                p.batch,
-                p.prompt_tokens,
-                p.output_tokens,
-                p.concurrency.map_or(String::new(), |x| x.to_string()),
+            let mut row = vec![
+                c.cell.to_string(),
+                status,
+                p.batch.to_string(),
+                p.prompt_tokens.to_string(),
+                p.output_tokens.to_string(),
+                count(p.concurrency),
                 num(p.rate),
-                c.n,
-                c.warmup_requests,
-                c.failed_requests
-            ));
+                c.n.to_string(),
+                c.warmup_requests.to_string(),
+                c.failed_requests.to_string(),
+            ];
             for s in [&c.ttft, &c.tpot, &c.itl, &c.e2e] {
                 let v = |x: f64| {
                     if s.n > 0 {
@@ -268,29 +296,30 @@ impl SweepTable<'_> {
                         String::new()
                     }
                 };
-                out.push_str(&format!(",{},{},{},{}", v(s.p50), v(s.p90), v(s.p99), s.n));
+                row.extend([v(s.p50), v(s.p90), v(s.p99), s.n.to_string()]);
             }
-            let reason = c.reason.as_deref().unwrap_or("").replace('"', "'");
             let cache = match c.prefix_cache {
                 Some(PrefixCache::Cold) => "cold",
                 Some(PrefixCache::Warm) => "warm",
                 None => "",
             };
-            out.push_str(&format!(
-                ",{},{},{},{},{},\"{reason}\",{},{},{},{},{},{cache}\n",
+            row.extend([
                 num(c.prefill_tok_s),
                 num(c.decode_tok_s),
                 num(c.output_tok_s),
                 num(c.goodput_seq_s),
                 c.peak_memory_bytes.map_or(String::new(), |x| x.to_string()),
-                p.model.as_deref().unwrap_or(""),
-                p.dtype.as_deref().unwrap_or(""),
-                p.threads.map_or(String::new(), |x| x.to_string()),
+                c.reason.clone().unwrap_or_default(),
+                p.model.clone().unwrap_or_default(),
+                p.dtype.map(|d| d.to_string()).unwrap_or_default(),
+                count(p.threads),
                 num(c.held_s),
                 num(c.wall_output_tok_s),
-            ));
+                cache.to_string(),
+            ]);
+            rows.push(row);
         }
-        out
+        crate::util::csv_text(rows)
     }
 }
 
@@ -332,11 +361,90 @@ impl BuildColumns {
             row.push_str(&format!(" {} |", p.model.as_deref().unwrap_or("-")));
         }
         if self.dtype {
-            row.push_str(&format!(" {} |", p.dtype.as_deref().unwrap_or("-")));
+            row.push_str(&format!(" {} |", p.dtype.map_or("-", FloatDtype::name)));
         }
         if self.threads {
             let t = p.threads.map_or("-".into(), |t| t.to_string());
             row.push_str(&format!(" {t} |"));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::sweep::analysis::Findings;
+    use crate::sweep::{CellResult, LoadAxis};
+
+    /// A model named with a comma and a quote, and a reason with both, read back by a CSV
+    /// reader as the fields they were: quoted, the quotes doubled.
+    #[test]
+    fn csv_fields_with_commas_and_quotes_read_back_whole() {
+        let model = r#"/models/a,"b" c"#;
+        let reason = r#"HTTP 500: "boom", twice"#;
+        let cell = CellResult {
+            cell: 0,
+            params: CellParams {
+                batch: 1,
+                model: Some(model.into()),
+                dtype: Some(FloatDtype::Bf16),
+                ..CellParams::default()
+            },
+            status: CellStatus::Failed,
+            reason: Some(reason.into()),
+            n: 3,
+            warmup_requests: 1,
+            failed_requests: 2,
+            ttft: Summary::of(&[0.01, 0.02, 0.03]),
+            tpot: Summary::default(),
+            itl: Summary::default(),
+            e2e: Summary::default(),
+            prefill_tok_s: Some(1.5),
+            decode_tok_s: None,
+            output_tok_s: None,
+            goodput_seq_s: None,
+            held_s: None,
+            wall_output_tok_s: None,
+            slo_met_share: None,
+            peak_memory_bytes: Some(1024),
+            decode_bw_bytes_s: None,
+            prefix_cache: Some(PrefixCache::Cold),
+            elapsed_s: 1.0,
+        };
+        let findings = Findings {
+            axis: LoadAxis::Batch,
+            slo: Default::default(),
+            knees: Vec::new(),
+            best: Vec::new(),
+            saturation: Vec::new(),
+            roofline: None,
+            roofline_unavailable: None,
+            searches: Vec::new(),
+        };
+        let cells = [cell];
+        let table = SweepTable {
+            title: String::new(),
+            cells: &cells,
+            findings: &findings,
+            not_run: 0,
+            interrupted: None,
+        };
+        let text = table.render(SweepFormat::Csv);
+        let mut r = csv::Reader::from_reader(text.as_bytes());
+        let head = r.headers().unwrap().clone();
+        let rows: Vec<csv::StringRecord> = r.records().map(Result::unwrap).collect();
+        assert_eq!(rows.len(), 1);
+        let field = |name: &str| {
+            let i = head.iter().position(|h| h == name).unwrap();
+            rows[0].get(i).unwrap().to_string()
+        };
+        assert_eq!(field("model"), model);
+        assert_eq!(field("reason"), reason);
+        assert_eq!(field("dtype"), "bf16");
+        assert_eq!(field("status"), "failed");
+        assert_eq!(field("prefix_cache"), "cold");
+        assert_eq!(field("ttft_n"), "3");
+        assert_eq!(rows[0].len(), head.len());
     }
 }

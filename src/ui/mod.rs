@@ -1,6 +1,8 @@
 //! The screens: the run dashboard's state (`state`), key bindings (`keys`), themes (`theme`),
-//! one render function per screen region (`render`), the watch screen (`watch`), and the one
-//! loop that drives any of them (`screen`).
+//! one render function per screen region (`render`), drawn part by part (`parts`) onto one
+//! canvas with its own diff (`coalesce`); the dashboard on a record being replayed or followed
+//! (`feed`), the watch screen (`watch`), and the one loop that drives any of them (`screen`),
+//! on the terminal taken and given back in one place (`on_terminal`).
 //!
 //! The run dashboard is the `App` screen over the engine's channel: `run_dashboard` takes the
 //! terminal, runs the loop, and on the way out asks a still-running engine to stop and waits

@@ -206,7 +206,7 @@ pub fn load(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
         arch: arch.name().to_string(),
-        source: "gguf".into(),
+        source: crate::event::ModelSource::Gguf,
         params,
         active_params: params,
         weight_bytes: bytes,

@@ -84,7 +84,7 @@ fn top_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
         + 1
         + m.name.chars().count()
         + workload.as_ref().map_or(0, |w| w.chars().count());
-    let details: &[String] = if m.source == "http" {
+    let details: &[String] = if m.source == crate::event::ModelSource::Http {
         &served
     } else {
         &details
@@ -164,7 +164,7 @@ fn status_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
         .run
         .info
         .as_ref()
-        .is_some_and(|i| i.model.source == "http");
+        .is_some_and(|i| i.model.source == crate::event::ModelSource::Http);
     if server {
         // A server run has many requests at once: how many, how many failed, and whether the
         // client keeps its schedule (send delay).

@@ -37,7 +37,9 @@
 //! The help overlay (`?`) is drawn over everything.
 //!
 //! Every chart is drawn so that new data rewrites few cells (no scrolling, scales in nice
-//! steps): ratatui sends only the cells that changed, and that is what crosses an SSH link.
+//! steps): a region whose figures did not change is not drawn at all (`ui::parts`), and of
+//! those drawn only the cells that changed are written (`ui::coalesce`'s own diff), which is
+//! what crosses an SSH link.
 //! What changes does not grow with the event rate either: above 10 requests/s the per-request
 //! charts draw a column per 200 ms of run time (`ui::buckets`), and the text's figures are the
 //! ones `App::refresh_paced` took at most twice a second (`App::figures`, `App::table`).

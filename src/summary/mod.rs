@@ -1,4 +1,8 @@
-//! The end-of-run summary: one table, printed as markdown, JSON or CSV.
+//! The end-of-run summary every mode prints (a run, `replay`, `follow`, `report`, a sweep's
+//! cells): one table, printed as markdown, JSON or CSV, with the run's peak memory and energy
+//! (`resources`). The fold (`fold::RunFold`) makes it; the record keeps it in its footer.
+
+pub mod resources;
 
 use serde::{Deserialize, Serialize};
 
@@ -33,7 +37,7 @@ pub struct RunSummary {
     pub warmup: Table,
     /// Peak memory and energy over the whole run.
     #[serde(default)]
-    pub resources: super::resources::Resources,
+    pub resources: resources::Resources,
     /// Requests that failed (a server engine: refused, HTTP error, cut stream, timeout); they
     /// are in no latency statistic. Not reset by `r`.
     #[serde(default)]
@@ -101,7 +105,7 @@ impl RunSummary {
     }
 
     /// The summary with the run's memory and energy figures.
-    pub fn with_resources(mut self, resources: super::resources::Resources) -> RunSummary {
+    pub fn with_resources(mut self, resources: resources::Resources) -> RunSummary {
         self.resources = resources;
         self
     }
@@ -309,21 +313,26 @@ impl RunSummary {
     }
 
     fn to_csv(&self) -> String {
-        let mut out = String::from("window,metric,mean,p50,p90,p95,p99,max,n\n");
+        let row = |window: &str, metric: &str, s: &Summary| {
+            [
+                window.to_string(),
+                metric.to_string(),
+                s.mean.to_string(),
+                s.p50.to_string(),
+                s.p90.to_string(),
+                s.p95.to_string(),
+                s.p99.to_string(),
+                s.max.to_string(),
+                s.n.to_string(),
+            ]
+        };
+        let mut rows = vec![[
+            "window", "metric", "mean", "p50", "p90", "p95", "p99", "max", "n",
+        ]
+        .map(String::from)];
         for (window, table) in [("steady", &self.steady), ("warmup", &self.warmup)] {
             for &m in &Metric::ALL {
-                let s = table.get(m);
-                out.push_str(&format!(
-                    "{window},{},{},{},{},{},{},{},{}\n",
-                    m.key(),
-                    s.mean,
-                    s.p50,
-                    s.p90,
-                    s.p95,
-                    s.p99,
-                    s.max,
-                    s.n
-                ));
+                rows.push(row(window, m.key(), &table.get(m)));
             }
         }
         if self.endpoints.len() >= 2 {
@@ -333,44 +342,37 @@ impl RunSummary {
                     ("tpot_s", &e.tpot_s),
                     ("e2e_s", &e.e2e_s),
                 ] {
-                    out.push_str(&format!(
-                        "endpoint={},{key},{},{},{},{},{},{},{}\n",
-                        e.endpoint, s.mean, s.p50, s.p90, s.p95, s.p99, s.max, s.n
-                    ));
+                    rows.push(row(&format!("endpoint={}", e.endpoint), key, s));
                 }
             }
         }
         if let Some(p) = &self.phases {
             for (phase, s) in &p.rows {
-                out.push_str(&format!(
-                    "http,{},{},{},{},{},{},{},{}\n",
-                    phase.key(),
-                    s.mean,
-                    s.p50,
-                    s.p90,
-                    s.p95,
-                    s.p99,
-                    s.max,
-                    s.n
-                ));
+                rows.push(row("http", phase.key(), s));
             }
         }
         if let Some(srv) = &self.server {
             // The server's histograms have no mean, p95 or max.
             for (m, q) in server_pairs(srv) {
                 if let Some(q) = q {
-                    out.push_str(&format!(
-                        "server,{},,{},{},,{},,{}\n",
-                        m.key(),
-                        q.p50,
-                        q.p90,
-                        q.p99,
-                        q.n
-                    ));
+                    rows.push(
+                        [
+                            "server",
+                            m.key(),
+                            "",
+                            &q.p50.to_string(),
+                            &q.p90.to_string(),
+                            "",
+                            &q.p99.to_string(),
+                            "",
+                            &q.n.to_string(),
+                        ]
+                        .map(String::from),
+                    );
                 }
             }
         }
-        out
+        crate::util::csv_text(rows)
     }
 }
 
@@ -417,5 +419,48 @@ pub fn format_value(m: Metric, v: f64) -> String {
         crate::util::format::ms(v)
     } else {
         format!("{v:.1}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::stats::EndpointSummary;
+
+    /// Endpoint URLs with a comma and a quote go into the CSV quoted, and read back whole.
+    #[test]
+    fn csv_endpoint_urls_with_commas_and_quotes_read_back_whole() {
+        let urls = [r#"http://h:1/v1?a=1,b="2""#, "http://plain:2"];
+        let summary = RunSummary {
+            endpoints: urls
+                .iter()
+                .map(|u| EndpointSummary {
+                    endpoint: u.to_string(),
+                    requests: 2,
+                    failed: 0,
+                    ttft_s: Summary::of(&[0.1, 0.2]),
+                    tpot_s: Summary::default(),
+                    e2e_s: Summary::default(),
+                })
+                .collect(),
+            ..RunSummary::default()
+        };
+        let text = summary.render(SummaryFormat::Csv);
+        let mut r = csv::Reader::from_reader(text.as_bytes());
+        let windows: Vec<String> = r
+            .records()
+            .map(|row| row.unwrap().get(0).unwrap().to_string())
+            .collect();
+        for u in urls {
+            assert_eq!(
+                windows
+                    .iter()
+                    .filter(|w| **w == format!("endpoint={u}"))
+                    .count(),
+                3,
+                "{text}"
+            );
+        }
     }
 }
