@@ -57,6 +57,7 @@ fn request(index: u64, rng: &mut u64) -> RequestDone {
         e2e_s: ttft_s + 63.0 * tpot_s,
         gpu_ttft_s: None,
         gpu_decode_s: None,
+        itl_max_s: None,
         peak_alloc_bytes: None,
         output_hash: format!("{:016x}", *rng),
         tokens: None,

@@ -5,12 +5,14 @@
 
 use crate::event::{Event, RequestDone, RunInfo, StopReason};
 use crate::exit::{EXIT_FAILURE, EXIT_OK};
-use crate::summary::resources::Resources;
-use crate::summary::RunSummary;
 use crate::signals::Signals;
 use crate::stats::{
-    Breakdown, EndpointStats, PhaseStats, RunStats, ServerSteady, Window, RECENT_REQUESTS,
+    Breakdown, EndpointStats, Goodput, PhaseStats, RunStats, ServerSteady, Slo, Window,
+    RECENT_REQUESTS,
 };
+use crate::summary::resources::Resources;
+use crate::summary::GoodputSummary;
+use crate::summary::RunSummary;
 
 /// Decode steps reserved per request in flight when it starts, at most (its output length
 /// says how many it will send; a longer one grows its list).
@@ -57,6 +59,11 @@ pub struct RunFold {
     pub breakdown: Breakdown,
     /// How far into a replayed trace the finished requests reach (seconds of trace time).
     pub trace_covered_s: Option<f64>,
+    /// The SLO goodput is counted against (none: no goodput).
+    pub slo: Slo,
+    /// Steady requests that ended, against the SLO (GuideLLM's rules: failures are misses,
+    /// requests cut off by the run's end are not counted). Reset by `r`.
+    pub goodput: Goodput,
     /// Set by `Event::Finished`: the engine has stopped and says why.
     pub stop: Option<StopReason>,
     /// The fatal error that ended the run, if one did.
@@ -66,6 +73,14 @@ pub struct RunFold {
 impl RunFold {
     pub fn new() -> RunFold {
         RunFold::default()
+    }
+
+    /// A fold that counts goodput against `slo`.
+    pub fn with_slo(slo: Slo) -> RunFold {
+        RunFold {
+            slo,
+            ..RunFold::default()
+        }
     }
 
     /// Folds one event in.
@@ -120,6 +135,9 @@ impl RunFold {
                 self.take_steps(f.index);
                 self.server.request_ended(f.warmup);
                 self.endpoints.record_failure(f);
+                if !f.warmup {
+                    self.goodput.failed();
+                }
                 self.failed_requests += 1;
                 self.last_failure = Some(f.reason.clone());
             }
@@ -130,6 +148,7 @@ impl RunFold {
                 self.endpoints.reset();
                 self.phases.reset();
                 self.server.reset();
+                self.goodput = Goodput::default();
                 for steps in self.pending_steps.values_mut() {
                     steps.clear();
                 }
@@ -163,6 +182,9 @@ impl RunFold {
 
     fn request_done(&mut self, r: &RequestDone) {
         self.stats.record_request(r);
+        if !r.warmup {
+            self.goodput.completed(self.slo.met_by(r));
+        }
         self.endpoints.record_request(r);
         self.breakdown.observe(r);
         if let Some(t) = r.origin.as_ref().and_then(|o| o.at_s) {
@@ -218,6 +240,15 @@ impl RunFold {
             .with_phases(self.phases.summary())
             .with_server(self.server.summary.clone())
             .with_breakdown(&self.breakdown)
+            .with_goodput(self.goodput_summary())
+    }
+
+    /// Goodput against the fold's SLO, when it has one.
+    pub fn goodput_summary(&self) -> Option<GoodputSummary> {
+        (!self.slo.is_empty()).then_some(GoodputSummary {
+            slo: self.slo,
+            counts: self.goodput,
+        })
     }
 
     /// How the run ended: the engine's own reason when it said one, else `asked` (the stop

@@ -47,12 +47,13 @@ proptest! {
     }
 
     #[test]
-    fn slo_specs_never_panic(s in "[a-z0-9=,.µ ]{0,32}") {
+    fn slo_specs_never_panic(s in "[a-z0-9=:,.µ ]{0,32}") {
         match Slo::parse(&s) {
             Ok(slo) => {
                 prop_assert!(!slo.is_empty());
-                for v in [slo.ttft_s, slo.tpot_s, slo.e2e_s].into_iter().flatten() {
-                    prop_assert!(v.is_finite() && v > 0.0);
+                for (_, l) in slo.limits() {
+                    prop_assert!(l.limit_s.is_finite() && l.limit_s > 0.0);
+                    prop_assert!([50, 90, 95, 99].contains(&l.percentile));
                 }
             }
             Err(msg) => prop_assert!(!msg.contains('\n')),

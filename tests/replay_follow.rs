@@ -203,6 +203,7 @@ impl Writer {
                 e2e_s: ttft + 0.014,
                 gpu_ttft_s: None,
                 gpu_decode_s: None,
+                itl_max_s: None,
                 peak_alloc_bytes: None,
                 output_hash: "0000000000000000".into(),
                 ..Default::default()

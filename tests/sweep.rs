@@ -650,6 +650,8 @@ fn find_max_concurrency_finds_the_slots_of_a_server_and_says_how() {
             "1",
             "--repetitions",
             "9",
+            "--probe-duration",
+            "1s",
             "--record",
             record.to_str().unwrap(),
         ],
@@ -669,13 +671,13 @@ fn find_max_concurrency_finds_the_slots_of_a_server_and_says_how() {
     assert_eq!(loads, [1.0, 2.0, 4.0, 3.0], "{s}");
     assert_eq!(s["decided_by"], serde_json::json!([3, 2]), "{s}");
     let broke = &s["probes"][2];
-    assert_eq!(broke["broken"], serde_json::json!(["TTFT"]), "{broke}");
+    assert_eq!(broke["broken"], serde_json::json!(["TTFT p99"]), "{broke}");
     assert!(broke["ttft_p99_s"].as_f64().unwrap() > 0.07, "{broke}");
     assert!(
         stderr.contains("probe 3 (batch 1, prompt 128, output 8, concurrency 4)"),
         "{stderr}"
     );
-    assert!(stderr.contains("breaks the SLO at p99 (TTFT)"), "{stderr}");
+    assert!(stderr.contains("breaks the SLO (TTFT p99)"), "{stderr}");
     // `report` of the record states the same search.
     let out = infertop()
         .args(["report", "--format", "json"])
@@ -692,7 +694,7 @@ fn find_max_concurrency_finds_the_slots_of_a_server_and_says_how() {
     let md = infertop().arg("report").arg(&record).output().unwrap();
     let md = String::from_utf8_lossy(&md.stdout);
     assert!(
-        md.contains("Max concurrency for prompt 128, output 8: **3**: concurrency 3 meets the SLO at p99 and 4 breaks it (TTFT); the max lies in [3, 4)"),
+        md.contains("Max concurrency for prompt 128, output 8: **3**: concurrency 3 meets the SLO and 4 breaks it (TTFT p99); the max lies in [3, 4)"),
         "{md}"
     );
     // Without an SLO or a server there is nothing to search: one line, exit 2.
@@ -729,6 +731,8 @@ fn find_max_rate_brackets_the_capacity_of_a_server_to_the_tolerance() {
             "1",
             "--repetitions",
             "12",
+            "--probe-duration",
+            "2s",
         ],
     );
     assert_eq!(code, Some(0), "{stderr}");

@@ -149,6 +149,7 @@ impl Sim {
             e2e_s: ttft_s + decode,
             gpu_ttft_s: None,
             gpu_decode_s: None,
+            itl_max_s: None,
             peak_alloc_bytes: None,
             output_hash: "0".into(),
             ..Default::default()
@@ -634,6 +635,7 @@ fn distribution_of_a_bimodal_itl_shows_two_peaks() {
             e2e_s: 0.012 + decode,
             gpu_ttft_s: None,
             gpu_decode_s: None,
+            itl_max_s: None,
             peak_alloc_bytes: None,
             output_hash: "0".into(),
             ..Default::default()
@@ -700,6 +702,7 @@ fn heatmap_shows_a_periodic_stall_as_a_stripe() {
             e2e_s: 0.035,
             gpu_ttft_s: None,
             gpu_decode_s: None,
+            itl_max_s: None,
             peak_alloc_bytes: None,
             output_hash: "0".into(),
             ..Default::default()
@@ -933,6 +936,7 @@ fn http_phases_on_a_key() {
             e2e_s: ttft_s + 0.300,
             gpu_ttft_s: None,
             gpu_decode_s: None,
+            itl_max_s: None,
             peak_alloc_bytes: None,
             output_hash: "0".into(),
             tokens: None,

@@ -165,6 +165,7 @@ impl Feed {
                 e2e_s,
                 gpu_ttft_s: None,
                 gpu_decode_s: None,
+                itl_max_s: None,
                 peak_alloc_bytes: Some(3 << 20),
                 output_hash: format!("{:016x}", index.wrapping_mul(0x9e37_79b9_7f4a_7c15)),
                 ..Default::default()

@@ -553,8 +553,9 @@ struct Generated {
     prompt_tokens: usize,
     ttft_s: f64,
     gpu_ttft_s: Option<f64>,
-    /// Sum of the decode steps' wall times, and how many there were.
+    /// Sum of the decode steps' wall times, the slowest, and how many there were.
     decode_s: f64,
+    itl_max_s: f64,
     gpu_decode_s: Option<f64>,
     steps: usize,
     peak_bytes: u64,
@@ -644,6 +645,7 @@ impl Measure<'_> {
 
         let mut next = prefill.next;
         let mut decode_s = 0.0f64;
+        let mut itl_max_s = 0.0f64;
         let mut gpu_decode_s = self.gpu.enabled().then_some(0.0f64);
         let mut steps = 0usize;
         // Steps faster than `STEP_BATCH` go out together; the rest before this returns.
@@ -669,6 +671,7 @@ impl Measure<'_> {
                 *total += s;
             }
             decode_s += decoded.wall_s;
+            itl_max_s = itl_max_s.max(decoded.wall_s);
             steps += 1;
             self.keep(&decoded.ids, &mut ids, &mut finished);
             batch.push(
@@ -686,6 +689,7 @@ impl Measure<'_> {
             ttft_s: prefill.wall_s,
             gpu_ttft_s: prefill.gpu_s,
             decode_s,
+            itl_max_s,
             gpu_decode_s,
             steps,
             peak_bytes: device_peak.unwrap_or_else(alloc::peak_bytes),
@@ -740,6 +744,7 @@ impl Generated {
             e2e_s: self.ttft_s + self.decode_s,
             gpu_ttft_s: self.gpu_ttft_s,
             gpu_decode_s: self.gpu_decode_s,
+            itl_max_s: (self.steps > 0).then_some(self.itl_max_s),
             peak_alloc_bytes: Some(self.peak_bytes),
             output_hash: format!("{:016x}", fnv1a(&bytes)),
             tokens: cfg.record_tokens.then_some(first_seq),

@@ -25,6 +25,10 @@ pub struct RequestDone {
     /// Sum of GPU time of the decode steps from CUDA events (CUDA only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_decode_s: Option<f64>,
+    /// The request's slowest decode step (wall time), for an ITL limit of an SLO; absent with
+    /// one token, and in records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub itl_max_s: Option<f64>,
     /// Peak allocator bytes during the request (CPU: counting allocator; CUDA: used device memory).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_alloc_bytes: Option<u64>,

@@ -110,6 +110,10 @@ pub struct CellParams {
     /// Candle sweeps over several CPU thread counts (only then).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads: Option<usize>,
+    /// `--find-max … --hold D`: the cell that holds the highest load found, for D (not a
+    /// probe: its verdict decides nothing, it says whether the capacity held).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hold: bool,
 }
 
 impl CellParams {
@@ -165,6 +169,9 @@ impl CellParams {
                 .into_iter()
                 .filter(|p| !p.starts_with("batch")),
         );
+        if self.hold {
+            parts.push("held".into());
+        }
         parts.join(", ")
     }
 }

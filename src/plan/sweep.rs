@@ -63,6 +63,15 @@ pub struct SweepOpts {
     /// also stops at one request apart).
     #[arg(long, default_value = "5%", value_parser = values::precision)]
     pub search_tolerance: f64,
+    /// With --find-max: how long each probe runs at least (and at least 5 of its E2E times,
+    /// until two looks agree on its verdict): long enough for a queue to build, so that the
+    /// load found is one the server can hold.
+    #[arg(long, default_value = "30s", value_parser = values::duration, value_name = "DURATION")]
+    pub probe_duration: std::time::Duration,
+    /// With --find-max: then hold the highest load that met the SLO this long, as one more
+    /// cell, and say whether it held.
+    #[arg(long, value_parser = values::duration, value_name = "DURATION", requires = "find_max")]
+    pub hold: Option<std::time::Duration>,
 }
 
 /// `infertop sweep`'s flags: a run's, with lists where a run takes one value.
@@ -244,9 +253,17 @@ fn axes(a: &SweepArgs) -> Axes {
     }
 }
 
-/// A run's flags for one cell: its workload, model, dtype and threads, and requests enough for
-/// warmup + the most repetitions (the sweep's fold ends it sooner with --precision).
-fn cell_opts(base: &RunOpts, c: &CellSpec, requests: u64) -> RunOpts {
+/// How long a cell runs: a number of requests (warmup + the most repetitions; the sweep's fold
+/// ends it sooner with --precision), or a time (a search's probe, which the fold ends when it
+/// has run long enough, the duration only a bound; a hold).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum CellLength {
+    Requests(u64),
+    Duration(std::time::Duration),
+}
+
+/// A run's flags for one cell: its workload, model, dtype and threads, and its length.
+fn cell_opts(base: &RunOpts, c: &CellSpec, length: CellLength) -> RunOpts {
     let mut o = base.clone();
     o.workload.batch = c.batch;
     o.workload.prompt_tokens = c.prompt.clone();
@@ -262,8 +279,10 @@ fn cell_opts(base: &RunOpts, c: &CellSpec, requests: u64) -> RunOpts {
     if let Some(t) = c.threads {
         o.model.threads = Some(t);
     }
-    o.workload.requests = Some(requests);
-    o.workload.duration = None;
+    (o.workload.requests, o.workload.duration) = match length {
+        CellLength::Requests(n) => (Some(n), None),
+        CellLength::Duration(d) => (None, Some(d)),
+    };
     o.output.record = None;
     o.output.headless = true;
     o
@@ -283,8 +302,14 @@ pub struct ProbePlanner {
     axis: LoadAxis,
     /// Each search's workload, as the cells name it and as it is planned.
     workloads: Vec<(CellParams, CellSpec)>,
-    requests: u64,
+    /// A probe's length: a time the fold ends it within (`--probe-duration`; records of older
+    /// searches: requests), and a hold's.
+    probe: CellLength,
+    hold: Option<std::time::Duration>,
 }
+
+/// A probe runs until the sweep's fold has seen enough of it; this long at most.
+const PROBE_CAP: u32 = 10;
 
 impl ProbePlanner {
     /// The engine of the probe `params`.
@@ -300,7 +325,11 @@ impl ProbePlanner {
             rate: params.rate,
             ..spec.clone()
         };
-        EnginePlan::of(&cell_opts(&self.base, &spec, self.requests)).map_err(|f| f.message)
+        let length = match (params.hold, self.hold) {
+            (true, Some(d)) => CellLength::Duration(d),
+            _ => self.probe,
+        };
+        EnginePlan::of(&cell_opts(&self.base, &spec, length)).map_err(|f| f.message)
     }
 }
 
@@ -448,6 +477,8 @@ fn search_config(a: &SweepArgs, axis: FindMax) -> Result<SearchConfig, Failure> 
             .iter()
             .map(CellSpec::params)
             .collect(),
+        probe_s: Some(a.opts.probe_duration.as_secs_f64()),
+        hold_s: a.opts.hold.map(|h| h.as_secs_f64()),
     })
 }
 
@@ -506,7 +537,7 @@ pub fn plan(a: &SweepArgs) -> Result<SweepPlan, Failure> {
     let planned: Vec<(RunOpts, Result<EnginePlan, Failure>)> = specs
         .iter()
         .map(|c| {
-            let o = cell_opts(&a.run, c, requests);
+            let o = cell_opts(&a.run, c, CellLength::Requests(requests));
             let e = EnginePlan::of(&o);
             (o, e)
         })
@@ -558,7 +589,11 @@ pub fn plan(a: &SweepArgs) -> Result<SweepPlan, Failure> {
                 .cloned()
                 .zip(specs.iter().cloned())
                 .collect(),
-            requests,
+            probe: match search.probe_s {
+                Some(_) => CellLength::Duration(a.opts.probe_duration * PROBE_CAP),
+                None => CellLength::Requests(requests),
+            },
+            hold: a.opts.hold,
         })),
         None => CellPlans::Grid(
             planned

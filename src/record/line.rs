@@ -333,6 +333,14 @@ pub struct SearchConfig {
     pub tolerance: f64,
     /// One search per workload, in order: each a cell's parameters without the load.
     pub workloads: Vec<CellParams>,
+    /// How long each probe runs at least (`--probe-duration`, seconds); absent in records of
+    /// searches whose probes ran `repetitions` requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe_s: Option<f64>,
+    /// `--hold D`: after each workload's search, its highest load that met the SLO is held
+    /// this long (seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_s: Option<f64>,
 }
 
 /// A server's prefix cache during a cell: emptied just before it, or not (`warm`: it may hold

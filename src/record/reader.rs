@@ -367,6 +367,8 @@ impl Record {
                     self.model = Some(m.clone());
                 }
                 if self.header.is_none() {
+                    // Goodput as the run counted it, against its own SLO.
+                    self.run.slo = h.config.slo;
                     self.header = Some(h.as_ref().clone());
                 }
             }
@@ -458,6 +460,22 @@ impl Record {
     pub fn counted_steps(&self) -> &[StepLine] {
         let from = self.last_reset.map_or(0, |r| r.1).min(self.steps.len());
         &self.steps[from..]
+    }
+
+    /// Steady requests that failed after the last `stats_reset` (by their end time; all of
+    /// them in records without times), for goodput.
+    pub fn steady_failures(&self) -> usize {
+        let reset_at = self
+            .events
+            .iter()
+            .filter(|e| e.event == RunEvent::StatsReset)
+            .map(|e| e.t_s)
+            .next_back();
+        self.failed
+            .iter()
+            .zip(&self.failed_t_s)
+            .filter(|(f, t)| !f.warmup && reset_at.is_none_or(|r| t.is_none_or(|t| t >= r)))
+            .count()
     }
 
     /// The steady-state requests: counted and not warmup.

@@ -187,7 +187,7 @@ fn analyse(rec: &Record, opts: &ReportOptions) -> Analysis {
     .map(|(slo, from)| GoodputReport {
         slo,
         slo_from: from.into(),
-        goodput: goodput::goodput(steady.iter().copied(), &slo, busy),
+        goodput: goodput::goodput(steady.iter().copied(), rec.steady_failures(), &slo, busy),
     });
     let cost = opts.cost_per_hour.map(|per_hour| {
         let tokens: u64 = steady.iter().map(|r| goodput::output_tokens(r)).sum();
@@ -370,11 +370,19 @@ fn roofline_of(
     })
 }
 
-/// `TTFT ≤ 200.000 ms, TPOT ≤ 50.000 ms` (the limits in `Slo::METRICS` order).
+/// `TTFT p95 ≤ 200.000 ms, TPOT ≤ 50.000 ms` (the limits in `SloMetric::ALL` order; the
+/// percentile when it is not p99).
 pub fn slo_text(slo: &Slo) -> String {
     let parts: Vec<String> = slo
         .limits()
-        .map(|(m, v)| format!("{} ≤ {}", m.label(), ms(v)))
+        .map(|(m, l)| {
+            let p = if l.percentile == 99 {
+                String::new()
+            } else {
+                format!(" p{}", l.percentile)
+            };
+            format!("{}{p} ≤ {}", m.label(), ms(l.limit_s))
+        })
         .collect();
     parts.join(", ")
 }
@@ -416,12 +424,13 @@ impl Analysis {
         }
         if let Some(g) = &self.goodput {
             out.push_str(&format!(
-                "\n## Goodput ({}; SLO from {})\n\n- {} of {} steady requests ({}) met every SLO.\n- Goodput: {:.3} requests/s ({:.3} sequences/s) over {:.3} s of requests (vLLM's definition: requests meeting the SLO per second of run time; run time = sum of E2E).\n",
+                "\n## Goodput ({}; SLO from {})\n\n- {} of {} steady requests ({}) met every SLO ({} failed: misses; requests cut off by the run's end are not counted).\n- Goodput: {:.3} requests/s ({:.3} sequences/s) over {:.3} s of requests (requests meeting the SLO per second of run time; run time = sum of E2E).\n",
                 slo_text(&g.slo),
                 if g.slo_from == "record" { "the run's --slo" } else { "--slo" },
                 g.goodput.met,
                 g.goodput.requests,
                 percent(g.goodput.share),
+                g.goodput.failed,
                 g.goodput.goodput_rps,
                 g.goodput.goodput_seq_s,
                 g.goodput.duration_s
@@ -480,7 +489,7 @@ mod tests {
 
     #[test]
     fn slo_text_lists_the_limits() {
-        let slo = Slo::parse("ttft=200ms,e2e=1s").unwrap_or_default();
-        assert_eq!(slo_text(&slo), "TTFT ≤ 200.000 ms, E2E ≤ 1000.000 ms");
+        let slo = Slo::parse("ttft=200ms,e2e:p90=1s").unwrap_or_default();
+        assert_eq!(slo_text(&slo), "TTFT ≤ 200.000 ms, E2E p90 ≤ 1000.000 ms");
     }
 }

@@ -38,6 +38,7 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
         faults,
         jsonl,
     } = plan;
+    let slo = header.config.slo;
     // `--jsonl`: the same record on stdout, for a viewer elsewhere (`infertop follow -`).
     let mut stream = jsonl.then(|| Recorder::stdout(header.clone(), outputs.jsonl_steps));
     if let plan::EnginePlan::Http(h) = &engine {
@@ -70,6 +71,7 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
             [recorder.as_mut(), stream.as_mut()],
             started,
             outputs.jsonl_steps,
+            slo,
         ),
         Some(screen) => dashboard(
             screen,
@@ -147,10 +149,11 @@ fn headless(
     mut recorders: [Option<&mut Recorder>; 2],
     started: Instant,
     steps: bool,
+    slo: crate::stats::Slo,
 ) -> Outcome {
     // The second is the record streamed on stdout (`--jsonl`): then stdout has nothing else.
     let lines = recorders[1].is_none();
-    let mut run = RunFold::new();
+    let mut run = RunFold::with_slo(slo);
     let mut consumer = Consumer {
         events,
         control,

@@ -237,7 +237,7 @@ fn headless(
     mut recorder: Option<&mut Recorder>,
     started: Instant,
 ) -> SweepFold {
-    let mut run = RunFold::new();
+    let mut run = RunFold::with_slo(fold.slo);
     let mut consumer = Consumer {
         events,
         control,
@@ -248,7 +248,14 @@ fn headless(
     while fold.live() {
         let ev = match consumer.recv() {
             Received::Event(ev) => ev,
-            Received::Idle => continue,
+            Received::Idle => {
+                // A probe whose requests stall is still looked at.
+                fold.tick(since(started), &run);
+                if let Some(c) = fold.take_control() {
+                    let _ = control.send(c);
+                }
+                continue;
+            }
             Received::Closed => {
                 fold.disconnected(since(started), &mut run);
                 continue;
@@ -268,13 +275,20 @@ fn headless(
         }
         if let Some(result) = after_event(&mut fold, &ev, recorder.as_deref_mut(), t_s) {
             let verdict = fold.config.search.is_some().then(|| {
-                let broken = crate::sweep::analysis::slo_broken(&result, &fold.slo);
-                if crate::sweep::analysis::meets_slo(&result, &fold.slo) {
-                    "meets the SLO at p99".to_string()
-                } else if broken.is_empty() {
-                    "breaks the SLO (nothing measured)".to_string()
+                use crate::sweep::analysis::{meets_slo, probe_reasons};
+                let over = result.sustain.as_ref().and_then(|s| s.over.clone());
+                if meets_slo(&result, &fold.slo) {
+                    "meets the SLO and holds its load".to_string()
+                } else if let Some(why) = over {
+                    format!(
+                        "breaks the SLO ({}): {why}",
+                        probe_reasons(&result, &fold.slo).join(", ")
+                    )
                 } else {
-                    format!("breaks the SLO at p99 ({})", broken.join(", "))
+                    format!(
+                        "breaks the SLO ({})",
+                        probe_reasons(&result, &fold.slo).join(", ")
+                    )
                 }
             });
             let line = progress_line(of, &result);
@@ -322,13 +336,24 @@ fn opening_line(config: &SweepConfig) -> String {
     let reps = Repetitions::of(config);
     let what = match &config.search {
         Some(s) => format!(
-            "search for the max {} meeting the SLO in [{}, {}], probes of",
-            s.axis, s.lo, s.hi
+            "search for the max {} meeting the SLO that the server holds in [{}, {}], probes of{}",
+            s.axis,
+            s.lo,
+            s.hi,
+            s.probe_s
+                .map(|p| format!(" at least {p:.0} s (until two looks agree),"))
+                .unwrap_or_default()
         ),
         None => format!("sweep of {} cells,", config.cells.len()),
     };
+    let hold = config
+        .search
+        .as_ref()
+        .and_then(|s| s.hold_s)
+        .map(|h| format!("; then the max held for {h:.0} s"))
+        .unwrap_or_default();
     format!(
-        "{what} {} warmup + {} each",
+        "{what} {} warmup + {} each{hold}",
         config.warmup,
         match reps.precision {
             Some(p) => format!(

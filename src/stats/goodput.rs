@@ -1,5 +1,5 @@
-//! Goodput (vLLM's definition: requests that met every SLO, per second of run time) and the cost
-//! of output tokens.
+//! Goodput (requests that met every SLO, per second of run time, by GuideLLM's rules: a failed
+//! request is a miss and counts among the requests) and the cost of output tokens.
 //!
 //! Requests run one after another, so the run time of a set of requests is the sum of their E2E
 //! times (`busy_time_s`): model loading and pauses are not in it.
@@ -12,8 +12,11 @@ use crate::event::RequestDone;
 /// How many requests met the SLOs, and goodput.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Goodput {
-    /// Requests considered.
+    /// Requests considered: completed and failed.
     pub requests: usize,
+    /// Of them, failed (misses).
+    #[serde(default)]
+    pub failed: usize,
     /// Requests that met every limit of the SLO.
     pub met: usize,
     /// `met / requests` (0 when there are none).
@@ -31,13 +34,15 @@ pub fn busy_time_s<'a>(requests: impl IntoIterator<Item = &'a RequestDone>) -> f
     requests.into_iter().map(|r| r.e2e_s).sum()
 }
 
-/// Goodput of `requests` over `duration_s` seconds of run time (see `busy_time_s`).
+/// Goodput of `requests` and `failed` failures over `duration_s` seconds of run time (see
+/// `busy_time_s`).
 pub fn goodput<'a>(
     requests: impl IntoIterator<Item = &'a RequestDone>,
+    failed: usize,
     slo: &Slo,
     duration_s: f64,
 ) -> Goodput {
-    let mut n = 0usize;
+    let mut n = failed;
     let mut met = 0usize;
     let mut met_seqs = 0usize;
     for r in requests {
@@ -56,6 +61,7 @@ pub fn goodput<'a>(
     };
     Goodput {
         requests: n,
+        failed,
         met,
         share: if n > 0 { met as f64 / n as f64 } else { 0.0 },
         duration_s,
@@ -113,10 +119,14 @@ mod tests {
         ];
         let busy = busy_time_s(&rs);
         assert!((busy - 2.5).abs() < 1e-12);
-        let g = goodput(&rs, &slo, busy);
+        let g = goodput(&rs, 0, &slo, busy);
         assert_eq!(g.requests, 5);
         assert_eq!(g.met, 3);
         assert!((g.share - 0.6).abs() < 1e-12);
+        // A failure is a miss: 3 of 6.
+        let with_failure = goodput(&rs, 1, &slo, busy);
+        assert_eq!((with_failure.requests, with_failure.met), (6, 3));
+        assert!((with_failure.share - 0.5).abs() < 1e-12);
         // 3 requests / 2.5 s = 1.2 req/s; 6 sequences / 2.5 s = 2.4 seq/s.
         assert!((g.goodput_rps - 1.2).abs() < 1e-12);
         assert!((g.goodput_seq_s - 2.4).abs() < 1e-12);
@@ -126,10 +136,10 @@ mod tests {
     fn e2e_limit_and_empty() {
         let slo = Slo::parse("e2e=1s").unwrap();
         let rs = [req(0.1, Some(0.01), 0.9, 1), req(0.1, Some(0.01), 1.1, 1)];
-        let g = goodput(&rs, &slo, 4.0);
+        let g = goodput(&rs, 0, &slo, 4.0);
         assert_eq!(g.met, 1);
         assert!((g.goodput_rps - 0.25).abs() < 1e-12);
-        let none = goodput(&[], &slo, 0.0);
+        let none = goodput(&[], 0, &slo, 0.0);
         assert_eq!(
             (none.requests, none.met, none.share, none.goodput_rps),
             (0, 0, 0.0, 0.0)

@@ -33,7 +33,7 @@ pub use server::{
     quantiles as histogram_quantiles, total_window, trim as trim_buckets, HistogramSum, NodeSteady,
     ServerSpan, ServerSpanSummary, ServerSteady,
 };
-pub use slo::{parse_duration_s, Slo};
+pub use slo::{ntpot, parse_duration_s, Goodput, Limit, Slo, SloMetric};
 pub use steady::{settle_point, warmup_cost_s, SettleRule};
 pub use window::Window;
 

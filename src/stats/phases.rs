@@ -206,6 +206,7 @@ mod tests {
             e2e_s: ttft_s + 0.03,
             gpu_ttft_s: None,
             gpu_decode_s: None,
+            itl_max_s: None,
             peak_alloc_bytes: None,
             output_hash: String::new(),
             tokens: None,

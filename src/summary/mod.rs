@@ -55,6 +55,33 @@ pub struct RunSummary {
     /// `http_phases`).
     #[serde(skip)]
     pub phases: Option<PhaseSummary>,
+    /// Goodput against the run's SLO, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput: Option<GoodputSummary>,
+}
+
+/// Steady requests against an SLO: met, missed, failed (a miss), and the share met.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GoodputSummary {
+    pub slo: crate::stats::Slo,
+    #[serde(flatten)]
+    pub counts: crate::stats::Goodput,
+}
+
+impl GoodputSummary {
+    /// `goodput 97.2% of 312 (ttft:p95≤500ms e2e≤10s)` as the summary's and the dashboard's
+    /// line says it.
+    pub fn words(&self, le: &str, duration: impl Fn(f64) -> String) -> String {
+        let share = self
+            .counts
+            .share()
+            .map_or("-".into(), |s| format!("{:.1}%", s * 100.0));
+        format!(
+            "goodput {share} of {} ({})",
+            self.counts.requests(),
+            self.slo.words(le, duration)
+        )
+    }
 }
 
 impl RunSummary {
@@ -70,6 +97,7 @@ impl RunSummary {
             server: None,
             breakdown: None,
             phases: None,
+            goodput: None,
         }
     }
 
@@ -77,6 +105,12 @@ impl RunSummary {
     pub fn with_breakdown(mut self, b: &crate::stats::Breakdown) -> RunSummary {
         let s = b.summary();
         self.breakdown = (s.prompt_tokens.n > 0).then_some(s);
+        self
+    }
+
+    /// The summary with goodput against the run's SLO.
+    pub fn with_goodput(mut self, goodput: Option<GoodputSummary>) -> RunSummary {
+        self.goodput = goodput;
         self
     }
 
@@ -160,6 +194,15 @@ impl RunSummary {
             }
             out["http_phases"] = serde_json::Value::Object(m);
         }
+        if let Some(g) = &self.goodput {
+            out["goodput"] = serde_json::json!({
+                "slo": g.slo,
+                "met": g.counts.met,
+                "missed": g.counts.missed,
+                "failed": g.counts.failed,
+                "share": g.counts.share(),
+            });
+        }
         out
     }
 
@@ -197,6 +240,16 @@ impl RunSummary {
                 let s = self.warmup.get(m);
                 out.push_str(&md_row(&format!("{} (warmup)", m.label()), m, &s));
             }
+        }
+        if let Some(g) = &self.goodput {
+            out.push_str(&format!(
+                "\nGoodput: {} met the SLO, {} missed it, {} failed (a miss), of {} steady requests that ended ({})\n",
+                g.counts.met,
+                g.counts.missed,
+                g.counts.failed,
+                g.counts.requests(),
+                g.words("≤", crate::util::format::ms)
+            ));
         }
         out.push_str(&self.resources.markdown());
         out.push_str(&self.endpoints_markdown());

@@ -2,14 +2,15 @@
 //!
 //! - **the knee** of each curve (the cells that differ only in load): the first load that no
 //!   larger one beats by 10 % throughput per doubling, or the last before one that breaks the
-//!   SLO at p99 or fails;
+//!   SLO (each limit at its percentile) or fails;
 //! - **the best cell** of each workload (prompt × output): the most goodput among the cells
-//!   whose p99 meets the SLO;
+//!   that meet the SLO;
 //! - **over-saturation** of a server: from the load where TTFT p50 has more than doubled over
 //!   the lightest load while throughput stopped growing (requests queue, as GuideLLM detects);
 //! - **the roofline** of the candle engine: how close decode gets to the peak memory bandwidth;
-//! - **the capacity** a `--find-max` search found: the highest load whose p99 met the SLO, the
-//!   bracket it was narrowed to and the probes that decided it (`sweep::search`).
+//! - **the capacity** a `--find-max` search found: the highest load that met the SLO and that
+//!   the server held (`sweep::sustain`), the bracket it was narrowed to, the probes that decided
+//!   it (`sweep::search`), and with `--hold` whether it held for longer.
 
 use serde::Serialize;
 
@@ -17,7 +18,7 @@ use super::search::{axis_of, without_load, Search, SearchEnd};
 use super::{is_server, CellResult, LoadAxis};
 use crate::record::line::{CellParams, SearchConfig};
 use crate::stats::roofline::Peak;
-use crate::stats::{Metric, Slo};
+use crate::stats::{Slo, SloMetric};
 
 /// Doubling the load must add at least this much throughput to be worth it.
 pub const KNEE_GAIN: f64 = 0.10;
@@ -143,6 +144,25 @@ pub struct SearchFinding {
     /// The range searched and the tolerance asked for.
     pub range: (f64, f64),
     pub tolerance: f64,
+    /// How long each probe ran at least (`--probe-duration`), when probes were timed.
+    pub probe_s: Option<f64>,
+    /// `--hold`: the max held as one more cell, and whether it held.
+    pub hold: Option<Hold>,
+}
+
+/// The highest load a search found, held (`--hold`): for how long, and whether it still met
+/// the SLO and its load was one the server could hold.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Hold {
+    pub cell: usize,
+    pub load: f64,
+    /// Steady requests and their wall time.
+    pub n: u64,
+    pub seconds: Option<f64>,
+    pub meets_slo: bool,
+    /// Why not, when it did not.
+    pub broken: Vec<String>,
+    pub ttft_p99_s: Option<f64>,
 }
 
 impl SearchFinding {
@@ -167,6 +187,12 @@ impl Serialize for SearchFinding {
         m.serialize_entry("range", &[self.range.0, self.range.1])?;
         m.serialize_entry("tolerance", &self.tolerance)?;
         m.serialize_entry("probes", &self.probes)?;
+        if let Some(p) = self.probe_s {
+            m.serialize_entry("probe_s", &p)?;
+        }
+        if let Some(h) = &self.hold {
+            m.serialize_entry("hold", h)?;
+        }
         m.end()
     }
 }
@@ -181,8 +207,20 @@ pub fn searches(cells: &[CellResult], slo: &Slo, config: &SearchConfig) -> Vec<S
         .map(|w| {
             let probes: Vec<&CellResult> = cells
                 .iter()
-                .filter(|c| without_load(&c.params, axis) == *w)
+                .filter(|c| !c.params.hold && without_load(&c.params, axis) == *w)
                 .collect();
+            let hold = cells
+                .iter()
+                .find(|c| c.params.hold && without_load(&c.params, axis) == *w)
+                .map(|c| Hold {
+                    cell: c.cell,
+                    load: axis.load(&c.params),
+                    n: c.n,
+                    seconds: c.held_s,
+                    meets_slo: meets_slo(c, slo),
+                    broken: probe_reasons(c, slo),
+                    ttft_p99_s: (c.ttft.n > 0).then_some(c.ttft.p99),
+                });
             let verdicts: Vec<(f64, bool)> = probes
                 .iter()
                 .map(|c| (axis.load(&c.params), meets_slo(c, slo)))
@@ -212,11 +250,7 @@ pub fn searches(cells: &[CellResult], slo: &Slo, config: &SearchConfig) -> Vec<S
                         cell: c.cell,
                         load: axis.load(&c.params),
                         meets_slo: meets_slo(c, slo),
-                        broken: if c.measured() {
-                            slo_broken(c, slo)
-                        } else {
-                            vec!["failed".into()]
-                        },
+                        broken: probe_reasons(c, slo),
                         ttft_p99_s: p99(&c.ttft),
                         tpot_p99_s: p99(&c.tpot),
                         e2e_p99_s: p99(&c.e2e),
@@ -225,6 +259,8 @@ pub fn searches(cells: &[CellResult], slo: &Slo, config: &SearchConfig) -> Vec<S
                     .collect(),
                 range: (config.lo, config.hi),
                 tolerance: config.tolerance,
+                probe_s: config.probe_s,
+                hold,
             }
         })
         .collect()
@@ -240,25 +276,42 @@ pub fn throughput(c: &CellResult) -> Option<f64> {
     }
 }
 
-/// The SLO's metrics whose p99 the cell breaks (none without an SLO).
+/// The SLO's limits the cell breaks, each metric at its percentile (none without an SLO).
 pub fn slo_broken(c: &CellResult, slo: &Slo) -> Vec<String> {
-    slo.limits()
-        .filter(|&(m, limit)| {
-            let s = match m {
-                Metric::Ttft => &c.ttft,
-                Metric::Tpot => &c.tpot,
-                _ => &c.e2e,
-            };
-            s.n > 0 && s.p99 > limit
+    slo.broken(|m| {
+        Some(match m {
+            SloMetric::Ttft => c.ttft,
+            SloMetric::Tpot => c.tpot,
+            SloMetric::Itl => c.itl,
+            SloMetric::Ntpot => c.ntpot,
+            SloMetric::E2e => c.e2e,
         })
-        .map(|(m, _)| m.label().to_string())
-        .collect()
+    })
+    .into_iter()
+    .map(|m| match slo.get(m) {
+        Some(l) => format!("{} p{}", m.label(), l.percentile),
+        None => m.label().to_string(),
+    })
+    .collect()
 }
 
-/// Whether a cell meets the SLO as a `--find-max` probe must: measured, and every limit's p99
-/// within it.
+/// Why a probe does not meet the SLO: the limits it breaks, and whether its load was over
+/// capacity (`sustain`); `failed` when nothing was measured.
+pub fn probe_reasons(c: &CellResult, slo: &Slo) -> Vec<String> {
+    if !c.measured() {
+        return vec!["failed".into()];
+    }
+    let mut why = slo_broken(c, slo);
+    if c.sustain.as_ref().is_some_and(|s| !s.held()) {
+        why.push("over capacity".into());
+    }
+    why
+}
+
+/// Whether a cell meets the SLO as a `--find-max` probe must: measured, every limit's
+/// percentile within it, and its load one the server can hold (`sustain`).
 pub fn meets_slo(c: &CellResult, slo: &Slo) -> bool {
-    c.measured() && slo_broken(c, slo).is_empty()
+    c.measured() && slo_broken(c, slo).is_empty() && c.sustain.as_ref().is_none_or(|s| s.held())
 }
 
 /// `prompt 128, output 32` plus the other axes that are set, without the load axis.
@@ -534,7 +587,7 @@ impl Findings {
         let slo = if self.slo.is_empty() {
             "no --slo given".to_string()
         } else {
-            format!("SLO at p99: {}", crate::record::report::slo_text(&self.slo))
+            format!("SLO: {}", crate::record::report::slo_text(&self.slo))
         };
         out.push_str(&format!(
             "Knee: the {name} past which doubling it gains < {:.0} % {} or breaks the SLO ({slo}).\n\n",
@@ -559,7 +612,7 @@ impl Findings {
                     l(*next)
                 ),
                 KneeWhy::SloBroken { next, metrics } => format!(
-                    "knee at {}: {name} {} breaks the SLO (p99 {})",
+                    "knee at {}: {name} {} breaks the SLO ({})",
                     at(k.load, k.throughput),
                     l(*next),
                     metrics.join(", ")
@@ -574,7 +627,7 @@ impl Findings {
                     KNEE_GAIN * 100.0
                 ),
                 KneeWhy::NothingMeetsSlo => {
-                    format!("no knee: even the smallest {name} breaks the SLO at p99")
+                    format!("no knee: even the smallest {name} breaks the SLO")
                 }
                 KneeWhy::TooFew => format!("no knee: fewer than two {name} values measured"),
             };
@@ -705,7 +758,7 @@ fn search_markdown(f: &SearchFinding) -> String {
     };
     let what = match (f.end, f.max, f.broke_at) {
         (SearchEnd::Bracketed, Some(m), Some(b)) => format!(
-            "**{}**: {name} {} meets the SLO at p99 and {} breaks it ({}); the max lies in [{}, {}), known to {} (cells {})",
+            "**{}**: {name} {} meets the SLO and {} breaks it ({}); the max lies in [{}, {}), known to {} (cells {})",
             l(m),
             l(m),
             l(b),
@@ -724,7 +777,7 @@ fn search_markdown(f: &SearchFinding) -> String {
             cells(&f.decided_by)
         ),
         (SearchEnd::NothingMeets, _, b) => format!(
-            "none: even {name} {} breaks the SLO at p99 ({})",
+            "none: even {name} {} breaks the SLO ({})",
             b.map(l).unwrap_or_else(|| "?".into()),
             b.map(broken_at).unwrap_or_default()
         ),
@@ -734,15 +787,39 @@ fn search_markdown(f: &SearchFinding) -> String {
             b.map(l).unwrap_or_else(|| "?".into())
         ),
     };
-    format!(
-        "- Max {name} for {}: {what}; {} probes of at least {n} steady requests each (the p99 of {n} requests), searched in [{}, {}] to within {:.0} %: {}.\n",
+    let length = match f.probe_s {
+        Some(s) => format!("of at least {s:.0} s and {n} steady requests each"),
+        None => format!("of at least {n} steady requests each (the p99 of {n} requests)"),
+    };
+    let mut out = format!(
+        "- Max {name} for {}: {what}; {} probes {length}, each also judged on whether the server held its load, searched in [{}, {}] to within {:.0} %: {}.\n",
         f.workload,
         f.probes.len(),
         l(f.range.0),
         l(f.range.1),
         f.tolerance * 100.0,
         probe_words.join(", ")
-    )
+    );
+    if let Some(h) = &f.hold {
+        let how_long = h.seconds.map_or("?".into(), |s| format!("{s:.0} s"));
+        out.push_str(&if h.meets_slo {
+            format!(
+                "  - Held at {name} {} for {how_long} ({} steady requests, cell {}): it met the SLO and the server held the load.\n",
+                l(h.load),
+                h.n,
+                h.cell
+            )
+        } else {
+            format!(
+                "  - Held at {name} {} for {how_long} ({} steady requests, cell {}): it did **not** hold ({}).\n",
+                l(h.load),
+                h.n,
+                h.cell,
+                h.broken.join(", ")
+            )
+        });
+    }
+    out
 }
 
 #[cfg(test)]
@@ -786,6 +863,8 @@ mod tests {
                 n: 10,
                 ..Summary::default()
             },
+            ntpot: Summary::default(),
+            sustain: None,
             prefill_tok_s: Some(1000.0),
             decode_tok_s: Some(tok_s),
             output_tok_s: Some(tok_s),
@@ -844,14 +923,14 @@ mod tests {
             f.knees[0].why,
             KneeWhy::SloBroken {
                 next: 8.0,
-                metrics: vec!["TPOT".into()]
+                metrics: vec!["TPOT p99".into()]
             }
         );
         assert_eq!(f.best[0].cell, 2);
         let text = f.to_markdown(&cells);
         assert!(
             text.contains(
-                "knee at batch 4 (360.0 decode tok/s): batch 8 breaks the SLO (p99 TPOT)"
+                "knee at batch 4 (360.0 decode tok/s): batch 8 breaks the SLO (TPOT p99)"
             ),
             "{text}"
         );
@@ -981,6 +1060,8 @@ mod tests {
             hi: 1024.0,
             tolerance: 0.05,
             workloads: vec![workload],
+            probe_s: None,
+            hold_s: None,
         };
         let f = findings(&cells, &slo, None, None, Some(&config));
         let s = &f.searches[0];
@@ -990,7 +1071,7 @@ mod tests {
         );
         assert_eq!(s.decided_by, [5, 7]);
         assert_eq!(s.probes.len(), 8);
-        assert_eq!(s.probes[4].broken, ["TTFT"]);
+        assert_eq!(s.probes[4].broken, ["TTFT p99"]);
         let json = serde_json::to_value(&f).unwrap();
         assert_eq!(json["searches"][0]["max_concurrency"], 12.0);
         assert_eq!(
@@ -999,7 +1080,7 @@ mod tests {
         );
         let text = f.to_markdown(&cells);
         assert!(
-            text.contains("Max concurrency for prompt 128, output 32: **12**: concurrency 12 meets the SLO at p99 and 13 breaks it (TTFT); the max lies in [12, 13), known to 1 request in flight (cells 5 and 7)"),
+            text.contains("Max concurrency for prompt 128, output 32: **12**: concurrency 12 meets the SLO and 13 breaks it (TTFT p99); the max lies in [12, 13), known to 1 request in flight (cells 5 and 7)"),
             "{text}"
         );
         // Nothing meets: the first probe breaks, and so does every halving.
@@ -1019,6 +1100,6 @@ mod tests {
         );
         assert!(f
             .to_markdown(&slow)
-            .contains("none: even concurrency 1 breaks the SLO at p99 (TTFT)"));
+            .contains("none: even concurrency 1 breaks the SLO (TTFT p99)"));
     }
 }

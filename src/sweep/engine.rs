@@ -148,6 +148,20 @@ fn run(
                     }
                     cell += 1;
                 }
+                // `--hold`: the highest load that met the SLO, held as one more cell.
+                if let (Some(_), Some(max)) = (config.hold_s, search.meets) {
+                    let params = CellParams {
+                        hold: true,
+                        ..with_load(workload, search.axis, max)
+                    };
+                    let mut early = None;
+                    if let Some(stop) =
+                        one_cell(cell, cell + 1, &params, &mut start, tx, control, &mut early)
+                    {
+                        return stop;
+                    }
+                    cell += 1;
+                }
             }
         }
     }
@@ -286,6 +300,8 @@ mod tests {
             hi: 64.0,
             tolerance: 0.0,
             workloads: vec![CellParams::default()],
+            probe_s: None,
+            hold_s: None,
         };
         let h = spawn(Cells::Search(config), instant(), tx, ctl_rx).unwrap();
         // The consumer's side: a verdict per probe, meeting up to 5 in flight.

@@ -100,6 +100,12 @@ struct OpenCell {
     end_asked: bool,
     /// The server's prefix cache was emptied before the cell.
     cache_reset: bool,
+    /// A timed probe: when it is next looked at, and the verdict the last look gave.
+    next_look_s: Option<f64>,
+    last_verdict: Option<bool>,
+    /// Steady requests in flight and when they started: a look counts them as arrivals (a
+    /// queue that grows is mostly requests still waiting).
+    in_flight: std::collections::HashMap<u64, f64>,
 }
 
 /// What the last event set from its time, for `SweepFold::stamp`.
@@ -175,7 +181,7 @@ impl SweepFold {
         self.stamped = Stamped::default();
         match event {
             Event::CellStarted(c) => {
-                *run = RunFold::new();
+                *run = RunFold::with_slo(self.slo);
                 self.open = Some(OpenCell {
                     cell: c.cell,
                     params: c.params.clone(),
@@ -185,6 +191,9 @@ impl SweepFold {
                     last_steady_s: None,
                     end_asked: false,
                     cache_reset: false,
+                    next_look_s: None,
+                    last_verdict: None,
+                    in_flight: Default::default(),
                 });
                 let row = GridRow::of(c.cell, c.cells, &c.params, None, None);
                 match self.grid.iter_mut().find(|r| r.cell == c.cell) {
@@ -204,11 +213,19 @@ impl SweepFold {
             return;
         };
         match event {
-            Event::RequestStarted { warmup: false, .. } if open.first_steady_s.is_none() => {
-                open.first_steady_s = Some(t_s);
-                self.stamped.first_steady = true;
+            Event::RequestStarted {
+                warmup: false,
+                index,
+                ..
+            } => {
+                open.in_flight.insert(*index, t_s);
+                if open.first_steady_s.is_none() {
+                    open.first_steady_s = Some(t_s);
+                    self.stamped.first_steady = true;
+                }
             }
             Event::RequestDone(r) => {
+                open.in_flight.remove(&r.index);
                 open.tally
                     .observe(r, Some(t_s), &self.slo, run.info.as_ref().map(|i| &i.model));
                 self.stamped.span = true;
@@ -222,6 +239,7 @@ impl SweepFold {
                 }
             }
             Event::RequestFailed(f) => {
+                open.in_flight.remove(&f.index);
                 open.tally.observe_failed(f, t_s);
                 self.stamped.span = true;
                 if !f.warmup {
@@ -241,6 +259,108 @@ impl SweepFold {
             Event::Finished(_) => self.close(t_s, run),
             _ => {}
         }
+        self.tick(t_s, run);
+    }
+
+    /// Looks at a timed probe (`--probe-duration`): it has run long enough once its steady
+    /// requests span the probe's duration and five times their median E2E, it has at least
+    /// `--repetitions` of them, and two looks a quarter of that apart agree on its verdict
+    /// (or it has run three times that long); then the fold asks for its end. Called on every
+    /// event, and by the consumer when nothing comes (a probe whose requests stall still ends).
+    pub fn tick(&mut self, t_s: f64, run: &RunFold) {
+        let Some(probe_s) = self.config.search.as_ref().and_then(|s| s.probe_s) else {
+            return;
+        };
+        let Some(open) = self.open.as_ref() else {
+            return;
+        };
+        if open.end_asked || open.params.hold {
+            return;
+        }
+        let Some(first) = open.first_steady_s else {
+            return;
+        };
+        if open.next_look_s.is_some_and(|at| t_s < at) {
+            return;
+        }
+        let mut e2e: Vec<f64> = open
+            .tally
+            .spans
+            .iter()
+            .filter(|s| !s.warmup)
+            .map(|s| s.end_s - s.start_s)
+            .collect();
+        let long = probe_s.max(5.0 * crate::stats::median_in_place(&mut e2e).unwrap_or(0.0));
+        let ran = t_s - first;
+        if ran < long || open.tally.steady < self.reps.min {
+            // Not yet: look again in a while.
+            if let Some(o) = self.open.as_mut() {
+                o.next_look_s = Some(t_s + (long - ran).max(0.0).min(long / 4.0).max(0.05));
+            }
+            return;
+        }
+        let verdict = {
+            let result = self.result_now(t_s, run);
+            analysis::meets_slo(&result, &self.slo)
+        };
+        let Some(open) = self.open.as_mut() else {
+            return;
+        };
+        if open.last_verdict == Some(verdict) || ran >= 3.0 * long {
+            open.end_asked = true;
+            self.control.push_back(Control::EndCell);
+        } else {
+            open.last_verdict = Some(verdict);
+            open.next_look_s = Some(t_s + long / 4.0);
+        }
+    }
+
+    /// The open cell's row as it stands.
+    fn result_now(&self, t_s: f64, run: &RunFold) -> CellResult {
+        let Some(open) = self.open.as_ref() else {
+            return CellResult::new(
+                0,
+                CellParams::default(),
+                CellEnding {
+                    status: CellStatus::Stopped,
+                    reason: None,
+                    elapsed_s: 0.0,
+                    steady_wall_s: None,
+                    prefix_cache: None,
+                },
+                &run.summary(),
+                &CellTally::default(),
+            );
+        };
+        let ending = CellEnding {
+            status: CellStatus::Ok,
+            reason: None,
+            elapsed_s: (t_s - open.started_s).max(0.0),
+            steady_wall_s: open
+                .first_steady_s
+                .zip(open.last_steady_s)
+                .map(|(a, b)| (b - a).max(0.0)),
+            prefix_cache: None,
+        };
+        // The requests still in flight arrived and have not completed.
+        let mut tally = open.tally.clone();
+        tally
+            .spans
+            .extend(open.in_flight.values().map(|&start_s| super::held::Span {
+                start_s,
+                end_s: f64::INFINITY,
+                tokens: 0,
+                met_seqs: 0,
+                warmup: false,
+                ttft_s: None,
+            }));
+        CellResult::new(
+            open.cell,
+            open.params.clone(),
+            ending,
+            &run.summary(),
+            &tally,
+        )
     }
 
     /// The consumer's own clock for the event `apply` folded last, when it is finer than the
@@ -365,7 +485,7 @@ impl SweepFold {
         if self.model.is_none() {
             self.model = run.info.as_ref().map(|i| i.model.clone());
         }
-        let probe = self.config.search.is_some().then(|| {
+        let probe = (self.config.search.is_some() && !open.params.hold).then(|| {
             let meets = analysis::meets_slo(&result, &self.slo);
             self.control.push_back(Control::CellVerdict {
                 cell: open.cell,
@@ -443,6 +563,8 @@ mod tests {
                 hi: 8.0,
                 tolerance: 0.0,
                 workloads: vec![CellParams::default()],
+                probe_s: None,
+                hold_s: None,
             }),
             ..SweepConfig::default()
         };

@@ -38,6 +38,8 @@ pub struct Span {
     /// Sequences of the request that met every limit of the SLO (0 for a failed request).
     pub met_seqs: u64,
     pub warmup: bool,
+    /// Its TTFT (`None` for a failed request), for the trend of a probe (`sweep::sustain`).
+    pub ttft_s: Option<f64>,
 }
 
 impl Span {
@@ -50,6 +52,7 @@ impl Span {
             tokens: crate::stats::goodput::output_tokens(r),
             met_seqs: if met { seqs } else { 0 },
             warmup: r.warmup,
+            ttft_s: Some(r.ttft_s),
         }
     }
 
@@ -61,6 +64,7 @@ impl Span {
             tokens: 0,
             met_seqs: 0,
             warmup: f.warmup,
+            ttft_s: None,
         }
     }
 }
@@ -161,6 +165,7 @@ mod tests {
             tokens: g,
             met_seqs: 1,
             warmup,
+            ttft_s: None,
         }
     }
 

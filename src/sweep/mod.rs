@@ -14,6 +14,7 @@ pub mod plot;
 pub mod record;
 pub mod report;
 pub mod search;
+pub mod sustain;
 pub mod table;
 
 use serde::Serialize;
@@ -94,6 +95,7 @@ impl CellSpec {
             model: self.model.clone(),
             dtype: self.dtype,
             threads: self.threads,
+            hold: false,
         }
     }
 }
@@ -287,6 +289,8 @@ pub struct CellTally {
     pub busy_s: f64,
     pub ttft_s: Vec<f64>,
     pub tpot_s: Vec<f64>,
+    /// E2E / output tokens of each steady request (for an NTPOT limit).
+    pub ntpot_s: Vec<f64>,
     /// Achieved decode bandwidth per steady request (bytes read per step / TPOT), for models
     /// whose size is known.
     pub decode_bw: Vec<f64>,
@@ -319,6 +323,9 @@ impl CellTally {
         self.output_tokens += crate::stats::goodput::output_tokens(r);
         self.busy_s += r.e2e_s;
         self.ttft_s.push(r.ttft_s);
+        if let Some(n) = crate::stats::ntpot(r) {
+            self.ntpot_s.push(n);
+        }
         if let Some(tpot) = r.tpot_s {
             self.tpot_s.push(tpot);
             if let Some(m) = model.filter(|m| m.weight_bytes > 0) {
@@ -358,6 +365,12 @@ pub struct CellResult {
     pub tpot: Summary,
     pub itl: Summary,
     pub e2e: Summary,
+    /// E2E / output tokens of the steady requests (inference-perf's NTPOT).
+    #[serde(default)]
+    pub ntpot: Summary,
+    /// A server cell: whether its load was one the server can hold (`sustain`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sustain: Option<sustain::Sustain>,
     /// Medians over steady requests: B·P / TTFT and B / TPOT.
     pub prefill_tok_s: Option<f64>,
     pub decode_tok_s: Option<f64>,
@@ -450,6 +463,10 @@ impl CellResult {
             tpot: summary.steady.get(Metric::Tpot),
             itl: summary.steady.get(Metric::Itl),
             e2e: summary.steady.get(Metric::E2e),
+            ntpot: Summary::of(&tally.ntpot_s),
+            sustain: load_of(&params)
+                .filter(|_| measured)
+                .and_then(|load| sustain::judge(&tally.spans, load == held::Load::Open)),
             prefill_tok_s: p50(Metric::PrefillTokS),
             decode_tok_s: p50(Metric::DecodeTokS),
             output_tok_s,

@@ -58,8 +58,13 @@ pub fn title(
     };
     match &config.search {
         Some(s) => format!(
-            "infertop sweep: {what}; a search for the max {} meeting the SLO at p99, {} warmup + {reps} per probe",
-            s.axis, config.warmup
+            "infertop sweep: {what}; a search for the max {} meeting the SLO that the server holds, {} warmup + {} per probe",
+            s.axis,
+            config.warmup,
+            match s.probe_s {
+                Some(p) => format!("at least {p:.0} s and {reps}"),
+                None => reps.clone(),
+            }
         ),
         None => format!(
             "infertop sweep: {what}; {} cells, {} warmup + {reps} each",

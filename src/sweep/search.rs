@@ -32,9 +32,10 @@ pub fn axis_of(config: &SearchConfig) -> LoadAxis {
     }
 }
 
-/// A probe's parameters without the load the search varies: its workload.
+/// A probe's parameters without the load the search varies: its workload (a hold's too).
 pub fn without_load(p: &CellParams, axis: LoadAxis) -> CellParams {
     let mut w = p.clone();
+    w.hold = false;
     match axis {
         LoadAxis::Rate => w.rate = None,
         _ => w.concurrency = None,
@@ -203,6 +204,8 @@ mod tests {
             hi,
             tolerance,
             workloads: Vec::new(),
+            probe_s: None,
+            hold_s: None,
         }
     }
 

@@ -400,6 +400,8 @@ mod tests {
             tpot: Summary::default(),
             itl: Summary::default(),
             e2e: Summary::default(),
+            ntpot: Summary::default(),
+            sustain: None,
             prefill_tok_s: Some(1.5),
             decode_tok_s: None,
             output_tok_s: None,

@@ -199,6 +199,8 @@ pub struct Figures {
     /// Requests started (a dataset's rows sent) and how far a replayed trace has got.
     pub started_requests: u64,
     pub trace_covered_s: Option<f64>,
+    /// Steady requests against the SLO, when there is one.
+    pub goodput: Option<crate::stats::Goodput>,
 }
 
 /// How many times each kind of state the screen shows has changed: with the slices' and the
@@ -387,7 +389,7 @@ impl App {
             slo: config.slo,
             baseline: config.baseline,
             output_step: config.output_step,
-            run: RunFold::new(),
+            run: RunFold::with_slo(config.slo),
             phase: RunPhase::Loading,
             loading: None,
             workload: None,
@@ -491,6 +493,9 @@ impl App {
         self.now = now;
         self.slices.advance(now.as_secs_f64());
         self.buckets.advance(now.as_secs_f64());
+        if let Some(sweep) = self.sweep.as_mut() {
+            sweep.tick(now.as_secs_f64(), &self.run);
+        }
     }
 
     /// Something changed that the next frame must show whole (not held): a key, a reset, a
@@ -984,6 +989,7 @@ impl App {
             last_itl_s: self.steps.last().map(|s| s.itl_s),
             started_requests: self.run.started_requests,
             trace_covered_s: self.run.trace_covered_s,
+            goodput: (!self.slo.is_empty()).then_some(self.run.goodput),
         };
         self.breakdown = self.run.breakdown.summary();
     }
@@ -1121,8 +1127,8 @@ impl App {
     }
 
     /// The SLO limit for a table row, if one is set.
-    pub fn slo_limit(&self, metric: Metric) -> Option<f64> {
-        self.slo.get(metric)
+    pub fn slo_limit(&self, metric: Metric) -> Option<crate::stats::Limit> {
+        self.slo.for_metric(metric)
     }
 }
 

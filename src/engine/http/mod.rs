@@ -574,6 +574,7 @@ fn request_done(record_tokens: bool, launched: &Launched, m: Measured) -> Reques
         e2e_s: m.e2e_s,
         gpu_ttft_s: None,
         gpu_decode_s: None,
+        itl_max_s: m.itls_s.iter().copied().reduce(f64::max),
         peak_alloc_bytes: None,
         output_hash: format!("{:016x}", fnv1a(m.text.as_bytes())),
         tokens: None,

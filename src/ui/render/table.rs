@@ -11,7 +11,7 @@ use ratatui::Frame;
 use super::panel;
 use super::panel::Panel;
 use crate::event::ServerQuantiles;
-use crate::stats::{Metric, Phase, Slo, Summary};
+use crate::stats::{Metric, Phase, Summary};
 use crate::ui::keys::Action;
 use crate::ui::state::App;
 use crate::util::format;
@@ -38,6 +38,20 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     let mut block = panel(app, title);
     if let Some(slo) = slo_text(app) {
         block = block.title(Line::styled(slo, theme.dim).right_aligned());
+    }
+    if let Some(g) = app.figures.goodput {
+        // Goodput by GuideLLM's rules: failures are misses, requests cut off are not counted.
+        let share = g
+            .share()
+            .map_or("-".into(), |s| format!("{:.1}%", s * 100.0));
+        let style = if g.share().is_some_and(|s| s < 1.0) {
+            theme.slo_fail
+        } else {
+            theme.dim
+        };
+        block = block.title_bottom(
+            Line::styled(format!("goodput {share} of {}", g.requests()), style).right_aligned(),
+        );
     }
     let only_warmup = !app.include_warmup
         && app.table.get(Metric::Ttft).n == 0
@@ -85,7 +99,14 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
             server_cells(&mut cells, app, *metric, s);
             return Row::new(cells);
         }
-        for v in values(s) {
+        // The column of the limit's percentile (mean, p50, p90, p95, p99, max).
+        let limited = limit.map(|l| match l.percentile {
+            50 => 1,
+            90 => 2,
+            95 => 3,
+            _ => 4,
+        });
+        for (column, v) in values(s).into_iter().enumerate() {
             let text = if s.n == 0 {
                 "-".to_string()
             } else if metric.is_latency() {
@@ -93,7 +114,8 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
             } else {
                 format::si(v)
             };
-            let crossed = s.n > 0 && limit.is_some_and(|l| v > l);
+            let crossed =
+                s.n > 0 && limited == Some(column) && limit.is_some_and(|l| v > l.limit_s);
             let (text, style) = if crossed {
                 (format!("{text}!"), theme.slo_fail)
             } else {
@@ -312,21 +334,15 @@ fn values(s: &Summary) -> [f64; 6] {
     [s.mean, s.p50, s.p90, s.p95, s.p99, s.max]
 }
 
-/// `SLO ttft≤200ms tpot≤50ms`, or `None` without an SLO.
+/// `SLO ttft:p95≤200ms tpot≤50ms`, or `None` without an SLO.
 fn slo_text(app: &App) -> Option<String> {
-    let parts: Vec<String> = app
-        .slo
-        .limits()
-        .map(|(m, l)| {
-            format!(
-                "{}{}{}",
-                Slo::name(m),
-                app.glyphs.le,
-                format::duration(l, app.glyphs.ascii)
-            )
-        })
-        .collect();
-    (!parts.is_empty()).then(|| format!("SLO {}", parts.join(" ")))
+    let ascii = app.glyphs.ascii;
+    (!app.slo.is_empty()).then(|| {
+        format!(
+            "SLO {}",
+            app.slo.words(app.glyphs.le, |l| format::duration(l, ascii))
+        )
+    })
 }
 
 /// The phases the table keeps when it cannot show them all, most telling first.
