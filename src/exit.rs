@@ -29,4 +29,21 @@ impl Failure {
             message: m.into(),
         }
     }
+
+    /// `usage`, unless a signal is why it failed (a phase that gave up when one arrived): then
+    /// the signal's exit code (130, 143, 129), and `interrupted` says so.
+    pub fn usage_or_signal(m: impl Into<String>) -> Self {
+        match crate::signals::pending_exit_code() {
+            Some(code) => Self {
+                code,
+                message: m.into(),
+            },
+            None => Self::usage(m),
+        }
+    }
+
+    /// Whether a signal ended it (its exit code is a signal's).
+    pub fn interrupted(&self) -> bool {
+        self.code > 128
+    }
 }

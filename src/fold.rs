@@ -176,6 +176,12 @@ impl RunFold {
         true
     }
 
+    /// The session ended without the engine's `Finished` (a signal's stop it did not answer
+    /// in time): the run ends here, as the signal asked.
+    pub fn abandoned(&mut self, reason: StopReason) {
+        self.stop.get_or_insert(reason);
+    }
+
     fn take_steps(&mut self, index: u64) -> Option<Vec<f64>> {
         self.pending_steps.remove(&index)
     }

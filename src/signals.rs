@@ -10,15 +10,28 @@ use crate::event::StopReason;
 #[derive(Clone, Debug, Default)]
 pub struct Signals(Arc<AtomicUsize>);
 
+/// How long a stop waits for the engine to finish before the session ends without it: a
+/// signal is answered within a second in every phase (a model still loading, a server that
+/// does not answer, a cell starting), the record closed with what was measured.
+pub const STOP_GRACE: std::time::Duration = std::time::Duration::from_millis(800);
+
+/// The process's handlers, once installed: what `pending` reads (a planner reading a dataset
+/// of a million rows, a model loading, any phase without a consumer loop of its own).
+static INSTALLED: std::sync::OnceLock<Signals> = std::sync::OnceLock::new();
+
 impl Signals {
-    /// Installs the handlers (they only store the signal number).
+    /// Installs the handlers (they only store the signal number); a second call gives the
+    /// ones installed first.
     pub fn register() -> std::io::Result<Signals> {
         use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+        if let Some(s) = INSTALLED.get() {
+            return Ok(s.clone());
+        }
         let flag = Arc::new(AtomicUsize::new(0));
         for sig in [SIGINT, SIGTERM, SIGHUP] {
             signal_hook::flag::register_usize(sig, flag.clone(), sig as usize)?;
         }
-        Ok(Signals(flag))
+        Ok(INSTALLED.get_or_init(|| Signals(flag)).clone())
     }
 
     /// Signals that never fire (tests, benchmarks); `raise` stands in for a real one.
@@ -48,6 +61,31 @@ impl Signals {
     pub fn exit_code(&self) -> Option<i32> {
         self.received().map(|n| 128 + n)
     }
+}
+
+/// The signal that arrived, if the handlers are installed and one has: every long phase
+/// (a dataset read, a tokenizer counting a million prompts) asks this between pieces of work
+/// and gives up at once with `interrupted`.
+pub fn pending() -> Option<StopReason> {
+    INSTALLED.get().and_then(Signals::stop_reason)
+}
+
+/// The exit code of the signal that arrived, if one has.
+pub fn pending_exit_code() -> Option<i32> {
+    INSTALLED.get().and_then(Signals::exit_code)
+}
+
+/// `Err` with the one line saying what a signal stopped, when one has arrived.
+pub fn check(what: &str) -> Result<(), String> {
+    match INSTALLED.get().and_then(Signals::received) {
+        Some(sig) => Err(interrupted_words(sig, what)),
+        None => Ok(()),
+    }
+}
+
+/// `stopped by SIGTERM while reading the dataset`.
+fn interrupted_words(sig: i32, what: &str) -> String {
+    format!("{} while {what}", stop_reason_for(sig).words())
 }
 
 /// The one map from a signal to how the record's footer names the stop.

@@ -103,6 +103,11 @@ pub fn main() -> i32 {
     };
     match result {
         Ok(code) => code,
+        // A signal's stop is no error: it says what it stopped.
+        Err(f) if f.interrupted() => {
+            say!("infertop: {}", f.message);
+            f.code
+        }
         Err(f) => {
             say!("infertop: error: {}", f.message);
             f.code

@@ -88,6 +88,41 @@ pub fn header(opts: &RunOpts, engine: &EnginePlan, slo: Slo) -> Header {
     }
 }
 
+/// The header of a run a signal stopped before it was planned (while its dataset was read):
+/// the command line and the flags as given, so its record still says what was asked.
+pub fn unplanned(opts: &RunOpts) -> Header {
+    let w = &opts.workload;
+    Header {
+        infertop_version: env!("CARGO_PKG_VERSION").to_string(),
+        record_format: RECORD_FORMAT,
+        command: command_line(),
+        config: RunConfig {
+            model: opts.model.model.clone(),
+            device: opts.model.device.name(),
+            seed: w.seed,
+            prompt_tokens: w
+                .prompt_tokens
+                .as_ref()
+                .map(|p| p.to_string())
+                .unwrap_or_default(),
+            output_tokens: w.output_tokens.to_string(),
+            warmup: w.warmup,
+            requests: w.requests,
+            slo: opts.output.slo.unwrap_or_default(),
+            engine: opts.is_server().then_some(EngineKind::Http),
+            endpoints: opts
+                .server
+                .endpoint
+                .iter()
+                .map(|e| e.display().to_string())
+                .collect(),
+            ..RunConfig::default()
+        },
+        machine: machine(DeviceSpec::Cpu),
+        model: None,
+    }
+}
+
 /// The machine the run measures on: CPU, and on CUDA the GPU (through NVML), which names the
 /// peak figures `report` uses for the roofline.
 pub fn machine(device: DeviceSpec) -> Machine {

@@ -163,7 +163,8 @@ fn read_dataset(
         filter: t.dataset_filter.clone().map(|f| f.0).unwrap_or_default(),
         skip_bad_rows: t.skip_bad_rows,
     };
-    let ds = dataset::read(path, &read).map_err(|e| Failure::usage(format!("--dataset {e}")))?;
+    let ds = dataset::read(path, &read)
+        .map_err(|e| Failure::usage_or_signal(format!("--dataset {e}")))?;
     let mut plan = DatasetPlan::new(
         ds,
         t.dataset_order,
@@ -176,7 +177,8 @@ fn read_dataset(
         t.block_size,
     );
     let (count, exact) = counter(tokenizer);
-    plan.count_tokens(count, exact);
+    plan.count_tokens(count, exact)
+        .map_err(|e| Failure::usage_or_signal(format!("--dataset {}: {e}", path.display())))?;
     if let Some(max) = max_positions {
         plan.restrict(max, output);
         if plan.is_empty() {

@@ -150,6 +150,8 @@ pub(crate) fn dashboard(
     (result, app)
 }
 
+pub use crate::signals::STOP_GRACE;
+
 /// What a headless consumer got from the channel.
 #[derive(Debug)]
 pub enum Received {
@@ -158,6 +160,9 @@ pub enum Received {
     Idle,
     /// The channel closed: every producer has gone.
     Closed,
+    /// A signal asked for a stop `STOP_GRACE` ago and the engine has not finished: the
+    /// session ends without it.
+    GaveUp(StopReason),
 }
 
 /// A headless consumer of one engine's events: passes a signal on as a stop (once), and waits
@@ -169,19 +174,70 @@ pub struct Consumer<'a> {
     pub signals: &'a Signals,
     /// The stop a signal asked for, once one has.
     pub interrupted: Option<StopReason>,
+    /// When it was asked.
+    pub asked_at: Option<Instant>,
 }
 
-impl Consumer<'_> {
+impl<'a> Consumer<'a> {
+    pub fn new(
+        events: &'a Receiver<Event>,
+        control: &'a Sender<Control>,
+        signals: &'a Signals,
+    ) -> Consumer<'a> {
+        Consumer {
+            events,
+            control,
+            signals,
+            interrupted: None,
+            asked_at: None,
+        }
+    }
+
     pub fn recv(&mut self) -> Received {
         if let (Some(reason), None) = (self.signals.stop_reason(), &self.interrupted) {
             self.interrupted = Some(reason.clone());
+            self.asked_at = Some(Instant::now());
             let _ = self.control.send(Control::Stop(reason));
+        }
+        if let (Some(reason), Some(at)) = (&self.interrupted, self.asked_at) {
+            if at.elapsed() >= STOP_GRACE {
+                return Received::GaveUp(reason.clone());
+            }
         }
         match self.events.recv_timeout(Duration::from_millis(50)) {
             Ok(ev) => Received::Event(ev),
             Err(RecvTimeoutError::Timeout) => Received::Idle,
             Err(RecvTimeoutError::Disconnected) => Received::Closed,
         }
+    }
+}
+
+/// A run a signal stopped while it was planned (its dataset read, its tokens counted): its
+/// record (`--record`) still opens and closes, saying what was asked and why it stopped.
+/// Returns the failure, to end the command with.
+pub(crate) fn unplanned(opts: &crate::plan::RunOpts, f: Failure, started: Instant) -> Failure {
+    if !f.interrupted() {
+        return f;
+    }
+    if let (Some(path), Some(reason)) = (&opts.output.record, crate::signals::pending()) {
+        let header = crate::plan::header::unplanned(opts);
+        if let Ok(mut r) = crate::record::Recorder::create(path, header, false) {
+            let summary = crate::summary::RunSummary::default();
+            r.finish(&reason, started.elapsed().as_secs_f64(), &summary);
+        }
+    }
+    f
+}
+
+/// Waits for a thread to end, at most until `deadline`: a stopped engine ends within a decode
+/// step, but one loading a model or waiting on a server may not look at its controls until it
+/// is done, and the session must not wait for that (the process's exit ends it).
+pub(crate) fn join_by(handle: JoinHandle<()>, deadline: Instant) {
+    while !handle.is_finished() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    if handle.is_finished() {
+        let _ = handle.join();
     }
 }
 

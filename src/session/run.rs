@@ -20,10 +20,25 @@ use crate::util::say;
 
 /// A benchmark run: dashboard or headless.
 pub fn run(opts: &RunOpts) -> Result<i32, Failure> {
+    let started = Instant::now();
     super::pin_threads(plan::engine::candle_threads(opts));
     let signals = Signals::register()
         .map_err(|e| Failure::runtime(format!("cannot install signal handlers: {e}")))?;
-    let plan = plan::run(opts)?;
+    let plan = match plan::run(opts) {
+        Ok(plan) => plan,
+        Err(f) => return Err(super::unplanned(opts, f, started)),
+    };
+    // A signal while planning that no phase noticed (a tokenizer loading) stops here too.
+    if let Some(code) = signals.exit_code() {
+        let f = Failure {
+            code,
+            message: signals
+                .stop_reason()
+                .map(|r| format!("{} before the run started", r.words()))
+                .unwrap_or_default(),
+        };
+        return Err(super::unplanned(opts, f, started));
+    }
     execute(plan, &signals)
 }
 
@@ -87,9 +102,10 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
     // queue into a failed send, so neither the sampler nor the worker can hang the exit.
     drop(ev_rx);
     producers.stop();
-    // The worker got a stop (or finished); it ends within one decode step.
+    // The worker got a stop (or finished); it ends within one decode step, unless a phase
+    // that does not look at its controls holds it (a model loading): then it is left behind.
     let _ = ctl_tx.send(Control::Stop(outcome.stop.clone()));
-    let _ = handle.join();
+    super::join_by(handle, Instant::now() + super::STOP_GRACE);
 
     let elapsed_s = started.elapsed().as_secs_f64();
     if let Some(r) = recorder.as_mut() {
@@ -154,12 +170,7 @@ fn headless(
     // The second is the record streamed on stdout (`--jsonl`): then stdout has nothing else.
     let lines = recorders[1].is_none();
     let mut run = RunFold::with_slo(slo);
-    let mut consumer = Consumer {
-        events,
-        control,
-        signals,
-        interrupted: None,
-    };
+    let mut consumer = Consumer::new(events, control, signals);
     let stdout = std::io::stdout();
     while run.live() {
         let ev = match consumer.recv() {
@@ -167,6 +178,10 @@ fn headless(
             Received::Idle => continue,
             Received::Closed => {
                 run.disconnected();
+                continue;
+            }
+            Received::GaveUp(reason) => {
+                run.abandoned(reason);
                 continue;
             }
         };

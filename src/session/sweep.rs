@@ -33,7 +33,8 @@ pub fn sweep(a: &SweepArgs) -> Result<i32, Failure> {
     super::pin_threads(plan::engine::candle_threads(&a.run));
     let signals = Signals::register()
         .map_err(|e| Failure::runtime(format!("cannot install signal handlers: {e}")))?;
-    let plan = plan::sweep::plan(a)?;
+    let started = std::time::Instant::now();
+    let plan = plan::sweep::plan(a).map_err(|f| super::unplanned(&a.run, f, started))?;
     execute(plan, &signals)
 }
 
@@ -97,7 +98,8 @@ fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
     drop(ev_rx);
     producers.stop();
     let _ = ctl_tx.send(Control::Stop(StopReason::UserStop));
-    let _ = handle.join();
+    // A cell loading its model does not look at its controls: the sweep is not held by it.
+    super::join_by(handle, Instant::now() + super::STOP_GRACE);
     let fold = fold?;
 
     let found = {
@@ -238,12 +240,7 @@ fn headless(
     started: Instant,
 ) -> SweepFold {
     let mut run = RunFold::with_slo(fold.slo);
-    let mut consumer = Consumer {
-        events,
-        control,
-        signals,
-        interrupted: None,
-    };
+    let mut consumer = Consumer::new(events, control, signals);
     let of = fold.config.cells.len();
     while fold.live() {
         let ev = match consumer.recv() {
@@ -258,6 +255,10 @@ fn headless(
             }
             Received::Closed => {
                 fold.disconnected(since(started), &mut run);
+                continue;
+            }
+            Received::GaveUp(reason) => {
+                fold.abandoned(since(started), &mut run, reason);
                 continue;
             }
         };

@@ -387,6 +387,17 @@ impl SweepFold {
         }
     }
 
+    /// The session ends without the sweep engine's `Finished` (a signal's stop it did not
+    /// answer in time, between cells or inside one): the open cell closes as stopped, and the
+    /// sweep ends as the signal asked.
+    pub fn abandoned(&mut self, t_s: f64, run: &mut RunFold, reason: StopReason) {
+        if self.open.is_some() {
+            run.abandoned(reason.clone());
+            self.close(t_s, run);
+        }
+        self.stop.get_or_insert(reason);
+    }
+
     /// The engine went away without the sweep's `Finished`.
     pub fn disconnected(&mut self, t_s: f64, run: &mut RunFold) {
         if self.open.is_some() {

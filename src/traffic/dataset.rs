@@ -230,12 +230,17 @@ impl Dataset {
     }
 
     /// Counts every message's tokens with `count` (exact with a tokenizer, else an estimate).
-    pub fn count_tokens(&mut self, count: impl Fn(&str) -> usize) {
-        for m in &mut self.msgs {
+    pub fn count_tokens(&mut self, count: impl Fn(&str) -> usize) -> Result<(), String> {
+        for (i, m) in self.msgs.iter_mut().enumerate() {
+            // A tokenizer counts a million prompts in tens of seconds: a signal is answered.
+            if i.is_multiple_of(1024) {
+                crate::signals::check("counting the dataset's tokens")?;
+            }
             let (a, b) = (m.start as usize, (m.start + m.len) as usize);
             let n = count(self.text.get(a..b).unwrap_or(""));
             m.tokens = u32::try_from(n).unwrap_or(u32::MAX - 1);
         }
+        Ok(())
     }
 
     /// Heap bytes the rows take (without the text), for the memory benchmark.
@@ -312,6 +317,10 @@ pub fn read(path: &Path, opts: &ReadOptions) -> Result<Dataset, String> {
     };
     let mut state = Stored::default();
     let mut add = |ds: &mut Dataset, line: usize, parsed: Result<Option<Parsed>, String>| {
+        // A million rows take seconds: a signal is answered between rows.
+        if line.is_multiple_of(4096) {
+            crate::signals::check("reading the dataset")?;
+        }
         store(ds, &mut state, line, parsed, opts, &shown)
     };
     match format {

@@ -180,10 +180,16 @@ impl DatasetPlan {
         }
     }
 
-    /// Counts every message's tokens with `count`; `exact` when it is a tokenizer.
-    pub fn count_tokens(&mut self, count: impl Fn(&str) -> usize, exact: bool) {
-        self.ds.count_tokens(count);
+    /// Counts every message's tokens with `count`; `exact` when it is a tokenizer. `Err`: a
+    /// signal stopped it.
+    pub fn count_tokens(
+        &mut self,
+        count: impl Fn(&str) -> usize,
+        exact: bool,
+    ) -> Result<(), String> {
+        self.ds.count_tokens(count)?;
         self.counted = exact;
+        Ok(())
     }
 
     /// Rows to send.
@@ -865,7 +871,8 @@ mod tests {
             None,
             16,
         );
-        plan.count_tokens(|t| t.split_whitespace().count(), true);
+        plan.count_tokens(|t| t.split_whitespace().count(), true)
+            .unwrap();
         let r = plan.request(0).unwrap();
         assert_eq!(r.prompt, Prompt::Text("a b c d".into()));
         assert_eq!((r.prompt_tokens, r.output_tokens), (4, Some(2)));

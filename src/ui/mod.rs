@@ -42,7 +42,7 @@ pub use state::{App, AppConfig, KeyOutcome};
 pub use theme::{ColorDepth, ColorMode, Theme};
 
 /// How long quitting waits for the engine to confirm with `Event::Finished`.
-pub const STOP_WAIT: Duration = Duration::from_secs(2);
+pub const STOP_WAIT: Duration = crate::signals::STOP_GRACE;
 
 /// How every screen looks and which keys it takes: loaded and checked once, before the
 /// terminal is touched, so a mistake in a theme or keys file is an ordinary one-line error.

@@ -217,19 +217,37 @@ impl HttpConfig {
 /// The most connections opened before the run (per run, over all endpoints).
 const MAX_PRECONNECT: usize = 4096;
 
+/// The first wave of an open loop: the arrivals of its first second, the E2E a first request
+/// is taken to need (connections beyond it open when a request needs one, as `new`).
+const FIRST_WAVE_S: f64 = 1.0;
+
 impl HttpConfig {
-    /// Connections to open before the first timed request: one per request the first wave has
-    /// in flight (the concurrency; an open loop: one second of arrivals, within its cap).
-    /// Requests beyond them open their own, and their records say so.
+    /// Connections to open before the first timed request: no more than the first wave can
+    /// have in flight. At most the requests the run sends and the requests in flight at once
+    /// (the concurrency; an open loop's cap); for an open loop at most its arrivals in the first
+    /// second (a replayed trace: its own first rows). Requests beyond them open their own, and
+    /// their records say so.
     pub fn preconnect_count(&self) -> usize {
         if !self.preconnect {
             return 0;
         }
-        let first_wave = match self.rate {
-            Some(r) => (r.ceil() as usize).min(self.in_flight_cap()),
-            None => self.in_flight_cap(),
+        let cap = self.in_flight_cap();
+        let first_wave = if self.traffic.replay.is_some() {
+            (0..)
+                .map_while(|i| self.traffic.due_s(i))
+                .take_while(|&t| t < FIRST_WAVE_S)
+                .count()
+        } else {
+            match self.rate {
+                Some(r) => (r * FIRST_WAVE_S).ceil() as usize,
+                None => cap,
+            }
         };
-        first_wave.clamp(1, MAX_PRECONNECT)
+        let requests = self
+            .traffic
+            .request_limit()
+            .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
+        first_wave.min(cap).min(requests).clamp(1, MAX_PRECONNECT)
     }
 }
 
@@ -355,15 +373,27 @@ async fn drive(mut cfg: HttpConfig, tx: &Events, inbox: &mut Inbox) -> Result<St
         return Err("no --endpoint given".into());
     }
     // This machine's timer jitter, measured before anything else runs on the runtime.
-    let calibration = probe::calibrate().await;
+    let calibration = tokio::select! {
+        c = probe::calibrate() => c,
+        stop = stopped(inbox) => return Ok(stop),
+    };
     let client = reqwest::Client::builder()
         .tcp_nodelay(true)
         .pool_max_idle_per_host(cfg.in_flight_cap().min(4096))
         .build()
         .map_err(|e| format!("cannot build the http client: {}", request::describe(e)))?;
-    let model = discover(&client, &mut cfg, tx).await?;
     let pool = Arc::new(conn::Pool::new());
-    preconnect(&cfg, &pool).await;
+    // The server found out and the first connections opened, or a stop meanwhile: a server
+    // that answers slowly (or a listen queue that drops SYNs) must not hold a Ctrl-C.
+    let prepared = async {
+        let model = discover(&client, &mut cfg, tx).await?;
+        preconnect(&cfg, &pool).await;
+        Ok::<String, String>(model)
+    };
+    let model = tokio::select! {
+        model = prepared => model?,
+        stop = stopped(inbox) => return Ok(stop),
+    };
     let _ = tx.send(Event::RunStarted(Box::new(RunInfo {
         model: model_info(&model, &cfg.endpoints),
         workload: cfg.describe(),
@@ -391,6 +421,16 @@ async fn drive(mut cfg: HttpConfig, tx: &Events, inbox: &mut Inbox) -> Result<St
         conversation::run(cfg, shared, model, tx, inbox).await
     } else {
         completions::run(cfg, shared, model, tx, inbox).await
+    }
+}
+
+/// A stop that arrives while the run prepares (its other controls wait for the loop).
+async fn stopped(inbox: &mut Inbox) -> StopReason {
+    loop {
+        if let Some(reason) = inbox.stop_now() {
+            return reason;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
@@ -616,6 +656,76 @@ mod tests {
             scheduled: Instant::now(),
             origin: None,
         }
+    }
+
+    fn config(traffic: TrafficPlan) -> HttpConfig {
+        HttpConfig {
+            endpoints: vec![Endpoint::parse("http://127.0.0.1:1").unwrap()],
+            api: Api::Completions,
+            served_model: None,
+            api_key: None,
+            traffic,
+            prompts: Prompts::Approximate,
+            concurrency: None,
+            rate: None,
+            burstiness: 1.0,
+            request_timeout: Duration::from_secs(1),
+            exact_output: true,
+            chunk_usage: false,
+            record_tokens: false,
+            preconnect: true,
+            reset_prefix_cache: false,
+        }
+    }
+
+    /// Never more connections before the run than its first wave can use: a 30-row trace opens
+    /// its first second's rows, a rate its first second's arrivals, a concurrency no more than
+    /// the requests.
+    #[test]
+    fn preconnect_is_bounded_by_what_the_first_wave_can_have_in_flight() {
+        use crate::traffic::dataset::{self, ReadOptions};
+        use crate::traffic::{DatasetPlan, LenSpec, Order, RequestSource};
+        let made_up = || TrafficPlan::made_up(LenSpec::Fixed(8), LenSpec::Fixed(4), 0);
+        // A trace of 30 rows, one every 150 ms: 7 in its first second.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.jsonl");
+        let rows: String = (0..30)
+            .map(|i| {
+                format!(
+                    "{{\"timestamp\":{},\"input_length\":8,\"output_length\":4}}\n",
+                    i * 150
+                )
+            })
+            .collect();
+        std::fs::write(&path, rows).unwrap();
+        let ds = dataset::read(&path, &ReadOptions::default()).unwrap();
+        let trace = TrafficPlan {
+            source: Some(Arc::new(RequestSource::Dataset(Box::new(
+                DatasetPlan::new(ds, Order::Sequential, 0, None, 16),
+            )))),
+            replay: Some(1.0),
+            ..made_up()
+        };
+        assert_eq!(config(trace).preconnect_count(), 7);
+        let rate = HttpConfig {
+            rate: Some(5.0),
+            ..config(made_up())
+        };
+        assert_eq!(rate.preconnect_count(), 5);
+        let few = HttpConfig {
+            concurrency: Some(1000),
+            ..config(TrafficPlan {
+                requests: Some(5),
+                ..made_up()
+            })
+        };
+        assert_eq!(few.preconnect_count(), 5);
+        assert_eq!(config(made_up()).preconnect_count(), 1);
+        let off = HttpConfig {
+            preconnect: false,
+            ..config(made_up())
+        };
+        assert_eq!(off.preconnect_count(), 0);
     }
 
     #[test]
