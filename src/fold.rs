@@ -5,12 +5,13 @@
 
 use crate::event::{Event, RequestDone, RunInfo, StopReason};
 use crate::exit::{EXIT_FAILURE, EXIT_OK};
-use crate::summary::resources::Resources;
-use crate::summary::RunSummary;
 use crate::signals::Signals;
 use crate::stats::{
-    Breakdown, EndpointStats, PhaseStats, RunStats, ServerSteady, Window, RECENT_REQUESTS,
+    Breakdown, EndpointStats, ModelStats, PhaseStats, RunStats, ServerSteady, ShapeStats, Window,
+    RECENT_REQUESTS,
 };
+use crate::summary::resources::Resources;
+use crate::summary::RunSummary;
 
 /// Decode steps reserved per request in flight when it starts, at most (its output length
 /// says how many it will send; a longer one grows its list).
@@ -28,6 +29,10 @@ pub struct RunFold {
     pub endpoints: EndpointStats,
     /// A server run's HTTP phases and time to second token (nothing for the candle engine).
     pub phases: PhaseStats,
+    /// The same requests per model, when the run sends to several (`--served-model a=3,b=1`).
+    pub models: ModelStats,
+    /// A server run's thinking and answering apart, and its tool calls.
+    pub shapes: ShapeStats,
     /// Peak memory and energy over the whole run (not reset by `r`).
     pub resources: Resources,
     /// Requests finished since the start (not reset by `r`).
@@ -110,9 +115,12 @@ impl RunFold {
                 }
             }
             Event::RequestDone(r) => {
-                if let Some(steps) = self.take_steps(r.index) {
-                    self.stats.record_steps(&steps, r.warmup);
+                let steps = self.take_steps(r.index);
+                if let Some(steps) = &steps {
+                    self.stats.record_steps(steps, r.warmup);
                 }
+                self.models
+                    .record_request(r, steps.as_deref().unwrap_or_default());
                 self.server.request_ended(r.warmup);
                 self.request_done(r)
             }
@@ -120,6 +128,7 @@ impl RunFold {
                 self.take_steps(f.index);
                 self.server.request_ended(f.warmup);
                 self.endpoints.record_failure(f);
+                self.models.record_failure(f);
                 self.failed_requests += 1;
                 self.last_failure = Some(f.reason.clone());
             }
@@ -128,6 +137,8 @@ impl RunFold {
                 self.stats.reset();
                 self.breakdown.reset();
                 self.endpoints.reset();
+                self.models.reset();
+                self.shapes.reset();
                 self.phases.reset();
                 self.server.reset();
                 for steps in self.pending_steps.values_mut() {
@@ -169,6 +180,7 @@ impl RunFold {
             self.trace_covered_s = Some(self.trace_covered_s.map_or(t, |c| c.max(t)));
         }
         self.phases.record_request(r);
+        self.shapes.record_request(r);
         if let Some(c) = &r.client {
             let w = self
                 .send_delays
@@ -215,6 +227,8 @@ impl RunFold {
             .with_resources(self.resources.clone())
             .with_failures(self.failed_requests)
             .with_endpoints(self.endpoints.summaries())
+            .with_models(self.models.summaries())
+            .with_shapes(self.shapes.summary())
             .with_phases(self.phases.summary())
             .with_server(self.server.summary.clone())
             .with_breakdown(&self.breakdown)
@@ -350,6 +364,7 @@ mod tests {
                 status: Some(500),
                 endpoint: None,
                 elapsed_s: 0.01,
+                model: None,
             },
         )));
         run.apply(&started(1, false));
@@ -441,6 +456,7 @@ mod tests {
                 status: None,
                 endpoint: None,
                 elapsed_s: 1.0,
+                model: None,
             },
         )));
         run.apply(&done(0, false));

@@ -746,6 +746,8 @@ impl Generated {
             text,
             client: None,
             origin: None,
+            model: None,
+            parts: None,
         }
     }
 }

@@ -446,6 +446,9 @@ impl Feeder {
                     RunEvent::PrefixCacheReset(c) => Some(Event::Notice(Box::new(
                         crate::event::Notice::PrefixCacheReset(c),
                     ))),
+                    RunEvent::ApiPicked(a) => {
+                        Some(Event::Notice(Box::new(crate::event::Notice::ApiPicked(a))))
+                    }
                     RunEvent::Other => None,
                 };
                 if let Some(ev) = event {

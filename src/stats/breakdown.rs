@@ -251,6 +251,8 @@ mod tests {
                     ..Origin::default()
                 })
             }),
+            model: None,
+            parts: None,
         }
     }
 

@@ -129,6 +129,8 @@ mod tests {
                 ..Default::default()
             })),
             origin: None,
+            model: None,
+            parts: None,
         }
     }
 
@@ -147,6 +149,7 @@ mod tests {
             status: Some(503),
             endpoint: Some("http://b".into()),
             elapsed_s: 0.1,
+            model: None,
         });
         let rows = s.summaries();
         assert_eq!(rows.len(), 2);

@@ -225,6 +225,8 @@ mod tests {
                 ..Default::default()
             })),
             origin: None,
+            model: None,
+            parts: None,
         }
     }
 
