@@ -262,12 +262,14 @@ pub enum Fed {
 }
 
 /// The ITL a run printed (its footer's), for a record without step lines to recompute it from.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct FooterItl {
     /// Steady state (`metrics.itl_s`).
     pub steady: Option<Summary>,
     /// The warmup requests' (`warmup.itl_s`).
     pub warmup: Option<Summary>,
+    /// Each model's (`models[].itl_s`), when the run split by model.
+    pub models: Vec<(String, Summary)>,
 }
 
 /// An event held for reordering, in time order (then the order it was made).
@@ -561,6 +563,7 @@ impl Feeder {
                     let itl = FooterItl {
                         steady: footer_itl(&f.summary, "metrics"),
                         warmup: footer_itl(&f.summary, "warmup"),
+                        models: footer_model_itl(&f.summary),
                     };
                     if itl != FooterItl::default() {
                         out.push(Fed::FooterItl(itl));
@@ -757,6 +760,21 @@ pub fn footer_itl(summary: &serde_json::Value, table: &str) -> Option<Summary> {
     let s = summary.get(table)?.get("itl_s")?;
     let s: Summary = serde_json::from_value(s.clone()).ok()?;
     (s.n > 0).then_some(s)
+}
+
+/// Each model's ITL the run printed (its footer's `models[].itl_s`), where it has samples.
+pub fn footer_model_itl(summary: &serde_json::Value) -> Vec<(String, Summary)> {
+    let Some(models) = summary.get("models").and_then(serde_json::Value::as_array) else {
+        return Vec::new();
+    };
+    models
+        .iter()
+        .filter_map(|m| {
+            let name = m.get("model")?.as_str()?.to_string();
+            let s: Summary = serde_json::from_value(m.get("itl_s")?.clone()).ok()?;
+            (s.n > 0).then_some((name, s))
+        })
+        .collect()
 }
 
 /// The record's time at its end, from its last lines (the footer's `elapsed_s`, else the

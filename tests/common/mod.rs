@@ -3,4 +3,5 @@
 
 pub mod nvml_sim;
 pub mod pty;
+pub mod shapes_server;
 pub mod traffic_server;

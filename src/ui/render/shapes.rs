@@ -54,7 +54,7 @@ pub fn render_thinking(frame: &mut Frame, app: &App, rect: Rect) {
     };
     let line = |label: &str, value: String| {
         Line::from(vec![
-            Span::styled(format!("{label:<15}"), theme.dim),
+            Span::styled(format!("{label:<14}"), theme.dim),
             Span::styled(value, theme.text),
         ])
     };
@@ -66,14 +66,14 @@ pub fn render_thinking(frame: &mut Frame, app: &App, rect: Rect) {
         line(
             "think tokens",
             if t.n > 0 {
-                format!("p50 {:.0} · p99 {:.0} ({from})", t.p50, t.p99)
+                format!("{:.0} · p99 {:.0} {from}", t.p50, t.p99)
             } else {
                 "-".into()
             },
         ),
         line("tool calls", format!("{} requests", r.tool_call_requests)),
         line("ended in call", r.ended_in_tool_call.to_string()),
-        line("never answered", r.no_answer.to_string()),
+        line("no answer", r.no_answer.to_string()),
     ];
     frame.render_widget(Paragraph::new(lines), inner);
 }
