@@ -146,6 +146,14 @@ fn check_reasoning(events: &[Event], from: &str) {
     let parts: Vec<_> = d.iter().map(|r| r.parts.as_deref().unwrap()).collect();
     let ttfa = median(parts.iter().map(|p| p.ttfa_s.unwrap()).collect());
     let think = median(parts.iter().map(|p| p.reasoning_s.unwrap()).collect());
+    eprintln!(
+        "reasoning ({from}): TTFT p50 {:.1} ms (truth 40), TTFA {:.1} ms (120), reasoning {:.1} ms (80), {} reasoning tokens (8), {} output (14)",
+        ttft * 1e3,
+        ttfa * 1e3,
+        think * 1e3,
+        parts[0].reasoning_tokens,
+        d[0].output_tokens
+    );
     assert!(near(ttft, 40.0, 8.0), "TTFT {ttft}");
     assert!(near(ttfa, 120.0, 8.0), "TTFA {ttfa}");
     assert!((think * 1e3 - 80.0).abs() < 8.0, "reasoning {think}");
@@ -161,7 +169,9 @@ fn check_reasoning(events: &[Event], from: &str) {
         assert!(p.ttfa_s.unwrap() > r.ttft_s + 0.05);
     }
     let s = fold(events).summary();
-    let r = s.reasoning.expect("the summary splits thinking from answering");
+    let r = s
+        .reasoning
+        .expect("the summary splits thinking from answering");
     assert_eq!((r.requests, r.reasoning_requests), (5, 5));
     assert!(near(r.ttfa_s.p50, 120.0, 8.0), "{:?}", r.ttfa_s);
     assert_eq!((r.reasoning_tokens.p50, r.reasoning_tokens.n), (8.0, 5));
@@ -185,7 +195,10 @@ fn the_responses_api_streams_reasoning_and_answer_events() {
     let events = run_engine(config(&server.url, Api::Responses, 5));
     check_reasoning(&events, "usage");
     let body = &server.requests()[0].body;
-    assert_eq!((body["max_output_tokens"].as_u64(), body["stream"].as_bool()), (Some(32), Some(true)));
+    assert_eq!(
+        (body["max_output_tokens"].as_u64(), body["stream"].as_bool()),
+        (Some(32), Some(true))
+    );
     assert!(body["input"].is_string(), "{body}");
     assert_eq!(server.requests()[0].path, "/v1/responses");
 }
@@ -199,12 +212,19 @@ fn the_messages_api_sends_its_headers_and_counts_thinking() {
     check_reasoning(&events, "counted");
     for seen in server.requests() {
         assert_eq!(seen.path, "/v1/messages");
-        assert_eq!(seen.headers.get("x-api-key").map(String::as_str), Some("sk-ant-test"));
+        assert_eq!(
+            seen.headers.get("x-api-key").map(String::as_str),
+            Some("sk-ant-test")
+        );
         assert_eq!(
             seen.headers.get("anthropic-version").map(String::as_str),
             Some("2023-06-01")
         );
-        assert!(!seen.headers.contains_key("authorization"), "{:?}", seen.headers);
+        assert!(
+            !seen.headers.contains_key("authorization"),
+            "{:?}",
+            seen.headers
+        );
         assert_eq!(seen.body["messages"][0]["role"], "user");
         assert_eq!(seen.body["max_tokens"], 32);
     }
@@ -234,6 +254,13 @@ fn tool_call_deltas_are_output_in_every_api() {
         assert_eq!(d.len(), 4, "{api:?}: {:?}", failures(&events));
         let ttft = median(d.iter().map(|r| r.ttft_s).collect());
         let e2e = median(d.iter().map(|r| r.e2e_s).collect());
+        eprintln!(
+            "tool call over {api:?}: TTFT p50 {:.1} ms (truth 40), E2E {:.1} ms (90), {} chunks counted (6), ended in a tool call: {}",
+            ttft * 1e3,
+            e2e * 1e3,
+            d[0].client.as_ref().unwrap().content_chunks,
+            d.iter().all(|r| r.parts.as_ref().is_some_and(|p| p.ended_in_tool_call))
+        );
         assert!(near(ttft, 40.0, 8.0), "{api:?} TTFT {ttft}");
         assert!(near(e2e, 90.0, 10.0), "{api:?} E2E {e2e}");
         for r in &d {
@@ -260,7 +287,14 @@ fn tool_call_deltas_are_output_in_every_api() {
             }
         }
         let s = fold(&events).summary().reasoning.unwrap();
-        assert_eq!((s.tool_call_requests, s.ended_in_tool_call, s.reasoning_requests), (4, 4, 0));
+        assert_eq!(
+            (
+                s.tool_call_requests,
+                s.ended_in_tool_call,
+                s.reasoning_requests
+            ),
+            (4, 4, 0)
+        );
     }
 }
 
@@ -286,7 +320,9 @@ fn conversations_answer_tool_calls_after_the_tool_time() {
         exact_lengths: false,
     }));
     cfg.shape.tools = Some(tools());
-    cfg.shape.tool_time = Some(infertop::traffic::ThinkTime::Fixed(Duration::from_millis(150)));
+    cfg.shape.tool_time = Some(infertop::traffic::ThinkTime::Fixed(Duration::from_millis(
+        150,
+    )));
     let events = run_engine(cfg);
     let d = done(&events);
     // Per turn: the call, then the answer to its result.
@@ -300,7 +336,11 @@ fn conversations_answer_tool_calls_after_the_tool_time() {
         .iter()
         .map(|r| r.origin.as_ref().unwrap().tool_round)
         .collect();
-    assert_eq!(rounds.iter().filter(|r| **r == Some(1)).count(), 4, "{rounds:?}");
+    assert_eq!(
+        rounds.iter().filter(|r| **r == Some(1)).count(),
+        4,
+        "{rounds:?}"
+    );
     let seen = server.requests();
     assert_eq!(seen.len(), 8);
     for (i, s) in seen.iter().enumerate() {
@@ -312,7 +352,10 @@ fn conversations_answer_tool_calls_after_the_tool_time() {
         assert_eq!(last["tool_call_id"], "call_7");
         let call = &messages[messages.len() - 2];
         assert_eq!(call["tool_calls"][0]["function"]["name"], "get_weather");
-        assert_eq!(call["tool_calls"][0]["function"]["arguments"], r#"{"x":11}"#);
+        assert_eq!(
+            call["tool_calls"][0]["function"]["arguments"],
+            r#"{"x":11}"#
+        );
         // The tool's time, from the end of the reply that called it.
         let before = seen[..i]
             .iter()
@@ -320,6 +363,9 @@ fn conversations_answer_tool_calls_after_the_tool_time() {
             .find(|p| p.body["messages"].as_array().unwrap().len() == messages.len() - 2)
             .unwrap();
         let gap = s.at - before.ended.unwrap();
+        eprintln!(
+            "tool time: the result went back {gap:?} after the call's reply ended (truth 150 ms)"
+        );
         assert!(
             gap >= Duration::from_millis(149) && gap < Duration::from_millis(400),
             "{gap:?}"
@@ -349,6 +395,12 @@ fn embeddings_and_rerank_are_timed_whole_with_their_batch() {
         let d = done(&events);
         assert_eq!(d.len(), 5, "{api:?}: {:?}", failures(&events));
         let latency = median(d.iter().map(|r| r.e2e_s).collect());
+        eprintln!(
+            "{api:?}: latency p50 {:.1} ms (truth 30), batch {} (4), prompt tokens per input {}",
+            latency * 1e3,
+            d[0].batch,
+            d[0].prompt_tokens
+        );
         assert!(near(latency, 30.0, 8.0), "{api:?} {latency}");
         for r in &d {
             assert_eq!((r.batch, r.output_tokens, r.tpot_s), (4, 0, None));
@@ -403,10 +455,7 @@ fn weighted_models_split_every_figure_with_n() {
     assert!((4..=17).contains(&b), "b took {b} of 40 (weight 1 of 4)");
     // The request went to the model its record names.
     let seen = server.requests();
-    assert_eq!(
-        seen.iter().filter(|s| s.body["model"] == "b").count(),
-        b
-    );
+    assert_eq!(seen.iter().filter(|s| s.body["model"] == "b").count(), b);
     // The same seed draws the same models.
     assert_eq!(picks(&done(&run(7))), first);
     let s = fold(&events).summary();
@@ -415,6 +464,13 @@ fn weighted_models_split_every_figure_with_n() {
     assert_eq!((ma.model.as_str(), mb.model.as_str()), ("a", "b"));
     assert_eq!((ma.requests + mb.requests) as usize, 40);
     assert_eq!(mb.requests as usize, b);
+    eprintln!(
+        "models a=3,b=1: a n {} TTFT p50 {:.1} ms (truth 20), b n {} TTFT p50 {:.1} ms (truth 60); same picks for the same seed",
+        ma.requests,
+        ma.ttft_s.p50 * 1e3,
+        mb.requests,
+        mb.ttft_s.p50 * 1e3
+    );
     assert!(near(ma.ttft_s.p50, 20.0, 8.0), "{:?}", ma.ttft_s);
     assert!(near(mb.ttft_s.p50, 60.0, 8.0), "{:?}", mb.ttft_s);
     assert_eq!(ma.itl_s.n as u64, ma.requests * 3);
@@ -437,17 +493,32 @@ fn bfcl_rows_carry_their_tools() {
     ];
     std::fs::write(
         &path,
-        rows.iter().map(|r| r.to_string() + "\n").collect::<String>(),
+        rows.iter()
+            .map(|r| r.to_string() + "\n")
+            .collect::<String>(),
     )
     .unwrap();
     let out = std::process::Command::cargo_bin("infertop")
         .unwrap()
         .args(["--endpoint", &server.url, "--api", "chat", "--dataset"])
         .arg(&path)
-        .args(["--warmup", "0", "-n", "4", "--headless", "--no-telemetry", "--tool-choice", "required"])
+        .args([
+            "--warmup",
+            "0",
+            "-n",
+            "4",
+            "--headless",
+            "--no-telemetry",
+            "--tool-choice",
+            "required",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let seen = server.requests();
     assert_eq!(seen.len(), 2);
     let a = &seen[0].body;
@@ -458,7 +529,12 @@ fn bfcl_rows_carry_their_tools() {
     let b = &seen[1].body;
     assert_eq!(b["tools"][0]["function"]["name"], "get_weather");
     assert_eq!(
-        b["messages"].as_array().unwrap().iter().map(|m| m["role"].clone()).collect::<Vec<_>>(),
+        b["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["role"].clone())
+            .collect::<Vec<_>>(),
         vec![json!("system"), json!("user")]
     );
     // The server called the tool: the request lines say so.
@@ -513,7 +589,14 @@ fn auto_picks_an_api_and_says_which() {
         let dir = tempfile::tempdir().unwrap();
         let record = dir.path().join("run.jsonl");
         let out = infertop()
-            .args(["--endpoint", &server.url, "--api", "auto", "--requests", "2"])
+            .args([
+                "--endpoint",
+                &server.url,
+                "--api",
+                "auto",
+                "--requests",
+                "2",
+            ])
             .args(["--warmup", "0", "-n", "4", "--headless", "--no-telemetry"])
             .arg("--record")
             .arg(&record)
@@ -558,12 +641,22 @@ fn an_api_the_server_lacks_and_a_bad_tools_file_are_one_line_and_exit_2() {
         ..Truth::default()
     });
     let out = infertop()
-        .args(["--endpoint", &lacking.url, "--api", "auto", "--headless", "--no-telemetry"])
+        .args([
+            "--endpoint",
+            &lacking.url,
+            "--api",
+            "auto",
+            "--headless",
+            "--no-telemetry",
+        ])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("--api auto:") && stderr.contains("answers none of"), "{stderr}");
+    assert!(
+        stderr.contains("--api auto:") && stderr.contains("answers none of"),
+        "{stderr}"
+    );
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("tools.json");
     std::fs::write(&bad, "{\"name\": oops").unwrap();
@@ -576,7 +669,10 @@ fn an_api_the_server_lacks_and_a_bad_tools_file_are_one_line_and_exit_2() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("--tools") && stderr.contains("not JSON"), "{stderr}");
+    assert!(
+        stderr.contains("--tools") && stderr.contains("not JSON"),
+        "{stderr}"
+    );
     assert!(server.requests().is_empty());
 }
 
@@ -592,15 +688,39 @@ fn report_and_compare_split_reasoning_and_models() {
     let record = |name: &str| dir.path().join(name);
     for name in ["a.jsonl", "b.jsonl"] {
         let out = infertop()
-            .args(["--endpoint", &server.url, "--api", "chat", "--served-model", "a=1,b=1"])
-            .args(["--requests", "12", "--warmup", "2", "--concurrency", "4", "-n", "16"])
+            .args([
+                "--endpoint",
+                &server.url,
+                "--api",
+                "chat",
+                "--served-model",
+                "a=1,b=1",
+            ])
+            .args([
+                "--requests",
+                "12",
+                "--warmup",
+                "2",
+                "--concurrency",
+                "4",
+                "-n",
+                "16",
+            ])
             .args(["--headless", "--no-telemetry", "--record"])
             .arg(record(name))
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
-    let out = infertop().arg("report").arg(record("a.jsonl")).output().unwrap();
+    let out = infertop()
+        .arg("report")
+        .arg(record("a.jsonl"))
+        .output()
+        .unwrap();
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{report}");
     assert!(report.contains("thinking and answering (steady requests): 10 of 10 reasoned (tokens: the server's counts)"), "{report}");
@@ -626,12 +746,31 @@ fn report_and_compare_split_reasoning_and_models() {
     // a: TTFT 40, TTFA 40 + 8·10; b: TTFT 80, TTFA 160; both one token every 10 ms.
     for (m, ttft, ttfa) in [("a", 40.0, 120.0), ("b", 80.0, 160.0)] {
         let row = models.iter().find(|r| r["model"] == m).unwrap();
-        assert!(near(row["ttft_s"]["p50"].as_f64().unwrap(), ttft, 10.0), "{row}");
-        assert!(near(row["ttfa_s"]["p50"].as_f64().unwrap(), ttfa, 10.0), "{row}");
-        assert!(near(row["itl_s"]["p50"].as_f64().unwrap(), 10.0, 3.0), "{row}");
-        assert_eq!(row["itl_s"]["n"].as_u64().unwrap(), row["requests"].as_u64().unwrap() * 13);
+        assert!(
+            near(row["ttft_s"]["p50"].as_f64().unwrap(), ttft, 10.0),
+            "{row}"
+        );
+        assert!(
+            near(row["ttfa_s"]["p50"].as_f64().unwrap(), ttfa, 10.0),
+            "{row}"
+        );
+        assert!(
+            near(row["itl_s"]["p50"].as_f64().unwrap(), 10.0, 3.0),
+            "{row}"
+        );
+        assert_eq!(
+            row["itl_s"]["n"].as_u64().unwrap(),
+            row["requests"].as_u64().unwrap() * 13
+        );
     }
-    assert!(near(v["reasoning"]["reasoning_s"]["p50"].as_f64().unwrap(), 80.0, 8.0), "{v}");
+    assert!(
+        near(
+            v["reasoning"]["reasoning_s"]["p50"].as_f64().unwrap(),
+            80.0,
+            8.0
+        ),
+        "{v}"
+    );
     assert_eq!(v["reasoning"]["reasoning_tokens"]["p50"], 8.0);
     let out = infertop()
         .arg("compare")
@@ -642,7 +781,10 @@ fn report_and_compare_split_reasoning_and_models() {
     let cmp = String::from_utf8_lossy(&out.stdout);
     assert!(cmp.contains("### Thinking and answering"), "{cmp}");
     assert!(cmp.contains("### By model"), "{cmp}");
-    assert!(cmp.contains("| a | TTFT |") && cmp.contains("| b | TTFA |"), "{cmp}");
+    assert!(
+        cmp.contains("| a | TTFT |") && cmp.contains("| b | TTFA |"),
+        "{cmp}"
+    );
 }
 
 /// The candle engine has no tool API: a row's tool definitions are part of its prompt, as a
@@ -658,7 +800,9 @@ fn the_candle_engine_writes_a_rows_tools_into_its_prompt() {
     ];
     std::fs::write(
         &path,
-        rows.iter().map(|r| r.to_string() + "\n").collect::<String>(),
+        rows.iter()
+            .map(|r| r.to_string() + "\n")
+            .collect::<String>(),
     )
     .unwrap();
     let out = infertop()
@@ -668,7 +812,11 @@ fn the_candle_engine_writes_a_rows_tools_into_its_prompt() {
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let prompts: Vec<u64> = stdout
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -677,4 +825,80 @@ fn the_candle_engine_writes_a_rows_tools_into_its_prompt() {
         .collect();
     assert_eq!(prompts.len(), 2, "{stdout}");
     assert!(prompts[0] > prompts[1] + 20, "{prompts:?}");
+}
+
+/// A sweep of a reasoning model over two adapters: every cell keeps thinking apart from
+/// answering and splits by model; an API the server lacks stops the sweep before any cell.
+#[test]
+fn sweeps_keep_thinking_and_models_apart_per_cell() {
+    let server = ShapesServer::start(reasoning_truth());
+    let out = infertop()
+        .args(["sweep", "--endpoint", &server.url, "--api", "chat"])
+        .args([
+            "--served-model",
+            "a=1,b=1",
+            "--concurrency",
+            "1,2",
+            "-n",
+            "16",
+        ])
+        .args([
+            "--warmup",
+            "0",
+            "--repetitions",
+            "4",
+            "--no-telemetry",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let cells = doc["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2, "{doc}");
+    for c in cells {
+        let r = &c["reasoning"];
+        assert_eq!(r["reasoning_requests"], c["n"], "{c}");
+        assert!(
+            near(r["ttfa_s"]["p50"].as_f64().unwrap(), 120.0, 10.0),
+            "{c}"
+        );
+        let n: u64 = c["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["requests"].as_u64().unwrap())
+            .sum();
+        assert_eq!(Some(n), c["n"].as_u64(), "{c}");
+    }
+    let md = infertop()
+        .args(["sweep", "--endpoint", &server.url, "--api", "chat"])
+        .args([
+            "--served-model",
+            "a=1,b=1",
+            "--concurrency",
+            "1",
+            "-n",
+            "16",
+        ])
+        .args(["--warmup", "0", "--repetitions", "2", "--no-telemetry"])
+        .output()
+        .unwrap();
+    let md = String::from_utf8_lossy(&md.stdout);
+    assert!(md.contains("| TTFA p50 | p99 | think p50 |"), "{md}");
+    assert!(md.contains("Cell 0 by model: a n "), "{md}");
+    let lacking = infertop()
+        .args(["sweep", "--endpoint", &server.url, "--api", "embeddings"])
+        .args(["--concurrency", "1,2", "--no-telemetry"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&lacking.stderr);
+    assert_eq!(lacking.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("has no POST /v1/embeddings"), "{stderr}");
 }

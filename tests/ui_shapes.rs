@@ -6,8 +6,8 @@
 
 use std::time::Duration;
 
-use infertop::event::{ClientDetail, Event, ModelInfo, OutputParts, RequestDone, RunInfo};
 use infertop::event::WorkloadDesc;
+use infertop::event::{ClientDetail, Event, ModelInfo, OutputParts, RequestDone, RunInfo};
 use infertop::ui::render::render;
 use infertop::ui::state::View;
 use infertop::ui::{App, AppConfig};

@@ -79,7 +79,7 @@ pub fn header(opts: &RunOpts, engine: &EnginePlan, slo: Slo) -> Header {
             reset_prefix_cache: h.reset_prefix_cache,
             device: "http".into(),
             prompt_tokens: h.describe().prompt_tokens,
-            output_tokens: h.traffic.output.to_string(),
+            output_tokens: h.describe().output_tokens,
             batch: h.shape.batch.max(1),
             traffic: h.traffic_info(),
             ..common

@@ -970,10 +970,10 @@ mod tests {
             &mut out,
         );
         let got = out.iter().find_map(|o| match o {
-            Fed::FooterItl(s) => Some(*s),
+            Fed::FooterItl(s) => Some(s.clone()),
             _ => None,
         });
-        assert_eq!(got.and_then(|g| g.steady), Some(itl));
+        assert_eq!(got.as_ref().and_then(|g| g.steady), Some(itl));
         assert_eq!(got.and_then(|g| g.warmup), None);
     }
 

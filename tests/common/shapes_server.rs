@@ -170,10 +170,9 @@ fn answer(conn: TcpStream, t: &Truth, t0: Instant, seen: &Mutex<Vec<Seen>>) -> s
         };
         let mut out = conn.try_clone()?;
         if method == "GET" && path == "/v1/models" {
-            let json = t
-                .models
-                .clone()
-                .unwrap_or_else(|| r#"{"object":"list","data":[{"id":"m","object":"model"}]}"#.into());
+            let json = t.models.clone().unwrap_or_else(|| {
+                r#"{"object":"list","data":[{"id":"m","object":"model"}]}"#.into()
+            });
             write!(
                 out,
                 "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{json}",
@@ -302,7 +301,9 @@ fn streamed(s: &mut Stream, api: &str, body: &Value, t: &Truth) -> std::io::Resu
         "completions" => {
             for i in 0..r + a {
                 s.next_token();
-                s.data(&format!(r#"{{"choices":[{{"index":0,"text":" t{i}","finish_reason":null}}]}}"#))?;
+                s.data(&format!(
+                    r#"{{"choices":[{{"index":0,"text":" t{i}","finish_reason":null}}]}}"#
+                ))?;
             }
             s.data(&format!(r#"{{"choices":[{{"index":0,"text":"","finish_reason":"length"}}],"usage":{{"prompt_tokens":7,"completion_tokens":{},"total_tokens":{}}}}}"#, r + a, r + a + 7))?;
             s.data("[DONE]")?;
@@ -321,12 +322,18 @@ fn streamed(s: &mut Stream, api: &str, body: &Value, t: &Truth) -> std::io::Resu
                     s.data(&format!(r#"{{"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"id":"call_7","type":"function","function":{{"name":"{name}","arguments":""}}}}]}},"finish_reason":null}}]}}"#))?;
                 } else {
                     let piece = if i == 1 { r#"{\"x\":"# } else { "1" };
-                    let piece = if i + 1 == a { format!("{piece}}}") } else { piece.to_string() };
+                    let piece = if i + 1 == a {
+                        format!("{piece}}}")
+                    } else {
+                        piece.to_string()
+                    };
                     s.data(&format!(r#"{{"choices":[{{"index":0,"delta":{{"tool_calls":[{{"index":0,"function":{{"arguments":"{piece}"}}}}]}},"finish_reason":null}}]}}"#))?;
                 }
             }
             let finish = if tool { "tool_calls" } else { "length" };
-            s.data(&format!(r#"{{"choices":[{{"index":0,"delta":{{}},"finish_reason":"{finish}"}}]}}"#))?;
+            s.data(&format!(
+                r#"{{"choices":[{{"index":0,"delta":{{}},"finish_reason":"{finish}"}}]}}"#
+            ))?;
             let details = if t.report_reasoning {
                 format!(r#","completion_tokens_details":{{"reasoning_tokens":{r}}}"#)
             } else {
@@ -336,7 +343,10 @@ fn streamed(s: &mut Stream, api: &str, body: &Value, t: &Truth) -> std::io::Resu
             s.data("[DONE]")?;
         }
         "responses" => {
-            s.event("response.created", json!({"type":"response.created","response":{"status":"in_progress"}}))?;
+            s.event(
+                "response.created",
+                json!({"type":"response.created","response":{"status":"in_progress"}}),
+            )?;
             let mut output = Vec::new();
             if r > 0 {
                 s.event("response.output_item.added", json!({"type":"response.output_item.added","output_index":0,"item":{"type":"reasoning"}}))?;
@@ -376,7 +386,10 @@ fn streamed(s: &mut Stream, api: &str, body: &Value, t: &Truth) -> std::io::Resu
                     s.next_token();
                     s.event("content_block_delta", json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":format!(" r{i}")}}))?;
                 }
-                s.event("content_block_stop", json!({"type":"content_block_stop","index":0}))?;
+                s.event(
+                    "content_block_stop",
+                    json!({"type":"content_block_stop","index":0}),
+                )?;
                 block = 1;
             }
             if tool {
@@ -393,7 +406,10 @@ fn streamed(s: &mut Stream, api: &str, body: &Value, t: &Truth) -> std::io::Resu
                     s.event("content_block_delta", json!({"type":"content_block_delta","index":block,"delta":{"type":"text_delta","text":format!(" a{i}")}}))?;
                 }
             }
-            s.event("content_block_stop", json!({"type":"content_block_stop","index":block}))?;
+            s.event(
+                "content_block_stop",
+                json!({"type":"content_block_stop","index":block}),
+            )?;
             let stop = if tool { "tool_use" } else { "max_tokens" };
             s.event("message_delta", json!({"type":"message_delta","delta":{"stop_reason":stop},"usage":{"output_tokens":r + a}}))?;
             s.event("message_stop", json!({"type":"message_stop"}))?;
@@ -404,12 +420,26 @@ fn streamed(s: &mut Stream, api: &str, body: &Value, t: &Truth) -> std::io::Resu
 
 fn pooled(s: &mut Stream, api: &str, body: &Value, latency: Duration) -> std::io::Result<()> {
     let inputs: Vec<String> = body
-        .get(if api == "rerank" { "documents" } else { "input" })
+        .get(if api == "rerank" {
+            "documents"
+        } else {
+            "input"
+        })
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
         .unwrap_or_default();
-    let words: usize = inputs.iter().map(|t| t.split_whitespace().count()).sum::<usize>()
-        + body["query"].as_str().map_or(0, |q| q.split_whitespace().count() * inputs.len());
+    let words: usize = inputs
+        .iter()
+        .map(|t| t.split_whitespace().count())
+        .sum::<usize>()
+        + body["query"]
+            .as_str()
+            .map_or(0, |q| q.split_whitespace().count() * inputs.len());
     let due = s.arrived + latency;
     if let Some(wait) = due.checked_duration_since(Instant::now()) {
         thread::sleep(wait);
