@@ -236,6 +236,7 @@ fn measure(sc: Scenario) -> Figures {
         record_tokens: true,
         preconnect: sc.preconnect,
         reset_prefix_cache: false,
+        shape: Default::default(),
     };
     let (tx, rx) = bounded(1 << 20);
     let (_ctl, ctl_rx) = unbounded::<Control>();

@@ -74,6 +74,8 @@ fn request(index: u64, rng: &mut u64) -> RequestDone {
             ..Default::default()
         })),
         origin: None,
+        model: None,
+        parts: None,
     }
 }
 

@@ -205,6 +205,7 @@ fn replay_bench(rate: u64, seconds: u64) {
         record_tokens: false,
         preconnect: true,
         reset_prefix_cache: false,
+        shape: Default::default(),
     };
     let (tx, rx) = bounded(1 << 16);
     let (_ctl_tx, ctl_rx) = unbounded::<Control>();
@@ -334,6 +335,7 @@ fn conversation_bench(count: usize) {
         record_tokens: false,
         preconnect: true,
         reset_prefix_cache: false,
+        shape: Default::default(),
     };
     let baseline = current_bytes();
     let (tx, rx) = bounded(1 << 16);

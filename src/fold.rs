@@ -7,8 +7,8 @@ use crate::event::{Event, RequestDone, RunInfo, StopReason};
 use crate::exit::{EXIT_FAILURE, EXIT_OK};
 use crate::signals::Signals;
 use crate::stats::{
-    Breakdown, EndpointStats, Goodput, PhaseStats, RunStats, ServerSteady, Slo, Window,
-    RECENT_REQUESTS,
+    Breakdown, EndpointStats, Goodput, ModelStats, PhaseStats, RunStats, ServerSteady, ShapeStats,
+    Slo, Window, RECENT_REQUESTS,
 };
 use crate::summary::resources::Resources;
 use crate::summary::GoodputSummary;
@@ -30,6 +30,10 @@ pub struct RunFold {
     pub endpoints: EndpointStats,
     /// A server run's HTTP phases and time to second token (nothing for the candle engine).
     pub phases: PhaseStats,
+    /// The same requests per model, when the run sends to several (`--served-model a=3,b=1`).
+    pub models: ModelStats,
+    /// A server run's thinking and answering apart, and its tool calls.
+    pub shapes: ShapeStats,
     /// Peak memory and energy over the whole run (not reset by `r`).
     pub resources: Resources,
     /// Requests finished since the start (not reset by `r`).
@@ -125,9 +129,12 @@ impl RunFold {
                 }
             }
             Event::RequestDone(r) => {
-                if let Some(steps) = self.take_steps(r.index) {
-                    self.stats.record_steps(&steps, r.warmup);
+                let steps = self.take_steps(r.index);
+                if let Some(steps) = &steps {
+                    self.stats.record_steps(steps, r.warmup);
                 }
+                self.models
+                    .record_request(r, steps.as_deref().unwrap_or_default());
                 self.server.request_ended(r.warmup);
                 self.request_done(r)
             }
@@ -138,6 +145,7 @@ impl RunFold {
                 if !f.warmup {
                     self.goodput.failed();
                 }
+                self.models.record_failure(f);
                 self.failed_requests += 1;
                 self.last_failure = Some(f.reason.clone());
             }
@@ -146,6 +154,8 @@ impl RunFold {
                 self.stats.reset();
                 self.breakdown.reset();
                 self.endpoints.reset();
+                self.models.reset();
+                self.shapes.reset();
                 self.phases.reset();
                 self.server.reset();
                 self.goodput = Goodput::default();
@@ -197,6 +207,7 @@ impl RunFold {
             self.trace_covered_s = Some(self.trace_covered_s.map_or(t, |c| c.max(t)));
         }
         self.phases.record_request(r);
+        self.shapes.record_request(r);
         if let Some(c) = &r.client {
             let w = self
                 .send_delays
@@ -243,6 +254,8 @@ impl RunFold {
             .with_resources(self.resources.clone())
             .with_failures(self.failed_requests)
             .with_endpoints(self.endpoints.summaries())
+            .with_models(self.models.summaries())
+            .with_shapes(self.shapes.summary())
             .with_phases(self.phases.summary())
             .with_server(self.server.summary.clone())
             .with_breakdown(&self.breakdown)
@@ -387,6 +400,7 @@ mod tests {
                 status: Some(500),
                 endpoint: None,
                 elapsed_s: 0.01,
+                model: None,
             },
         )));
         run.apply(&started(1, false));
@@ -478,6 +492,7 @@ mod tests {
                 status: None,
                 endpoint: None,
                 elapsed_s: 1.0,
+                model: None,
             },
         )));
         run.apply(&done(0, false));

@@ -254,6 +254,48 @@ const CASES: &[Case] = &[
         message: "--prompt-file blank.txt: has no prompts (one prompt per line)",
         code: 2,
     },
+    Case {
+        input: "tools file that is not JSON",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--api", "chat", "--tools", "tools-not-json.json"],
+        message: "--tools tools-not-json.json: not JSON (expected value at line 1 column 10); write a JSON array of tool definitions",
+        code: 2,
+    },
+    Case {
+        input: "tools file that is not an array",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--api", "chat", "--tools", "tools-object.json"],
+        message: "--tools tools-object.json: not a JSON array (write [{\"type\":\"function\",\"function\":{…}}, …])",
+        code: 2,
+    },
+    Case {
+        input: "tools file missing",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--api", "chat", "--tools", "no-such-tools.json"],
+        message: "--tools no-such-tools.json: not found",
+        code: 2,
+    },
+    Case {
+        input: "tools with an API that has none",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--tools", "tools.json"],
+        message: "--tools: --api completions has no tools; use --api chat, responses or messages",
+        code: 2,
+    },
+    Case {
+        input: "a tool choice without tools",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--api", "chat", "--tool-choice", "auto"],
+        message: "--tool-choice: no tools to choose from; add --tools FILE (or a --dataset whose rows carry tools)",
+        code: 2,
+    },
+    Case {
+        input: "a served model's weight of 0",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--served-model", "a=0,b=1"],
+        message: "--served-model: `a=0`: the weight `0` is not a whole number from 1 to 1000000",
+        code: 2,
+    },
+    Case {
+        input: "a batch with a streaming API",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--api", "chat", "--batch", "4"],
+        message: "--batch 4: with --endpoint every request is one sequence (but --api embeddings and rerank, which take a batch of inputs); use --concurrency for parallel requests",
+        code: 2,
+    },
     // ---- record files
     Case {
         input: "`--record` is a directory",
@@ -615,6 +657,12 @@ fn make_fixtures(d: &Path) {
     long.push(b'\n');
     write(d.join("long-line.txt"), long);
     write(d.join("blank.txt"), "\n  \n\n");
+    write(d.join("tools-not-json.json"), "{\"name\": oops");
+    write(d.join("tools-object.json"), "{\"type\":\"function\"}\n");
+    write(
+        d.join("tools.json"),
+        "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}]\n",
+    );
 
     // A tiny HF directory and GGUF, through the binary as users make them.
     let st = infertop()

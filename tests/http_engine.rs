@@ -286,6 +286,7 @@ fn config(url: &str, requests: u64) -> HttpConfig {
         record_tokens: false,
         preconnect: true,
         reset_prefix_cache: false,
+        shape: Default::default(),
     }
 }
 

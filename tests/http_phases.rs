@@ -53,6 +53,7 @@ fn config(url: &str, concurrency: usize, requests: u64, preconnect: bool) -> Htt
         record_tokens: false,
         preconnect,
         reset_prefix_cache: false,
+        shape: Default::default(),
     }
 }
 

@@ -53,6 +53,7 @@ fn other_event(rng: &mut Rng, t_s: f64, index: u64) -> Event {
             status: Some(500),
             endpoint: None,
             elapsed_s: 0.2,
+            model: None,
         })),
         5 => Event::Error {
             message: "a scrape timed out".into(),

@@ -960,6 +960,8 @@ fn http_phases_on_a_key() {
                 ..Default::default()
             })),
             origin: None,
+            model: None,
+            parts: None,
         })));
     }
     s.app.refresh();

@@ -751,6 +751,8 @@ impl Generated {
             text,
             client: None,
             origin: None,
+            model: None,
+            parts: None,
         }
     }
 }

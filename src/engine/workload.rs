@@ -207,14 +207,23 @@ impl Dialogue {
                 continue;
             }
             if self.turn == 0 {
-                self.history = match &conv.system {
-                    Some(s) => match crate::traffic::Prompt::Text(s.clone())
+                // The system text, then the tools offered (a model of our own has no tool API:
+                // their definitions are part of the prompt, as a chat template writes them).
+                let lead: Vec<&str> = conv
+                    .system
+                    .iter()
+                    .chain(conv.tools.iter())
+                    .map(String::as_str)
+                    .collect();
+                self.history = if lead.is_empty() {
+                    Vec::new()
+                } else {
+                    match crate::traffic::Prompt::Text(lead.join("\n\n"))
                         .ids(w.tokenizer.as_deref(), w.vocab)
                     {
                         Ok(ids) => ids,
                         Err(e) => return Some(Err(self.end_with(e))),
-                    },
-                    None => Vec::new(),
+                    }
                 };
             }
             let turn = &conv.turns[self.turn];
@@ -512,6 +521,7 @@ mod dialogue_tests {
             output_tokens: Some(2),
             row: 0,
             delay_s: None,
+            tool_result: None,
         }
     }
 
@@ -525,10 +535,12 @@ mod dialogue_tests {
             list: vec![
                 Conversation {
                     system: None,
+                    tools: None,
                     turns: vec![turn(Prompt::Text("hello".into())), turn(made.clone())],
                 },
                 Conversation {
                     system: None,
+                    tools: None,
                     turns: vec![turn(made)],
                 },
             ],

@@ -19,7 +19,9 @@ mod telemetry;
 mod traffic;
 
 pub use model::{KvWindow, ModelInfo, ModelSource};
-pub use request::{ClientDetail, ConnectionUse, HttpPhases, Origin, RequestDone, RequestFailed};
+pub use request::{
+    ClientDetail, ConnectionUse, HttpPhases, Origin, OutputParts, RequestDone, RequestFailed,
+};
 pub use server::{
     GpuFigures, HostFigures, NodeTelemetry, ServerHistograms, ServerQuantiles, ServerSignals,
     ServerWindow, SignalHistograms,
@@ -173,6 +175,15 @@ pub enum Notice {
     ModelLoaded(ModelLoaded),
     /// A server's prefix cache was emptied (`--reset-prefix-cache`) before the run or cell.
     PrefixCacheReset(CacheReset),
+    /// `--api auto` picked the API the run speaks.
+    ApiPicked(ApiPicked),
+}
+
+/// The API `--api auto` picked, and what told it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ApiPicked {
+    pub api: String,
+    pub why: String,
 }
 
 /// A model loaded: which, how long it took (device open and weights), how many bytes of

@@ -50,6 +50,54 @@ pub struct RequestDone {
     /// group); `None` for made-up traffic.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<Box<Origin>>,
+    /// The model (or adapter) the request went to, when the run sends to several
+    /// (`--served-model a=3,b=1`); every statistic can be split by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// What the output was made of, when it was more than answer text: reasoning before the
+    /// answer, tool calls (a server engine's, from the stream and the server's counts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<Box<OutputParts>>,
+}
+
+/// A request's output split into thinking and answering: `RequestDone::ttft_s` is the first
+/// token of any kind (reasoning, answer text or a tool call), `ttfa_s` the first answer token
+/// (text or a tool call), `reasoning_s` how long the reasoning lasted.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct OutputParts {
+    /// The (scheduled) start → the first answer token (text or tool call); `None` when none
+    /// came (the output ended while reasoning).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfa_s: Option<f64>,
+    /// Tokens of reasoning: the server's count (`usage.completion_tokens_details` /
+    /// `output_tokens_details.reasoning_tokens`) when it gave one, else counted from the stream.
+    #[serde(default)]
+    pub reasoning_tokens: usize,
+    /// `usage` or `counted`.
+    #[serde(default)]
+    pub reasoning_tokens_from: String,
+    /// The first reasoning token → the first answer token after it (the last reasoning chunk
+    /// when no answer came); `None` without reasoning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_s: Option<f64>,
+    /// Tool calls the output made (each a function name and its arguments).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tool_calls: usize,
+    /// The output ended in a tool call (`finish_reason: tool_calls`, `stop_reason: tool_use`,
+    /// or a function call as the Responses API's last output item).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ended_in_tool_call: bool,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl OutputParts {
+    /// Tokens of the answer (text and tool calls): the output's less its reasoning.
+    pub fn answer_tokens(&self, output_tokens: usize) -> usize {
+        output_tokens.saturating_sub(self.reasoning_tokens)
+    }
 }
 
 /// Where a request came from, so any statistic can be split by it.
@@ -63,6 +111,10 @@ pub struct Origin {
     pub conversation: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn: Option<u32>,
+    /// Within a turn, the request that sent a tool's result back (1 for the first tool call
+    /// answered); absent for the turn's first request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_round: Option<u32>,
     /// The shared-prefix group (0-based).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<u32>,
@@ -177,6 +229,9 @@ pub struct RequestFailed {
     pub endpoint: Option<String>,
     /// From the (scheduled) send to the failure.
     pub elapsed_s: f64,
+    /// The model (or adapter) it went to, when the run sends to several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
 }
 
 impl RequestDone {

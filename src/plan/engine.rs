@@ -91,9 +91,10 @@ fn server_tokenizer(opts: &RunOpts) -> bool {
 /// `--endpoint`: the http engine's configuration.
 fn plan_http(opts: &RunOpts) -> Result<HttpConfig, Failure> {
     let w = &opts.workload;
-    if w.batch > 1 {
+    let api = opts.server.api;
+    if w.batch > 1 && !(api.takes_batch() || api == http::Api::Auto) {
         return Err(Failure::usage(format!(
-            "--batch {}: with --endpoint every request is one sequence; use --concurrency for parallel requests",
+            "--batch {}: with --endpoint every request is one sequence (but --api embeddings and rerank, which take a batch of inputs); use --concurrency for parallel requests",
             w.batch
         )));
     }
@@ -108,12 +109,7 @@ fn plan_http(opts: &RunOpts) -> Result<HttpConfig, Failure> {
     if server_tokenizer(opts) {
         let texts = prompt_texts(w)?.map(Arc::new);
         let traffic = super::traffic::plan(opts, true, prompt, None, None)?;
-        return Ok(http_config(
-            opts,
-            api_key,
-            traffic,
-            http::Prompts::Server { texts },
-        ));
+        return http_config(opts, api_key, traffic, http::Prompts::Server { texts });
     }
     let tokenizer = match &opts.model.tokenizer {
         Some(path) => Some(tokenizer_flag(path)?),
@@ -144,7 +140,7 @@ fn plan_http(opts: &RunOpts) -> Result<HttpConfig, Failure> {
         _ => None,
     };
     let traffic = super::traffic::plan(opts, true, prompt, counted_by, None)?;
-    Ok(http_config(opts, api_key, traffic, prompts))
+    http_config(opts, api_key, traffic, prompts)
 }
 
 fn http_config(
@@ -152,13 +148,13 @@ fn http_config(
     api_key: Option<String>,
     traffic: TrafficPlan,
     prompts: http::Prompts,
-) -> HttpConfig {
+) -> Result<HttpConfig, Failure> {
     let (w, s) = (&opts.workload, &opts.server);
-    HttpConfig {
+    Ok(HttpConfig {
         endpoints: s.endpoint.clone(),
         prompts,
         api: s.api,
-        served_model: s.served_model.clone(),
+        served_model: s.served_model.as_ref().map(|m| m.first().to_string()),
         api_key,
         traffic,
         concurrency: s.concurrency,
@@ -170,7 +166,57 @@ fn http_config(
         record_tokens: opts.output.record_tokens,
         preconnect: !s.no_preconnect,
         reset_prefix_cache: s.reset_prefix_cache,
+        shape: shape(opts)?,
+    })
+}
+
+/// `--tools`, `--tool-choice`, `--tool-time`, weighted `--served-model` and a pooling API's
+/// `--batch`, checked.
+fn shape(opts: &RunOpts) -> Result<http::Shape, Failure> {
+    let s = &opts.server;
+    let api = s.api;
+    let tools = match &s.tools {
+        Some(path) => {
+            if !(api.takes_messages() || api == http::Api::Auto) {
+                return Err(Failure::usage(format!(
+                    "--tools: --api {} has no tools; use --api chat, responses or messages",
+                    api.name()
+                )));
+            }
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                Failure::usage(format!("--tools {}", crate::util::io_error(path, &e)))
+            })?;
+            let defs = http::api::parse_tools(&text)
+                .map_err(|e| Failure::usage(format!("--tools {}: {e}", path.display())))?;
+            if defs.is_empty() {
+                return Err(Failure::usage(format!(
+                    "--tools {}: an empty array (give at least one tool definition)",
+                    path.display()
+                )));
+            }
+            Some(Arc::new(http::Tools {
+                defs,
+                choice: s.tool_choice.clone(),
+            }))
+        }
+        None => None,
+    };
+    if s.tool_choice.is_some() && tools.is_none() && opts.traffic.dataset.is_none() {
+        return Err(Failure::usage(
+            "--tool-choice: no tools to choose from; add --tools FILE (or a --dataset whose rows carry tools)",
+        ));
     }
+    Ok(http::Shape {
+        tools,
+        tool_choice: s.tool_choice.clone(),
+        tool_time: opts.traffic.tool_time,
+        models: match &s.served_model {
+            Some(m) if m.models.len() > 1 => m.models.clone(),
+            _ => Vec::new(),
+        },
+        batch: opts.workload.batch,
+        api_picked: None,
+    })
 }
 
 /// The candle engine's configuration: the model, checked without loading its weights.

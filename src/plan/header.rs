@@ -2,7 +2,6 @@
 
 use super::engine::EnginePlan;
 use super::opts::RunOpts;
-use crate::engine::http::Api;
 use crate::engine::workload::{Sampling, Workload};
 use crate::model::{self, DeviceSpec};
 use crate::record::line::{EngineKind, Header, Machine, RunConfig, RECORD_FORMAT};
@@ -57,14 +56,22 @@ pub fn header(opts: &RunOpts, engine: &EnginePlan, slo: Slo) -> Header {
                 .iter()
                 .map(|e| e.display().to_string())
                 .collect(),
-            api: Some(
-                match h.api {
-                    Api::Completions => "completions",
-                    Api::Chat => "chat",
-                }
-                .into(),
-            ),
-            served_model: h.served_model.clone(),
+            api: Some(h.api.name().into()),
+            served_model: if h.shape.models.len() > 1 {
+                Some(
+                    h.shape
+                        .models
+                        .iter()
+                        .map(|(m, w)| format!("{m}={w}"))
+                        .collect::<Vec<_>>()
+                        .join(","),
+                )
+            } else {
+                h.served_model.clone()
+            },
+            tools: h.shape.tools.as_ref().map(|t| t.defs.len()),
+            tool_choice: h.shape.tool_choice.as_ref().map(|c| c.name()),
+            tool_time: h.shape.tool_time.as_ref().map(|t| t.describe()),
             concurrency: h.concurrency,
             rate: h.rate,
             burstiness: h.rate.map(|_| h.burstiness),
@@ -72,8 +79,8 @@ pub fn header(opts: &RunOpts, engine: &EnginePlan, slo: Slo) -> Header {
             reset_prefix_cache: h.reset_prefix_cache,
             device: "http".into(),
             prompt_tokens: h.describe().prompt_tokens,
-            output_tokens: h.traffic.output.to_string(),
-            batch: 1,
+            output_tokens: h.describe().output_tokens,
+            batch: h.shape.batch.max(1),
             traffic: h.traffic_info(),
             ..common
         },

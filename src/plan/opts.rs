@@ -97,12 +97,23 @@ pub struct ServerOpts {
     /// to spread requests over replicas round-robin), e.g. http://127.0.0.1:8000.
     #[arg(long, value_name = "URL", value_parser = Endpoint::parse)]
     pub endpoint: Vec<Endpoint>,
-    /// With --endpoint: the API to stream.
+    /// With --endpoint: the API to measure through (auto: what /v1/models says, else the first
+    /// API route the server answers; said when the run starts).
     #[arg(long, value_enum, default_value_t = Api::Completions, requires = "endpoint")]
     pub api: Api,
-    /// With --endpoint: the model name the server serves (default: the first of GET /v1/models).
-    #[arg(long, value_name = "NAME", requires = "endpoint")]
-    pub served_model: Option<String>,
+    /// With --endpoint: the model name the server serves (default: the first of GET /v1/models),
+    /// or several with weights, a=3,b=1 (adapters behind one server): each request goes to
+    /// one, drawn by --seed, and every figure is split by model.
+    #[arg(long, value_name = "NAME|a=3,b=1", requires = "endpoint", value_parser = values::served_models)]
+    pub served_model: Option<values::ServedModels>,
+    /// With --endpoint: a JSON array of OpenAI tool definitions sent with every request of
+    /// --api chat, responses or messages (a dataset row's own tools take their place).
+    #[arg(long, value_name = "FILE", requires = "endpoint")]
+    pub tools: Option<PathBuf>,
+    /// With --endpoint: the tool choice sent with the tools: auto, none, required or a
+    /// function's name.
+    #[arg(long, value_name = "CHOICE", requires = "endpoint", value_parser = crate::engine::http::ToolChoice::parse)]
+    pub tool_choice: Option<crate::engine::http::ToolChoice>,
     /// With --endpoint: bearer token (default: $OPENAI_API_KEY); never recorded or printed.
     #[arg(long, value_name = "KEY", requires = "endpoint", value_parser = values::secret)]
     pub api_key: Option<values::Secret>,
@@ -249,6 +260,11 @@ pub struct TrafficOpts {
     /// a duration (2s), or exp:2s (exponential, mean 2 s), or uniform:1s..3s.
     #[arg(long, value_name = "D", value_parser = ThinkTime::parse, requires = "turns")]
     pub think_time: Option<ThinkTime>,
+    /// With --turns: how long a simulated tool takes to answer a reply that ends in tool calls
+    /// (its result, the dataset's or a made-up one, goes back before the next turn): a
+    /// duration, exp:2s or uniform:1s..3s (default 0).
+    #[arg(long, value_name = "D", value_parser = ThinkTime::parse, requires = "turns")]
+    pub tool_time: Option<ThinkTime>,
     /// Requests in G groups whose prompts share a P-token prefix, then a Q-token question of
     /// their own: groups=G,prefix=P,question=Q[,distribution=zipf].
     #[arg(long, value_name = "SPEC", value_parser = SharedPrefix::parse)]

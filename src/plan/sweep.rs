@@ -349,6 +349,9 @@ pub struct SweepPlan {
     /// the sweep starts); empty without the flag.
     pub reset_prefix_cache: Vec<crate::engine::http::Endpoint>,
     pub api_key: Option<String>,
+    /// A server sweep's first cell, whose `--api` is checked (or picked) before the sweep
+    /// starts; every cell's engine picks `auto` again as it starts.
+    pub api_check: Option<Box<crate::engine::http::HttpConfig>>,
 }
 
 fn search_axis(f: FindMax) -> LoadAxis {
@@ -575,9 +578,9 @@ pub fn plan(a: &SweepArgs) -> Result<SweepPlan, Failure> {
     }
     let telemetry = telemetry(&a.run, first.telemetry_device());
     let screen = super::screen_for_run(&a.run, slo)?;
-    let api_key = match first {
-        EnginePlan::Http(h) => h.api_key.clone(),
-        EnginePlan::Candle(_) => None,
+    let (api_key, api_check) = match first {
+        EnginePlan::Http(h) => (h.api_key.clone(), Some(h.clone())),
+        EnginePlan::Candle(_) => (None, None),
     };
     let cells = match &config.search {
         Some(search) => CellPlans::Search(Box::new(ProbePlanner {
@@ -622,5 +625,6 @@ pub fn plan(a: &SweepArgs) -> Result<SweepPlan, Failure> {
             Vec::new()
         },
         api_key,
+        api_check,
     })
 }

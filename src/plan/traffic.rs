@@ -44,9 +44,13 @@ pub fn plan(
             "--replay: the candle engine runs one request at a time, so it cannot keep a trace's arrival times; replay against a server (--endpoint), or drop --replay to take the rows' prompts and lengths",
         ));
     }
-    if t.turns.is_some() && server && opts.server.api != crate::engine::http::Api::Chat {
+    let api = opts.server.api;
+    if t.turns.is_some()
+        && server
+        && !(api.takes_messages() || api == crate::engine::http::Api::Auto)
+    {
         return Err(Failure::usage(
-            "--turns: a conversation resends its history as chat messages; add --api chat",
+            "--turns: a conversation resends its history as chat messages; add --api chat (or responses, messages)",
         ));
     }
     if let Some(sp) = &t.shared_prefix {

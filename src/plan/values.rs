@@ -53,6 +53,66 @@ pub fn burstiness(s: &str) -> Result<f64, String> {
     }
 }
 
+/// `--served-model`: one name, or several with weights (`a=3,b=1`; a name alone weighs 1), as
+/// many adapters behind one server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServedModels {
+    pub models: Vec<(String, u32)>,
+}
+
+impl ServedModels {
+    /// The first name (the run's model, as `GET /v1/models` would give one).
+    pub fn first(&self) -> &str {
+        self.models.first().map_or("", |(m, _)| m.as_str())
+    }
+
+    /// As written back: the name, or `a=3,b=1`.
+    pub fn text(&self) -> String {
+        match self.models.as_slice() {
+            [(m, _)] => m.clone(),
+            many => many
+                .iter()
+                .map(|(m, w)| format!("{m}={w}"))
+                .collect::<Vec<_>>()
+                .join(","),
+        }
+    }
+}
+
+/// `--served-model NAME` or `a=3,b=1`.
+pub fn served_models(s: &str) -> Result<ServedModels, String> {
+    let t = s.trim();
+    if t.is_empty() {
+        return Err("an empty model name (write NAME, or a=3,b=1 for weighted models)".into());
+    }
+    let mut models: Vec<(String, u32)> = Vec::new();
+    for part in t.split(',') {
+        let (name, weight) = match part.rsplit_once('=') {
+            Some((n, w)) => {
+                let w = match w.trim().parse::<i64>() {
+                    Ok(w) if (1..=1_000_000).contains(&w) => w as u32,
+                    _ => {
+                        return Err(format!(
+                            "`{part}`: the weight `{}` is not a whole number from 1 to 1000000",
+                            w.trim()
+                        ))
+                    }
+                };
+                (n.trim(), w)
+            }
+            None => (part.trim(), 1),
+        };
+        if name.is_empty() {
+            return Err(format!("`{part}` has no model name (write a=3,b=1)"));
+        }
+        if models.iter().any(|(m, _)| m == name) {
+            return Err(format!("`{name}` is named twice"));
+        }
+        models.push((name.to_string(), weight));
+    }
+    Ok(ServedModels { models })
+}
+
 /// A secret (`--api-key`): kept out of `Debug` output, so it cannot reach a log by accident.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -126,6 +186,27 @@ pub fn list_rate(s: &str) -> Result<f64, String> {
         return Err("empty value in the list (write e.g. 1,2,4)".into());
     }
     rate(s)
+}
+
+#[cfg(test)]
+mod served_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn served_models_take_a_name_or_weights() {
+        let one = served_models("meta-llama/Llama-3.1-8B").unwrap();
+        assert_eq!(one.models, vec![("meta-llama/Llama-3.1-8B".into(), 1)]);
+        assert_eq!(one.text(), "meta-llama/Llama-3.1-8B");
+        let two = served_models("a=3, b=1").unwrap();
+        assert_eq!(two.models, vec![("a".into(), 3), ("b".into(), 1)]);
+        assert_eq!((two.first(), two.text().as_str()), ("a", "a=3,b=1"));
+        assert_eq!(served_models("x,y").unwrap().models.len(), 2);
+        assert!(served_models("a=0").unwrap_err().contains("weight"));
+        assert!(served_models("a=3,a=1").unwrap_err().contains("twice"));
+        assert!(served_models("=2").is_err());
+        assert!(served_models(" ").is_err());
+    }
 }
 
 #[cfg(test)]

@@ -152,7 +152,35 @@ pub struct Pair {
     pub base: String,
     pub other: String,
     pub metrics: Vec<MetricChange>,
+    /// Thinking and answering, when either run reasoned or called tools: TTFA, the reasoning's
+    /// time and tokens, the answer's time.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reasoning: Vec<FigureChange>,
+    /// Every model either run sent to (`--served-model a=3,b=1`), with n on both sides.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<ModelChange>,
     pub outputs: OutputCheck,
+}
+
+/// One figure's p50 and p99 in both runs, with n (a latency in seconds, or a count).
+#[derive(Clone, Debug, Serialize)]
+pub struct FigureChange {
+    pub figure: String,
+    pub label: String,
+    pub base: Summary,
+    pub other: Summary,
+    /// The difference of medians with its bootstrap interval (latencies only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub median_diff: Option<MedianDiff>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+}
+
+/// One model's figures in both runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModelChange {
+    pub model: String,
+    pub figures: Vec<FigureChange>,
 }
 
 /// The whole comparison.
@@ -395,6 +423,127 @@ fn output_check(base: &Record, other: &Record) -> OutputCheck {
     check
 }
 
+/// A figure of both runs as summaries of their samples, with the bootstrap when it is a
+/// latency.
+fn figure(
+    key: &str,
+    label: &str,
+    a: &[f64],
+    b: &[f64],
+    latency: bool,
+    opts: &CompareOptions,
+) -> FigureChange {
+    let median_diff = latency.then(|| bootstrap_median_diff(a, b, opts)).flatten();
+    FigureChange {
+        figure: key.into(),
+        label: label.into(),
+        base: Summary::of(a),
+        other: Summary::of(b),
+        verdict: median_diff.as_ref().map(verdict),
+        median_diff,
+    }
+}
+
+/// A server request's first answer token (its TTFT when it did not reason).
+fn ttfa(r: &crate::event::RequestDone) -> Option<f64> {
+    match &r.parts {
+        Some(p) => p.ttfa_s,
+        None => Some(r.ttft_s),
+    }
+}
+
+/// Thinking and answering of both runs, when either had reasoning or tool calls.
+fn reasoning_changes(base: &Record, other: &Record, opts: &CompareOptions) -> Vec<FigureChange> {
+    let has = |r: &Record| r.steady().any(|q| q.parts.is_some());
+    if !has(base) && !has(other) {
+        return Vec::new();
+    }
+    let served = |r: &Record| -> Vec<crate::event::RequestDone> {
+        r.steady().filter(|q| q.client.is_some()).cloned().collect()
+    };
+    let (a, b) = (served(base), served(other));
+    let take = |v: &[crate::event::RequestDone],
+                f: &dyn Fn(&crate::event::RequestDone) -> Option<f64>| {
+        v.iter().filter_map(f).collect::<Vec<f64>>()
+    };
+    let reasoning_s = |q: &crate::event::RequestDone| {
+        Some(q.parts.as_ref().and_then(|p| p.reasoning_s).unwrap_or(0.0))
+    };
+    let tokens = |q: &crate::event::RequestDone| {
+        Some(q.parts.as_ref().map_or(0, |p| p.reasoning_tokens) as f64)
+    };
+    let answer = |q: &crate::event::RequestDone| ttfa(q).map(|t| (q.e2e_s - t).max(0.0));
+    vec![
+        figure(
+            "ttfa_s",
+            "TTFA",
+            &take(&a, &ttfa),
+            &take(&b, &ttfa),
+            true,
+            opts,
+        ),
+        figure(
+            "reasoning_s",
+            "reasoning time",
+            &take(&a, &reasoning_s),
+            &take(&b, &reasoning_s),
+            true,
+            opts,
+        ),
+        figure(
+            "answer_s",
+            "answer time",
+            &take(&a, &answer),
+            &take(&b, &answer),
+            true,
+            opts,
+        ),
+        figure(
+            "reasoning_tokens",
+            "reasoning tokens",
+            &take(&a, &tokens),
+            &take(&b, &tokens),
+            false,
+            opts,
+        ),
+    ]
+}
+
+/// Every model either run sent to, its figures in both.
+fn model_changes(base: &Record, other: &Record, opts: &CompareOptions) -> Vec<ModelChange> {
+    let mut names: Vec<String> = base
+        .steady()
+        .chain(other.steady())
+        .filter_map(|r| r.model.clone())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|model| {
+            let of = |r: &Record, f: &dyn Fn(&crate::event::RequestDone) -> Option<f64>| {
+                r.steady()
+                    .filter(|q| q.model.as_deref() == Some(model.as_str()))
+                    .filter_map(f)
+                    .collect::<Vec<f64>>()
+            };
+            let pair =
+                |key: &str, label: &str, f: &dyn Fn(&crate::event::RequestDone) -> Option<f64>| {
+                    figure(key, label, &of(base, f), &of(other, f), true, opts)
+                };
+            ModelChange {
+                figures: vec![
+                    pair("ttft_s", "TTFT", &|q| Some(q.ttft_s)),
+                    pair("ttfa_s", "TTFA", &ttfa),
+                    pair("tpot_s", "TPOT", &|q| q.tpot_s),
+                    pair("e2e_s", "E2E", &|q| Some(q.e2e_s)),
+                ],
+                model,
+            }
+        })
+        .collect()
+}
+
 /// Compares records already read; the first is the baseline.
 pub fn compare_records(records: &[Record], opts: &CompareOptions) -> Comparison {
     let label = |i: usize| -> String {
@@ -446,6 +595,8 @@ pub fn compare_records(records: &[Record], opts: &CompareOptions) -> Comparison 
                 base: runs[0].label.clone(),
                 other: runs[i].label.clone(),
                 metrics,
+                reasoning: reasoning_changes(base, other, opts),
+                models: model_changes(base, other, opts),
                 outputs: output_check(base, other),
             });
         }
@@ -470,6 +621,35 @@ fn signed(m: Metric, v: f64) -> String {
     } else {
         format!("+{s}")
     }
+}
+
+/// `| label | p50 | p50 | p99 | p99 | n / n | verdict |` of one figure.
+fn figure_row(label: &str, f: &FigureChange) -> String {
+    let latency = f.median_diff.is_some() || f.figure.ends_with("_s");
+    let v = |s: &Summary, x: f64| {
+        if s.n == 0 {
+            "-".to_string()
+        } else if latency {
+            format_value(Metric::Ttft, x)
+        } else {
+            format!("{x:.1}")
+        }
+    };
+    let change = match (&f.median_diff, f.verdict) {
+        (Some(d), Some(verdict)) => {
+            format!("{} ({})", signed(Metric::Ttft, d.diff), verdict.words())
+        }
+        _ => "-".into(),
+    };
+    format!(
+        "| {label} | {} | {} | {} | {} | {} / {} | {change} |\n",
+        v(&f.base, f.base.p50),
+        v(&f.other, f.other.p50),
+        v(&f.base, f.base.p99),
+        v(&f.other, f.other.p99),
+        f.base.n,
+        f.other.n
+    )
 }
 
 fn signed_pct(v: f64) -> String {
@@ -629,6 +809,26 @@ impl Comparison {
                     d.n_base,
                     d.n_other
                 ));
+            }
+            if !p.reasoning.is_empty() {
+                out.push_str(&format!(
+                    "\n### Thinking and answering (steady requests)\n\n| figure | {0} p50 | {1} p50 | {0} p99 | {1} p99 | n {0} / {1} | median change |\n|---|---:|---:|---:|---:|---:|---|\n",
+                    p.base, p.other
+                ));
+                for f in &p.reasoning {
+                    out.push_str(&figure_row(&f.label, f));
+                }
+            }
+            if !p.models.is_empty() {
+                out.push_str(&format!(
+                    "\n### By model (steady requests)\n\n| model | figure | {0} p50 | {1} p50 | {0} p99 | {1} p99 | n {0} / {1} | median change |\n|---|---|---:|---:|---:|---:|---:|---|\n",
+                    p.base, p.other
+                ));
+                for m in &p.models {
+                    for f in &m.figures {
+                        out.push_str(&figure_row(&format!("{} | {}", m.model, f.label), f));
+                    }
+                }
             }
             out.push_str("\n### Outputs\n\n");
             let oc = &p.outputs;

@@ -262,12 +262,14 @@ pub enum Fed {
 }
 
 /// The ITL a run printed (its footer's), for a record without step lines to recompute it from.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct FooterItl {
     /// Steady state (`metrics.itl_s`).
     pub steady: Option<Summary>,
     /// The warmup requests' (`warmup.itl_s`).
     pub warmup: Option<Summary>,
+    /// Each model's (`models[].itl_s`), when the run split by model.
+    pub models: Vec<(String, Summary)>,
 }
 
 /// An event held for reordering, in time order (then the order it was made).
@@ -446,6 +448,9 @@ impl Feeder {
                     RunEvent::PrefixCacheReset(c) => Some(Event::Notice(Box::new(
                         crate::event::Notice::PrefixCacheReset(c),
                     ))),
+                    RunEvent::ApiPicked(a) => {
+                        Some(Event::Notice(Box::new(crate::event::Notice::ApiPicked(a))))
+                    }
                     RunEvent::Other => None,
                 };
                 if let Some(ev) = event {
@@ -558,6 +563,7 @@ impl Feeder {
                     let itl = FooterItl {
                         steady: footer_itl(&f.summary, "metrics"),
                         warmup: footer_itl(&f.summary, "warmup"),
+                        models: footer_model_itl(&f.summary),
                     };
                     if itl != FooterItl::default() {
                         out.push(Fed::FooterItl(itl));
@@ -756,6 +762,21 @@ pub fn footer_itl(summary: &serde_json::Value, table: &str) -> Option<Summary> {
     (s.n > 0).then_some(s)
 }
 
+/// Each model's ITL the run printed (its footer's `models[].itl_s`), where it has samples.
+pub fn footer_model_itl(summary: &serde_json::Value) -> Vec<(String, Summary)> {
+    let Some(models) = summary.get("models").and_then(serde_json::Value::as_array) else {
+        return Vec::new();
+    };
+    models
+        .iter()
+        .filter_map(|m| {
+            let name = m.get("model")?.as_str()?.to_string();
+            let s: Summary = serde_json::from_value(m.get("itl_s")?.clone()).ok()?;
+            (s.n > 0).then_some((name, s))
+        })
+        .collect()
+}
+
 /// The record's time at its end, from its last lines (the footer's `elapsed_s`, else the
 /// latest line time): read from the end of the file, so a long record costs nothing here.
 pub fn end_time(path: &std::path::Path) -> Option<f64> {
@@ -949,10 +970,10 @@ mod tests {
             &mut out,
         );
         let got = out.iter().find_map(|o| match o {
-            Fed::FooterItl(s) => Some(*s),
+            Fed::FooterItl(s) => Some(s.clone()),
             _ => None,
         });
-        assert_eq!(got.and_then(|g| g.steady), Some(itl));
+        assert_eq!(got.as_ref().and_then(|g| g.steady), Some(itl));
         assert_eq!(got.and_then(|g| g.warmup), None);
     }
 

@@ -119,11 +119,22 @@ pub struct RunConfig {
     /// The servers an `--endpoint` run spread its requests over (round-robin).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<String>,
-    /// `completions` or `chat`.
+    /// `completions`, `chat`, `responses`, `messages`, `embeddings` or `rerank` (`--api auto`
+    /// writes the one it picked).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api: Option<String>,
+    /// The served model, or several with their weights (`a=3,b=1`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub served_model: Option<String>,
+    /// How many tool definitions `--tools` offered with each request.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tools: Option<usize>,
+    /// `--tool-choice`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<String>,
+    /// `--tool-time`: the simulated tool's time in a conversation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_time: Option<String>,
     /// Requests in flight at most (closed loop, or the cap of an open loop).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<usize>,
@@ -225,6 +236,8 @@ pub enum RunEvent {
     ModelLoaded(ModelLoaded),
     /// A server's prefix cache was emptied: `endpoint`, `via`, `seconds`.
     PrefixCacheReset(CacheReset),
+    /// `--api auto` picked the run's API: `api`, `why`.
+    ApiPicked(crate::event::ApiPicked),
     /// An event this version does not know: kept in the count, otherwise skipped.
     #[serde(other)]
     Other,

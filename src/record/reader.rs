@@ -331,6 +331,11 @@ pub fn summary(run: &RunFold, footer_itl: &FooterItl) -> RunSummary {
     if let Some(itl) = footer_itl.warmup {
         summary.warmup.set(Metric::Itl, itl);
     }
+    for (model, itl) in &footer_itl.models {
+        if let Some(m) = summary.models.iter_mut().find(|m| &m.model == model) {
+            m.itl_s = *itl;
+        }
+    }
     summary
 }
 

@@ -441,6 +441,11 @@ fn run_track(out: &mut Vec<TraceEvent>, g: &Gathered) {
                 "prefix cache reset".into(),
                 serde_json::to_value(c).unwrap_or_default(),
             )),
+            RunEvent::ApiPicked(a) => marks.push(Mark::Instant(
+                t,
+                format!("api: {}", a.api),
+                serde_json::to_value(a).unwrap_or_default(),
+            )),
             RunEvent::WorkloadChanged { detail } => marks.push(Mark::Instant(
                 t,
                 format!(

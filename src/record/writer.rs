@@ -176,6 +176,7 @@ impl Recorder {
                 self.line(&event(match n.as_ref() {
                     Notice::ModelLoaded(m) => RunEvent::ModelLoaded(m.clone()),
                     Notice::PrefixCacheReset(c) => RunEvent::PrefixCacheReset(c.clone()),
+                    Notice::ApiPicked(a) => RunEvent::ApiPicked(a.clone()),
                 }));
                 self.flush();
             }

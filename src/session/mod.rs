@@ -96,6 +96,61 @@ pub(crate) fn check_cache_reset(
     }
 }
 
+/// `--api`: an API that not every OpenAI-compatible server has (responses, messages,
+/// embeddings, rerank) is checked to exist on every endpoint, and `auto` is resolved (and
+/// said, and written in the header), before the engine starts, so that a server without it is
+/// one line and exit 2 before anything is measured. What depends on the API (a batch, tools,
+/// conversations) is checked again against the one `auto` picked.
+pub(crate) fn check_api(
+    h: &mut crate::engine::http::HttpConfig,
+    header: Option<&mut crate::record::line::Header>,
+) -> Result<(), Failure> {
+    use crate::engine::http::api::detect::{resolve_blocking, DetectError};
+    use crate::engine::http::Api;
+    if matches!(h.api, Api::Completions | Api::Chat) || h.endpoints.is_empty() {
+        return Ok(());
+    }
+    let asked = h.api;
+    let picked =
+        resolve_blocking(&h.endpoints, h.api_key.as_deref(), asked).map_err(|e| match e {
+            DetectError::Missing(m) => Failure::usage(m),
+            DetectError::Failed(m) => Failure::runtime(m),
+        })?;
+    h.api = picked.api;
+    if asked != Api::Auto {
+        return Ok(());
+    }
+    crate::util::say!(
+        "infertop: --api auto: {} ({})",
+        picked.api.name(),
+        picked.why
+    );
+    let name = picked.api.name();
+    h.shape.api_picked = Some(picked.why);
+    if let Some(header) = header {
+        header.config.api = Some(name.into());
+    }
+    if h.shape.batch > 1 && !h.api.takes_batch() {
+        return Err(Failure::usage(format!(
+            "--batch {}: --api auto picked {name}, which takes one sequence per request; drop --batch, or give --api embeddings or rerank",
+            h.shape.batch
+        )));
+    }
+    if !h.api.takes_messages() {
+        if h.shape.tools.is_some() {
+            return Err(Failure::usage(format!(
+                "--tools: --api auto picked {name}, which has no tools; give --api chat, responses or messages"
+            )));
+        }
+        if h.traffic.conversations.is_some() {
+            return Err(Failure::usage(format!(
+                "--turns: --api auto picked {name}, which takes no conversation; give --api chat, responses or messages"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Sets candle's CPU thread count before anything else starts. candle's CPU kernels size their
 /// thread pools from RAYON_NUM_THREADS; unset, candle recounts the cores on every matmul by
 /// reading /proc/cpuinfo, a file read inside every timed step. It must be set while this is the

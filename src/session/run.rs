@@ -44,8 +44,8 @@ pub fn run(opts: &RunOpts) -> Result<i32, Failure> {
 
 fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
     let RunPlan {
-        engine,
-        header,
+        mut engine,
+        mut header,
         outputs,
         telemetry,
         server_metrics,
@@ -56,6 +56,9 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
     let slo = header.config.slo;
     // `--jsonl`: the same record on stdout, for a viewer elsewhere (`infertop follow -`).
     let mut stream = jsonl.then(|| Recorder::stdout(header.clone(), outputs.jsonl_steps));
+    if let plan::EnginePlan::Http(h) = &mut engine {
+        super::check_api(h, Some(&mut header))?;
+    }
     if let plan::EnginePlan::Http(h) = &engine {
         if h.reset_prefix_cache {
             super::check_cache_reset(&h.endpoints, h.api_key.as_deref())?;

@@ -42,7 +42,7 @@ fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
     let SweepPlan {
         config,
         cells,
-        header,
+        mut header,
         slo,
         outputs,
         format,
@@ -51,7 +51,11 @@ fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
         probe,
         reset_prefix_cache,
         api_key,
+        api_check,
     } = plan;
+    if let Some(mut h) = api_check {
+        super::check_api(&mut h, Some(&mut header))?;
+    }
     // A server that cannot empty its prefix cache is known before anything runs (every cell
     // empties it again as it starts).
     super::check_cache_reset(&reset_prefix_cache, api_key.as_deref())?;

@@ -252,6 +252,8 @@ mod tests {
                     ..Origin::default()
                 })
             }),
+            model: None,
+            parts: None,
         }
     }
 

@@ -130,6 +130,8 @@ mod tests {
                 ..Default::default()
             })),
             origin: None,
+            model: None,
+            parts: None,
         }
     }
 
@@ -148,6 +150,7 @@ mod tests {
             status: Some(503),
             endpoint: Some("http://b".into()),
             elapsed_s: 0.1,
+            model: None,
         });
         let rows = s.summaries();
         assert_eq!(rows.len(), 2);

@@ -1,15 +1,17 @@
 //! Statistics, computed once in state and only read by views: percentiles exactly as numpy
 //! computes them over bounded windows (`window`, sorted by `radix`, answered from bucket
 //! counts when pushed faster than read: `coarse`), the run's table (`run`), per endpoint
-//! (`endpoints`), HTTP phases (`phases`), the split by cache and turn (`breakdown`), the
-//! server's own histograms summed over windows (`server`), settling (`steady`), SLOs and
-//! goodput (`slo`, `goodput`), the roofline (`roofline`), chart scales (`scale`) and the
-//! per-request slices of the charts (`slices`).
+//! (`endpoints`) and per model (`models`), thinking and answering apart (`shapes`), HTTP
+//! phases (`phases`), the split by cache and turn (`breakdown`), the server's own histograms
+//! summed over windows (`server`), settling (`steady`), SLOs and goodput (`slo`, `goodput`),
+//! the roofline (`roofline`), chart scales (`scale`) and the per-request slices of the charts
+//! (`slices`).
 
 pub mod breakdown;
 mod coarse;
 mod endpoints;
 pub mod goodput;
+mod models;
 mod percentile;
 pub mod phases;
 mod radix;
@@ -17,6 +19,7 @@ pub mod roofline;
 mod run;
 pub mod scale;
 mod server;
+pub mod shapes;
 pub mod slices;
 mod slo;
 pub mod steady;
@@ -24,6 +27,7 @@ mod window;
 
 pub use breakdown::{Breakdown, BreakdownSummary, CacheOutcome};
 pub use endpoints::{EndpointStats, EndpointSummary};
+pub use models::{ModelStats, ModelSummary};
 pub use percentile::{median, median_in_place, percentile_sorted};
 pub use phases::{Phase, PhaseStats, PhaseSummary};
 pub use run::{
@@ -33,6 +37,7 @@ pub use server::{
     quantiles as histogram_quantiles, total_window, trim as trim_buckets, HistogramSum, NodeSteady,
     ServerSpan, ServerSpanSummary, ServerSteady,
 };
+pub use shapes::{ShapeStats, ShapeSummary};
 pub use slo::{ntpot, parse_duration_s, Goodput, Limit, Slo, SloMetric};
 pub use steady::{settle_point, warmup_cost_s, SettleRule};
 pub use window::Window;

@@ -226,6 +226,8 @@ mod tests {
                 ..Default::default()
             })),
             origin: None,
+            model: None,
+            parts: None,
         }
     }
 

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::event::ServerQuantiles;
 
 use crate::stats::{
-    EndpointSummary, Metric, PhaseSummary, RunStats, ServerSpanSummary, Summary, Table, WindowKind,
+    EndpointSummary, Metric, ModelSummary, PhaseSummary, RunStats, ServerSpanSummary, ShapeSummary,
+    Summary, Table, WindowKind,
 };
 
 /// `--format` of runs and `report`.
@@ -45,6 +46,12 @@ pub struct RunSummary {
     /// A server run's figures per endpoint (empty for the candle engine).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<EndpointSummary>,
+    /// Every figure per model, when the run sent to several (`--served-model a=3,b=1`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<ModelSummary>,
+    /// Thinking and answering apart and the tool calls, when the output had either.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<ShapeSummary>,
     /// The server's own histograms over the steady state (`--server-metrics`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<ServerSpanSummary>,
@@ -94,6 +101,8 @@ impl RunSummary {
             resources: Default::default(),
             failed_requests: 0,
             endpoints: Vec::new(),
+            models: Vec::new(),
+            reasoning: None,
             server: None,
             breakdown: None,
             phases: None,
@@ -129,6 +138,19 @@ impl RunSummary {
     /// The summary with its per-endpoint breakdown.
     pub fn with_endpoints(mut self, endpoints: Vec<EndpointSummary>) -> RunSummary {
         self.endpoints = endpoints;
+        self
+    }
+
+    /// The summary with its per-model breakdown.
+    pub fn with_models(mut self, models: Vec<ModelSummary>) -> RunSummary {
+        self.models = models;
+        self
+    }
+
+    /// The summary with thinking and answering apart (kept when there was reasoning or a
+    /// tool call).
+    pub fn with_shapes(mut self, shapes: ShapeSummary) -> RunSummary {
+        self.reasoning = shapes.has_parts().then_some(shapes);
         self
     }
 
@@ -176,6 +198,35 @@ impl RunSummary {
                     })
                 })
                 .collect();
+        }
+        if !self.models.is_empty() {
+            out["models"] = self
+                .models
+                .iter()
+                .map(|m| {
+                    serde_json::json!({
+                        "model": m.model, "requests": m.requests, "failed": m.failed,
+                        "output_tokens": m.output_tokens,
+                        "ttft_s": summary_json(&m.ttft_s), "tpot_s": summary_json(&m.tpot_s),
+                        "itl_s": summary_json(&m.itl_s), "e2e_s": summary_json(&m.e2e_s),
+                        "ttfa_s": summary_json(&m.ttfa_s),
+                    })
+                })
+                .collect();
+        }
+        if let Some(r) = &self.reasoning {
+            out["reasoning"] = serde_json::json!({
+                "requests": r.requests,
+                "reasoning_requests": r.reasoning_requests,
+                "reasoning_tokens_from_usage": r.reasoning_tokens_from_usage,
+                "tool_call_requests": r.tool_call_requests,
+                "ended_in_tool_call": r.ended_in_tool_call,
+                "no_answer": r.no_answer,
+                "ttfa_s": summary_json(&r.ttfa_s),
+                "reasoning_s": summary_json(&r.reasoning_s),
+                "answer_s": summary_json(&r.answer_s),
+                "reasoning_tokens": summary_json(&r.reasoning_tokens),
+            });
         }
         if let Some(srv) = &self.server {
             out["server"] = serde_json::to_value(srv).unwrap_or_default();
@@ -252,6 +303,8 @@ impl RunSummary {
             ));
         }
         out.push_str(&self.resources.markdown());
+        out.push_str(&self.reasoning_markdown());
+        out.push_str(&self.models_markdown());
         out.push_str(&self.endpoints_markdown());
         out.push_str(&self.phases_markdown());
         out.push_str(&self.server_markdown());
@@ -330,6 +383,80 @@ impl RunSummary {
         out
     }
 
+    /// Thinking and answering apart: TTFT (any token) beside TTFA (the first answer token),
+    /// the reasoning's time and tokens, the answer's time, and the tool calls.
+    fn reasoning_markdown(&self) -> String {
+        let Some(r) = &self.reasoning else {
+            return String::new();
+        };
+        let from = if r.reasoning_tokens_from_usage == r.reasoning_requests {
+            "the server's counts"
+        } else if r.reasoning_tokens_from_usage == 0 {
+            "counted from the stream"
+        } else {
+            "the server's counts where it gave them, else counted from the stream"
+        };
+        let mut out = format!(
+            "\nthinking and answering (steady requests): {} of {} reasoned (tokens: {from}), {} made tool calls, {} ended in a tool call, {} never answered\n\n",
+            r.reasoning_requests, r.requests, r.tool_call_requests, r.ended_in_tool_call, r.no_answer
+        );
+        out.push_str("| metric | mean | p50 | p90 | p95 | p99 | max | n |\n");
+        out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        out.push_str(&md_row(
+            "TTFT (any token)",
+            Metric::Ttft,
+            &self.steady.get(Metric::Ttft),
+        ));
+        out.push_str(&md_row("TTFA (first answer)", Metric::Ttft, &r.ttfa_s));
+        out.push_str(&md_row("reasoning time", Metric::Ttft, &r.reasoning_s));
+        out.push_str(&md_row("answer time", Metric::Ttft, &r.answer_s));
+        out.push_str(&md_row(
+            "reasoning tokens",
+            Metric::PrefillTokS,
+            &r.reasoning_tokens,
+        ));
+        out
+    }
+
+    /// Per model, when requests went to more than one, with n.
+    fn models_markdown(&self) -> String {
+        if self.models.is_empty() {
+            return String::new();
+        }
+        let mut out = String::from(
+            "
+| model | n | failed | out tokens | TTFT p50 | TTFT p99 | TTFA p50 | TPOT p50 | TPOT p99 | ITL p50 | ITL p99 | E2E p50 | E2E p99 |
+|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
+",
+        );
+        let ms = |s: &Summary, v: f64| {
+            if s.n == 0 {
+                "-".to_string()
+            } else {
+                format_value(Metric::Ttft, v)
+            }
+        };
+        for m in &self.models {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                m.model,
+                m.requests,
+                m.failed,
+                m.output_tokens,
+                ms(&m.ttft_s, m.ttft_s.p50),
+                ms(&m.ttft_s, m.ttft_s.p99),
+                ms(&m.ttfa_s, m.ttfa_s.p50),
+                ms(&m.tpot_s, m.tpot_s.p50),
+                ms(&m.tpot_s, m.tpot_s.p99),
+                ms(&m.itl_s, m.itl_s.p50),
+                ms(&m.itl_s, m.itl_s.p99),
+                ms(&m.e2e_s, m.e2e_s.p50),
+                ms(&m.e2e_s, m.e2e_s.p99),
+            ));
+        }
+        out
+    }
+
     /// Per endpoint, when requests went to more than one (one endpoint is the table above).
     fn endpoints_markdown(&self) -> String {
         if self.endpoints.len() < 2 {
@@ -397,6 +524,27 @@ impl RunSummary {
                 ] {
                     rows.push(row(&format!("endpoint={}", e.endpoint), key, s));
                 }
+            }
+        }
+        for m in &self.models {
+            for (key, s) in [
+                ("ttft_s", &m.ttft_s),
+                ("ttfa_s", &m.ttfa_s),
+                ("tpot_s", &m.tpot_s),
+                ("itl_s", &m.itl_s),
+                ("e2e_s", &m.e2e_s),
+            ] {
+                rows.push(row(&format!("model={}", m.model), key, s));
+            }
+        }
+        if let Some(r) = &self.reasoning {
+            for (key, s) in [
+                ("ttfa_s", &r.ttfa_s),
+                ("reasoning_s", &r.reasoning_s),
+                ("answer_s", &r.answer_s),
+                ("reasoning_tokens", &r.reasoning_tokens),
+            ] {
+                rows.push(row("reasoning", key, s));
             }
         }
         if let Some(p) = &self.phases {

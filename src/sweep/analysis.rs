@@ -876,6 +876,8 @@ mod tests {
             wall_output_tok_s: None,
             prefix_cache: None,
             elapsed_s: 1.0,
+            models: Vec::new(),
+            reasoning: None,
         }
     }
 

@@ -400,6 +400,12 @@ pub struct CellResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prefix_cache: Option<PrefixCache>,
     pub elapsed_s: f64,
+    /// Thinking and answering apart, when the cell's output had reasoning or tool calls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<crate::stats::ShapeSummary>,
+    /// Every figure per model, when the cell sent to several.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<crate::stats::ModelSummary>,
 }
 
 /// How a cell ended, and the time figures the fold alone does not know.
@@ -481,6 +487,8 @@ impl CellResult {
             decode_bw_bytes_s: crate::stats::median(&tally.decode_bw),
             prefix_cache: ending.prefix_cache,
             elapsed_s: ending.elapsed_s,
+            reasoning: summary.reasoning.clone(),
+            models: summary.models.clone(),
             params,
         }
     }

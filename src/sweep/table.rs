@@ -149,6 +149,10 @@ impl SweepTable<'_> {
             head.push_str(" conc | rate |");
         }
         head.push_str(" n | TTFT p50 | p90 | p99 | TPOT p50 | p90 | p99 | ITL p50 | p90 | p99 | E2E p50 | p90 | p99 |");
+        let reasoning = self.cells.iter().any(|c| c.reasoning.is_some());
+        if reasoning {
+            head.push_str(" TTFA p50 | p99 | think p50 |");
+        }
         head.push_str(if server {
             " out tok/s | held s | goodput seq/s |"
         } else {
@@ -181,6 +185,18 @@ impl SweepTable<'_> {
                 for t in tails(s) {
                     row.push_str(&format!(" {t} |"));
                 }
+            }
+            if reasoning {
+                let cell = |s: Option<&Summary>, v: fn(&Summary) -> f64| {
+                    s.filter(|s| s.n > 0).map_or("-".into(), |s| ms(v(s)))
+                };
+                let r = c.reasoning.as_ref();
+                row.push_str(&format!(
+                    " {} | {} | {} |",
+                    cell(r.map(|r| &r.ttfa_s), |s| s.p50),
+                    cell(r.map(|r| &r.ttfa_s), |s| s.p99),
+                    cell(r.map(|r| &r.reasoning_s), |s| s.p50),
+                ));
             }
             if server {
                 row.push_str(&format!(
@@ -220,6 +236,33 @@ impl SweepTable<'_> {
                 n if n == self.cells.len() => "Server prefix cache: emptied before every cell (cold).\n".to_string(),
                 n => format!("Server prefix cache: emptied before {n} of {} cells.\n", self.cells.len()),
             });
+        }
+        if reasoning {
+            out.push_str("TTFA: the first answer token (TTFT counts reasoning too); think: the reasoning's time, first reasoning token to first answer token.\n");
+        }
+        for c in self.cells.iter().filter(|c| !c.models.is_empty()) {
+            let parts: Vec<String> = c
+                .models
+                .iter()
+                .map(|m| {
+                    let p = |s: &Summary, v: f64| if s.n > 0 { ms(v) } else { "-".into() };
+                    format!(
+                        "{} n {} (failed {}): TTFT p50 {} p99 {}, TPOT p50 {}, E2E p50 {}",
+                        m.model,
+                        m.requests,
+                        m.failed,
+                        p(&m.ttft_s, m.ttft_s.p50),
+                        p(&m.ttft_s, m.ttft_s.p99),
+                        p(&m.tpot_s, m.tpot_s.p50),
+                        p(&m.e2e_s, m.e2e_s.p50)
+                    )
+                })
+                .collect();
+            out.push_str(&format!(
+                "Cell {} by model: {}.\n",
+                c.cell,
+                parts.join("; ")
+            ));
         }
         if let Some(why) = &self.interrupted {
             out.push_str(&format!(
@@ -413,6 +456,8 @@ mod tests {
             decode_bw_bytes_s: None,
             prefix_cache: Some(PrefixCache::Cold),
             elapsed_s: 1.0,
+            models: Vec::new(),
+            reasoning: None,
         };
         let findings = Findings {
             axis: LoadAxis::Batch,

@@ -55,6 +55,11 @@ pub enum Role {
     System,
     User,
     Assistant,
+    /// A tool's result (`role: tool`), answering the assistant's call before it.
+    Tool,
+    /// The row's tool definitions (`tools`, BFCL's `function`), as OpenAI JSON text: offered
+    /// with the row's requests over an API of messages, written into the prompt otherwise.
+    Tools,
 }
 
 impl Role {
@@ -64,6 +69,7 @@ impl Role {
             "system" => Some(Role::System),
             "human" | "user" => Some(Role::User),
             "gpt" | "assistant" | "chatgpt" | "bard" | "bing" | "model" => Some(Role::Assistant),
+            "tool" | "function" | "ipython" | "observation" => Some(Role::Tool),
             _ => None,
         }
     }
@@ -73,6 +79,8 @@ impl Role {
             Role::System => "system",
             Role::User => "user",
             Role::Assistant => "assistant",
+            Role::Tool => "tool",
+            Role::Tools => "tools",
         }
     }
 }
@@ -523,12 +531,27 @@ struct JsonlRow {
     hash_ids: Option<Vec<u64>>,
     #[serde(default)]
     session_id: Option<Value>,
+    /// Tool definitions offered with the row (OpenAI's shape).
+    #[serde(default)]
+    tools: Option<Value>,
+    /// BFCL's functions (bare definitions).
+    #[serde(default)]
+    function: Option<Value>,
+    /// BFCL's turns: a list of turns, each a list of messages (or one list of messages).
+    #[serde(default)]
+    question: Option<Value>,
 }
 
 #[derive(Deserialize)]
 struct ChatMessage {
     role: String,
-    content: Content,
+    /// Absent or null for an assistant message that only calls tools.
+    #[serde(default)]
+    content: Option<Content>,
+    /// An assistant message's tool calls: their JSON stands for its text (its length is the
+    /// reply's).
+    #[serde(default)]
+    tool_calls: Option<Value>,
 }
 
 /// A message's content: a string, or OpenAI's list of parts (the text parts are kept).
@@ -628,17 +651,38 @@ fn jsonl_parsed(row: JsonlRow) -> Result<Parsed, String> {
             return Err(format!("field `{name}`: not a time ≥ 0 in milliseconds"));
         }
     }
+    let tools = match (row.tools, row.function) {
+        (Some(t), _) => Some(("tools", t)),
+        (None, Some(f)) => Some(("function", f)),
+        (None, None) => None,
+    };
+    if let Some((field, v)) = tools {
+        let defs = crate::traffic::tools::tool_definitions(v)
+            .map_err(|e| format!("field `{field}`: {e}"))?;
+        p.messages
+            .push((Role::Tools, Value::Array(defs).to_string()));
+    }
+    let messages = match (row.messages, row.question) {
+        (Some(ms), _) => Some(("messages", ms)),
+        (None, Some(q)) => Some(("question", bfcl_messages(q)?)),
+        (None, None) => None,
+    };
     if let Some(c) = row.conversations {
-        p.messages = turns(c, "conversations")?;
-    } else if let Some(ms) = row.messages {
+        p.messages.extend(turns(c, "conversations")?);
+    } else if let Some((field, ms)) = messages {
         for (i, m) in ms.into_iter().enumerate() {
             let role = Role::parse(&m.role).ok_or_else(|| {
                 format!(
-                    "field `messages[{i}].role`: `{}` is not system, user or assistant",
+                    "field `{field}[{i}].role`: `{}` is not system, user, assistant or tool",
                     m.role
                 )
             })?;
-            p.messages.push((role, m.content.text()));
+            let text = match (m.content, m.tool_calls) {
+                (Some(c), _) => c.text(),
+                (None, Some(calls)) => calls.to_string(),
+                (None, None) => String::new(),
+            };
+            p.messages.push((role, text));
         }
     } else if let Some(t) = row.text.or(row.prompt).or(row.text_input) {
         p.messages.push((Role::User, t));
@@ -647,6 +691,32 @@ fn jsonl_parsed(row: JsonlRow) -> Result<Parsed, String> {
         return Err("field `hash_ids`: needs `input_length` (the prompt's tokens)".into());
     }
     Ok(p)
+}
+
+/// BFCL's `question`: turns of messages (`[[{role, content}, …], …]`), flattened in order;
+/// or one list of messages.
+fn bfcl_messages(q: Value) -> Result<Vec<ChatMessage>, String> {
+    let flat: Vec<Value> = match q {
+        Value::Array(items) => items
+            .into_iter()
+            .flat_map(|t| match t {
+                Value::Array(inner) => inner,
+                other => vec![other],
+            })
+            .collect(),
+        _ => return Err("field `question`: not a list of turns of messages".into()),
+    };
+    flat.into_iter()
+        .enumerate()
+        .map(|(i, m)| {
+            serde_json::from_value(m).map_err(|e| {
+                format!(
+                    "field `question[{i}]`: {}",
+                    crate::util::one_line(&e.to_string())
+                )
+            })
+        })
+        .collect()
 }
 
 /// Whether a JSON row matches every `key=value` of the filter (top-level fields).

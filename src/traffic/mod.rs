@@ -10,6 +10,7 @@
 pub mod dataset;
 pub mod len;
 pub mod plan;
+pub mod tools;
 pub mod words;
 
 use std::time::Duration;
@@ -218,7 +219,7 @@ impl DatasetPlan {
         let mut seen_user = false;
         for (role, text, n) in self.ds.messages(row) {
             match role {
-                Role::System if !seen_user => {
+                Role::System | Role::Tools if !seen_user => {
                     messages.push((role, text.to_string()));
                     tokens += n;
                 }
@@ -355,6 +356,7 @@ impl DatasetPlan {
                     continue;
                 };
                 let (prompt, tokens, implied) = self.prompt_of(row);
+                let tools = row_tools_text(&prompt);
                 let user = match prompt {
                     Prompt::Messages(m) => m
                         .iter()
@@ -370,20 +372,33 @@ impl DatasetPlan {
                     output_tokens: row.output_length().or(implied),
                     row: row.line,
                     delay_s: None,
+                    tool_result: self
+                        .ds
+                        .messages(row)
+                        .find(|(r, _, _)| *r == Role::Tool)
+                        .map(|(_, t, _)| t.to_string()),
                 };
                 match row.session().and_then(|s| by_session.get_mut(s as usize)) {
                     Some(slot) => match slot {
-                        Some(c) => out[*c].turns.push(turn),
+                        Some(c) => {
+                            let conv = &mut out[*c];
+                            conv.turns.push(turn);
+                            if conv.tools.is_none() {
+                                conv.tools = tools;
+                            }
+                        }
                         None => {
                             *slot = Some(out.len());
                             out.push(Conversation {
                                 system: None,
+                                tools,
                                 turns: vec![turn],
                             });
                         }
                     },
                     None => out.push(Conversation {
                         system: None,
+                        tools,
                         turns: vec![turn],
                     }),
                 }
@@ -396,6 +411,7 @@ impl DatasetPlan {
             };
             let mut conv = Conversation {
                 system: None,
+                tools: None,
                 turns: Vec::new(),
             };
             if row.input_length().is_some() {
@@ -406,6 +422,7 @@ impl DatasetPlan {
                     output_tokens: row.output_length(),
                     row: row.line,
                     delay_s: None,
+                    tool_result: None,
                 });
             } else {
                 for (role, text, n) in self.ds.messages(row) {
@@ -413,16 +430,24 @@ impl DatasetPlan {
                         Role::System if conv.turns.is_empty() => {
                             conv.system = Some(text.to_string())
                         }
+                        Role::Tools => conv.tools = Some(text.to_string()),
                         Role::User => conv.turns.push(Turn {
                             user: Prompt::Text(text.to_string()),
                             tokens: n,
                             output_tokens: None,
                             row: row.line,
                             delay_s: None,
+                            tool_result: None,
                         }),
                         Role::Assistant => {
                             if let Some(t) = conv.turns.last_mut() {
                                 t.output_tokens.get_or_insert(n.max(1));
+                            }
+                        }
+                        // The result the turn's tool call gets (the row's, as written).
+                        Role::Tool => {
+                            if let Some(t) = conv.turns.last_mut() {
+                                t.tool_result.get_or_insert_with(|| text.to_string());
                             }
                         }
                         Role::System => {}
@@ -437,11 +462,24 @@ impl DatasetPlan {
     }
 }
 
+/// A prompt's tool definitions (a dataset row's `tools`), as JSON text.
+fn row_tools_text(prompt: &Prompt) -> Option<String> {
+    match prompt {
+        Prompt::Messages(m) => m
+            .iter()
+            .find(|(r, _)| *r == Role::Tools)
+            .map(|(_, t)| t.clone()),
+        _ => None,
+    }
+}
+
 /// One conversation to replay turn by turn.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Conversation {
     /// A system message sent first in every turn.
     pub system: Option<String>,
+    /// The tools offered in every turn (the row's, as OpenAI JSON text).
+    pub tools: Option<String>,
     pub turns: Vec<Turn>,
 }
 
@@ -455,6 +493,9 @@ pub struct Turn {
     /// The dataset line it came from (0 for synthetic turns).
     pub row: u32,
     pub delay_s: Option<f64>,
+    /// What the tool returns when the turn's reply calls one (the row's `tool` message);
+    /// `None`: a made-up result.
+    pub tool_result: Option<String>,
 }
 
 /// `--turns all|N`.
@@ -498,6 +539,7 @@ pub fn synthetic_conversations(
     (0..count)
         .map(|c| Conversation {
             system: None,
+            tools: None,
             turns: (0..turns)
                 .map(|t| {
                     let index = (c * turns + t) as u64;
@@ -512,6 +554,7 @@ pub fn synthetic_conversations(
                         output_tokens: None,
                         row: 0,
                         delay_s: None,
+                        tool_result: None,
                     }
                 })
                 .collect(),
@@ -550,6 +593,16 @@ impl ThinkTime {
         dur(t)
             .map(ThinkTime::Fixed)
             .map_err(|e| format!("{e} (or a distribution: exp:2s, uniform:1s..3s)"))
+    }
+
+    /// As the flag takes it: `2s`, `exp:2s`, `uniform:1s..3s`.
+    pub fn describe(&self) -> String {
+        let d = |d: &Duration| format!("{}s", d.as_secs_f64());
+        match self {
+            ThinkTime::Fixed(x) => d(x),
+            ThinkTime::Exp(m) => format!("exp:{}", d(m)),
+            ThinkTime::Uniform(a, b) => format!("uniform:{}..{}", d(a), d(b)),
+        }
     }
 
     /// The pause before turn `turn` of conversation `conversation`; deterministic for a seed.

@@ -71,6 +71,11 @@ pub enum View {
     Heatmap,
     /// TTFT by conversation turn and by cache outcome (when the run has either).
     Breakdown,
+    /// Thinking and answering apart: TTFT beside TTFA, the reasoning's and the answer's time,
+    /// reasoning tokens, tool calls (when the output had reasoning or tool calls).
+    Thinking,
+    /// Every figure per model (when the run sends to several).
+    Models,
 }
 
 impl View {
@@ -80,7 +85,9 @@ impl View {
             View::Distributions => View::Bands,
             View::Bands => View::Heatmap,
             View::Heatmap => View::Breakdown,
-            View::Breakdown => View::Requests,
+            View::Breakdown => View::Thinking,
+            View::Thinking => View::Models,
+            View::Models => View::Requests,
         }
     }
 
@@ -91,6 +98,8 @@ impl View {
             View::Bands => "bands",
             View::Heatmap => "heatmap",
             View::Breakdown => "by turn & cache",
+            View::Thinking => "thinking & answering",
+            View::Models => "by model",
         }
     }
 }
@@ -344,6 +353,10 @@ pub struct App {
     pub server_columns: bool,
     /// Steady TTFT by turn and cache outcome, and the lengths (refreshed with the table).
     pub breakdown: crate::stats::BreakdownSummary,
+    /// Thinking and answering apart, and the tool calls (refreshed with the table).
+    pub reasoning: crate::stats::ShapeSummary,
+    /// Every figure per model (refreshed with the table).
+    pub models: Vec<crate::stats::ModelSummary>,
     /// Whether the table shows the client's HTTP phases instead (`h`; a server run's), and
     /// their figures, refreshed with the table.
     pub phase_rows: bool,
@@ -423,6 +436,8 @@ impl App {
             outlier_burst: None,
             server_columns: true,
             breakdown: Default::default(),
+            reasoning: Default::default(),
+            models: Vec::new(),
             phase_rows: false,
             phases: None,
             server_nodes: false,
@@ -992,6 +1007,8 @@ impl App {
             goodput: (!self.slo.is_empty()).then_some(self.run.goodput),
         };
         self.breakdown = self.run.breakdown.summary();
+        self.reasoning = self.run.shapes.summary();
+        self.models = self.run.models.summaries();
     }
 
     /// Tokens per second over the last few decode steps (all sequences of the batch).
@@ -1117,13 +1134,22 @@ impl App {
         }
     }
 
-    /// The view after this one; the breakdown only when there is one to show.
+    /// The view after this one; the breakdown, thinking and models views only when they
+    /// have something to show.
     pub fn next_view(&self) -> View {
-        let next = self.view.next();
-        if next == View::Breakdown && !self.breakdown.has_splits() {
-            return next.next();
+        let mut next = self.view.next();
+        loop {
+            let empty = match next {
+                View::Breakdown => !self.breakdown.has_splits(),
+                View::Thinking => !self.reasoning.has_parts(),
+                View::Models => self.models.is_empty(),
+                _ => false,
+            };
+            if !empty {
+                return next;
+            }
+            next = next.next();
         }
-        next
     }
 
     /// The SLO limit for a table row, if one is set.
@@ -1155,6 +1181,7 @@ pub fn notice_words(n: &crate::event::Notice) -> String {
             c.via,
             c.seconds * 1e3
         ),
+        Notice::ApiPicked(a) => format!("--api auto: {} ({})", a.api, a.why),
     }
 }
 

@@ -4,4 +4,5 @@
 pub mod capacity_server;
 pub mod nvml_sim;
 pub mod pty;
+pub mod shapes_server;
 pub mod traffic_server;

@@ -23,6 +23,8 @@ pub(super) struct Launched {
     pub exact_prompt: bool,
     pub scheduled: Instant,
     pub origin: Option<Origin>,
+    /// The model it went to, when the run sends to several.
+    pub model: Option<String>,
 }
 
 type Task = (Launched, Result<Measured, RequestError>);
@@ -103,6 +105,7 @@ fn ended(
                 status: f.status,
                 endpoint: Some(launched.endpoint.display().to_string()),
                 elapsed_s: launched.scheduled.elapsed().as_secs_f64(),
+                model: launched.model,
             })));
         }
     }
@@ -122,8 +125,10 @@ fn launch(
     let warmup = cfg.traffic.is_warmup(index);
     let (prompt_tokens, output_tokens, exact_prompt) =
         (what.prompt_tokens, what.output_tokens, what.exact);
+    let chosen = cfg.shape.model_for(cfg.traffic.seed, index);
+    let batch = what.inputs.len().max(1);
     let ask = Ask {
-        model: model.to_string(),
+        model: chosen.unwrap_or(model).to_string(),
         api: cfg.api,
         prompt: what.prompt,
         messages: what.messages,
@@ -131,13 +136,15 @@ fn launch(
         output_tokens,
         exact_output: cfg.exact_output,
         chunk_usage: cfg.chunk_usage,
+        tools: what.tools,
+        inputs: what.inputs,
     };
     let _ = shared.events.send(Event::RequestStarted {
         index,
         warmup,
         prompt_tokens,
         output_tokens,
-        batch: 1,
+        batch,
     });
     let launched = Launched {
         index,
@@ -147,6 +154,7 @@ fn launch(
         exact_prompt,
         scheduled,
         origin: what.origin,
+        model: chosen.map(str::to_string),
     };
     let shared = shared.clone();
     let start = if cfg.open_loop() {

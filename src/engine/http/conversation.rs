@@ -5,8 +5,9 @@
 //! `--rate`, conversations start at that rate), on the same scheduler as single requests
 //! (`schedule`); a conversation that fails a turn stops there, counted. Every turn is a
 //! request of the run: `--requests` bounds them all, and a drain or the end of `--duration`
-//! lets the turns in flight finish and starts no more. A finished conversation's history is
-//! dropped with its task.
+//! lets the turns in flight finish and starts no more. A reply that ends in tool calls is
+//! answered with the tools' results after `--tool-time`, one more request of the same turn. A
+//! finished conversation's history is dropped with its task.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use std::time::Instant;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use super::api::{Message, ToolCall};
 use super::completions::Launched;
 use super::request::{self, Ask};
 use super::schedule::{Scheduler, Unit};
@@ -73,10 +75,19 @@ pub(super) async fn run(
     let Some(convs) = cfg.traffic.conversations.clone() else {
         return Err("no conversations to send".into());
     };
+    // A turn whose reply calls tools takes more than one request: the turns bound no more
+    // than `--requests` does then.
+    let tools_offered = cfg.api.takes_messages()
+        && (cfg.shape.tools.is_some() || convs.list.iter().any(|c| c.tools.is_some()));
+    let limit = if tools_offered {
+        cfg.traffic.requests.unwrap_or(u64::MAX)
+    } else {
+        cfg.traffic.request_limit().unwrap_or(u64::MAX)
+    };
     let settings = Arc::new(Settings {
         model,
         cfg: cfg.clone(),
-        limit: cfg.traffic.request_limit().unwrap_or(u64::MAX),
+        limit,
         next_index: AtomicU64::new(0),
         convs: convs.clone(),
     });
@@ -133,7 +144,23 @@ pub(super) async fn run(
     }
 }
 
-/// One conversation, turn by turn.
+/// Tool calls answered in one turn at most before the next user turn (a model that calls
+/// tools for ever does not hold its conversation for ever).
+pub const MAX_TOOL_ROUNDS: u32 = 8;
+
+/// The salt of a conversation's model draw and of its tool times.
+const CONVERSATION_SALT: u64 = 0x00C0_4E25_A710_0000;
+const TOOL_SALT: u64 = 0x0070_0171_3E00_0000;
+
+/// What a made-up tool returns when the dataset says nothing.
+fn made_up_result(call: &ToolCall) -> String {
+    serde_json::json!({"tool": call.name, "ok": true, "result": "42"}).to_string()
+}
+
+/// One conversation, turn by turn: each turn's reply resent with the history; a reply that
+/// ends in tool calls is answered, after the simulated tool's time (`--tool-time`), by a tool
+/// message per call (the dataset's result, or a made-up one), and the turn goes on with one
+/// more request (its `tool_round`) until a reply does not call a tool.
 async fn converse(
     shared: Arc<Shared>,
     s: Arc<Settings>,
@@ -148,10 +175,19 @@ async fn converse(
     };
     let session = format!("infertop-{:x}-{conversation}", cfg.traffic.seed);
     let endpoint = cfg.endpoints[(conversation as usize) % cfg.endpoints.len()].clone();
-    let mut history: Vec<(String, String)> = conv
+    let model = cfg
+        .shape
+        .model_for(cfg.traffic.seed ^ CONVERSATION_SALT, conversation)
+        .map(str::to_string);
+    let tools = if cfg.api.takes_messages() {
+        cfg.shape.tools_for(conv.tools.as_deref())
+    } else {
+        None
+    };
+    let mut history: Vec<Message> = conv
         .system
         .iter()
-        .map(|s| ("system".to_string(), s.clone()))
+        .map(|s| Message::new("system", s.clone()))
         .collect();
     let mut history_tokens: usize = 0;
     let mut end = Ended::default();
@@ -166,92 +202,126 @@ async fn converse(
                 }
             }
         }
-        // Held while paused; no further turn once the run ends.
-        match gate.wait_for(|g| !g.paused || g.ending).await {
-            Ok(g) if !g.ending => {}
-            _ => return end,
-        }
-        let Some(index) = s.take_index() else {
-            return end;
-        };
         let (text, _) = render(&turn.user, super::Api::Completions, words.as_deref(), None);
-        history.push(("user".to_string(), text));
+        history.push(Message::new("user", text));
         history_tokens += turn.tokens;
-        let mut rng = cfg.traffic.rng(index);
-        let output_tokens = turn
-            .output_tokens
-            .unwrap_or_else(|| cfg.traffic.output.pick(index, &mut rng));
-        let warmup = cfg.traffic.is_warmup(index);
-        let _ = shared.events.send(Event::RequestStarted {
-            index,
-            warmup,
-            prompt_tokens: history_tokens,
-            output_tokens,
-            batch: 1,
-        });
-        let ask = Ask {
-            model: s.model.clone(),
-            api: cfg.api,
-            prompt: String::new(),
-            messages: Some(history.clone()),
-            session: Some(session.clone()),
-            output_tokens,
-            exact_output: cfg.exact_output,
-            chunk_usage: cfg.chunk_usage,
-        };
-        let scheduled = Instant::now();
-        let events = shared.events.clone();
-        let result = request::measure(
-            &shared.pool,
-            &endpoint,
-            shared.api_key.as_deref(),
-            &ask,
-            request::Start::Launched(scheduled),
-            shared.timeout,
-            |token| send_token(&events, index, token),
-        )
-        .await;
-        let launched = Launched {
-            index,
-            warmup,
-            endpoint: endpoint.clone(),
-            requested_prompt_tokens: history_tokens,
-            exact_prompt: false,
-            scheduled,
-            origin: Some(Origin {
-                row: (turn.row > 0).then_some(turn.row),
-                conversation: Some(conversation),
-                turn: Some(t as u32 + 1),
-                ..Origin::default()
-            }),
-        };
-        match result {
-            Ok(m) => {
-                let reply = m.text.clone();
-                history_tokens += m.usage_completion_tokens.unwrap_or(m.content_chunks);
-                let done = request_done(cfg.record_tokens, &launched, m);
-                let _ = shared.events.send(Event::RequestDone(Box::new(done)));
-                history.push(("assistant".to_string(), reply));
-                end.completed += 1;
+        let mut round: u32 = 0;
+        loop {
+            // Held while paused; no further request once the run ends.
+            match gate.wait_for(|g| !g.paused || g.ending).await {
+                Ok(g) if !g.ending => {}
+                _ => return end,
             }
-            Err(f) => {
-                end.failed += 1;
-                end.last_failure = Some(f.reason.clone());
-                let _ = shared
-                    .events
-                    .send(Event::RequestFailed(Box::new(RequestFailed {
-                        index,
-                        warmup,
-                        reason: format!(
-                            "{} (conversation {conversation} stops at turn {})",
-                            f.reason,
-                            t + 1
-                        ),
-                        status: f.status,
-                        endpoint: Some(endpoint.display().to_string()),
-                        elapsed_s: scheduled.elapsed().as_secs_f64(),
-                    })));
+            let Some(index) = s.take_index() else {
+                return end;
+            };
+            let mut rng = cfg.traffic.rng(index);
+            let output_tokens = turn
+                .output_tokens
+                .unwrap_or_else(|| cfg.traffic.output.pick(index, &mut rng));
+            let warmup = cfg.traffic.is_warmup(index);
+            let _ = shared.events.send(Event::RequestStarted {
+                index,
+                warmup,
+                prompt_tokens: history_tokens,
+                output_tokens,
+                batch: 1,
+            });
+            let ask = Ask {
+                model: model.clone().unwrap_or_else(|| s.model.clone()),
+                api: cfg.api,
+                prompt: String::new(),
+                messages: Some(history.clone()),
+                session: Some(session.clone()),
+                output_tokens,
+                exact_output: cfg.exact_output,
+                chunk_usage: cfg.chunk_usage,
+                tools: tools.clone(),
+                inputs: Vec::new(),
+            };
+            let scheduled = Instant::now();
+            let events = shared.events.clone();
+            let result = request::measure(
+                &shared.pool,
+                &endpoint,
+                shared.api_key.as_deref(),
+                &ask,
+                request::Start::Launched(scheduled),
+                shared.timeout,
+                |token| send_token(&events, index, token),
+            )
+            .await;
+            let launched = Launched {
+                index,
+                warmup,
+                endpoint: endpoint.clone(),
+                requested_prompt_tokens: history_tokens,
+                exact_prompt: false,
+                scheduled,
+                origin: Some(Origin {
+                    row: (turn.row > 0).then_some(turn.row),
+                    conversation: Some(conversation),
+                    turn: Some(t as u32 + 1),
+                    tool_round: (round > 0).then_some(round),
+                    ..Origin::default()
+                }),
+                model: model.clone(),
+            };
+            let m = match result {
+                Ok(m) => m,
+                Err(f) => {
+                    end.failed += 1;
+                    end.last_failure = Some(f.reason.clone());
+                    let _ = shared
+                        .events
+                        .send(Event::RequestFailed(Box::new(RequestFailed {
+                            index,
+                            warmup,
+                            reason: format!(
+                                "{} (conversation {conversation} stops at turn {})",
+                                f.reason,
+                                t + 1
+                            ),
+                            status: f.status,
+                            endpoint: Some(endpoint.display().to_string()),
+                            elapsed_s: scheduled.elapsed().as_secs_f64(),
+                            model: model.clone(),
+                        })));
+                    return end;
+                }
+            };
+            let reply = m.answer.clone();
+            let calls = m.tool_calls.clone();
+            let called =
+                !calls.is_empty() && m.parts.as_ref().is_some_and(|p| p.ended_in_tool_call);
+            history_tokens += m.usage_completion_tokens.unwrap_or(m.content_chunks);
+            let done = request_done(cfg.record_tokens, &launched, m);
+            let _ = shared.events.send(Event::RequestDone(Box::new(done)));
+            history.push(Message::assistant(reply, calls.clone()));
+            end.completed += 1;
+            if !called || round >= MAX_TOOL_ROUNDS {
                 break;
+            }
+            // The tool runs: its time, then its result, then the turn goes on.
+            round += 1;
+            if let Some(tool_time) = &cfg.shape.tool_time {
+                let pause = tool_time.sample(
+                    cfg.traffic.seed ^ TOOL_SALT,
+                    conversation,
+                    (t as u32).saturating_mul(MAX_TOOL_ROUNDS + 1) + round,
+                );
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = gate.wait_for(|g| g.ending) => {}
+                }
+            }
+            for call in &calls {
+                let result = turn
+                    .tool_result
+                    .clone()
+                    .unwrap_or_else(|| made_up_result(call));
+                history_tokens += result.chars().count().div_ceil(4).max(1);
+                history.push(Message::tool_result(call, result));
             }
         }
     }

@@ -18,11 +18,13 @@
 //! which requests are warmup is the run's `TrafficPlan`, shared with the candle engine; what a
 //! control message means is `engine::control`'s.
 
+pub mod api;
 pub mod cache;
 mod completions;
 pub mod conn;
 mod conversation;
 mod events;
+pub mod parts;
 pub mod probe;
 pub mod request;
 mod schedule;
@@ -39,11 +41,13 @@ use tokio::task::JoinSet;
 use crate::engine::control::Inbox;
 use crate::engine::workload::{doubled, doubling_factor};
 use crate::event::{
-    ClientDetail, Control, DecodeStep, Event, ModelInfo, Notice, Origin, RequestDone, RunInfo,
-    StopReason, TrafficInfo, WorkloadDesc,
+    ApiPicked, ClientDetail, Control, DecodeStep, Event, ModelInfo, Notice, Origin, RequestDone,
+    RunInfo, StopReason, TrafficInfo, WorkloadDesc,
 };
-use crate::traffic::{Prompt, RequestSource, TrafficPlan};
+use crate::traffic::dataset::Role;
+use crate::traffic::{Prompt, RequestSource, ThinkTime, TrafficPlan};
 use crate::util::fnv1a;
+pub use api::{Api, Message, ToolCall, ToolChoice, Tools};
 use completions::Launched;
 use events::Events;
 pub use request::{Endpoint, PromptWords};
@@ -53,16 +57,6 @@ use schedule::MAX_CONCURRENCY;
 
 /// The engine thread's name (an engine thread: see `util::quiet_engine_panics`).
 pub const HTTP_THREAD: &str = "infertop-engine-http";
-
-/// Which OpenAI-compatible API to stream.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum Api {
-    /// `/v1/completions` with a prompt.
-    #[default]
-    Completions,
-    /// `/v1/chat/completions` with one user message (the chat template adds prompt tokens).
-    Chat,
-}
 
 /// Where a request's prompt text comes from.
 #[derive(Clone, Debug, Default)]
@@ -137,6 +131,62 @@ pub struct HttpConfig {
     pub preconnect: bool,
     /// Empty every endpoint's prefix cache before the first request (`--reset-prefix-cache`).
     pub reset_prefix_cache: bool,
+    /// What requests carry beyond their prompt and lengths: tools, several models, a batch.
+    pub shape: Shape,
+}
+
+/// What requests carry beyond their prompt and lengths, planned from the flags.
+#[derive(Clone, Debug, Default)]
+pub struct Shape {
+    /// `--tools FILE` with `--tool-choice`: offered with every request of an API of messages
+    /// (a dataset row's own tools take their place for its requests).
+    pub tools: Option<Arc<Tools>>,
+    /// `--tool-choice`, for a dataset's tools too.
+    pub tool_choice: Option<ToolChoice>,
+    /// `--tool-time`: how long the simulated tool takes before a conversation answers a tool
+    /// call with its result (the next request of the turn).
+    pub tool_time: Option<ThinkTime>,
+    /// `--served-model a=3,b=1`: each request goes to one of these, drawn by weight from its
+    /// own seeded draws (a conversation's turns all to one); empty: one model.
+    pub models: Vec<(String, u32)>,
+    /// Inputs per request of a pooling API (`--batch`; 1 otherwise).
+    pub batch: usize,
+    /// Why the API is the one it is (`--api auto`'s pick), said when the run starts.
+    pub api_picked: Option<String>,
+}
+
+/// The salt of the model draws, so they are a stream of their own beside the lengths'.
+const MODEL_SALT: u64 = 0x0A0D_E15E_ED00_0000;
+
+impl Shape {
+    /// The model request (or conversation) `unit` goes to when there are several, drawn by
+    /// weight from its own seeded generator (`traffic::request_rng`).
+    pub fn model_for(&self, seed: u64, unit: u64) -> Option<&str> {
+        if self.models.len() < 2 {
+            return None;
+        }
+        let total: u64 = self.models.iter().map(|(_, w)| u64::from(*w)).sum();
+        let mut rng = crate::traffic::request_rng(seed ^ MODEL_SALT, unit);
+        let mut x = rng.below(usize::try_from(total.max(1)).unwrap_or(usize::MAX)) as u64;
+        for (name, w) in &self.models {
+            if x < u64::from(*w) {
+                return Some(name);
+            }
+            x -= u64::from(*w);
+        }
+        self.models.last().map(|(n, _)| n.as_str())
+    }
+
+    /// The tools of a request: its row's (with `--tool-choice`), else `--tools`.
+    fn tools_for(&self, row_tools: Option<&str>) -> Option<Arc<Tools>> {
+        match row_tools.map(api::parse_tools) {
+            Some(Ok(defs)) => Some(Arc::new(Tools {
+                defs,
+                choice: self.tool_choice.clone(),
+            })),
+            _ => self.tools.clone(),
+        }
+    }
 }
 
 impl HttpConfig {
@@ -157,8 +207,12 @@ impl HttpConfig {
                 (Prompts::Texts(texts), None) => format!("{} texts", texts.len()),
                 (Prompts::Server { .. }, None) => prompt.to_string(),
             },
-            output_tokens: t.output.to_string(),
-            batch: 1,
+            output_tokens: if self.api.streams() {
+                t.output.to_string()
+            } else {
+                "0".into()
+            },
+            batch: self.shape.batch.max(1),
             load: Some(match (t.replay, self.rate, self.concurrency) {
                 (Some(scale), _, _) => format!("replay ×{}", 1.0 / scale),
                 (None, Some(r), Some(cap)) => format!("rate {r}/s (≤ {cap} in flight)"),
@@ -443,6 +497,20 @@ async fn discover(
     cfg: &mut HttpConfig,
     tx: &Events,
 ) -> Result<String, String> {
+    if cfg.api == Api::Auto {
+        let picked =
+            api::detect::resolve(client, &cfg.endpoints[0], cfg.api_key.as_deref(), cfg.api)
+                .await
+                .map_err(|e| e.to_string())?;
+        cfg.api = picked.api;
+        cfg.shape.api_picked = Some(picked.why);
+    }
+    if let Some(why) = &cfg.shape.api_picked {
+        let _ = tx.send(Event::Notice(Box::new(Notice::ApiPicked(ApiPicked {
+            api: cfg.api.name().into(),
+            why: why.clone(),
+        }))));
+    }
     let first = &cfg.endpoints[0];
     let has_dataset = cfg
         .traffic
@@ -451,7 +519,7 @@ async fn discover(
         .is_some_and(|s| matches!(s, RequestSource::Dataset(_)));
     let wants_list = cfg.served_model.is_none() || has_dataset;
     let listed = if wants_list {
-        request::first_model(client, first, cfg.api_key.as_deref()).await
+        request::first_model(client, first, cfg.api, cfg.api_key.as_deref()).await
     } else {
         Err("not asked".to_string())
     };
@@ -482,11 +550,16 @@ async fn discover(
     Ok(model)
 }
 
-/// What one request sends: its prompt (text, or chat messages as written), its lengths, and
-/// where it came from.
+/// What one request sends: its prompt (text, or chat messages as written), its tools, a
+/// pooling API's batch, its lengths, and where it came from.
+#[derive(Default)]
 pub(crate) struct WhatToSend {
     pub prompt: String,
-    pub messages: Option<Vec<(String, String)>>,
+    pub messages: Option<Vec<Message>>,
+    pub tools: Option<Arc<Tools>>,
+    /// A pooling API's batch: texts to embed, or documents to rank against `prompt`.
+    pub inputs: Vec<String>,
+    /// Per sequence (a pooling batch: per input, the query's with a document's for a rerank).
     pub prompt_tokens: usize,
     /// `prompt_tokens` is the server's count (made of its one-token words, or counted with
     /// its tokenizer), not an estimate.
@@ -495,9 +568,43 @@ pub(crate) struct WhatToSend {
     pub origin: Option<Origin>,
 }
 
-/// Request `index`: from the traffic source (a dataset row, a shared-prefix group), else from
-/// the given texts or made-up lengths.
+/// Request `index`: one prompt, or a pooling API's batch of them (each input drawn as a
+/// request of its own would be: request `i` of batch `B` takes units `i·B … i·B + B − 1`, a
+/// rerank's query first).
 fn what_to_send(cfg: &HttpConfig, index: u64) -> WhatToSend {
+    if !cfg.api.takes_batch() {
+        return one_prompt(cfg, index);
+    }
+    let b = cfg.shape.batch.max(1) as u64;
+    let rerank = cfg.api == Api::Rerank;
+    let per = b + u64::from(rerank);
+    let units: Vec<WhatToSend> = (0..per)
+        .map(|j| one_prompt(cfg, index.saturating_mul(per).saturating_add(j)))
+        .collect();
+    let exact = units.iter().all(|u| u.exact);
+    let origin = units.first().and_then(|u| u.origin.clone());
+    let (query, docs) = if rerank {
+        let (q, d) = units.split_at(1);
+        (q.first(), d)
+    } else {
+        (None, &units[..])
+    };
+    let doc_tokens: usize = docs.iter().map(|u| u.prompt_tokens).sum();
+    let query_tokens = query.map_or(0, |q| q.prompt_tokens);
+    WhatToSend {
+        prompt: query.map(|q| q.prompt.clone()).unwrap_or_default(),
+        inputs: docs.iter().map(|u| u.prompt.clone()).collect(),
+        prompt_tokens: query_tokens + doc_tokens.div_ceil(docs.len().max(1)),
+        exact,
+        output_tokens: 0,
+        origin,
+        ..WhatToSend::default()
+    }
+}
+
+/// Unit `index` of the traffic: from its source (a dataset row, a shared-prefix group), else
+/// from the given texts or made-up lengths.
+fn one_prompt(cfg: &HttpConfig, index: u64) -> WhatToSend {
     let t = &cfg.traffic;
     let mut rng = t.rng(index);
     let made_up_tokens = t.prompt.as_ref().map_or(1, |p| p.pick(index, &mut rng));
@@ -517,13 +624,20 @@ fn what_to_send(cfg: &HttpConfig, index: u64) -> WhatToSend {
             Prompt::Text(_) | Prompt::Messages(_) => counted,
         };
         let (prompt, messages) = render(&planned.prompt, cfg.api, words, None);
+        let tools = if cfg.api.takes_messages() {
+            cfg.shape.tools_for(row_tools(&planned.prompt))
+        } else {
+            None
+        };
         return WhatToSend {
             prompt,
             messages,
+            tools,
             prompt_tokens: planned.prompt_tokens,
             exact,
             output_tokens: planned.output_tokens.unwrap_or(output_tokens),
             origin: Some(planned.origin),
+            ..WhatToSend::default()
         };
     }
     let given = match &cfg.prompts {
@@ -545,35 +659,56 @@ fn what_to_send(cfg: &HttpConfig, index: u64) -> WhatToSend {
     };
     WhatToSend {
         prompt,
-        messages: None,
+        tools: if cfg.api.takes_messages() {
+            cfg.shape.tools.clone()
+        } else {
+            None
+        },
         prompt_tokens,
         exact,
         output_tokens,
-        origin: None,
+        ..WhatToSend::default()
     }
 }
 
-/// A prompt as the API takes it: text for completions; for chat, messages as written (with
-/// `system` first, when given), or one user message.
+/// A dataset row's tool definitions (its `tools`, as JSON text), if it has any.
+pub(crate) fn row_tools(prompt: &Prompt) -> Option<&str> {
+    match prompt {
+        Prompt::Messages(m) => m
+            .iter()
+            .find(|(r, _)| *r == Role::Tools)
+            .map(|(_, t)| t.as_str()),
+        _ => None,
+    }
+}
+
+/// A prompt as the API takes it: text for completions (a row's tools written into it); for
+/// an API of messages, messages as written (with `system` first, when given; a row's tools
+/// go apart, see `row_tools`), or one user message.
 pub(crate) fn render(
     prompt: &Prompt,
     api: Api,
     words: Option<&PromptWords>,
     system: Option<&str>,
-) -> (String, Option<Vec<(String, String)>>) {
-    match (prompt, api) {
-        (Prompt::Messages(m), Api::Chat) => {
-            let mut messages: Vec<(String, String)> = system
-                .map(|s| ("system".to_string(), s.to_string()))
+) -> (String, Option<Vec<Message>>) {
+    let chat = api.takes_messages();
+    match (prompt, chat) {
+        (Prompt::Messages(m), true) => {
+            let mut messages: Vec<Message> = system
+                .map(|s| Message::new("system", s))
                 .into_iter()
                 .collect();
-            messages.extend(m.iter().map(|(r, t)| (r.name().to_string(), t.clone())));
+            messages.extend(
+                m.iter()
+                    .filter(|(r, _)| *r != Role::Tools)
+                    .map(|(r, t)| Message::new(r.name(), t.clone())),
+            );
             (String::new(), Some(messages))
         }
-        (p, Api::Chat) if system.is_some() => {
+        (p, true) if system.is_some() => {
             let messages = vec![
-                ("system".to_string(), system.unwrap_or_default().to_string()),
-                ("user".to_string(), p.text(words)),
+                Message::new("system", system.unwrap_or_default()),
+                Message::new("user", p.text(words)),
             ];
             (String::new(), Some(messages))
         }
@@ -598,15 +733,17 @@ fn request_done(record_tokens: bool, launched: &Launched, m: Measured) -> Reques
         Some(g) if g > 0 => (g, "usage"),
         _ => (m.content_chunks, "counted"),
     };
+    // A pooling batch's usage counts every input: the record keeps tokens per input.
+    let per_input = |p: usize| (p + m.inputs.max(1) / 2) / m.inputs.max(1);
     let (prompt_tokens, prompt_from) = match m.usage_prompt_tokens {
-        Some(p) => (p, "usage"),
+        Some(p) => (per_input(p), "usage"),
         None if launched.exact_prompt => (launched.requested_prompt_tokens, "tokenizer"),
         None => (launched.requested_prompt_tokens, "approx"),
     };
     RequestDone {
         index: launched.index,
         warmup: launched.warmup,
-        batch: 1,
+        batch: m.inputs.max(1),
         prompt_tokens,
         output_tokens,
         ttft_s: m.ttft_s,
@@ -637,6 +774,8 @@ fn request_done(record_tokens: bool, launched: &Launched, m: Measured) -> Reques
             ttst_s: m.ttst_s,
         })),
         origin: launched.origin.clone().map(Box::new),
+        model: launched.model.clone(),
+        parts: m.parts.map(Box::new),
     }
 }
 
@@ -655,6 +794,7 @@ mod tests {
             exact_prompt: false,
             scheduled: Instant::now(),
             origin: None,
+            model: None,
         }
     }
 
@@ -675,6 +815,7 @@ mod tests {
             record_tokens: false,
             preconnect: true,
             reset_prefix_cache: false,
+            shape: Default::default(),
         }
     }
 

@@ -3,18 +3,20 @@
 //! and the HTTP phases before the first token (see `conn`). Every way it can go wrong becomes a
 //! `RequestError` with a one-line reason.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::header::{ACCEPT, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, HOST};
 use reqwest::{Client, Url};
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use super::api::{self, Api, Message, ToolCall, Tools};
 use super::conn::{Exchange, Origin, Pool};
-use super::sse::{excerpt, parse_chunk, Data, SseLines};
-use super::Api;
-use crate::event::HttpPhases;
+use super::parts::Tally;
+use super::sse::{excerpt, Data, SseLines};
+use crate::event::{HttpPhases, OutputParts};
 
 /// A server's base URL (no `/v1`), and how it is shown (no credentials).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -75,14 +77,14 @@ impl Endpoint {
 }
 
 /// What one request asks for.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Ask {
     pub model: String,
     pub api: Api,
     pub prompt: String,
-    /// Chat messages as `(role, content)`, sent as they are over `--api chat` (a dataset's
-    /// messages, a conversation's history); `None`: one user message of `prompt`.
-    pub messages: Option<Vec<(String, String)>>,
+    /// Chat messages, sent as they are over an API of messages (a dataset's messages, a
+    /// conversation's history with its tool calls); `None`: one user message of `prompt`.
+    pub messages: Option<Vec<Message>>,
     /// An `X-Session-ID` header (one per conversation, for routers' session affinity).
     pub session: Option<String>,
     pub output_tokens: usize,
@@ -91,38 +93,16 @@ pub struct Ask {
     /// Ask for the running usage in every chunk (`stream_options.continuous_usage_stats`, as
     /// vLLM and SGLang take it), so each chunk's token count is known.
     pub chunk_usage: bool,
+    /// The tools offered (`--tools`, a dataset row's), and the choice.
+    pub tools: Option<Arc<Tools>>,
+    /// The batch of a pooling API: the texts to embed, or the documents to rank.
+    pub inputs: Vec<String>,
 }
 
 impl Ask {
+    /// The body as `api` takes it.
     pub fn body(&self) -> Value {
-        let mut body = match self.api {
-            Api::Completions => json!({"model": self.model, "prompt": self.prompt}),
-            Api::Chat => {
-                let messages: Vec<Value> = match &self.messages {
-                    Some(m) => m
-                        .iter()
-                        .map(|(role, content)| json!({"role": role, "content": content}))
-                        .collect(),
-                    None => vec![json!({"role": "user", "content": self.prompt})],
-                };
-                json!({"model": self.model, "messages": messages})
-            }
-        };
-        if let Some(obj) = body.as_object_mut() {
-            obj.insert("max_tokens".into(), json!(self.output_tokens));
-            obj.insert("stream".into(), json!(true));
-            let mut options = json!({"include_usage": true});
-            if self.chunk_usage {
-                options["continuous_usage_stats"] = json!(true);
-            }
-            obj.insert("stream_options".into(), options);
-            obj.insert("temperature".into(), json!(0));
-            if self.exact_output {
-                obj.insert("ignore_eos".into(), json!(true));
-                obj.insert("min_tokens".into(), json!(self.output_tokens));
-            }
-        }
-        body
+        api::body(self)
     }
 }
 
@@ -151,6 +131,14 @@ pub struct Measured {
     pub ttst_s: Option<f64>,
     /// The connection and its phases before the first token.
     pub http: Option<HttpPhases>,
+    /// The answer's text alone (no reasoning), as a conversation resends it.
+    pub answer: String,
+    /// The tool calls the output made, assembled from their pieces.
+    pub tool_calls: Vec<ToolCall>,
+    /// Reasoning and tool calls, when the output had either (see `parts`).
+    pub parts: Option<OutputParts>,
+    /// A pooling request: the inputs it carried.
+    pub inputs: usize,
 }
 
 /// A request that did not complete.
@@ -242,14 +230,18 @@ async fn stream(
         Start::Due(due) => (due, due),
         Start::Launched(launched) => (Instant::now(), launched),
     };
-    let path = match ask.api {
-        Api::Completions => "/v1/completions",
-        Api::Chat => "/v1/chat/completions",
-    };
+    let path = ask.api.path();
     let body = serde_json::to_vec(&ask.body()).map_err(|e| RequestError::new(e.to_string()))?;
     let url = endpoint.url(path);
     let origin = Origin::of(&url).map_err(RequestError::new)?;
-    let req = post(&url, &origin, api_key, ask.session.as_deref(), body)?;
+    let req = post(
+        &url,
+        &origin,
+        ask.api,
+        api_key,
+        ask.session.as_deref(),
+        body,
+    )?;
     let sent = Instant::now();
     progress.sent = Some(sent);
     let since = |t: Instant| t.saturating_duration_since(scheduled).as_secs_f64();
@@ -297,6 +289,14 @@ async fn stream(
         http: Some(phases(&exchange, since)),
         ..Measured::default()
     };
+    if !ask.api.streams() {
+        let out = whole_body(&mut body, ask, out, since).await?;
+        if !closes {
+            pool.give_back(lease);
+        }
+        return Ok(out);
+    }
+    let mut tally = Tally::default();
     let mut sse = SseLines::new();
     let mut payloads = Vec::new();
     let mut first: Option<Instant> = None; // the first content chunk
@@ -337,7 +337,13 @@ async fn stream(
                 Data::Json(_) if done.is_some() => continue,
                 Data::Json(j) => j,
             };
-            let chunk = parse_chunk(&json).map_err(RequestError::new)?;
+            let chunk = api::decode(ask.api, &json).map_err(RequestError::new)?;
+            if chunk.done {
+                done.get_or_insert(end);
+            }
+            if chunk.reasoning_tokens.is_some() {
+                tally.usage_reasoning_tokens = chunk.reasoning_tokens;
+            }
             if chunk.prompt_tokens.is_some() {
                 out.usage_prompt_tokens = chunk.prompt_tokens;
             }
@@ -350,9 +356,9 @@ async fn stream(
                 out.usage_completion_tokens = chunk.completion_tokens;
             }
             if chunk.finish_reason.is_some() {
-                out.finish_reason = chunk.finish_reason;
+                out.finish_reason = chunk.finish_reason.clone();
             }
-            if chunk.text.is_empty() {
+            if !chunk.is_output() {
                 continue;
             }
             match last {
@@ -378,7 +384,14 @@ async fn stream(
                 .push(u32::try_from(tokens).unwrap_or(u32::MAX));
             out.content_chunks += 1;
             progress.content_chunks = out.content_chunks;
+            tally.observe(&chunk, since(end), tokens);
+            out.text.push_str(&chunk.reasoning);
             out.text.push_str(&chunk.text);
+            for call in &chunk.tool_calls {
+                out.text.push_str(call.name.as_deref().unwrap_or_default());
+                out.text.push_str(&call.arguments);
+            }
+            out.answer.push_str(&chunk.text);
         }
         if ended {
             break;
@@ -411,9 +424,52 @@ async fn stream(
     };
     out.e2e_s = since(finished);
     out.ttst_s = out.itls_s.first().copied();
+    out.parts = tally.finish(out.finish_reason.as_deref());
+    out.tool_calls = tally.tool_calls();
     if !closes {
         pool.give_back(lease);
     }
+    Ok(out)
+}
+
+/// Bodies of pooling responses longer than this are refused (a server bug, not a batch).
+const MAX_BODY_BYTES: usize = 256 << 20;
+
+/// A pooling API's response, read whole: its time is the request's TTFT and E2E alike.
+async fn whole_body(
+    body: &mut hyper::body::Incoming,
+    ask: &Ask,
+    mut out: Measured,
+    since: impl Fn(Instant) -> f64,
+) -> Result<Measured, RequestError> {
+    let mut bytes = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            RequestError::new(format!(
+                "response cut after {} bytes: {}",
+                bytes.len(),
+                crate::util::error_line(&e, false)
+            ))
+        })?;
+        if let Ok(b) = frame.into_data() {
+            bytes.extend_from_slice(&b);
+        }
+        if bytes.len() > MAX_BODY_BYTES {
+            return Err(RequestError::new(format!(
+                "a response over {} MiB",
+                MAX_BODY_BYTES >> 20
+            )));
+        }
+    }
+    let end = Instant::now();
+    let pooled =
+        api::pooling::parse(ask.api, ask.inputs.len(), &bytes).map_err(RequestError::new)?;
+    out.ttft_s = since(end);
+    out.e2e_s = out.ttft_s;
+    out.usage_prompt_tokens = pooled.prompt_tokens;
+    out.inputs = ask.inputs.len();
+    out.text = pooled.digest;
+    out.finish_reason = Some("stop".into());
     Ok(out)
 }
 
@@ -423,6 +479,7 @@ async fn stream(
 fn post(
     url: &Url,
     origin: &Origin,
+    api: Api,
     api_key: Option<&str>,
     session: Option<&str>,
     body: Vec<u8>,
@@ -435,12 +492,24 @@ fn post(
     let mut req = hyper::Request::post(target)
         .header(HOST, origin.host_header())
         .header(CONTENT_TYPE, "application/json")
-        .header(ACCEPT, "text/event-stream")
+        .header(
+            ACCEPT,
+            if api.streams() {
+                "text/event-stream"
+            } else {
+                "application/json"
+            },
+        )
         .header(CONTENT_LENGTH, body.len());
     if let Some(session) = session {
         req = req.header("X-Session-ID", session);
     }
-    if let Some(key) = api_key {
+    if api == Api::Messages {
+        req = req.header("anthropic-version", api::messages::ANTHROPIC_VERSION);
+    }
+    if let (Some(key), Api::Messages) = (api_key, api) {
+        req = req.header("x-api-key", key);
+    } else if let Some(key) = api_key {
         req = req.header(AUTHORIZATION, format!("Bearer {key}"));
     } else if !url.username().is_empty() {
         use base64::Engine;
@@ -486,11 +555,18 @@ pub struct Served {
 pub async fn first_model(
     client: &Client,
     endpoint: &Endpoint,
+    api: Api,
     api_key: Option<&str>,
 ) -> Result<Served, String> {
     let mut req = client.get(endpoint.url("/v1/models"));
-    if let Some(key) = api_key {
-        req = req.bearer_auth(key);
+    match (api_key, api) {
+        (Some(key), Api::Messages) => {
+            req = req
+                .header("x-api-key", key)
+                .header("anthropic-version", api::messages::ANTHROPIC_VERSION)
+        }
+        (Some(key), _) => req = req.bearer_auth(key),
+        (None, _) => {}
     }
     let fetch = async {
         let resp = req.send().await.map_err(describe)?;
@@ -556,11 +632,9 @@ mod tests {
             model: "m".into(),
             api: Api::Chat,
             prompt: "hi".into(),
-            messages: None,
-            session: None,
             output_tokens: 16,
             exact_output: true,
-            chunk_usage: false,
+            ..Ask::default()
         };
         let b = ask.body();
         assert_eq!(b["messages"][0]["content"], "hi");

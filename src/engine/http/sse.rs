@@ -111,18 +111,45 @@ impl SseLines {
     }
 }
 
-/// What one chunk of a streamed completion says.
+/// What one chunk of a streamed completion says (or one event of another API's stream, read
+/// into the same fields: see `api`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Chunk {
-    /// Generated text (completion text, chat content or reasoning). A chunk with none (role
-    /// only, empty, usage only) is not a token.
+    /// Generated answer text (completion text, chat content). A chunk with no text, no
+    /// reasoning and no tool call (role only, empty, usage only) is not a token.
     pub text: String,
+    /// Generated reasoning (`reasoning_content`, `reasoning`; a thinking block).
+    pub reasoning: String,
+    /// Fragments of tool calls (`delta.tool_calls`): output, as text is.
+    pub tool_calls: Vec<ToolDelta>,
     pub finish_reason: Option<String>,
     pub prompt_tokens: Option<usize>,
     pub completion_tokens: Option<usize>,
     /// `usage.prompt_tokens_details.cached_tokens`: prompt tokens the server's prefix cache
     /// held (vLLM, SGLang, OpenAI).
     pub cached_tokens: Option<usize>,
+    /// `usage.completion_tokens_details.reasoning_tokens`: the server's count of reasoning.
+    pub reasoning_tokens: Option<usize>,
+    /// The stream's end as the API says it without `[DONE]` (Responses' `response.completed`,
+    /// Messages' `message_stop`).
+    pub done: bool,
+}
+
+impl Chunk {
+    /// Whether the chunk carried generated output of any kind (a token).
+    pub fn is_output(&self) -> bool {
+        !self.text.is_empty() || !self.reasoning.is_empty() || !self.tool_calls.is_empty()
+    }
+}
+
+/// A piece of a streamed tool call: the call's position in the output, and what this chunk
+/// adds (its id and name come first, its arguments in pieces).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolDelta {
+    pub index: usize,
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub arguments: String,
 }
 
 /// The fields of a chunk that matter, borrowed from the payload where no escape forces a copy:
@@ -155,6 +182,26 @@ struct TypedDelta<'a> {
     reasoning_content: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     reasoning: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    tool_calls: Option<Vec<TypedToolCall<'a>>>,
+}
+
+#[derive(serde::Deserialize)]
+struct TypedToolCall<'a> {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default, borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    function: Option<TypedFunction<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+struct TypedFunction<'a> {
+    #[serde(default, borrow)]
+    name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    arguments: Option<Cow<'a, str>>,
 }
 
 #[derive(serde::Deserialize)]
@@ -165,12 +212,20 @@ struct TypedUsage {
     completion_tokens: Option<u64>,
     #[serde(default)]
     prompt_tokens_details: Option<TypedDetails>,
+    #[serde(default)]
+    completion_tokens_details: Option<TypedOutputDetails>,
 }
 
 #[derive(serde::Deserialize)]
 struct TypedDetails {
     #[serde(default)]
     cached_tokens: Option<u64>,
+}
+
+#[derive(serde::Deserialize)]
+struct TypedOutputDetails {
+    #[serde(default)]
+    reasoning_tokens: Option<u64>,
 }
 
 /// Reads one `data:` JSON payload of `/v1/completions` or `/v1/chat/completions`. A chunk of
@@ -183,27 +238,44 @@ pub fn parse_chunk(payload: &str) -> Result<Chunk, String> {
     }
 }
 
+fn count(n: Option<u64>) -> Option<usize> {
+    n.and_then(|n| usize::try_from(n).ok())
+}
+
 fn typed_chunk(t: Typed) -> Chunk {
     let mut chunk = Chunk::default();
     if let Some(u) = t.usage {
-        chunk.prompt_tokens = u.prompt_tokens.and_then(|n| usize::try_from(n).ok());
-        chunk.completion_tokens = u.completion_tokens.and_then(|n| usize::try_from(n).ok());
-        chunk.cached_tokens = u
-            .prompt_tokens_details
-            .and_then(|d| d.cached_tokens)
-            .and_then(|n| usize::try_from(n).ok());
+        chunk.prompt_tokens = count(u.prompt_tokens);
+        chunk.completion_tokens = count(u.completion_tokens);
+        chunk.cached_tokens = count(u.prompt_tokens_details.and_then(|d| d.cached_tokens));
+        chunk.reasoning_tokens =
+            count(u.completion_tokens_details.and_then(|d| d.reasoning_tokens));
     }
     for choice in t.choices {
-        let delta = choice.delta;
-        let (content, reasoning_content, reasoning) = match delta {
-            Some(d) => (d.content, d.reasoning_content, d.reasoning),
-            None => (None, None, None),
+        let (content, reasoning_content, reasoning, tools) = match choice.delta {
+            Some(d) => (d.content, d.reasoning_content, d.reasoning, d.tool_calls),
+            None => (None, None, None, None),
         };
-        for part in [choice.text, content, reasoning_content, reasoning]
-            .into_iter()
-            .flatten()
-        {
+        for part in [choice.text, content].into_iter().flatten() {
             chunk.text.push_str(&part);
+        }
+        for part in [reasoning_content, reasoning].into_iter().flatten() {
+            chunk.reasoning.push_str(&part);
+        }
+        for (i, call) in tools.into_iter().flatten().enumerate() {
+            let (name, arguments) = match call.function {
+                Some(f) => (f.name, f.arguments),
+                None => (None, None),
+            };
+            chunk.tool_calls.push(ToolDelta {
+                index: call
+                    .index
+                    .and_then(|n| usize::try_from(n).ok())
+                    .unwrap_or(i),
+                id: call.id.map(Cow::into_owned),
+                name: name.map(Cow::into_owned),
+                arguments: arguments.map(Cow::into_owned).unwrap_or_default(),
+            });
         }
         if let Some(r) = choice.finish_reason {
             chunk.finish_reason = Some(r.into_owned());
@@ -222,41 +294,58 @@ fn parse_value(payload: &str) -> Result<Chunk, String> {
         ));
     };
     if let Some(err) = obj.get("error").filter(|e| !e.is_null()) {
-        let msg = err
-            .get("message")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .unwrap_or_else(|| err.to_string());
-        return Err(format!("server error in stream: {}", excerpt(&msg, 120)));
+        return Err(server_error(err));
     }
     let mut chunk = Chunk::default();
     if let Some(usage) = obj.get("usage").and_then(Value::as_object) {
-        let count = |k: &str| {
-            usage
-                .get(k)
-                .and_then(Value::as_u64)
+        let count = |v: Option<&Value>| {
+            v.and_then(Value::as_u64)
                 .and_then(|n| usize::try_from(n).ok())
         };
-        chunk.prompt_tokens = count("prompt_tokens");
-        chunk.completion_tokens = count("completion_tokens");
-        chunk.cached_tokens = usage
-            .get("prompt_tokens_details")
-            .and_then(|d| d.get("cached_tokens"))
-            .and_then(Value::as_u64)
-            .and_then(|n| usize::try_from(n).ok());
+        chunk.prompt_tokens = count(usage.get("prompt_tokens"));
+        chunk.completion_tokens = count(usage.get("completion_tokens"));
+        chunk.cached_tokens = count(
+            usage
+                .get("prompt_tokens_details")
+                .and_then(|d| d.get("cached_tokens")),
+        );
+        chunk.reasoning_tokens = count(
+            usage
+                .get("completion_tokens_details")
+                .and_then(|d| d.get("reasoning_tokens")),
+        );
     }
     if let Some(choices) = obj.get("choices").and_then(Value::as_array) {
         for choice in choices {
             let delta = choice.get("delta");
+            fn text(v: Option<&Value>) -> &str {
+                v.and_then(Value::as_str).unwrap_or_default()
+            }
+            for part in [choice.get("text"), delta.and_then(|d| d.get("content"))] {
+                chunk.text.push_str(text(part));
+            }
             for part in [
-                choice.get("text"),
-                delta.and_then(|d| d.get("content")),
                 delta.and_then(|d| d.get("reasoning_content")),
                 delta.and_then(|d| d.get("reasoning")),
             ] {
-                if let Some(t) = part.and_then(Value::as_str) {
-                    chunk.text.push_str(t);
-                }
+                chunk.reasoning.push_str(text(part));
+            }
+            let calls = delta
+                .and_then(|d| d.get("tool_calls"))
+                .and_then(Value::as_array);
+            for (i, call) in calls.into_iter().flatten().enumerate() {
+                let f = call.get("function");
+                let s = |v: Option<&Value>| v.and_then(Value::as_str).map(str::to_string);
+                chunk.tool_calls.push(ToolDelta {
+                    index: call
+                        .get("index")
+                        .and_then(Value::as_u64)
+                        .and_then(|n| usize::try_from(n).ok())
+                        .unwrap_or(i),
+                    id: s(call.get("id")),
+                    name: s(f.and_then(|f| f.get("name"))),
+                    arguments: s(f.and_then(|f| f.get("arguments"))).unwrap_or_default(),
+                });
             }
             if let Some(r) = choice.get("finish_reason").and_then(Value::as_str) {
                 chunk.finish_reason = Some(r.to_string());
@@ -264,6 +353,16 @@ fn parse_value(payload: &str) -> Result<Chunk, String> {
         }
     }
     Ok(chunk)
+}
+
+/// A server's error object (`{"error": {"message": …}}` or a plain string) as one line.
+pub fn server_error(err: &Value) -> String {
+    let msg = err
+        .get("message")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .unwrap_or_else(|| err.to_string());
+    format!("server error in stream: {}", excerpt(&msg, 120))
 }
 
 /// The first `max` characters of `s` on one line, with `…` when cut.
@@ -353,6 +452,10 @@ mod tests {
             r#"{"choices":[{"delta":{"role":"assistant","content":"a\nb\u00e9\"q\""},"finish_reason":null}]}"#,
             r#"{"choices":[{"delta":{"reasoning_content":"think","content":null}}],"usage":null}"#,
             r#"{"choices":[{"delta":{"reasoning":"r"}},{"text":"two"}],"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10}}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get","arguments":""}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{\"a\":1}"}}]},"finish_reason":"tool_calls"}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":"x"}]}}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":30,"completion_tokens_details":{"reasoning_tokens":20}}}"#,
             r#"{"choices":[],"usage":{"prompt_tokens":7.5,"completion_tokens":3}}"#,
             r#"{"choices":[{"text":5,"finish_reason":"length"}]}"#,
             r#"{"choices":{"text":"not a list"}}"#,
@@ -366,6 +469,38 @@ mod tests {
         for p in payloads {
             assert_eq!(parse_chunk(p), parse_value(p), "{p}");
         }
+    }
+
+    #[test]
+    fn reasoning_answers_and_tool_calls_are_told_apart() {
+        let think =
+            parse_chunk(r#"{"choices":[{"delta":{"reasoning_content":"hm","content":null}}]}"#)
+                .unwrap();
+        assert_eq!((think.reasoning.as_str(), think.text.as_str()), ("hm", ""));
+        assert!(think.is_output());
+        let call = parse_chunk(
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c1","function":{"name":"get_weather","arguments":"{\"city\""}}]}}]}"#,
+        )
+        .unwrap();
+        assert!(call.is_output() && call.text.is_empty());
+        assert_eq!(
+            call.tool_calls,
+            vec![ToolDelta {
+                index: 0,
+                id: Some("c1".into()),
+                name: Some("get_weather".into()),
+                arguments: "{\"city\"".into(),
+            }]
+        );
+        let usage = parse_chunk(
+            r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":30,"completion_tokens_details":{"reasoning_tokens":20}}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            (usage.completion_tokens, usage.reasoning_tokens),
+            (Some(30), Some(20))
+        );
+        assert!(!usage.is_output());
     }
 
     #[test]

@@ -243,7 +243,7 @@ impl FeedScreen {
             }
             FeedEvent::FooterItl { itl, .. } => {
                 if !self.merged() {
-                    self.itl = *itl;
+                    self.itl = itl.clone();
                 }
             }
             FeedEvent::Source {

@@ -64,7 +64,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
 
 /// One row per group: `label  ████▏   p50 · p99 · n`, bars to a common scale (the largest p99);
 /// the figures are never cut, the bars take what is left.
-fn rows(
+pub(super) fn rows(
     frame: &mut Frame,
     app: &App,
     rect: Rect,

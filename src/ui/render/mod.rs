@@ -57,6 +57,7 @@ mod loading;
 mod memory;
 pub(crate) mod panel;
 mod requests;
+mod shapes;
 mod table;
 pub(crate) mod too_small;
 
@@ -286,6 +287,12 @@ pub fn render_parts(frame: &mut Frame, app: &App, parts: &mut Parts) {
         View::Breakdown => parts.part(frame, r.charts(), Some(view), style, |f| {
             breakdown::render(f, app, r.charts())
         }),
+        View::Thinking => parts.part(frame, r.charts(), Some(view), style, |f| {
+            shapes::render_thinking(f, app, r.charts())
+        }),
+        View::Models => parts.part(frame, r.charts(), Some(view), style, |f| {
+            shapes::render_models(f, app, r.charts())
+        }),
     }
     if let Some(rect) = r.heatmap {
         let k = Some(key((view, slices, &progress)));
@@ -349,6 +356,8 @@ fn render_whole(frame: &mut Frame, app: &App, area: Rect) {
             View::Bands => three(frame, app, r.charts(), bands::render),
             View::Heatmap => heatmap::render(frame, app, r.charts()),
             View::Breakdown => breakdown::render(frame, app, r.charts()),
+            View::Thinking => shapes::render_thinking(frame, app, r.charts()),
+            View::Models => shapes::render_models(frame, app, r.charts()),
         }
         if let Some(rect) = r.heatmap {
             heatmap::render(frame, app, rect);

@@ -1,0 +1,288 @@
+//! Which API a server speaks, found out before the run: `--api auto` picks one (from what
+//! `GET /v1/models` says of the server or its first model, else from the first API route the
+//! server answers), and an API asked for by name that is not one of the two every
+//! OpenAI-compatible server has (responses, messages, embeddings, rerank) is checked to exist,
+//! so that a server without it is one line and exit 2 before anything is measured.
+//!
+//! A route is probed with an empty JSON object: a server that has the route refuses it as a
+//! bad request (400, 422) without generating anything, one that has not answers 404 or 405.
+
+use std::time::Duration;
+
+use reqwest::{Client, StatusCode};
+use serde_json::Value;
+
+use super::messages::ANTHROPIC_VERSION;
+use super::Api;
+use crate::engine::http::request::{describe, Endpoint};
+
+/// How long one probe may take.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The API a run uses, and why it is that one (empty when it was asked for by name).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Picked {
+    pub api: Api,
+    pub why: String,
+}
+
+/// Why no API could be settled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DetectError {
+    /// The server lacks the API asked for, or every one tried (a usage mistake: exit 2).
+    Missing(String),
+    /// The server could not be asked (unreachable, timed out): exit 1.
+    Failed(String),
+}
+
+impl std::fmt::Display for DetectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DetectError::Missing(m) | DetectError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+/// The key in the headers the API takes (both for a server not known yet).
+fn authorized(
+    req: reqwest::RequestBuilder,
+    api: Api,
+    api_key: Option<&str>,
+) -> reqwest::RequestBuilder {
+    let mut req = req;
+    if matches!(api, Api::Messages | Api::Auto) {
+        req = req.header("anthropic-version", ANTHROPIC_VERSION);
+    }
+    if let Some(key) = api_key {
+        if matches!(api, Api::Messages | Api::Auto) {
+            req = req.header("x-api-key", key);
+        }
+        if api != Api::Messages {
+            req = req.bearer_auth(key);
+        }
+    }
+    req
+}
+
+/// Whether `endpoint` answers `api`'s route: `Ok(Some(status))` with the status it answered
+/// an empty request with, `Ok(None)` when it has no such route.
+pub async fn probe(
+    client: &Client,
+    endpoint: &Endpoint,
+    api_key: Option<&str>,
+    api: Api,
+) -> Result<Option<StatusCode>, DetectError> {
+    let req = client
+        .post(endpoint.url(api.path()))
+        .timeout(TIMEOUT)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body("{}");
+    let resp = authorized(req, api, api_key).send().await.map_err(|e| {
+        DetectError::Failed(format!(
+            "--api {}: {}: POST {}: {}",
+            api.name(),
+            endpoint.display(),
+            api.path(),
+            describe(e)
+        ))
+    })?;
+    let status = resp.status();
+    Ok((!matches!(
+        status,
+        StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED
+    ))
+    .then_some(status))
+}
+
+/// What `/v1/models` says of the API, when it says: Anthropic's list shape, or a model whose
+/// task, type or capabilities (or, failing those, its name) say embedding or reranking.
+pub fn from_models(list: &Value) -> Option<Picked> {
+    let data = list.get("data").and_then(Value::as_array)?;
+    let first = data.first()?;
+    let anthropic = list.get("has_more").is_some()
+        || (first.get("type").and_then(Value::as_str) == Some("model")
+            && first.get("display_name").is_some());
+    if anthropic {
+        return Some(Picked {
+            api: Api::Messages,
+            why: "/v1/models lists its models in Anthropic's shape".into(),
+        });
+    }
+    let id = first.get("id").and_then(Value::as_str).unwrap_or_default();
+    let mut said: Vec<String> = Vec::new();
+    for key in ["task", "type", "model_type", "capabilities", "tasks"] {
+        match first.get(key) {
+            Some(Value::String(s)) => said.push(s.to_ascii_lowercase()),
+            Some(Value::Array(items)) => said.extend(
+                items
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_ascii_lowercase),
+            ),
+            _ => {}
+        }
+    }
+    let has =
+        |words: &[&str], of: &[String]| of.iter().any(|s| words.iter().any(|w| s.contains(w)));
+    let generates = has(
+        &["generate", "chat", "completion", "llm", "text-generation"],
+        &said,
+    );
+    let rerank = ["rerank", "score", "cross-encoder"];
+    let embed = ["embed"];
+    if !generates && has(&rerank, &said) {
+        return Some(Picked {
+            api: Api::Rerank,
+            why: format!("/v1/models says {id} ranks ({})", said.join(", ")),
+        });
+    }
+    if !generates && has(&embed, &said) {
+        return Some(Picked {
+            api: Api::Embeddings,
+            why: format!("/v1/models says {id} embeds ({})", said.join(", ")),
+        });
+    }
+    let name = [id.to_ascii_lowercase()];
+    if said.is_empty() && has(&rerank, &name) {
+        return Some(Picked {
+            api: Api::Rerank,
+            why: format!("/v1/models lists {id}, a reranker by its name"),
+        });
+    }
+    if said.is_empty() && has(&embed, &name) {
+        return Some(Picked {
+            api: Api::Embeddings,
+            why: format!("/v1/models lists {id}, an embedding model by its name"),
+        });
+    }
+    None
+}
+
+/// `GET /v1/models` as JSON, if the server answers it.
+async fn models(client: &Client, endpoint: &Endpoint, api_key: Option<&str>) -> Option<Value> {
+    let req = client.get(endpoint.url("/v1/models")).timeout(TIMEOUT);
+    let resp = authorized(req, Api::Auto, api_key).send().await.ok()?;
+    if !resp.status().is_success() {
+        return None;
+    }
+    serde_json::from_slice(&resp.bytes().await.ok()?).ok()
+}
+
+/// The API of the run: `api` itself once checked (`responses`, `messages`, `embeddings` and
+/// `rerank` are probed; `completions` and `chat` every such server has), or `auto`'s pick.
+pub async fn resolve(
+    client: &Client,
+    endpoint: &Endpoint,
+    api_key: Option<&str>,
+    api: Api,
+) -> Result<Picked, DetectError> {
+    match api {
+        Api::Completions | Api::Chat => Ok(Picked {
+            api,
+            why: String::new(),
+        }),
+        Api::Auto => {
+            if let Some(p) = models(client, endpoint, api_key)
+                .await
+                .as_ref()
+                .and_then(from_models)
+            {
+                return Ok(p);
+            }
+            let mut missing = Vec::new();
+            for api in Api::CONCRETE {
+                match probe(client, endpoint, api_key, api).await? {
+                    Some(status) => {
+                        return Ok(Picked {
+                            api,
+                            why: format!(
+                                "{} answers POST {} (HTTP {} to an empty probe; /v1/models does not say)",
+                                endpoint.display(),
+                                api.path(),
+                                status.as_u16()
+                            ),
+                        })
+                    }
+                    None => missing.push(api.path()),
+                }
+            }
+            Err(DetectError::Missing(format!(
+                "--api auto: {} answers none of POST {} (404); is it an inference server?",
+                endpoint.display(),
+                missing.join(", ")
+            )))
+        }
+        api => match probe(client, endpoint, api_key, api).await? {
+            Some(_) => Ok(Picked {
+                api,
+                why: String::new(),
+            }),
+            None => Err(DetectError::Missing(format!(
+                "--api {}: {} has no POST {} (HTTP 404); pick an API it serves, or --api auto",
+                api.name(),
+                endpoint.display(),
+                api.path()
+            ))),
+        },
+    }
+}
+
+/// `resolve` on every endpoint before the run starts (on a runtime of its own): they must
+/// agree, as the run sends the same requests to each.
+pub fn resolve_blocking(
+    endpoints: &[Endpoint],
+    api_key: Option<&str>,
+    api: Api,
+) -> Result<Picked, DetectError> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| DetectError::Failed(format!("cannot start the http client runtime: {e}")))?;
+    rt.block_on(async {
+        let client = Client::builder().build().map_err(|e| {
+            DetectError::Failed(format!("cannot build the http client: {}", describe(e)))
+        })?;
+        let mut picked: Option<Picked> = None;
+        for e in endpoints {
+            let p = resolve(&client, e, api_key, api).await?;
+            if let Some(first) = &picked {
+                if first.api != p.api {
+                    return Err(DetectError::Missing(format!(
+                        "--api {}: {} speaks {} but {} speaks {}; give --api",
+                        api.name(),
+                        endpoints[0].display(),
+                        first.api.name(),
+                        e.display(),
+                        p.api.name()
+                    )));
+                }
+            } else {
+                picked = Some(p);
+            }
+        }
+        picked.ok_or_else(|| DetectError::Failed("no --endpoint given".into()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_models_list_says_what_it_can() {
+        let anthropic = json!({"data":[{"type":"model","id":"claude-x","display_name":"Claude"}],"has_more":false});
+        assert_eq!(from_models(&anthropic).unwrap().api, Api::Messages);
+        let embed = json!({"data":[{"id":"m","capabilities":["embed"]}]});
+        assert_eq!(from_models(&embed).unwrap().api, Api::Embeddings);
+        let rerank = json!({"data":[{"id":"bge-reranker-v2-m3","object":"model"}]});
+        assert_eq!(from_models(&rerank).unwrap().api, Api::Rerank);
+        let by_name = json!({"data":[{"id":"e5-embed","object":"model"}]});
+        assert_eq!(from_models(&by_name).unwrap().api, Api::Embeddings);
+        let vllm = json!({"object":"list","data":[{"id":"Qwen/Qwen3-8B","object":"model","max_model_len":4096}]});
+        assert!(from_models(&vllm).is_none());
+        let generates = json!({"data":[{"id":"embedder-chat","capabilities":["chat","embed"]}]});
+        assert!(from_models(&generates).is_none());
+    }
+}
