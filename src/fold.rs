@@ -5,12 +5,12 @@
 
 use crate::event::{Event, RequestDone, RunInfo, StopReason};
 use crate::exit::{EXIT_FAILURE, EXIT_OK};
-use crate::summary::resources::Resources;
-use crate::summary::RunSummary;
 use crate::signals::Signals;
 use crate::stats::{
     Breakdown, EndpointStats, PhaseStats, RunStats, ServerSteady, Window, RECENT_REQUESTS,
 };
+use crate::summary::resources::Resources;
+use crate::summary::RunSummary;
 
 /// Decode steps reserved per request in flight when it starts, at most (its output length
 /// says how many it will send; a longer one grows its list).

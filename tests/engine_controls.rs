@@ -47,6 +47,7 @@ fn http_config(url: &str, traffic: TrafficPlan, api: Api, concurrency: usize) ->
         record_tokens: false,
         preconnect: false,
         reset_prefix_cache: false,
+        start_at: None,
     }
 }
 

@@ -275,6 +275,7 @@ fn config(url: &str, requests: u64) -> HttpConfig {
             source: None,
             conversations: None,
             replay: None,
+            shard: infertop::traffic::Shard::WHOLE,
         },
         prompts: Default::default(),
         concurrency: None,
@@ -286,6 +287,7 @@ fn config(url: &str, requests: u64) -> HttpConfig {
         record_tokens: false,
         preconnect: true,
         reset_prefix_cache: false,
+        start_at: None,
     }
 }
 

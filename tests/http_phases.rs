@@ -42,6 +42,7 @@ fn config(url: &str, concurrency: usize, requests: u64, preconnect: bool) -> Htt
             source: None,
             conversations: None,
             replay: None,
+            shard: infertop::traffic::Shard::WHOLE,
         },
         prompts: Default::default(),
         concurrency: Some(concurrency),
@@ -53,6 +54,7 @@ fn config(url: &str, concurrency: usize, requests: u64, preconnect: bool) -> Htt
         record_tokens: false,
         preconnect,
         reset_prefix_cache: false,
+        start_at: None,
     }
 }
 

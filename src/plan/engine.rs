@@ -170,6 +170,7 @@ fn http_config(
         record_tokens: opts.output.record_tokens,
         preconnect: !s.no_preconnect,
         reset_prefix_cache: s.reset_prefix_cache,
+        start_at: None,
     }
 }
 
@@ -243,6 +244,7 @@ fn plan_candle(opts: &RunOpts) -> Result<WorkerConfig, Failure> {
             source: None,
             conversations: None,
             replay: None,
+            shard: crate::traffic::Shard::WHOLE,
         }
     };
     let workload = Workload {

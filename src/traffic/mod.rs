@@ -10,6 +10,7 @@
 pub mod dataset;
 pub mod len;
 pub mod plan;
+pub mod shard;
 pub mod words;
 
 use std::time::Duration;
@@ -17,6 +18,7 @@ use std::time::Duration;
 use dataset::{Dataset, Role};
 pub use len::LenSpec;
 pub use plan::{request_rng, request_seed, TrafficPlan};
+pub use shard::Shard;
 
 pub use crate::event::Origin;
 use crate::util::SplitMix64;
@@ -814,6 +816,20 @@ impl Conversations {
             .iter()
             .map(|c| self.turns.take(c.turns.len()) as u64)
             .sum()
+    }
+
+    /// Each conversation's first request number when the turns are numbered in the list's
+    /// order (conversation after conversation): what a shard of the run numbers them by.
+    pub fn first_requests(&self) -> Vec<u64> {
+        let mut next = 0u64;
+        self.list
+            .iter()
+            .map(|c| {
+                let first = next;
+                next += self.turns.take(c.turns.len()) as u64;
+                first
+            })
+            .collect()
     }
 }
 

@@ -19,6 +19,7 @@
 //! control message means is `engine::control`'s.
 
 pub mod cache;
+pub mod clock;
 mod completions;
 pub mod conn;
 mod conversation;
@@ -31,7 +32,7 @@ pub mod tokenize;
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, Sender};
 use tokio::task::JoinSet;
@@ -48,8 +49,8 @@ use completions::Launched;
 use events::Events;
 pub use request::{Endpoint, PromptWords};
 use request::{Measured, Token};
-pub use schedule::GIVE_UP_AFTER_FAILURES;
 use schedule::MAX_CONCURRENCY;
+pub use schedule::{open_loop_due_s, GIVE_UP_AFTER_FAILURES};
 
 /// The engine thread's name (an engine thread: see `util::quiet_engine_panics`).
 pub const HTTP_THREAD: &str = "infertop-engine-http";
@@ -137,6 +138,11 @@ pub struct HttpConfig {
     pub preconnect: bool,
     /// Empty every endpoint's prefix cache before the first request (`--reset-prefix-cache`).
     pub reset_prefix_cache: bool,
+    /// `--start-at`, on this machine's clock (the reference clock's time less this machine's
+    /// offset from it): the engine waits for it once the server is found out and the first
+    /// connections are open, and the schedule counts from it. `None`: from when the loop
+    /// starts.
+    pub start_at: Option<SystemTime>,
 }
 
 impl HttpConfig {
@@ -167,6 +173,10 @@ impl HttpConfig {
                     format!("{} conversations at once", c.unwrap_or(1))
                 }
                 (None, None, c) => format!("concurrency {}", c.unwrap_or(1)),
+            })
+            .map(|load| match t.shard.is_whole() {
+                true => load,
+                false => format!("{load}, shard {}", t.shard),
             }),
         }
     }
@@ -187,14 +197,28 @@ impl HttpConfig {
     }
 
     /// Requests in flight at most: the concurrency (default 1), or in an open loop its cap
-    /// (none).
+    /// (none); a shard holds its share of it (`Shard::share`).
     fn in_flight_cap(&self) -> usize {
+        let shard = self.traffic.shard;
         if self.open_loop() {
-            self.concurrency.unwrap_or(usize::MAX)
+            self.concurrency.map_or(usize::MAX, |c| shard.share(c))
         } else {
-            self.concurrency.unwrap_or(1)
+            shard.share(self.concurrency.unwrap_or(1))
         }
         .max(1)
+    }
+
+    /// The instant the schedule counts from: `start_at` on the monotonic clock (the engine
+    /// has waited for it), else now.
+    fn schedule_origin(&self) -> Instant {
+        let now = Instant::now();
+        let Some(at) = self.start_at else {
+            return now;
+        };
+        match at.duration_since(SystemTime::now()) {
+            Ok(ahead) => now + ahead,
+            Err(past) => now.checked_sub(past.duration()).unwrap_or(now),
+        }
     }
 
     /// `Intent::Load`: the rate of an open loop (a replay's speed), else the concurrency, ×2
@@ -364,6 +388,11 @@ async fn drive(mut cfg: HttpConfig, tx: &Events, inbox: &mut Inbox) -> Result<St
     let model = discover(&client, &mut cfg, tx).await?;
     let pool = Arc::new(conn::Pool::new());
     preconnect(&cfg, &pool).await;
+    let late = match wait_for_start(&mut cfg, inbox).await {
+        Waited::Stopped(reason) => return Ok(reason),
+        Waited::OnTime => None,
+        Waited::Late(message) => Some(message),
+    };
     let _ = tx.send(Event::RunStarted(Box::new(RunInfo {
         model: model_info(&model, &cfg.endpoints),
         workload: cfg.describe(),
@@ -371,6 +400,12 @@ async fn drive(mut cfg: HttpConfig, tx: &Events, inbox: &mut Inbox) -> Result<St
         threads: 0,
         traffic: cfg.traffic_info().map(Box::new),
     })));
+    if let Some(message) = late {
+        let _ = tx.send(Event::Error {
+            message,
+            fatal: false,
+        });
+    }
     if let Some(warning) = calibration.warning() {
         let _ = tx.send(Event::Error {
             message: warning,
@@ -391,6 +426,61 @@ async fn drive(mut cfg: HttpConfig, tx: &Events, inbox: &mut Inbox) -> Result<St
         conversation::run(cfg, shared, model, tx, inbox).await
     } else {
         completions::run(cfg, shared, model, tx, inbox).await
+    }
+}
+
+/// How often a wait for `--start-at` looks for a stop.
+const START_POLL: Duration = Duration::from_millis(50);
+
+/// A start this late still keeps its time (the first arrivals go at once, a little late).
+const START_LATE_OK: Duration = Duration::from_millis(20);
+
+/// How the wait for `--start-at` ended.
+enum Waited {
+    OnTime,
+    /// The time had passed when the engine was ready: the schedule starts now, and this says
+    /// by how much it is late.
+    Late(String),
+    Stopped(StopReason),
+}
+
+/// `--start-at` (`cfg.start_at`): waits for it, answering a stop within `START_POLL`; the
+/// last stretch on this thread's finer sleep, so the schedule starts within a fraction of a
+/// millisecond of it. A time already past by more than `START_LATE_OK` starts the schedule
+/// now instead (`cfg.start_at` cleared): its first arrivals would all go at once.
+async fn wait_for_start(cfg: &mut HttpConfig, inbox: &mut Inbox) -> Waited {
+    let Some(at) = cfg.start_at else {
+        return Waited::OnTime;
+    };
+    if let Err(late) = at.duration_since(SystemTime::now()) {
+        let late = late.duration();
+        if late <= START_LATE_OK {
+            return Waited::OnTime;
+        }
+        cfg.start_at = None;
+        return Waited::Late(format!(
+            "--start-at had passed {:.2} s before this generator was ready (the server found out, the first connections open): its schedule starts now, that late; give the generators more time",
+            late.as_secs_f64()
+        ));
+    }
+    loop {
+        if let Some(reason) = inbox.stop_now() {
+            return Waited::Stopped(reason);
+        }
+        let left = at
+            .duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO);
+        if left > START_POLL {
+            tokio::time::sleep(START_POLL).await;
+            continue;
+        }
+        // The runtime's timer wakes up to a millisecond late: the rest on this thread.
+        tokio::time::sleep(left.saturating_sub(Duration::from_millis(2))).await;
+        let rest = at
+            .duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO);
+        std::thread::sleep(rest);
+        return Waited::OnTime;
     }
 }
 
