@@ -839,6 +839,23 @@ mod tests {
     use super::*;
     use dataset::ReadOptions;
 
+    /// A shard numbers conversation c's turns from its place in the list: the turns each
+    /// sends (`--turns 2` of 3) count, and the numbers cover the run's requests once.
+    #[test]
+    fn conversations_are_numbered_in_the_lists_order() {
+        let mut list = synthetic_conversations(3, 3, &LenSpec::Fixed(4), 0);
+        list[1].turns.truncate(1);
+        let convs = Conversations {
+            list,
+            turns: Turns::First(2),
+            think: None,
+            dataset: None,
+            exact_lengths: false,
+        };
+        assert_eq!(convs.first_requests(), vec![0, 2, 3]);
+        assert_eq!(convs.requests(), 5);
+    }
+
     fn dataset(text: &str) -> Dataset {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("t.jsonl");

@@ -6,7 +6,8 @@
 //! (`schedule`); a conversation that fails a turn stops there, counted. Every turn is a
 //! request of the run: `--requests` bounds them all, and a drain or the end of `--duration`
 //! lets the turns in flight finish and starts no more. A finished conversation's history is
-//! dropped with its task.
+//! dropped with its task. A shard of the run (`--shard`) sends its own conversations, every
+//! turn of each, numbered from the conversation's place in the list (`Settings::firsts`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

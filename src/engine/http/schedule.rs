@@ -6,6 +6,11 @@
 //! at its arrival times (gamma gaps of mean 1/rate, seeded, or a replayed trace's rows, on a
 //! clock that skips pauses). The loop asks `intents` first, then `verdict` (is it over?), then
 //! launches what `may_launch` allows, and waits until `wake`.
+//!
+//! A shard of a run (`--shard K/N`) walks the whole schedule and launches only its own units
+//! (`TrafficPlan::owns`), each at the whole schedule's time, from the schedule's origin
+//! (`--start-at`, or when the loop starts): N shards send one generator's schedule between
+//! them.
 
 use std::time::{Duration, Instant};
 
@@ -463,6 +468,27 @@ mod tests {
                 assert_eq!(union, whole, "{n} shards");
             }
         }
+    }
+
+    /// A shard's load is the N generators' together: the load and length keys are refused
+    /// with a line, and nothing changes.
+    #[test]
+    fn a_shard_refuses_the_load_keys() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let events = Events::new(tx);
+        let mut c = cfg(Some(20.0), None, Shard::new(0, 2).unwrap());
+        let mut s = Scheduler::new(&c, Unit::Request, None).unwrap();
+        for intent in [Intent::Load(1), Intent::Output(4), Intent::Prompt(1)] {
+            assert_eq!(s.obey(intent, &mut c, &events).unwrap(), None);
+        }
+        assert_eq!(c.rate, Some(20.0));
+        assert_eq!(c.traffic.output, LenSpec::Fixed(4));
+        events.flush();
+        let said: Vec<Event> = rx.try_iter().collect();
+        assert_eq!(said.len(), 3, "{said:?}");
+        assert!(said.iter().all(
+            |e| matches!(e, Event::Error { message, fatal: false } if message.contains("shard 0/2"))
+        ));
     }
 
     /// A closed loop's shard takes its own numbers and its share of the slots.
