@@ -172,6 +172,7 @@ fn n_generators_send_the_one_schedule_and_merge_into_its_figures() {
     let data = rows(dir.path(), REQUESTS);
     let due = infertop::engine::http::open_loop_due_s(RATE, 1.0, SEED, REQUESTS).unwrap();
     let mut figures = Vec::new();
+    let mut groups: Vec<String> = Vec::new();
     for (n, launcher) in [
         (1, Launcher::Alone),
         (2, Launcher::IndexedJob),
@@ -246,6 +247,13 @@ fn n_generators_send_the_one_schedule_and_merge_into_its_figures() {
             ttft["p99"].as_f64().unwrap(),
             e2e["p50"].as_f64().unwrap(),
         ));
+        groups.push(
+            records
+                .iter()
+                .map(|r| r.display().to_string())
+                .collect::<Vec<_>>()
+                .join("+"),
+        );
 
         // follow of the finished records prints the same summary.
         let out = infertop()
@@ -277,6 +285,39 @@ fn n_generators_send_the_one_schedule_and_merge_into_its_figures() {
     let one = figures[0].3;
     for f in &figures[1..] {
         assert!((f.3 - one).abs() < 0.003, "TTFT p50 {} vs {one}", f.3);
+    }
+    // `compare` of the one generator with the merged N: the same requests (the same
+    // numbers, the same outputs), and the difference of TTFT medians with its bootstrap CI.
+    let out = infertop()
+        .arg("compare")
+        .args(&groups)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cmp: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (pair, n) in cmp["pairs"].as_array().unwrap().iter().zip([2, 4]) {
+        assert_eq!(pair["outputs"]["compared"], REQUESTS as u64, "{pair}");
+        assert_eq!(pair["outputs"]["differing"], 0);
+        let ttft = pair["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["metric"] == "ttft_s")
+            .unwrap();
+        let d = &ttft["median_diff"];
+        eprintln!(
+            "N = {n} vs 1: TTFT median {:+.3} ms (95 % CI {:+.3} .. {:+.3} ms), {}",
+            d["diff"].as_f64().unwrap() * 1e3,
+            d["lo"].as_f64().unwrap() * 1e3,
+            d["hi"].as_f64().unwrap() * 1e3,
+            ttft["verdict"]
+        );
     }
 }
 

@@ -27,12 +27,7 @@ impl ClockRef {
     pub fn describe(&self) -> String {
         match self {
             ClockRef::Local => "local".into(),
-            ClockRef::Url(u) => {
-                let mut u = u.clone();
-                let _ = u.set_username("");
-                let _ = u.set_password(None);
-                u.to_string()
-            }
+            ClockRef::Url(u) => crate::engine::http::clock::without_credentials(u),
         }
     }
 }

@@ -161,7 +161,10 @@ fn measure_clock(reference: &ClockRef, signals: &Signals) -> Result<clock::Offse
             .map_err(|e| match e {
                 ClockError::Stopped => Failure {
                     code: signals.exit_code().unwrap_or(EXIT_FAILURE),
-                    message: format!("stopped while reading the clock of {url}"),
+                    message: format!(
+                        "stopped while reading the clock of {}",
+                        reference.describe()
+                    ),
                 },
                 ClockError::Failed(m) => Failure::runtime(m),
             })?,

@@ -220,6 +220,7 @@ async fn measure(
     url: &reqwest::Url,
     stop: &dyn Fn() -> bool,
 ) -> Result<Offset, ClockError> {
+    let shown = without_credentials(url);
     let clock = LocalClock::new();
     let mut prober = Prober::new(clock.now());
     loop {
@@ -244,7 +245,7 @@ async fn measure(
             .await
             .map_err(|e| {
                 ClockError::Failed(format!(
-                    "cannot read the clock of {url} ({}); pass --clock-ref with a server this machine reaches, or local",
+                    "cannot read the clock of {shown} ({}); pass --clock-ref with a server this machine reaches, or local",
                     super::request::describe(e)
                 ))
             })?;
@@ -258,16 +259,24 @@ async fn measure(
         let _ = response.bytes().await;
         let Some(date) = date else {
             return Err(ClockError::Failed(format!(
-                "{url} answers without a Date header, so its clock cannot be read; pass --clock-ref with another server (any web server sends one), or local"
+                "{shown} answers without a Date header, so its clock cannot be read; pass --clock-ref with another server (any web server sends one), or local"
             )));
         };
         prober.observe(sent, received, date);
     }
     prober.bounds.offset().ok_or_else(|| {
         ClockError::Failed(format!(
-            "the Date headers of {url} disagree with each other (its clock stepped while probed, or it caches its Date); pass --clock-ref with another server, or local"
+            "the Date headers of {shown} disagree with each other (its clock stepped while probed, or it caches its Date); pass --clock-ref with another server, or local"
         ))
     })
+}
+
+/// `url` as messages and records show it: without a user name or password in it.
+pub fn without_credentials(url: &reqwest::Url) -> String {
+    let mut u = url.clone();
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    u.to_string()
 }
 
 /// `measure` on a runtime of its own, for a session that has none yet.
