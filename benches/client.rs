@@ -225,6 +225,7 @@ fn measure(sc: Scenario) -> Figures {
             source: None,
             conversations: None,
             replay: None,
+            shard: infertop::traffic::Shard::WHOLE,
         },
         prompts: Default::default(),
         concurrency: Some(sc.streams),
@@ -237,6 +238,7 @@ fn measure(sc: Scenario) -> Figures {
         preconnect: sc.preconnect,
         reset_prefix_cache: false,
         shape: Default::default(),
+        start_at: None,
     };
     let (tx, rx) = bounded(1 << 20);
     let (_ctl, ctl_rx) = unbounded::<Control>();

@@ -647,6 +647,7 @@ fn inproc(s: &Settings) {
             source: None,
             conversations: None,
             replay: None,
+            shard: infertop::traffic::Shard::WHOLE,
         },
         workload: Workload {
             batch: 1,

@@ -194,6 +194,7 @@ fn replay_bench(rate: u64, seconds: u64) {
             source: Some(std::sync::Arc::new(RequestSource::Dataset(Box::new(plan)))),
             conversations: None,
             replay: Some(1.0),
+            shard: infertop::traffic::Shard::WHOLE,
         },
         prompts: http::Prompts::Approximate,
         concurrency: None,
@@ -206,6 +207,7 @@ fn replay_bench(rate: u64, seconds: u64) {
         preconnect: true,
         reset_prefix_cache: false,
         shape: Default::default(),
+        start_at: None,
     };
     let (tx, rx) = bounded(1 << 16);
     let (_ctl_tx, ctl_rx) = unbounded::<Control>();
@@ -324,6 +326,7 @@ fn conversation_bench(count: usize) {
                 exact_lengths: false,
             })),
             replay: None,
+            shard: infertop::traffic::Shard::WHOLE,
         },
         prompts: http::Prompts::Approximate,
         concurrency: Some(count),
@@ -336,6 +339,7 @@ fn conversation_bench(count: usize) {
         preconnect: true,
         reset_prefix_cache: false,
         shape: Default::default(),
+        start_at: None,
     };
     let baseline = current_bytes();
     let (tx, rx) = bounded(1 << 16);

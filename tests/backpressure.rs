@@ -30,6 +30,7 @@ fn config(requests: Option<u64>) -> WorkerConfig {
             source: None,
             conversations: None,
             replay: None,
+            shard: infertop::traffic::Shard::WHOLE,
         },
         workload: Workload {
             batch: 1,

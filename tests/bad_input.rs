@@ -285,6 +285,12 @@ const CASES: &[Case] = &[
         code: 2,
     },
     Case {
+        input: "conversations with tools split over shards",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--api", "chat", "--conversations", "4", "--turns", "3", "--tools", "tools.json", "--shard", "0/2", "--concurrency", "2"],
+        message: "--shard 0/2: conversations with tools cannot be split (a tool round adds requests each shard would number alike); run them whole or drop --tools",
+        code: 2,
+    },
+    Case {
         input: "a served model's weight of 0",
         args: &[H, "--endpoint", "http://127.0.0.1:9", "--served-model", "a=0,b=1"],
         message: "--served-model: `a=0`: the weight `0` is not a whole number from 1 to 1000000",

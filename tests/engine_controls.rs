@@ -48,6 +48,7 @@ fn http_config(url: &str, traffic: TrafficPlan, api: Api, concurrency: usize) ->
         preconnect: false,
         reset_prefix_cache: false,
         shape: Default::default(),
+        start_at: None,
     }
 }
 

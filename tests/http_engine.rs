@@ -275,6 +275,7 @@ fn config(url: &str, requests: u64) -> HttpConfig {
             source: None,
             conversations: None,
             replay: None,
+            shard: infertop::traffic::Shard::WHOLE,
         },
         prompts: Default::default(),
         concurrency: None,
@@ -287,6 +288,7 @@ fn config(url: &str, requests: u64) -> HttpConfig {
         preconnect: true,
         reset_prefix_cache: false,
         shape: Default::default(),
+        start_at: None,
     }
 }
 

@@ -42,6 +42,7 @@ fn config(url: &str, concurrency: usize, requests: u64, preconnect: bool) -> Htt
             source: None,
             conversations: None,
             replay: None,
+            shard: infertop::traffic::Shard::WHOLE,
         },
         prompts: Default::default(),
         concurrency: Some(concurrency),
@@ -54,6 +55,7 @@ fn config(url: &str, concurrency: usize, requests: u64, preconnect: bool) -> Htt
         preconnect,
         reset_prefix_cache: false,
         shape: Default::default(),
+        start_at: None,
     }
 }
 

@@ -49,6 +49,7 @@ fn the_candle_engine_doubles_and_halves_its_batch() {
             source: None,
             conversations: None,
             replay: None,
+            shard: infertop::traffic::Shard::WHOLE,
         },
         workload: Workload {
             batch: 2,

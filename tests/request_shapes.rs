@@ -43,6 +43,7 @@ fn config(url: &str, api: Api, requests: u64) -> HttpConfig {
         record_tokens: false,
         preconnect: true,
         reset_prefix_cache: false,
+        start_at: None,
         shape: Shape {
             batch: 1,
             ..Shape::default()

@@ -102,6 +102,13 @@ pub fn report(args: &ReportArgs) -> Result<i32, Failure> {
         }
         AnyRecord::Run(rec) => *rec,
     };
+    if let Some(shard) = rec.config().and_then(|c| c.shard) {
+        say!(
+            "{}: shard {shard} of a run, its part of the schedule only: report the {} records together for the run's figures",
+            path.display(),
+            shard.count
+        );
+    }
     let report = Report::of(&rec, &opts);
     if let Some(out) = &args.plot {
         let svg = crate::record::plot::plot_svg(&rec, &report.analysis.settling);

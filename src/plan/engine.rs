@@ -167,6 +167,7 @@ fn http_config(
         preconnect: !s.no_preconnect,
         reset_prefix_cache: s.reset_prefix_cache,
         shape: shape(opts)?,
+        start_at: None,
     })
 }
 
@@ -289,6 +290,7 @@ fn plan_candle(opts: &RunOpts) -> Result<WorkerConfig, Failure> {
             source: None,
             conversations: None,
             replay: None,
+            shard: crate::traffic::Shard::WHOLE,
         }
     };
     let workload = Workload {

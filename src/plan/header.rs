@@ -77,6 +77,8 @@ pub fn header(opts: &RunOpts, engine: &EnginePlan, slo: Slo) -> Header {
             burstiness: h.rate.map(|_| h.burstiness),
             request_timeout_s: Some(h.request_timeout.as_secs_f64()),
             reset_prefix_cache: h.reset_prefix_cache,
+            shard: (!h.traffic.shard.is_whole()).then_some(h.traffic.shard),
+            start_at_unix_s: opts.server.start_at,
             device: "http".into(),
             prompt_tokens: h.describe().prompt_tokens,
             output_tokens: h.describe().output_tokens,
@@ -92,6 +94,8 @@ pub fn header(opts: &RunOpts, engine: &EnginePlan, slo: Slo) -> Header {
         config,
         machine: machine(engine.device()),
         model: None,
+        // The session sets it when the run's clock starts.
+        clock: None,
     }
 }
 
@@ -127,6 +131,7 @@ pub fn unplanned(opts: &RunOpts) -> Header {
         },
         machine: machine(DeviceSpec::Cpu),
         model: None,
+        clock: None,
     }
 }
 

@@ -10,6 +10,7 @@ pub mod header;
 pub mod opts;
 mod prompts;
 pub mod replay;
+pub mod shard;
 pub mod sweep;
 pub mod traffic;
 pub mod values;
@@ -66,11 +67,16 @@ pub struct RunPlan {
     pub faults: Faults,
     /// `--jsonl`: the whole record on stdout (header first, footer last), nothing else there.
     pub jsonl: bool,
+    /// A run of several generators (`--shard`) or at a time (`--start-at`): the clock to
+    /// measure and the time to start at; what to say before it starts.
+    pub spread: shard::Spread,
 }
 
 /// Plans a run: every flag and file checked.
 pub fn run(opts: &RunOpts) -> Result<RunPlan, Failure> {
-    let engine = EnginePlan::of(opts)?;
+    let mut engine = EnginePlan::of(opts)?;
+    let now = crate::engine::http::clock::unix_s(std::time::SystemTime::now());
+    let spread = shard::plan(opts, &mut engine, &|k| std::env::var(k).ok(), now)?;
     let slo = opts.output.slo.unwrap_or_default();
     let screen = screen_for_run(opts, slo)?;
     let server_metrics = server_metrics_urls(&opts.server.server_metrics, &opts.server.endpoint)?;
@@ -88,6 +94,7 @@ pub fn run(opts: &RunOpts) -> Result<RunPlan, Failure> {
         jsonl: opts.output.jsonl,
         faults: opts.fault.unwrap_or_default(),
         engine,
+        spread,
     })
 }
 

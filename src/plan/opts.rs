@@ -151,6 +151,23 @@ pub struct ServerOpts {
     /// /reset_prefix_cache (VLLM_SERVER_DEV_MODE=1), SGLang's POST /flush_cache.
     #[arg(long, requires = "endpoint")]
     pub reset_prefix_cache: bool,
+    /// With --endpoint: send generator K's part of a run that N generators send together
+    /// (K from 0 to N-1): given the same flags, they send one seeded schedule between them,
+    /// and their records merge into the one run's (`report A B …`, `follow A B …`). Default:
+    /// from JOB_COMPLETION_INDEX/JOB_COMPLETION_COUNT (a Kubernetes Indexed Job), else
+    /// SLURM_PROCID/SLURM_NTASKS (an srun step), when set; 0/1 is the whole run.
+    #[arg(long, value_name = "K/N", value_parser = crate::traffic::Shard::parse, requires = "endpoint")]
+    pub shard: Option<crate::traffic::Shard>,
+    /// With --endpoint: start the schedule at TIME, unix seconds or RFC 3339
+    /// (2026-01-01T12:00:00Z), on the reference clock (--clock-ref): the server is found out
+    /// and the first connections opened before it, so N generators start at once.
+    #[arg(long, value_name = "TIME", value_parser = values::start_at, requires = "endpoint")]
+    pub start_at: Option<f64>,
+    /// With --shard or --start-at: the clock to go by: a URL whose Date header gives it
+    /// (default: the first endpoint's /v1/models; a peer's machine serving HTTP), or `local`
+    /// for this machine's own (nodes kept in step by NTP or PTP).
+    #[arg(long, value_name = "URL|local", requires = "endpoint")]
+    pub clock_ref: Option<String>,
 }
 
 /// Where the measurements go.

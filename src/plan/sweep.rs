@@ -387,6 +387,12 @@ fn repetitions(a: &SweepArgs) -> Result<u64, Failure> {
 
 fn check(a: &SweepArgs) -> Result<(), Failure> {
     let w = &a.run.workload;
+    let s = &a.run.server;
+    if s.shard.is_some() || s.start_at.is_some() || s.clock_ref.is_some() {
+        return Err(Failure::usage(
+            "--shard, --start-at, --clock-ref: a sweep runs from one generator; shard a run (infertop --endpoint … --shard K/N) instead",
+        ));
+    }
     if w.duration.is_some() {
         return Err(Failure::usage(
             "--duration: a sweep measures --repetitions steady requests per cell; use --repetitions N (or --precision)",

@@ -74,6 +74,7 @@ pub fn plan(
         source: None,
         conversations: None,
         replay: t.replay.then_some(t.time_scale),
+        shard: crate::traffic::Shard::WHOLE,
     };
     let dataset = match &t.dataset {
         Some(path) => Some(read_dataset(opts, path, tokenizer, max_positions, output)?),

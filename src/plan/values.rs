@@ -113,6 +113,35 @@ pub fn served_models(s: &str) -> Result<ServedModels, String> {
     Ok(ServedModels { models })
 }
 
+/// `--start-at`: unix seconds (`1767225600`, `1767225600.5`) or an RFC 3339 time
+/// (`2026-01-01T00:00:00Z`, `2026-01-01T01:00:00+01:00`), as unix seconds.
+pub fn start_at(s: &str) -> Result<f64, String> {
+    use time::format_description::well_known::Rfc3339;
+    let t = s.trim();
+    if let Ok(unix) = t.parse::<f64>() {
+        return match unix.is_finite() && unix >= 0.0 {
+            true => Ok(unix),
+            false => Err(format!("`{s}` is not a time (use unix seconds ≥ 0)")),
+        };
+    }
+    let at = time::OffsetDateTime::parse(t, &Rfc3339).map_err(|_| {
+        format!(
+            "`{s}` is not a time (use unix seconds, e.g. $(( $(date +%s) + 60 )), or RFC 3339, e.g. 2026-01-01T12:00:00Z)"
+        )
+    })?;
+    Ok(at.unix_timestamp_nanos() as f64 / 1e9)
+}
+
+/// A time as `--start-at` reads it, in RFC 3339 (UTC, to the millisecond): for messages.
+pub fn rfc3339(unix_s: f64) -> String {
+    use time::format_description::well_known::Rfc3339;
+    let ms = (unix_s * 1e3).round() as i128;
+    time::OffsetDateTime::from_unix_timestamp_nanos(ms * 1_000_000)
+        .ok()
+        .and_then(|t| t.format(&Rfc3339).ok())
+        .unwrap_or_else(|| format!("{unix_s:.3} (unix seconds)"))
+}
+
 /// A secret (`--api-key`): kept out of `Debug` output, so it cannot reach a log by accident.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Secret(String);
@@ -212,6 +241,18 @@ mod served_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn start_times_read_as_unix_seconds_or_rfc3339() {
+        assert_eq!(start_at("1767225600"), Ok(1_767_225_600.0));
+        assert_eq!(start_at(" 1767225600.25 "), Ok(1_767_225_600.25));
+        assert_eq!(start_at("2026-01-01T00:00:00Z"), Ok(1_767_225_600.0));
+        assert_eq!(start_at("2026-01-01T01:00:00.5+01:00"), Ok(1_767_225_600.5));
+        for bad in ["tomorrow", "-5", "2026-01-01", "inf"] {
+            assert!(start_at(bad).is_err(), "{bad}");
+        }
+        assert_eq!(rfc3339(1_767_225_600.25), "2026-01-01T00:00:00.25Z");
+    }
 
     #[test]
     fn counts_durations_and_rates() {

@@ -137,6 +137,7 @@ fn header(nodes: &[Node], args: &WatchOpts) -> Header {
         },
         machine: crate::plan::header::machine(crate::model::DeviceSpec::Cpu),
         model: None,
+        clock: None,
     }
 }
 

@@ -90,6 +90,37 @@ pub struct Header {
     /// The model, when the writer knew it before the run started (older records).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<ModelInfo>,
+    /// When the record's time 0 was, on this machine's clock and on the run's reference clock
+    /// (records of one run from several machines line up by it); absent in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<RunClock>,
+}
+
+/// The record's time 0 on the clocks: this machine's, and the reference's that the run's
+/// generators measured themselves against (`--clock-ref`: a server's `Date`, or `local`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RunClock {
+    /// This machine's clock at the record's time 0, in unix seconds.
+    pub started_unix_s: f64,
+    /// The reference clock less this machine's, in seconds; absent: not measured (the run
+    /// was neither sharded nor started at a time).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset_s: Option<f64>,
+    /// The offset is known to within ± this many seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uncertainty_s: Option<f64>,
+    /// What the offset was measured against: a URL (its `Date` header), or `local` (this
+    /// machine's clock taken as it is).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+}
+
+impl RunClock {
+    /// The record's time 0 on the reference clock (unix seconds), when the offset is known.
+    pub fn reference_start_s(&self) -> Option<f64> {
+        Some(self.started_unix_s + self.offset_s?).filter(|t| t.is_finite())
+    }
 }
 
 /// The run's configuration as given (lengths as written: `128`, `128,512`, `64..512`).
@@ -156,6 +187,13 @@ pub struct RunConfig {
     /// had seen.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub reset_prefix_cache: bool,
+    /// `--shard K/N`: this record is generator K's part of a run that N send together (the
+    /// request numbers are the run's); absent: the whole run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::traffic::Shard>,
+    /// `--start-at`: when the schedule started, in unix seconds on the reference clock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub start_at_unix_s: Option<f64>,
 }
 
 /// What wrote a record, besides the candle engine (which names none).

@@ -5,14 +5,22 @@
 //! step lines. `report` and `compare` then read the union as they read one record, so its
 //! numbers are numpy's over the union, with n summed.
 //!
-//! Clocks: each record counts its `t_s` from its own start, and nothing here needs the
-//! machines' clocks to agree: the union's time axis is aligned at the starts (second 10 of
-//! every record is second 10 of the union). Sources started together (one `ssh` line each, a
-//! job array) line up to within their start skew.
+//! Clocks: each record counts its `t_s` from its own start. When every record says where its
+//! start was on one reference clock (its header's `clock`: this machine's start and its
+//! offset from the reference, measured by every sharded or `--start-at` run), the union puts
+//! each record's times on that clock, so generators started apart line up exactly (to within
+//! their offsets' uncertainty). Otherwise the union's time axis is aligned at the starts
+//! (second 10 of every record is second 10 of the union): sources started together (one
+//! `ssh` line each, a job array) line up to within their start skew.
+//!
+//! Shards: records of one run sent by several generators (`--shard K/N`) already number
+//! their requests as the run does, so the union keeps those numbers (the run's own); records
+//! of separate runs have theirs moved past the previous record's.
 
-use super::line::{FailedLine, Line, RequestLine};
+use super::line::{FailedLine, Header, Line, RequestLine};
 use super::reader::Record;
 use super::RunSummary;
+use crate::traffic::Shard;
 
 /// One record of a merge, as its own row.
 #[derive(Clone, Debug)]
@@ -25,6 +33,10 @@ pub struct SourceSummary {
     pub span_s: Option<f64>,
     /// Whether it ended with a footer.
     pub complete: bool,
+    /// Its part of a sharded run (`--shard`), if it is one.
+    pub shard: Option<Shard>,
+    /// Seconds its times were moved by to put them on the union's axis.
+    pub shift_s: f64,
 }
 
 /// The union of several records, and each as a row.
@@ -34,11 +46,165 @@ pub struct Merged {
     pub sources: Vec<SourceSummary>,
     /// What the union leaves out, in one line each.
     pub notes: Vec<String>,
+    /// How the records' times were put on one axis, in one sentence.
+    pub alignment: String,
 }
 
-/// How the time axes are aligned, in one sentence (report and the README say it).
+/// How the time axes are aligned when the records do not all say their clocks, in one
+/// sentence (report and the README say it).
 pub const ALIGNMENT: &str = "each record keeps its own clock (seconds since its own start); \
      the union is aligned at the starts, so no synchronized clocks are needed";
+
+/// How several records' times go on one axis: each record's shift, and the sentence that
+/// says how (`report` and `follow` of several records alike).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Alignment {
+    /// Seconds added to each record's times.
+    pub shifts: Vec<f64>,
+    /// Whether they are on the reference clock (else aligned at their starts).
+    pub clocked: bool,
+    pub words: String,
+    /// Why the records could not be put on one clock, when some say theirs and some do not.
+    pub note: Option<String>,
+}
+
+/// The alignment of records with these headers (`None`: a record without one), in order: on
+/// the reference clock when every one says its start on it (the earliest start is the
+/// union's 0), else at their starts.
+pub fn align(names: &[String], headers: &[Option<&Header>]) -> Alignment {
+    let starts: Vec<Option<f64>> = headers
+        .iter()
+        .map(|h| h.and_then(|h| h.clock.as_ref()?.reference_start_s()))
+        .collect();
+    let known: Vec<f64> = starts.iter().flatten().copied().collect();
+    let at_starts = |note| Alignment {
+        shifts: vec![0.0; headers.len()],
+        clocked: false,
+        words: ALIGNMENT.to_string(),
+        note,
+    };
+    if known.len() < starts.len() || starts.is_empty() {
+        let note = (!known.is_empty()).then(|| {
+            let without: Vec<&str> = names
+                .iter()
+                .zip(&starts)
+                .filter(|(_, s)| s.is_none())
+                .map(|(n, _)| n.as_str())
+                .collect();
+            format!(
+                "{} measured no clock offset (a run neither sharded nor started with --start-at): the union is aligned at the starts",
+                without.join(", ")
+            )
+        });
+        return at_starts(note);
+    }
+    let base = known.iter().copied().fold(f64::INFINITY, f64::min);
+    let uncertainty = headers
+        .iter()
+        .filter_map(|h| h.and_then(|h| h.clock.as_ref()?.uncertainty_s))
+        .fold(0.0, f64::max);
+    let mut references: Vec<&str> = headers
+        .iter()
+        .filter_map(|h| h.and_then(|h| h.clock.as_ref()?.reference.as_deref()))
+        .collect();
+    references.dedup();
+    Alignment {
+        shifts: known.iter().map(|s| s - base).collect(),
+        clocked: true,
+        words: format!(
+            "each record's times are put on the reference clock ({}) by its start and its measured offset (to within ± {:.1} ms), so the records line up though their machines' clocks differ",
+            references.join(", "),
+            uncertainty * 1e3
+        ),
+        note: None,
+    }
+}
+
+/// Whether records with these headers are the shards of one run (each `--shard K/N` of
+/// the same N, each K once), and what a merge of them should say: shards missing, flags
+/// that differ, a shard given twice (then they are merged as separate runs).
+pub fn shards(names: &[String], headers: &[Option<&Header>]) -> (bool, Vec<String>) {
+    let shards: Vec<Option<Shard>> = headers
+        .iter()
+        .map(|h| h.and_then(|h| h.config.shard))
+        .collect();
+    if shards.iter().all(Option::is_none) {
+        return (false, Vec::new());
+    }
+    let mut notes = Vec::new();
+    let Some(all) = shards.iter().copied().collect::<Option<Vec<Shard>>>() else {
+        notes.push(
+            "some records are shards (--shard) and some are whole runs: they are merged as separate runs, their request numbers apart"
+                .to_string(),
+        );
+        return (false, notes);
+    };
+    let count = all[0].count;
+    if all.iter().any(|s| s.count != count) {
+        notes.push(format!(
+            "the records are shards of different splits ({}): they are merged as separate runs",
+            all.iter()
+                .map(Shard::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        return (false, notes);
+    }
+    for (i, s) in all.iter().enumerate() {
+        if let Some(j) = all[..i].iter().position(|t| t == s) {
+            notes.push(format!(
+                "{} and {} are both shard {s}: they are merged as separate runs, their request numbers apart",
+                names[j], names[i]
+            ));
+            return (false, notes);
+        }
+    }
+    let missing: Vec<String> = (0..count)
+        .filter(|k| !all.iter().any(|s| s.index == *k))
+        .map(|k| format!("{k}/{count}"))
+        .collect();
+    if !missing.is_empty() {
+        notes.push(format!(
+            "shard {} of the run is missing: the union is {} of its {count} parts of the schedule",
+            missing.join(", "),
+            all.len()
+        ));
+    }
+    // The shards' flags must be the same for their parts to make one schedule.
+    let differs: Vec<&str> = SAME_FLAGS
+        .iter()
+        .filter(|(_, get)| {
+            let first = headers[0].map(|h| get(&h.config));
+            headers[1..]
+                .iter()
+                .any(|h| h.map(|h| get(&h.config)) != first)
+        })
+        .map(|(name, _)| *name)
+        .collect();
+    if !differs.is_empty() {
+        notes.push(format!(
+            "the shards were started with different {}: their parts are not one schedule",
+            differs.join(", ")
+        ));
+    }
+    (true, notes)
+}
+
+type ConfigKey = fn(&super::line::RunConfig) -> String;
+
+/// What the shards of one run must agree on, and how each is read from a header.
+const SAME_FLAGS: [(&str, ConfigKey); 8] = [
+    ("--seed", |c| c.seed.to_string()),
+    ("--rate", |c| format!("{:?}", c.rate)),
+    ("--burstiness", |c| format!("{:?}", c.burstiness)),
+    ("--concurrency", |c| format!("{:?}", c.concurrency)),
+    ("--requests", |c| format!("{:?}", c.requests)),
+    ("--duration", |c| format!("{:?}", c.duration)),
+    ("lengths", |c| {
+        format!("{} {}", c.prompt_tokens, c.output_tokens)
+    }),
+    ("--start-at", |c| format!("{:?}", c.start_at_unix_s)),
+];
 
 /// Merges `parts` (two or more runs' records) into one, in the order given.
 pub fn merge(parts: Vec<Record>) -> Merged {
@@ -65,11 +231,13 @@ pub fn merge(parts: Vec<Record>) -> Merged {
                 .to_string(),
         );
     }
-    let name = parts
-        .iter()
-        .map(|p| p.path.display().to_string())
-        .collect::<Vec<_>>()
-        .join("+");
+    let names: Vec<String> = parts.iter().map(|p| p.path.display().to_string()).collect();
+    let headers: Vec<Option<&Header>> = parts.iter().map(|p| p.header.as_ref()).collect();
+    let alignment = align(&names, &headers);
+    notes.extend(alignment.note.clone());
+    let (sharded, shard_notes) = shards(&names, &headers);
+    notes.extend(shard_notes);
+    let name = names.join("+");
     let mut union = Record::new(std::path::Path::new(&name));
     if let Some(h) = parts.first().and_then(|p| p.header.clone()) {
         union.push(Some(Line::Header(Box::new(h))));
@@ -83,6 +251,8 @@ pub fn merge(parts: Vec<Record>) -> Merged {
     for (k, part) in parts.into_iter().enumerate() {
         let summary = part.summary();
         let span_s = span(&part);
+        let shift = alignment.shifts.get(k).copied().unwrap_or(0.0);
+        let on_axis = |t: Option<f64>| t.map(|t| t + shift);
         let counted_from = part.requests.len() - part.counted().len();
         let mut top = 0u64;
         let mut place = 0usize;
@@ -93,7 +263,7 @@ pub fn merge(parts: Vec<Record>) -> Merged {
             }
             let mut r = r.clone();
             r.index += offset;
-            let t = part.request_t_s.get(i).copied().flatten();
+            let t = on_axis(part.request_t_s.get(i).copied().flatten());
             lines.push((
                 t.unwrap_or(f64::NAN),
                 k,
@@ -106,7 +276,7 @@ pub fn merge(parts: Vec<Record>) -> Merged {
             top = top.max(f.index + 1);
             let mut f = f.clone();
             f.index += offset;
-            let t = part.failed_t_s.get(i).copied().flatten();
+            let t = on_axis(part.failed_t_s.get(i).copied().flatten());
             let line = Line::RequestFailed(FailedLine { failed: f, t_s: t });
             lines.push((t.unwrap_or(f64::NAN), k, place, line));
             place += 1;
@@ -115,6 +285,7 @@ pub fn merge(parts: Vec<Record>) -> Merged {
             for s in part.counted_steps() {
                 let mut s = *s;
                 s.index += offset;
+                s.t_s = on_axis(s.t_s);
                 lines.push((s.t_s.unwrap_or(f64::NAN), k, place, Line::Step(s)));
                 place += 1;
             }
@@ -126,8 +297,13 @@ pub fn merge(parts: Vec<Record>) -> Merged {
             summary,
             span_s,
             complete: part.footer.is_some(),
+            shard: part.config().and_then(|c| c.shard),
+            shift_s: shift,
         });
-        offset += top;
+        // Shards number their requests as the run does: the numbers stay the run's.
+        if !sharded {
+            offset += top;
+        }
     }
     // NaN (no time) sorts as equal to everything before it would be wrong: without times in
     // every line, keep the records' own order (requests, then failures, then steps, record by
@@ -144,6 +320,7 @@ pub fn merge(parts: Vec<Record>) -> Merged {
         record: union,
         sources,
         notes,
+        alignment: alignment.words,
     }
 }
 
@@ -166,10 +343,11 @@ impl Merged {
         use crate::util::format::ms;
         let mut out = format!(
             "\n## Sources ({} records as one run)\n\nThe table above is over the union of their \
-             raw samples (n summed, numpy's percentiles); {ALIGNMENT}.\n\n\
-             | source | requests | failed | TTFT p50 | TTFT p99 | TPOT p50 | TPOT p99 | E2E p50 | span |\n\
-             |---|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-            self.sources.len()
+             raw samples (n summed, numpy's percentiles); {}.\n\n\
+             | source | requests | failed | TTFT p50 | TTFT p99 | TPOT p50 | TPOT p99 | E2E p50 | span | shard | starts |\n\
+             |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+            self.sources.len(),
+            self.alignment
         );
         for s in &self.sources {
             let get = |m| s.summary.steady.get(m);
@@ -183,7 +361,7 @@ impl Merged {
             };
             use crate::stats::Metric::{E2e, Tpot, Ttft};
             out.push_str(&format!(
-                "| {}{} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:+.3} s |\n",
                 s.name,
                 if s.complete { "" } else { " (no footer)" },
                 s.summary.requests,
@@ -194,6 +372,8 @@ impl Merged {
                 q(Tpot, |v| v.p99),
                 q(E2e, |v| v.p50),
                 s.span_s.map_or("-".into(), |v| format!("{v:.1} s")),
+                s.shard.map_or("-".into(), |k| k.to_string()),
+                s.shift_s,
             ));
         }
         for n in &self.notes {
@@ -209,9 +389,11 @@ impl Merged {
                 "record": s.name,
                 "complete": s.complete,
                 "span_s": s.span_s,
+                "shard": s.shard,
+                "shift_s": s.shift_s,
                 "summary": s.summary.to_json(),
             })).collect::<Vec<_>>(),
-            "alignment": ALIGNMENT,
+            "alignment": self.alignment,
             "merge_notes": self.notes,
         })
     }
@@ -252,6 +434,102 @@ mod tests {
         }
         rec.finish();
         rec
+    }
+
+    /// Shard `k` of `n`: requests `k, k + n, …` below `total`, request `i` ending at its
+    /// number in seconds of the run (its own clock started `late` seconds after the run's).
+    fn shard(k: u32, n: u32, total: u64, late: f64) -> Record {
+        use crate::record::line::{RunClock, RunConfig};
+        let mut rec = Record::new(std::path::Path::new(&format!("s{k}.jsonl")));
+        rec.push(Some(Line::Header(Box::new(Header {
+            config: RunConfig {
+                shard: Some(Shard { index: k, count: n }),
+                seed: 3,
+                ..RunConfig::default()
+            },
+            // This machine's clock is 100 s behind the reference.
+            clock: Some(RunClock {
+                started_unix_s: 1_000.0 + late - 100.0,
+                offset_s: Some(100.0),
+                uncertainty_s: Some(0.001),
+                reference: Some("http://server/v1/models".into()),
+            }),
+            ..Header::default()
+        }))));
+        for i in (u64::from(k)..total).step_by(n as usize) {
+            let r = RequestDone {
+                index: i,
+                warmup: i < 2,
+                batch: 1,
+                prompt_tokens: 4,
+                output_tokens: 1,
+                ttft_s: 0.01 * (i + 1) as f64,
+                e2e_s: 0.01 * (i + 1) as f64,
+                ..Default::default()
+            };
+            let t = i as f64 + 1.0 - late;
+            rec.push(Some(Line::Request(RequestLine::of(&r, Some(t)))));
+        }
+        rec.finish();
+        rec
+    }
+
+    /// The shards of one run merge into the run: its request numbers, each once, its warmup,
+    /// its percentiles, and its times on the reference clock whenever each shard started.
+    #[test]
+    fn shards_merge_into_the_one_run_on_the_reference_clock() {
+        let whole = shard(0, 1, 40, 0.0).summary();
+        let parts = (0..4).map(|k| shard(k, 4, 40, 0.25 * k as f64)).collect();
+        let m = merge(parts);
+        let mut idx: Vec<u64> = m.record.requests.iter().map(|r| r.index).collect();
+        idx.sort();
+        assert_eq!(
+            idx,
+            (0..40).collect::<Vec<_>>(),
+            "the run's numbers, each once"
+        );
+        let s = m.record.summary();
+        assert_eq!(
+            (s.requests, s.warmup_requests),
+            (whole.requests, whole.warmup_requests)
+        );
+        for metric in [Metric::Ttft, Metric::E2e] {
+            assert_eq!(s.steady.get(metric), whole.steady.get(metric), "{metric:?}");
+        }
+        // Request i ended at second i + 1 of the run, whichever shard sent it.
+        for (r, t) in m.record.requests.iter().zip(&m.record.request_t_s) {
+            assert!(
+                (t.unwrap() - (r.index as f64 + 1.0)).abs() < 1e-9,
+                "{r:?} at {t:?}"
+            );
+        }
+        assert!(m.alignment.contains("reference clock"), "{}", m.alignment);
+        assert!(
+            m.notes.iter().all(|n| !n.contains("shard")),
+            "{:?}",
+            m.notes
+        );
+        assert_eq!(m.sources[2].shard, Some(Shard { index: 2, count: 4 }));
+        assert!((m.sources[3].shift_s - 0.75).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_missing_or_doubled_shard_is_said() {
+        let m = merge(vec![shard(0, 3, 30, 0.0), shard(2, 3, 30, 0.0)]);
+        assert!(
+            m.notes
+                .iter()
+                .any(|n| n.contains("shard 1/3 of the run is missing")),
+            "{:?}",
+            m.notes
+        );
+        let m = merge(vec![shard(1, 2, 10, 0.0), shard(1, 2, 10, 0.0)]);
+        assert!(m.notes.iter().any(|n| n.contains("both shard 1/2")));
+        // Merged as separate runs: the second's numbers after the first's.
+        assert_eq!(m.record.requests.len(), 10);
+        let mut idx: Vec<u64> = m.record.requests.iter().map(|r| r.index).collect();
+        idx.dedup();
+        assert_eq!(idx.len(), 10);
     }
 
     #[test]

@@ -207,7 +207,10 @@ fn sources_markdown(screen: &FeedScreen) -> String {
         "\n## Sources ({} merged)\n\nThe table above is over the union of their raw samples; {}.\n\n\
          | source | state | requests | failed | TTFT p50 | TPOT p50 |\n|---|---|---:|---:|---:|---:|\n",
         screen.sources.len(),
-        crate::record::merge::ALIGNMENT
+        screen
+            .alignment
+            .as_ref()
+            .map_or(crate::record::merge::ALIGNMENT, |a| a.words.as_str())
     );
     for row in &screen.sources {
         let state = match &row.state {

@@ -10,10 +10,13 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::Producers;
 use super::{since, Consumer, Received};
+use crate::engine::http::clock::{self, ClockError};
 use crate::event::{Control, Event, StopReason};
 use crate::exit::{Failure, EXIT_FAILURE};
 use crate::fold::{Outcome, RunFold};
+use crate::plan::shard::ClockRef;
 use crate::plan::{self, RunOpts, RunPlan, ScreenPlan};
+use crate::record::line::RunClock;
 use crate::record::Recorder;
 use crate::signals::Signals;
 use crate::util::say;
@@ -52,10 +55,12 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
         screen,
         faults,
         jsonl,
+        spread,
     } = plan;
     let slo = header.config.slo;
-    // `--jsonl`: the same record on stdout, for a viewer elsewhere (`infertop follow -`).
-    let mut stream = jsonl.then(|| Recorder::stdout(header.clone(), outputs.jsonl_steps));
+    for n in &spread.notices {
+        say!("infertop: {n}");
+    }
     if let plan::EnginePlan::Http(h) = &mut engine {
         super::check_api(h, Some(&mut header))?;
     }
@@ -64,6 +69,37 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
             super::check_cache_reset(&h.endpoints, h.api_key.as_deref())?;
         }
     }
+    // Before the record's time 0: where this machine's clock stands against the run's
+    // reference, and the start time on this machine's clock.
+    let offset = match &spread.clock {
+        Some(c) => Some(measure_clock(&c.reference, signals)?),
+        None => None,
+    };
+    if let (Some(c), Some(o), plan::EnginePlan::Http(h)) = (&spread.clock, &offset, &mut engine) {
+        if let Some(at) = c.start_at_unix_s {
+            h.start_at = Some(clock::system_time(at - o.offset_s));
+            let wait = at - o.offset_s - clock::unix_s(std::time::SystemTime::now());
+            say!(
+                "infertop: the schedule starts at {} on that clock ({}; Ctrl-C stops)",
+                plan::values::rfc3339(at),
+                if wait >= 0.0 {
+                    format!("in {wait:.1} s")
+                } else {
+                    format!("{:.1} s ago: at once", -wait)
+                }
+            );
+        }
+    }
+    // The record's time 0, on this machine's clock and on the reference's.
+    let started = Instant::now();
+    header.clock = Some(RunClock {
+        started_unix_s: clock::unix_s(std::time::SystemTime::now()),
+        offset_s: offset.as_ref().map(|o| o.offset_s),
+        uncertainty_s: offset.as_ref().map(|o| o.uncertainty_s),
+        reference: spread.clock.as_ref().map(|c| c.reference.describe()),
+    });
+    // `--jsonl`: the same record on stdout, for a viewer elsewhere (`infertop follow -`).
+    let mut stream = jsonl.then(|| Recorder::stdout(header.clone(), outputs.jsonl_steps));
     let mut recorder = match &outputs.record {
         Some(path) => {
             Some(Recorder::create(path, header, outputs.jsonl_steps).map_err(Failure::usage)?)
@@ -75,7 +111,6 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
     // steps, outside every timed region, and goes on when the consumer does.
     let (ev_tx, ev_rx) = crossbeam_channel::bounded::<Event>(crate::event::EVENT_QUEUE);
     let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded::<Control>();
-    let started = Instant::now();
     let producers = Producers::start(telemetry, &server_metrics, &ev_tx, started)?;
     let handle = engine
         .spawn(faults.worker, ev_tx, ctl_rx)
@@ -131,6 +166,39 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
         return Ok(EXIT_FAILURE);
     }
     Ok(outcome.exit_code(signals))
+}
+
+/// Where this machine's clock stands against `reference` (said on stderr); a signal while
+/// probing stops the run before it starts.
+fn measure_clock(reference: &ClockRef, signals: &Signals) -> Result<clock::Offset, Failure> {
+    let offset = match reference {
+        ClockRef::Local => clock::Offset {
+            offset_s: 0.0,
+            uncertainty_s: 0.0,
+            probes: 0,
+        },
+        ClockRef::Url(url) => clock::measure_blocking(url, &|| signals.received().is_some())
+            .map_err(|e| match e {
+                ClockError::Stopped => Failure {
+                    code: signals.exit_code().unwrap_or(EXIT_FAILURE),
+                    message: format!(
+                        "stopped while reading the clock of {}",
+                        reference.describe()
+                    ),
+                },
+                ClockError::Failed(m) => Failure::runtime(m),
+            })?,
+    };
+    if let ClockRef::Url(_) = reference {
+        say!(
+            "infertop: clock: {:+.4} s ± {:.4} s against {} ({} probes)",
+            offset.offset_s,
+            offset.uncertainty_s,
+            reference.describe(),
+            offset.probes
+        );
+    }
+    Ok(offset)
 }
 
 /// In a terminal: the dashboard folds the events; the record is written as they are drained.

@@ -10,6 +10,7 @@
 pub mod dataset;
 pub mod len;
 pub mod plan;
+pub mod shard;
 pub mod tools;
 pub mod words;
 
@@ -18,6 +19,7 @@ use std::time::Duration;
 use dataset::{Dataset, Role};
 pub use len::LenSpec;
 pub use plan::{request_rng, request_seed, TrafficPlan};
+pub use shard::Shard;
 
 pub use crate::event::Origin;
 use crate::util::SplitMix64;
@@ -874,6 +876,20 @@ impl Conversations {
             .map(|c| self.turns.take(c.turns.len()) as u64)
             .sum()
     }
+
+    /// Each conversation's first request number when the turns are numbered in the list's
+    /// order (conversation after conversation): what a shard of the run numbers them by.
+    pub fn first_requests(&self) -> Vec<u64> {
+        let mut next = 0u64;
+        self.list
+            .iter()
+            .map(|c| {
+                let first = next;
+                next += self.turns.take(c.turns.len()) as u64;
+                first
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -881,6 +897,23 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use dataset::ReadOptions;
+
+    /// A shard numbers conversation c's turns from its place in the list: the turns each
+    /// sends (`--turns 2` of 3) count, and the numbers cover the run's requests once.
+    #[test]
+    fn conversations_are_numbered_in_the_lists_order() {
+        let mut list = synthetic_conversations(3, 3, &LenSpec::Fixed(4), 0);
+        list[1].turns.truncate(1);
+        let convs = Conversations {
+            list,
+            turns: Turns::First(2),
+            think: None,
+            dataset: None,
+            exact_lengths: false,
+        };
+        assert_eq!(convs.first_requests(), vec![0, 2, 3]);
+        assert_eq!(convs.requests(), 5);
+    }
 
     fn dataset(text: &str) -> Dataset {
         let dir = tempfile::tempdir().unwrap();

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::{Conversations, LenSpec, Planned, RequestSource};
+use super::{Conversations, LenSpec, Planned, RequestSource, Shard};
 use crate::event::TrafficInfo;
 use crate::util::SplitMix64;
 
@@ -44,6 +44,9 @@ pub struct TrafficPlan {
     pub conversations: Option<Arc<Conversations>>,
     /// `--replay`: rows are sent at their timestamps × this scale (open loop; servers only).
     pub replay: Option<f64>,
+    /// The part of the run this generator sends (`--shard K/N`; the whole run by default):
+    /// the schedule is drawn whole and this shard sends its own units (see `traffic::shard`).
+    pub shard: Shard,
 }
 
 impl TrafficPlan {
@@ -59,6 +62,7 @@ impl TrafficPlan {
             source: None,
             conversations: None,
             replay: None,
+            shard: Shard::WHOLE,
         }
     }
 
@@ -89,6 +93,12 @@ impl TrafficPlan {
     /// Whether request `index` is warmup.
     pub fn is_warmup(&self, index: u64) -> bool {
         index < self.warmup
+    }
+
+    /// Whether unit `unit` of the run (a request; a conversation with `--turns`) is this
+    /// generator's to send.
+    pub fn owns(&self, unit: u64) -> bool {
+        self.shard.owns(unit)
     }
 
     /// Request `index`'s own draws (see `request_rng`).

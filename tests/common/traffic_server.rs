@@ -3,7 +3,9 @@
 //! tokens (here: its whitespace-separated words) that begin like an earlier prompt's are
 //! cached, reported as `usage.prompt_tokens_details.cached_tokens`, and cost no prefill time.
 //! TTFT = `base` + `per_token` × uncached prompt tokens; then `max_tokens` tokens, one every
-//! `itl`, the reply `" w0 w1 …"`. `POST /reset_prefix_cache` empties the cache.
+//! `itl`, the reply `" w0 w1 …"`. `POST /reset_prefix_cache` empties the cache. Every answer
+//! carries a `Date` header rendered when it is sent, from a clock `skew` seconds ahead of this
+//! machine's (`start_with_clock`), as a server on another machine would have.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -41,10 +43,44 @@ pub struct TrafficServer {
     pub url: String,
     pub seen: Arc<Mutex<Vec<Seen>>>,
     pub resets: Arc<Mutex<Vec<Duration>>>,
+    /// This machine's clock (unix seconds) when the server started: `Seen::at` counts from it.
+    pub started_unix_s: f64,
+}
+
+/// `unix_s` as an HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`).
+pub fn http_date(unix_s: f64) -> String {
+    let t = time::OffsetDateTime::from_unix_timestamp(unix_s.floor() as i64)
+        .expect("a time after 1970");
+    let day = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+        [t.weekday().number_days_from_monday() as usize];
+    let month = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ][u8::from(t.month()) as usize - 1];
+    format!(
+        "{day}, {:02} {month} {} {:02}:{:02}:{:02} GMT",
+        t.day(),
+        t.year(),
+        t.hour(),
+        t.minute(),
+        t.second()
+    )
+}
+
+/// This machine's clock, unix seconds.
+pub fn now_unix_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after 1970")
+        .as_secs_f64()
 }
 
 impl TrafficServer {
     pub fn start(timing: Timing) -> TrafficServer {
+        TrafficServer::start_with_clock(timing, 0.0)
+    }
+
+    /// A server whose clock (its `Date` headers) is `skew` seconds ahead of this machine's.
+    pub fn start_with_clock(timing: Timing, skew: f64) -> TrafficServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let url = format!(
             "http://127.0.0.1:{}",
@@ -54,16 +90,22 @@ impl TrafficServer {
         let resets: Arc<Mutex<Vec<Duration>>> = Arc::default();
         let cache: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
         let t0 = Instant::now();
+        let started_unix_s = now_unix_s();
         let (s, r) = (seen.clone(), resets.clone());
         thread::spawn(move || {
             for conn in listener.incoming().flatten() {
                 let (s, r, c) = (s.clone(), r.clone(), cache.clone());
                 thread::spawn(move || {
-                    let _ = answer(conn, timing, t0, &s, &r, &c);
+                    let _ = answer(conn, timing, skew, t0, &s, &r, &c);
                 });
             }
         });
-        TrafficServer { url, seen, resets }
+        TrafficServer {
+            url,
+            seen,
+            resets,
+            started_unix_s,
+        }
     }
 
     pub fn seen(&self) -> Vec<Seen> {
@@ -92,6 +134,7 @@ fn prompt_words(body: &Value) -> Vec<String> {
 fn answer(
     conn: TcpStream,
     t: Timing,
+    skew: f64,
     t0: Instant,
     seen: &Mutex<Vec<Seen>>,
     resets: &Mutex<Vec<Duration>>,
@@ -129,6 +172,7 @@ fn answer(
         let mut body = vec![0u8; length];
         reader.read_exact(&mut body)?;
         let mut out = conn.try_clone()?;
+        let date = format!("Date: {}\r\n", http_date(now_unix_s() + skew));
         if method == "GET" && path == "/v1/models" {
             let json = format!(
                 r#"{{"object":"list","data":[{{"id":"m","object":"model","max_model_len":{}}}]}}"#,
@@ -136,7 +180,7 @@ fn answer(
             );
             write!(
                 out,
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{json}",
+                "HTTP/1.1 200 OK\r\n{date}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{json}",
                 json.len()
             )?;
             out.flush()?;
@@ -145,7 +189,7 @@ fn answer(
         if path == "/reset_prefix_cache" {
             cache.lock().expect("lock").clear();
             resets.lock().expect("lock").push(at);
-            write!(out, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")?;
+            write!(out, "HTTP/1.1 200 OK\r\n{date}Content-Length: 0\r\n\r\n")?;
             out.flush()?;
             continue;
         }
@@ -177,7 +221,7 @@ fn answer(
             s.len() - 1
         };
         let chat = path.ends_with("/chat/completions");
-        out.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")?;
+        write!(out, "HTTP/1.1 200 OK\r\n{date}Content-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n")?;
         let mut send = |data: &str| -> std::io::Result<()> {
             let data = format!("data: {data}\n\n");
             write!(out, "{:x}\r\n{data}\r\n", data.len())?;

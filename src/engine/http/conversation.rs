@@ -7,7 +7,10 @@
 //! request of the run: `--requests` bounds them all, and a drain or the end of `--duration`
 //! lets the turns in flight finish and starts no more. A reply that ends in tool calls is
 //! answered with the tools' results after `--tool-time`, one more request of the same turn. A
-//! finished conversation's history is dropped with its task.
+//! finished conversation's history is dropped with its task. A shard of the run (`--shard`)
+//! sends its own conversations, every turn of each, numbered from the conversation's place in
+//! the list (`Settings::firsts`; a sharded run offers no tools, whose rounds would add requests
+//! those numbers do not know).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -42,17 +45,35 @@ struct Settings {
     next_index: AtomicU64,
     /// Requests the run sends at most.
     limit: u64,
+    /// A shard's numbering (`--shard`): conversation `c`'s turn `t` is request
+    /// `firsts[c] + t`, the same on every shard, so the shards' numbers never meet and the
+    /// limit is the same requests for all. `None` (the whole run): turns are numbered as they
+    /// are taken, so the first requests (warmup) are the first sent.
+    firsts: Option<Vec<u64>>,
 }
 
 impl Settings {
-    /// The next turn's request number, or `None` when the run has sent all it may.
-    fn take_index(&self) -> Option<u64> {
-        let index = self.next_index.fetch_add(1, Ordering::Relaxed);
+    /// The request number of `conversation`'s turn `turn` (0-based), or `None` when the run
+    /// has sent all it may.
+    fn take_index(&self, conversation: u64, turn: usize) -> Option<u64> {
+        let index = match &self.firsts {
+            Some(firsts) => firsts.get(conversation as usize)? + turn as u64,
+            None => self.next_index.fetch_add(1, Ordering::Relaxed),
+        };
         (index < self.limit).then_some(index)
     }
 
     fn requests_left(&self) -> bool {
-        self.next_index.load(Ordering::Relaxed) < self.limit
+        self.firsts.is_some() || self.next_index.load(Ordering::Relaxed) < self.limit
+    }
+
+    /// Conversations the run starts at most: all of them, or for a shard those with a
+    /// request within the limit.
+    fn conversations(&self) -> u64 {
+        match &self.firsts {
+            Some(firsts) => firsts.iter().take_while(|&&f| f < self.limit).count() as u64,
+            None => self.convs.list.len() as u64,
+        }
     }
 }
 
@@ -90,9 +111,10 @@ pub(super) async fn run(
         limit,
         next_index: AtomicU64::new(0),
         convs: convs.clone(),
+        firsts: (!cfg.traffic.shard.is_whole()).then(|| convs.first_requests()),
     });
     let (gate_tx, gate_rx) = watch::channel(Gate::default());
-    let mut schedule = Scheduler::new(&cfg, Unit::Conversation, Some(convs.list.len() as u64))?;
+    let mut schedule = Scheduler::new(&cfg, Unit::Conversation, Some(settings.conversations()))?;
     let mut tasks: JoinSet<Ended> = JoinSet::new();
     loop {
         if let Some(stop) = schedule.intents(inbox, &mut cfg, tx)? {
@@ -212,7 +234,7 @@ async fn converse(
                 Ok(g) if !g.ending => {}
                 _ => return end,
             }
-            let Some(index) = s.take_index() else {
+            let Some(index) = s.take_index(conversation, t) else {
                 return end;
             };
             let mut rng = cfg.traffic.rng(index);

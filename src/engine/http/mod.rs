@@ -20,6 +20,7 @@
 
 pub mod api;
 pub mod cache;
+pub mod clock;
 mod completions;
 pub mod conn;
 mod conversation;
@@ -33,7 +34,7 @@ pub mod tokenize;
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, Sender};
 use tokio::task::JoinSet;
@@ -52,8 +53,8 @@ use completions::Launched;
 use events::Events;
 pub use request::{Endpoint, PromptWords};
 use request::{Measured, Token};
-pub use schedule::GIVE_UP_AFTER_FAILURES;
 use schedule::MAX_CONCURRENCY;
+pub use schedule::{open_loop_due_s, GIVE_UP_AFTER_FAILURES};
 
 /// The engine thread's name (an engine thread: see `util::quiet_engine_panics`).
 pub const HTTP_THREAD: &str = "infertop-engine-http";
@@ -131,6 +132,11 @@ pub struct HttpConfig {
     pub preconnect: bool,
     /// Empty every endpoint's prefix cache before the first request (`--reset-prefix-cache`).
     pub reset_prefix_cache: bool,
+    /// `--start-at`, on this machine's clock (the reference clock's time less this machine's
+    /// offset from it): the engine waits for it once the server is found out and the first
+    /// connections are open, and the schedule counts from it. `None`: from when the loop
+    /// starts.
+    pub start_at: Option<SystemTime>,
     /// What requests carry beyond their prompt and lengths: tools, several models, a batch.
     pub shape: Shape,
 }
@@ -221,6 +227,10 @@ impl HttpConfig {
                     format!("{} conversations at once", c.unwrap_or(1))
                 }
                 (None, None, c) => format!("concurrency {}", c.unwrap_or(1)),
+            })
+            .map(|load| match t.shard.is_whole() {
+                true => load,
+                false => format!("{load}, shard {}", t.shard),
             }),
         }
     }
@@ -241,14 +251,28 @@ impl HttpConfig {
     }
 
     /// Requests in flight at most: the concurrency (default 1), or in an open loop its cap
-    /// (none).
+    /// (none); a shard holds its share of it (`Shard::share`).
     fn in_flight_cap(&self) -> usize {
+        let shard = self.traffic.shard;
         if self.open_loop() {
-            self.concurrency.unwrap_or(usize::MAX)
+            self.concurrency.map_or(usize::MAX, |c| shard.share(c))
         } else {
-            self.concurrency.unwrap_or(1)
+            shard.share(self.concurrency.unwrap_or(1))
         }
         .max(1)
+    }
+
+    /// The instant the schedule counts from: `start_at` on the monotonic clock (the engine
+    /// has waited for it), else now.
+    fn schedule_origin(&self) -> Instant {
+        let now = Instant::now();
+        let Some(at) = self.start_at else {
+            return now;
+        };
+        match at.duration_since(SystemTime::now()) {
+            Ok(ahead) => now + ahead,
+            Err(past) => now.checked_sub(past.duration()).unwrap_or(now),
+        }
     }
 
     /// `Intent::Load`: the rate of an open loop (a replay's speed), else the concurrency, ×2
@@ -286,14 +310,17 @@ impl HttpConfig {
             return 0;
         }
         let cap = self.in_flight_cap();
+        let shard = &self.traffic.shard;
+        // This generator's own arrivals (a shard sends its part of the one schedule).
         let first_wave = if self.traffic.replay.is_some() {
             (0..)
-                .map_while(|i| self.traffic.due_s(i))
-                .take_while(|&t| t < FIRST_WAVE_S)
+                .map_while(|i| self.traffic.due_s(i).map(|t| (i, t)))
+                .take_while(|&(_, t)| t < FIRST_WAVE_S)
+                .filter(|&(i, _)| shard.owns(i))
                 .count()
         } else {
             match self.rate {
-                Some(r) => (r * FIRST_WAVE_S).ceil() as usize,
+                Some(r) => shard.share((r * FIRST_WAVE_S).ceil() as usize),
                 None => cap,
             }
         };
@@ -301,6 +328,7 @@ impl HttpConfig {
             .traffic
             .request_limit()
             .map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
+        let requests = shard.share(requests);
         first_wave.min(cap).min(requests).clamp(1, MAX_PRECONNECT)
     }
 }
@@ -448,6 +476,11 @@ async fn drive(mut cfg: HttpConfig, tx: &Events, inbox: &mut Inbox) -> Result<St
         model = prepared => model?,
         stop = stopped(inbox) => return Ok(stop),
     };
+    let late = match wait_for_start(&mut cfg, inbox).await {
+        Waited::Stopped(reason) => return Ok(reason),
+        Waited::OnTime => None,
+        Waited::Late(message) => Some(message),
+    };
     let _ = tx.send(Event::RunStarted(Box::new(RunInfo {
         model: model_info(&model, &cfg.endpoints),
         workload: cfg.describe(),
@@ -455,6 +488,12 @@ async fn drive(mut cfg: HttpConfig, tx: &Events, inbox: &mut Inbox) -> Result<St
         threads: 0,
         traffic: cfg.traffic_info().map(Box::new),
     })));
+    if let Some(message) = late {
+        let _ = tx.send(Event::Error {
+            message,
+            fatal: false,
+        });
+    }
     if let Some(warning) = calibration.warning() {
         let _ = tx.send(Event::Error {
             message: warning,
@@ -485,6 +524,61 @@ async fn stopped(inbox: &mut Inbox) -> StopReason {
             return reason;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// How often a wait for `--start-at` looks for a stop.
+const START_POLL: Duration = Duration::from_millis(50);
+
+/// A start this late still keeps its time (the first arrivals go at once, a little late).
+const START_LATE_OK: Duration = Duration::from_millis(20);
+
+/// How the wait for `--start-at` ended.
+enum Waited {
+    OnTime,
+    /// The time had passed when the engine was ready: the schedule starts now, and this says
+    /// by how much it is late.
+    Late(String),
+    Stopped(StopReason),
+}
+
+/// `--start-at` (`cfg.start_at`): waits for it, answering a stop within `START_POLL`; the
+/// last stretch on this thread's finer sleep, so the schedule starts within a fraction of a
+/// millisecond of it. A time already past by more than `START_LATE_OK` starts the schedule
+/// now instead (`cfg.start_at` cleared): its first arrivals would all go at once.
+async fn wait_for_start(cfg: &mut HttpConfig, inbox: &mut Inbox) -> Waited {
+    let Some(at) = cfg.start_at else {
+        return Waited::OnTime;
+    };
+    if let Err(late) = at.duration_since(SystemTime::now()) {
+        let late = late.duration();
+        if late <= START_LATE_OK {
+            return Waited::OnTime;
+        }
+        cfg.start_at = None;
+        return Waited::Late(format!(
+            "--start-at had passed {:.2} s before this generator was ready (the server found out, the first connections open): its schedule starts now, that late; give the generators more time",
+            late.as_secs_f64()
+        ));
+    }
+    loop {
+        if let Some(reason) = inbox.stop_now() {
+            return Waited::Stopped(reason);
+        }
+        let left = at
+            .duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO);
+        if left > START_POLL {
+            tokio::time::sleep(START_POLL).await;
+            continue;
+        }
+        // The runtime's timer wakes up to a millisecond late: the rest on this thread.
+        tokio::time::sleep(left.saturating_sub(Duration::from_millis(2))).await;
+        let rest = at
+            .duration_since(SystemTime::now())
+            .unwrap_or(Duration::ZERO);
+        std::thread::sleep(rest);
+        return Waited::OnTime;
     }
 }
 
@@ -815,6 +909,7 @@ mod tests {
             record_tokens: false,
             preconnect: true,
             reset_prefix_cache: false,
+            start_at: None,
             shape: Default::default(),
         }
     }

@@ -6,6 +6,11 @@
 //! at its arrival times (gamma gaps of mean 1/rate, seeded, or a replayed trace's rows, on a
 //! clock that skips pauses). The loop asks `intents` first, then `verdict` (is it over?), then
 //! launches what `may_launch` allows, and waits until `wake`.
+//!
+//! A shard of a run (`--shard K/N`) walks the whole schedule and launches only its own units
+//! (`TrafficPlan::owns`), each at the whole schedule's time, from the schedule's origin
+//! (`--start-at`, or when the loop starts): N shards send one generator's schedule between
+//! them.
 
 use std::time::{Duration, Instant};
 
@@ -63,6 +68,39 @@ impl Arrivals {
     }
 }
 
+/// The seed a run's arrivals of `unit`s are drawn from.
+fn arrivals_seed(seed: u64, unit: Unit) -> u64 {
+    seed ^ match unit {
+        Unit::Request => 0x5EED_A771_0A15,
+        Unit::Conversation => 0xC0_4E25,
+    }
+}
+
+/// When the first `n` requests of an open loop (`--rate`, `--burstiness`, `--seed`) are due,
+/// in seconds from the schedule's start: the whole run's schedule, as every shard of it draws
+/// it (what a run's sends are checked against).
+pub fn open_loop_due_s(
+    rate: f64,
+    burstiness: f64,
+    seed: u64,
+    n: usize,
+) -> Result<Vec<f64>, String> {
+    let Some(mut arrivals) =
+        Arrivals::new(Some(rate), burstiness, arrivals_seed(seed, Unit::Request))?
+    else {
+        return Ok(Vec::new());
+    };
+    let mut due = Duration::ZERO;
+    Ok((0..n)
+        .map(|i| {
+            if i > 0 {
+                due += arrivals.gap();
+            }
+            due.as_secs_f64()
+        })
+        .collect())
+}
+
 /// The scheduler's state over one run (or sweep cell).
 pub struct Scheduler {
     unit: Unit,
@@ -93,13 +131,9 @@ pub struct Scheduler {
 impl Scheduler {
     /// A scheduler for `cfg`'s load, launching `limit` units at most.
     pub fn new(cfg: &HttpConfig, unit: Unit, limit: Option<u64>) -> Result<Scheduler, String> {
-        let seed = cfg.traffic.seed
-            ^ match unit {
-                Unit::Request => 0x5EED_A771_0A15,
-                Unit::Conversation => 0xC0_4E25,
-            };
-        let started = Instant::now();
-        Ok(Scheduler {
+        let seed = arrivals_seed(cfg.traffic.seed, unit);
+        let started = cfg.schedule_origin();
+        let mut scheduler = Scheduler {
             unit,
             started,
             launched: 0,
@@ -115,7 +149,11 @@ impl Scheduler {
             completed: 0,
             failed: 0,
             last_failure: String::new(),
-        })
+        };
+        // A shard starts at its first unit: the whole schedule's units before it are the
+        // other shards'.
+        scheduler.skip_others(cfg);
+        Ok(scheduler)
     }
 
     /// Whether units go out on a schedule rather than as slots free up.
@@ -144,6 +182,17 @@ impl Scheduler {
                 // A replayed trace goes on where it stopped: its clock skips the pause.
                 self.replay_origin += self.paused_at.elapsed();
                 self.next_due = self.replay_due(cfg).unwrap_or_else(Instant::now);
+            }
+            Intent::Load(_) | Intent::Output(_) | Intent::Prompt(_)
+                if !cfg.traffic.shard.is_whole() =>
+            {
+                let _ = tx.send(Event::Error {
+                    message: format!(
+                        "shard {}: the load and the lengths are the {} generators' together; change the flags and start them all again",
+                        cfg.traffic.shard, cfg.traffic.shard.count
+                    ),
+                    fatal: false,
+                });
             }
             Intent::Load(steps) => {
                 let before = cfg.traffic.replay;
@@ -263,11 +312,25 @@ impl Scheduler {
 
     /// A unit went out: the next one's number and, in an open loop, its time.
     pub fn launched_one(&mut self, cfg: &HttpConfig) {
+        self.advance(cfg);
+        self.skip_others(cfg);
+    }
+
+    /// The whole schedule's next unit: its number and, in an open loop, its time.
+    fn advance(&mut self, cfg: &HttpConfig) {
         self.launched += 1;
         if let Some(due) = self.replay_due(cfg) {
             self.next_due = due;
         } else if let Some(arrivals) = self.arrivals.as_mut() {
             self.next_due += arrivals.gap();
+        }
+    }
+
+    /// Moves past the units that are other shards' (`--shard`): their gaps are drawn all
+    /// the same, so this shard's units go out at the whole schedule's times.
+    fn skip_others(&mut self, cfg: &HttpConfig) {
+        while !cfg.traffic.owns(self.launched) {
+            self.advance(cfg);
         }
     }
 
@@ -346,6 +409,105 @@ impl Scheduler {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use crate::engine::http::{Api, Prompts};
+    use crate::traffic::{LenSpec, Shard, TrafficPlan};
+
+    fn cfg(rate: Option<f64>, concurrency: Option<usize>, shard: Shard) -> HttpConfig {
+        HttpConfig {
+            endpoints: Vec::new(),
+            api: Api::Completions,
+            served_model: None,
+            api_key: None,
+            traffic: TrafficPlan {
+                shard,
+                ..TrafficPlan::made_up(LenSpec::Fixed(8), LenSpec::Fixed(4), 7)
+            },
+            prompts: Prompts::Approximate,
+            concurrency,
+            rate,
+            burstiness: 0.5,
+            request_timeout: Duration::from_secs(1),
+            exact_output: true,
+            chunk_usage: false,
+            record_tokens: false,
+            preconnect: false,
+            reset_prefix_cache: false,
+            start_at: None,
+            shape: Default::default(),
+        }
+    }
+
+    /// The units a scheduler launches below `limit`: each one's number and when it is due,
+    /// from the schedule's start.
+    fn units(cfg: &HttpConfig, unit: Unit, limit: u64) -> Vec<(u64, Duration)> {
+        let mut s = Scheduler::new(cfg, unit, Some(limit)).unwrap();
+        let mut out = Vec::new();
+        while s.launched < limit {
+            out.push((s.launched, s.next_due - s.started));
+            s.launched_one(cfg);
+        }
+        out
+    }
+
+    /// N shards given the same flags send the one generator's schedule between them: every
+    /// unit once, at the same instant of the schedule, whatever N.
+    #[test]
+    fn shards_send_the_whole_schedule_between_them() {
+        for unit in [Unit::Request, Unit::Conversation] {
+            let whole = units(&cfg(Some(20.0), None, Shard::WHOLE), unit, 500);
+            assert_eq!(whole.len(), 500);
+            for n in [2u64, 3, 4] {
+                let mut union: Vec<(u64, Duration)> = (0..n)
+                    .flat_map(|k| {
+                        let shard = Shard::new(k, n).unwrap();
+                        let mine = units(&cfg(Some(20.0), None, shard), unit, 500);
+                        assert!(mine.iter().all(|(i, _)| shard.owns(*i)));
+                        mine
+                    })
+                    .collect();
+                union.sort();
+                assert_eq!(union, whole, "{n} shards");
+            }
+        }
+    }
+
+    /// A shard's load is the N generators' together: the load and length keys are refused
+    /// with a line, and nothing changes.
+    #[test]
+    fn a_shard_refuses_the_load_keys() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let events = Events::new(tx);
+        let mut c = cfg(Some(20.0), None, Shard::new(0, 2).unwrap());
+        let mut s = Scheduler::new(&c, Unit::Request, None).unwrap();
+        for intent in [Intent::Load(1), Intent::Output(4), Intent::Prompt(1)] {
+            assert_eq!(s.obey(intent, &mut c, &events).unwrap(), None);
+        }
+        assert_eq!(c.rate, Some(20.0));
+        assert_eq!(c.traffic.output, LenSpec::Fixed(4));
+        events.flush();
+        let said: Vec<Event> = rx.try_iter().collect();
+        assert_eq!(said.len(), 3, "{said:?}");
+        assert!(said.iter().all(
+            |e| matches!(e, Event::Error { message, fatal: false } if message.contains("shard 0/2"))
+        ));
+    }
+
+    /// A closed loop's shard takes its own numbers and its share of the slots.
+    #[test]
+    fn a_closed_loops_shard_takes_its_numbers_and_its_share() {
+        let shard = Shard::new(1, 3).unwrap();
+        let c = cfg(None, Some(10), shard);
+        let numbers: Vec<u64> = units(&c, Unit::Request, 12).iter().map(|u| u.0).collect();
+        assert_eq!(numbers, vec![1, 4, 7, 10]);
+        assert_eq!(c.in_flight_cap(), 3);
+        assert_eq!(
+            cfg(None, Some(10), Shard::new(0, 3).unwrap()).in_flight_cap(),
+            4
+        );
+        // A shard whose first number is past the limit has nothing to send.
+        let last = Shard::new(3, 4).unwrap();
+        assert!(units(&cfg(None, Some(4), last), Unit::Request, 2).is_empty());
+    }
 
     /// Gaps keep the asked mean rate; their spread is the gamma shape's (coefficient of
     /// variation 1/sqrt(burstiness): 1 for Poisson, 2 at 0.25, 0.5 at 4).

@@ -9,9 +9,11 @@
 //! each source's request numbers are mapped to one sequence (they all count from 0), the
 //! table is over the union of their raw samples (n summed, numpy-exact), and each source
 //! keeps a row of its own (the sources pane, in place of the memory panel, whose figures
-//! would mix machines). Each source keeps its own clock: the dashboard's time is the latest
-//! second any source has reached, each counted from its own start, so the sources are aligned
-//! at their starts and no clock needs to agree with another machine's.
+//! would mix machines). The sources' times go on one axis as `report` of their records puts
+//! them (`record::merge::align`): on the reference clock when every header says its start on
+//! it (sharded runs and `--start-at` measure it), else at their starts, so no clock needs to
+//! agree with another machine's; the dashboard's time is the latest any source has reached.
+//! The shards of one run (`--shard K/N`, each K once) keep their request numbers, the run's.
 //!
 //! The keys: a replay's pause, step and speed go back to its producer (`FeedControl`); the
 //! load keys and reset are refused with a line (`ui::state::Producer`), and in a follow so is
@@ -31,6 +33,7 @@ use super::screen::Screen;
 use super::state::{App, KeyOutcome, Level, Producer};
 use crate::event::{Event, StopReason};
 use crate::record::feed::{FeedControl, FeedEvent, FooterItl, Note, Position, SourceState};
+use crate::record::line::Header;
 use crate::stats::{Metric, Summary, Window, WindowKind};
 
 /// Requests per source kept for its row's medians.
@@ -63,6 +66,8 @@ pub struct SourceRow {
     pub tpot_p50: Option<f64>,
     /// Whether it writes step lines: decided by its first finished request (a step before it).
     pub steps: Option<bool>,
+    /// Its header, once it has come.
+    pub header: Option<Box<Header>>,
     steps_before_first: bool,
     dirty: bool,
 }
@@ -85,6 +90,7 @@ impl SourceRow {
             ttft_p50: None,
             tpot_p50: None,
             steps: None,
+            header: None,
             steps_before_first: false,
             dirty: false,
         }
@@ -146,8 +152,13 @@ pub struct FeedScreen {
     /// Whether a source's missing steps have been said.
     no_steps_noted: bool,
     finished: bool,
-    /// The dashboard's time: the latest any source has reached on its own clock.
+    /// The dashboard's time: the latest any source has reached on the union's axis.
     clock: f64,
+    /// How the sources' times go on one axis, and whether they are the shards of one run
+    /// (then their request numbers are the run's): settled at the first event of a run, when
+    /// every source's header is in.
+    pub alignment: Option<crate::record::merge::Alignment>,
+    sharded: bool,
     /// The loop's clock (quiet sources are noticed by it).
     pub wall: Duration,
     pub quiet_after: Duration,
@@ -176,6 +187,8 @@ impl FeedScreen {
             no_steps_noted: false,
             finished: false,
             clock: 0.0,
+            alignment: None,
+            sharded: false,
             wall: Duration::ZERO,
             quiet_after: QUIET_AFTER,
         }
@@ -219,6 +232,7 @@ impl FeedScreen {
                     row.state = SourceState::Live;
                     row.model = Some(header.config.model.clone());
                     row.last_seen = Some(self.wall);
+                    row.header = Some(header.clone());
                     if merged {
                         let text = format!(
                             "{}: {} on {}",
@@ -342,7 +356,35 @@ impl FeedScreen {
         }
     }
 
+    /// Puts the sources on one axis and tells whether they are the shards of one run, once
+    /// (every header is in by the first event of a run); what the merge leaves out is said.
+    fn settle_alignment(&mut self) {
+        if self.alignment.is_some() || !self.merged() {
+            return;
+        }
+        let names: Vec<String> = self.sources.iter().map(|r| r.name.clone()).collect();
+        let headers: Vec<Option<&Header>> =
+            self.sources.iter().map(|r| r.header.as_deref()).collect();
+        let alignment = crate::record::merge::align(&names, &headers);
+        let (sharded, notes) = crate::record::merge::shards(&names, &headers);
+        for n in alignment.note.iter().chain(&notes) {
+            self.app.note(Level::Warn, n.clone());
+        }
+        self.sharded = sharded;
+        self.alignment = Some(alignment);
+    }
+
+    /// Seconds added to `source`'s times to put them on the union's axis.
+    fn shift(&self, source: usize) -> f64 {
+        self.alignment
+            .as_ref()
+            .and_then(|a| a.shifts.get(source).copied())
+            .unwrap_or(0.0)
+    }
+
     fn run_event(&mut self, source: usize, t_s: f64, event: &Event) {
+        self.settle_alignment();
+        let t_s = t_s + self.shift(source);
         let wall = self.wall;
         let merged = self.merged();
         let Some(row) = self.sources.get_mut(source) else {
@@ -392,7 +434,12 @@ impl FeedScreen {
     /// the events pane.
     fn admit(&mut self, source: usize, event: &Event) -> Option<Event> {
         let name = self.name(source);
+        // The shards of one run number their requests as the run does: the numbers stay.
+        let sharded = self.sharded;
         let mut id = |ids: &mut HashMap<(usize, u64), u64>, index: u64, end: bool| {
+            if sharded {
+                return index;
+            }
             let id = match end {
                 true => ids.remove(&(source, index)),
                 false => ids.get(&(source, index)).copied(),
@@ -743,6 +790,50 @@ mod tests {
                 .any(|t| t.starts_with("gpu1: the stream ended")),
             "{texts:?}"
         );
+    }
+
+    fn shard_header(k: u32, n: u32, started_unix_s: f64) -> FeedEvent {
+        use crate::record::line::{RunClock, RunConfig};
+        FeedEvent::Header {
+            source: k as usize,
+            header: Box::new(Header {
+                config: RunConfig {
+                    shard: Some(crate::traffic::Shard { index: k, count: n }),
+                    ..RunConfig::default()
+                },
+                clock: Some(RunClock {
+                    started_unix_s,
+                    offset_s: Some(-3.0),
+                    uncertainty_s: Some(0.0005),
+                    reference: Some("http://server/v1/models".into()),
+                }),
+                ..Header::default()
+            }),
+        }
+    }
+
+    /// The shards of one run keep the run's request numbers, and their times go on the
+    /// reference clock: a shard whose record started 2 s later is 2 s later on the axis.
+    #[test]
+    fn shards_keep_the_runs_numbers_on_the_reference_clock() {
+        let mut s = merged(2);
+        s.apply(&shard_header(0, 2, 1000.0));
+        s.apply(&shard_header(1, 2, 1002.0));
+        s.apply(&run(0, 1.0, started(0)));
+        s.apply(&run(1, 1.0, started(1)));
+        s.apply(&run(1, 1.1, step(1, 0.004)));
+        s.apply(&run(0, 1.2, step(0, 0.003)));
+        s.apply(&run(1, 1.5, done(1, 0.2)));
+        s.apply(&run(0, 1.6, done(0, 0.1)));
+        assert_eq!(s.app.now, Duration::from_secs_f64(3.5));
+        let a = s.alignment.clone().unwrap();
+        assert!(a.clocked && a.shifts == vec![0.0, 2.0], "{a:?}");
+        assert_eq!(s.app.run.requests_done, 2);
+        assert_eq!(s.app.run.in_flight(), 0);
+        // The run's own numbers, not a sequence of the merge's.
+        assert!(s.ids.is_empty() && s.next_id == 0);
+        s.refresh();
+        assert_eq!(s.app.table.get(Metric::Itl).n, 2);
     }
 
     /// The clock is each source's own, aligned at their starts: the latest any has reached.

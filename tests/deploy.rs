@@ -1,0 +1,299 @@
+//! deploy/: the Kubernetes Indexed Job and the Slurm script, run as far as a machine without a
+//! cluster allows. The Job's pods are N local processes started as Kubernetes starts them (its
+//! manifest's args and env, `$(VAR)` expanded, `JOB_COMPLETION_INDEX` set, stdout and stderr
+//! in one log), gathered by deploy/kubernetes/gather.sh through a `kubectl` that serves those
+//! logs, and followed by the follow pod's own command; the srun step is the sbatch script run
+//! by bash with an `srun` that starts its tasks here as srun does (`SLURM_PROCID`,
+//! `SLURM_NTASKS`, `SLURM_STEP_ID`). Against an in-process server (tests/common), which says
+//! what arrived: every request of the one schedule, once.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::traffic_server::{now_unix_s, Timing, TrafficServer};
+use serde_json::Value;
+
+fn server() -> TrafficServer {
+    TrafficServer::start(Timing {
+        base: Duration::from_millis(10),
+        per_token: Duration::ZERO,
+        itl: Duration::from_millis(1),
+        max_model_len: 4096,
+    })
+}
+
+fn repo(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(path)
+}
+
+/// PATH with `first` and the infertop binary's directory in front.
+fn path_with(first: &Path) -> String {
+    let bin = Path::new(env!("CARGO_BIN_EXE_infertop")).parent().unwrap();
+    format!(
+        "{}:{}:{}",
+        first.display(),
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+fn executable(path: &Path, text: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A YAML list item's value, unquoted (`- "--rate"` → `--rate`).
+fn item(line: &str) -> Option<String> {
+    let v = line.trim().strip_prefix("- ")?.trim();
+    let v = v
+        .strip_prefix('"')
+        .and_then(|v| v.strip_suffix('"'))
+        .unwrap_or(v);
+    Some(v.replace("\\\"", "\""))
+}
+
+/// The list under `key:` (its items, until the indentation goes back).
+fn list(yaml: &str, key: &str) -> Vec<String> {
+    let mut lines = yaml.lines().skip_while(|l| l.trim() != format!("{key}:"));
+    let Some(head) = lines.next() else {
+        return Vec::new();
+    };
+    let indent = head.len() - head.trim_start().len();
+    lines
+        .take_while(|l| l.len() - l.trim_start().len() > indent || l.trim().starts_with("- "))
+        .filter_map(item)
+        .collect()
+}
+
+/// The container's plain env values (`- name: X` / `value: "Y"`).
+fn env(yaml: &str) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    let mut name = None;
+    for l in yaml.lines().map(str::trim) {
+        if let Some(n) = l.strip_prefix("- name: ") {
+            name = Some(n.to_string());
+        } else if let (Some(v), Some(n)) = (l.strip_prefix("value: "), name.take()) {
+            out.insert(n, v.trim_matches('"').to_string());
+        }
+    }
+    out
+}
+
+/// Kubernetes' `$(VAR)` expansion of an argument.
+fn expand(arg: &str, vars: &HashMap<String, String>) -> String {
+    let mut out = arg.to_string();
+    for (k, v) in vars {
+        out = out.replace(&format!("$({k})"), v);
+    }
+    out
+}
+
+fn value_after(args: &mut [String], flag: &str, value: &str) {
+    let at = args.iter().position(|a| a == flag).unwrap();
+    args[at + 1] = value.to_string();
+}
+
+fn records_in(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Every request of the records, by number: each of `0..n` once.
+fn assert_every_request_once(records: &[PathBuf], n: u64) {
+    let mut numbers: Vec<u64> = records
+        .iter()
+        .flat_map(|r| {
+            std::fs::read_to_string(r)
+                .unwrap()
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter(|v| v["type"] == "request")
+                .map(|v| v["index"].as_u64().unwrap())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    numbers.sort();
+    assert_eq!(numbers, (0..n).collect::<Vec<_>>());
+}
+
+#[test]
+fn the_indexed_job_runs_as_kubernetes_starts_its_pods() {
+    let srv = server();
+    let dir = tempfile::tempdir().unwrap();
+    let (records, logs, bin) = (
+        dir.path().join("records"),
+        dir.path().join("logs"),
+        dir.path().join("bin"),
+    );
+    for d in [&records, &logs, &bin] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let job = std::fs::read_to_string(repo("deploy/kubernetes/job.yaml")).unwrap();
+    let n: usize = job
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("completions: "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut vars = env(&job);
+    assert_eq!(vars["JOB_COMPLETION_COUNT"], n.to_string(), "completions");
+    assert_eq!(
+        job.lines()
+            .find_map(|l| l.trim().strip_prefix("parallelism: "))
+            .unwrap(),
+        n.to_string()
+    );
+    // What the commands in the manifest's comment fill in: the server and the start.
+    let start_at = (now_unix_s() + 7.0).floor();
+    assert_eq!(vars["START_AT"], "@START_AT@");
+    vars.insert("START_AT".into(), start_at.to_string());
+    vars.insert("ENDPOINT".into(), srv.url.clone());
+    let mut args = list(&job, "args");
+    assert!(!args.is_empty());
+    // A shorter run than the manifest's, at its rate.
+    value_after(&mut args, "--requests", "120");
+    for k in 0..n {
+        let pod = format!("infertop-load-{k}-x7f2q");
+        let mut vars = vars.clone();
+        vars.insert("POD_NAME".into(), pod.clone());
+        let argv: Vec<String> = args
+            .iter()
+            .map(|a| expand(a, &vars).replace("/records/", &format!("{}/", records.display())))
+            .collect();
+        // The container's log: stdout and stderr together.
+        let log = File::create(logs.join(format!("{pod}.log"))).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_infertop"))
+            .args(&argv)
+            .envs(&vars)
+            .env("JOB_COMPLETION_INDEX", k.to_string())
+            .env_remove("SLURM_PROCID")
+            .stdout(Stdio::from(log.try_clone().unwrap()))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .unwrap();
+        std::mem::forget(child);
+    }
+    // `kubectl` as gather.sh uses it: the Job done, its completions, a pod by index, its log
+    // (the pods have ended when their records have footers).
+    executable(
+        &bin.join("kubectl"),
+        &format!(
+            "#!/bin/sh\ncase \"$1\" in\n  wait) while [ \"$(cat {logs}/*.log | grep -c '\"type\":\"footer\"')\" -lt {n} ]; do sleep 0.2; done ;;\n  get) if [ \"$2\" = job ]; then echo {n}; else echo \"infertop-load-${{4##*=}}-x7f2q\"; fi ;;\n  logs) cat \"{logs}/$2.log\" ;;\nesac\n",
+            logs = logs.display()
+        ),
+    );
+    let out_dir = dir.path().join("gathered");
+    let out = Command::new("sh")
+        .arg(repo("deploy/kubernetes/gather.sh"))
+        .arg("infertop-load")
+        .arg(&out_dir)
+        .env("PATH", path_with(&bin))
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{report}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        report.contains(&format!("## Sources ({n} records as one run)")),
+        "{report}"
+    );
+    assert!(report.contains("reference clock"), "{report}");
+    let gathered = records_in(&out_dir);
+    assert_eq!(gathered.len(), n);
+    assert_every_request_once(&gathered, 120);
+    // The pods' logs had infertop's own lines too: gather.sh kept the records whole.
+    let log0 = std::fs::read_to_string(logs.join("infertop-load-0-x7f2q.log")).unwrap();
+    assert!(log0.contains("infertop: shard 0/"), "{log0}");
+    assert!(
+        srv.seen()
+            .iter()
+            .filter(|s| s.path.ends_with("/completions"))
+            .count()
+            == 120
+    );
+
+    // The follow pod's command, on the records volume.
+    let follow = std::fs::read_to_string(repo("deploy/kubernetes/follow.yaml")).unwrap();
+    let command = list(&follow, "command");
+    assert_eq!(command[..2], ["sh", "-c"]);
+    let script = command[2].replace("/records/", &format!("{}/", records.display()));
+    let out = Command::new("sh")
+        .args(["-c", &script])
+        .env("SHARDS", env(&follow)["SHARDS"].clone())
+        .env("PATH", path_with(&bin))
+        .output()
+        .unwrap();
+    let summary = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        summary.contains(&format!("## Sources ({n} merged)")),
+        "{summary}"
+    );
+    assert_every_request_once(&records_in(&records), 120);
+}
+
+#[test]
+fn the_srun_script_runs_as_srun_starts_its_tasks() {
+    let srv = server();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    // srun as it starts a step's tasks: N copies of the command, each told its rank.
+    executable(
+        &bin.join("srun"),
+        "#!/bin/bash\nn=1\nwhile [ $# -gt 0 ]; do case \"$1\" in --ntasks=*) n=${1#--ntasks=}; shift ;; -n) n=$2; shift 2 ;; -*) shift ;; *) break ;; esac; done\npids=()\nfor ((k = 0; k < n; k++)); do SLURM_PROCID=$k SLURM_NTASKS=$n SLURM_STEP_ID=0 \"$@\" & pids+=($!); done\nrc=0\nfor p in \"${pids[@]}\"; do wait \"$p\" || rc=1; done\nexit $rc\n",
+    );
+    let out_dir = dir.path().join("out");
+    let out = Command::new("bash")
+        .arg(repo("deploy/slurm/infertop-load.sbatch"))
+        .args([&srv.url, "--rate", "40", "--requests", "100", "--seed", "5"])
+        .current_dir(dir.path())
+        .env("PATH", path_with(&bin))
+        // What sbatch gives the batch script: the job's tasks, and no step of its own.
+        .env("SLURM_NTASKS", "3")
+        .env("SLURM_JOB_ID", "4242")
+        .env("SLURM_PROCID", "0")
+        .env_remove("SLURM_STEP_ID")
+        .env_remove("JOB_COMPLETION_INDEX")
+        .env("INFERTOP_OUT", &out_dir)
+        .env("INFERTOP_START_DELAY", "6")
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{report}{stderr}");
+    for k in 0..3 {
+        assert!(
+            stderr.contains(&format!("shard {k}/3 (from SLURM_PROCID")),
+            "{stderr}"
+        );
+    }
+    assert!(
+        report.contains("## Sources (3 records as one run)"),
+        "{report}"
+    );
+    // The job's output, for --nocapture.
+    eprint!("{stderr}{report}");
+    let records = records_in(&out_dir);
+    assert_eq!(records.len(), 3);
+    assert_every_request_once(&records, 100);
+}
