@@ -284,10 +284,12 @@ pub(crate) fn unplanned(opts: &crate::plan::RunOpts, f: Failure, started: Instan
     f
 }
 
-/// Waits for a thread to end, at most until `deadline`: a stopped engine ends within a decode
-/// step, but one loading a model or waiting on a server may not look at its controls until it
-/// is done, and the session must not wait for that (the process's exit ends it).
-pub(crate) fn join_by(handle: JoinHandle<()>, deadline: Instant) {
+/// Waits for a thread to end, at most `STOP_GRACE` after the stop was `asked` (now, if it
+/// was not asked before): a stopped engine ends within a decode step, but one loading a model
+/// or waiting on a server may not look at its controls until it is done, and the session must
+/// not wait for that (the process's exit ends it), nor wait the grace twice.
+pub(crate) fn join_by(handle: JoinHandle<()>, asked: Option<Instant>) {
+    let deadline = asked.unwrap_or_else(Instant::now) + STOP_GRACE;
     while !handle.is_finished() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
     }

@@ -116,7 +116,8 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
         .spawn(faults.worker, ev_tx, ctl_rx)
         .map_err(|e| Failure::runtime(format!("cannot start the worker thread: {e}")))?;
 
-    let outcome = match screen {
+    // When the stop was asked (a signal seen, q pressed): the wait for the engine runs from it.
+    let (outcome, asked) = match screen {
         None => headless(
             &ev_rx,
             &ctl_tx,
@@ -143,7 +144,7 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
     // The worker got a stop (or finished); it ends within one decode step, unless a phase
     // that does not look at its controls holds it (a model loading): then it is left behind.
     let _ = ctl_tx.send(Control::Stop(outcome.stop.clone()));
-    super::join_by(handle, Instant::now() + super::STOP_GRACE);
+    super::join_by(handle, asked);
 
     let elapsed_s = started.elapsed().as_secs_f64();
     if let Some(r) = recorder.as_mut() {
@@ -210,7 +211,7 @@ fn dashboard(
     recorder: &mut Option<Recorder>,
     started: Instant,
     ui_panic: Option<u64>,
-) -> Outcome {
+) -> (Outcome, Option<Instant>) {
     let mut on_event = |ev: &Event, _: &mut crate::ui::App| {
         if let Some(r) = recorder.as_mut() {
             r.on_event(since(started), ev);
@@ -223,8 +224,8 @@ fn dashboard(
     };
     let app = crate::ui::App::new(screen.app);
     match super::dashboard(app, screen.fps, events, control, signals, &mut on_event) {
-        (Ok(stop), app) => app.run.outcome(stop),
-        (Err(e), app) => Outcome::failed(&app.run, e),
+        (Ok(stop), app) => (app.run.outcome(stop), app.stop_asked),
+        (Err(e), app) => (Outcome::failed(&app.run, e), app.stop_asked),
     }
 }
 
@@ -237,7 +238,7 @@ fn headless(
     started: Instant,
     steps: bool,
     slo: crate::stats::Slo,
-) -> Outcome {
+) -> (Outcome, Option<Instant>) {
     // The second is the record streamed on stdout (`--jsonl`): then stdout has nothing else.
     let lines = recorders[1].is_none();
     let mut run = RunFold::with_slo(slo);
@@ -280,7 +281,8 @@ fn headless(
             run.last_failure.as_deref().unwrap_or("")
         );
     }
-    run.outcome(consumer.interrupted.unwrap_or(StopReason::UserStop))
+    let stop = consumer.interrupted.unwrap_or(StopReason::UserStop);
+    (run.outcome(stop), consumer.asked_at)
 }
 
 /// The headless line of an event, if it has one: requests (flushed), failures, steps with

@@ -80,15 +80,9 @@ fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
     let handle = sweep::engine::spawn(engine_cells, start, ev_tx, ctl_rx)
         .map_err(|e| Failure::runtime(format!("cannot start the sweep thread: {e}")))?;
     let fold = SweepFold::new(config.clone(), slo);
-    let fold = match screen {
-        None => Ok(headless(
-            fold,
-            &ev_rx,
-            &ctl_tx,
-            signals,
-            recorder.as_mut(),
-            started,
-        )),
+    // When the stop was asked (a signal seen, q pressed): the wait for the engine runs from it.
+    let (fold, asked) = match screen {
+        None => headless(fold, &ev_rx, &ctl_tx, signals, recorder.as_mut(), started),
         Some(screen) => dashboard(
             fold,
             screen,
@@ -103,10 +97,13 @@ fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
     producers.stop();
     let _ = ctl_tx.send(Control::Stop(StopReason::UserStop));
     // A cell loading its model does not look at its controls: the sweep is not held by it.
-    super::join_by(handle, Instant::now() + super::STOP_GRACE);
+    super::join_by(handle, asked);
     let fold = fold?;
 
     let found = {
+        // A sweep a signal cut short answers at once: no bandwidth probe (a second of the
+        // CPU's time) for its roofline.
+        let probe = probe && fold.interrupted().is_none();
         let (peak, peak_unavailable) = peak(&fold, &header, probe);
         findings(
             &fold.results,
@@ -242,7 +239,7 @@ fn headless(
     signals: &Signals,
     mut recorder: Option<&mut Recorder>,
     started: Instant,
-) -> SweepFold {
+) -> (Result<SweepFold, Failure>, Option<Instant>) {
     let mut run = RunFold::with_slo(fold.slo);
     let mut consumer = Consumer::new(events, control, signals);
     let of = fold.config.cells.len();
@@ -303,7 +300,7 @@ fn headless(
             }
         }
     }
-    fold
+    (Ok(fold), consumer.asked_at)
 }
 
 /// In a terminal: the dashboard folds the stream (its `sweep`), the grid fills in where the
@@ -316,7 +313,7 @@ fn dashboard(
     signals: &Signals,
     recorder: &mut Option<Recorder>,
     started: Instant,
-) -> Result<SweepFold, Failure> {
+) -> (Result<SweepFold, Failure>, Option<Instant>) {
     let mut app = crate::ui::App::new(screen.app);
     app.sweep = Some(fold);
     let mut on_event = |ev: &Event, app: &mut crate::ui::App| {
@@ -328,11 +325,14 @@ fn dashboard(
         }
     };
     match super::dashboard(app, screen.fps, events, control, signals, &mut on_event) {
-        (Ok(_), mut app) => app
-            .sweep
-            .take()
-            .ok_or_else(|| Failure::runtime("the sweep's state was lost")),
-        (Err(e), _) => Err(Failure::runtime(e)),
+        (Ok(_), mut app) => {
+            let fold = app.sweep.take();
+            (
+                fold.ok_or_else(|| Failure::runtime("the sweep's state was lost")),
+                app.stop_asked,
+            )
+        }
+        (Err(e), app) => (Err(Failure::runtime(e)), app.stop_asked),
     }
 }
 

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::search::{axis_of, without_load, Search, SearchEnd};
 use super::{is_server, CellResult, LoadAxis};
-use crate::record::line::{CellParams, SearchConfig};
+use crate::record::line::{CellParams, CellStatus, SearchConfig};
 use crate::stats::roofline::Peak;
 use crate::stats::{Slo, SloMetric};
 
@@ -333,6 +333,16 @@ fn curve_name(p: &CellParams, axis: LoadAxis) -> String {
             parts.push(format!("rate {r}/s"));
         }
     }
+    // Another model, dtype or thread count is another curve (each has its own knee).
+    if let Some(m) = &p.model {
+        parts.insert(0, m.clone());
+    }
+    if let Some(d) = p.dtype {
+        parts.push(d.name().to_string());
+    }
+    if let Some(t) = p.threads {
+        parts.push(format!("{t} threads"));
+    }
     parts.join(", ")
 }
 
@@ -391,7 +401,10 @@ pub fn knee(curve: &str, cells: &[&CellResult], axis: LoadAxis, slo: &Slo) -> Kn
     for &c in &cells[first + 1..] {
         let load = axis.load(&c.params);
         if !ok(c) {
-            limit = Some(KneeWhy::Failed { next: load });
+            // A cell a stop cut short ends the curve where the measurements do; it did not fail.
+            if c.status != CellStatus::Stopped {
+                limit = Some(KneeWhy::Failed { next: load });
+            }
             break;
         }
         let broken = slo_broken(c, slo);
@@ -403,6 +416,9 @@ pub fn knee(curve: &str, cells: &[&CellResult], axis: LoadAxis, slo: &Slo) -> Kn
             break;
         }
         usable.push(c);
+    }
+    if usable.len() < 2 && limit.is_none() {
+        return make(None, None, KneeWhy::TooFew);
     }
     // The knee: the first load that no larger one beats by KNEE_GAIN per doubling, so one
     // noisy dip does not end a curve that goes on scaling.
@@ -993,6 +1009,28 @@ mod tests {
         assert_eq!(f.knees[1].curve, "prompt 2048, output 32");
         assert_eq!(f.knees[1].load, Some(1.0));
         assert_eq!(f.best.len(), 2);
+    }
+
+    #[test]
+    fn each_model_is_its_own_curve_and_a_stopped_cell_did_not_fail() {
+        let mut cells = vec![
+            candle(0, 1, 100.0, 0.01),
+            candle(1, 2, 200.0, 0.01),
+            candle(2, 1, 50.0, 0.01),
+            candle(3, 2, 0.0, 0.01),
+        ];
+        for (c, m) in cells.iter_mut().zip(["a", "a", "b", "b"]) {
+            c.params.model = Some(m.into());
+        }
+        cells[3].status = CellStatus::Stopped;
+        cells[3].n = 0;
+        let f = findings(&cells, &Slo::default(), None, None, None);
+        assert_eq!(f.knees.len(), 2);
+        assert_eq!(f.knees[0].curve, "a, prompt 128, output 32");
+        assert_eq!(f.knees[0].why, KneeWhy::StillScaling);
+        assert_eq!(f.knees[1].curve, "b, prompt 128, output 32");
+        assert_eq!(f.knees[1].why, KneeWhy::TooFew);
+        assert!(!f.to_markdown(&cells).contains("failed"));
     }
 
     #[test]

@@ -346,12 +346,13 @@ fn stop_worker(
     if let Some(done) = app.stop_reason() {
         return done;
     }
+    let asked = *app.stop_asked.get_or_insert_with(Instant::now);
     if control.send(Control::Stop(reason.clone())).is_err() {
         // The engine dropped its receiver; whatever it sent is still in the channel.
         let _ = screen::drain(events, app, on_event);
         return app.stop_reason().unwrap_or(reason);
     }
-    let deadline = Instant::now() + wait;
+    let deadline = asked + wait;
     while app.worker_live() {
         let left = deadline.saturating_duration_since(Instant::now());
         match events.recv_timeout(left) {

@@ -299,6 +299,9 @@ pub struct App {
 
     // The run, as the events tell it: the same fold a headless run keeps, plus the view.
     pub run: RunFold,
+    /// When a stop was asked of the engine (q, a signal): every wait for it to finish (the
+    /// dashboard's, then the session's for its thread) shares one grace from then.
+    pub stop_asked: Option<std::time::Instant>,
     pub phase: RunPhase,
     pub loading: Option<LoadingProgress>,
     pub workload: Option<WorkloadDesc>,
@@ -403,6 +406,7 @@ impl App {
             baseline: config.baseline,
             output_step: config.output_step,
             run: RunFold::with_slo(config.slo),
+            stop_asked: None,
             phase: RunPhase::Loading,
             loading: None,
             workload: None,
