@@ -5,12 +5,13 @@
 
 use crate::event::{Event, RequestDone, RunInfo, StopReason};
 use crate::exit::{EXIT_FAILURE, EXIT_OK};
-use crate::summary::resources::Resources;
-use crate::summary::RunSummary;
 use crate::signals::Signals;
 use crate::stats::{
-    Breakdown, EndpointStats, PhaseStats, RunStats, ServerSteady, Window, RECENT_REQUESTS,
+    Breakdown, EndpointStats, PhaseStats, RunStats, ServerSteady, SplitStats, Window,
+    RECENT_REQUESTS,
 };
+use crate::summary::resources::Resources;
+use crate::summary::RunSummary;
 
 /// Decode steps reserved per request in flight when it starts, at most (its output length
 /// says how many it will send; a longer one grows its list).
@@ -28,6 +29,9 @@ pub struct RunFold {
     pub endpoints: EndpointStats,
     /// A server run's HTTP phases and time to second token (nothing for the candle engine).
     pub phases: PhaseStats,
+    /// Where each TTFT went by the server's own timings (queue, prefill, the rest), when the
+    /// server sends them.
+    pub split: SplitStats,
     /// Peak memory and energy over the whole run (not reset by `r`).
     pub resources: Resources,
     /// Requests finished since the start (not reset by `r`).
@@ -129,6 +133,7 @@ impl RunFold {
                 self.breakdown.reset();
                 self.endpoints.reset();
                 self.phases.reset();
+                self.split.reset();
                 self.server.reset();
                 for steps in self.pending_steps.values_mut() {
                     steps.clear();
@@ -169,6 +174,8 @@ impl RunFold {
             self.trace_covered_s = Some(self.trace_covered_s.map_or(t, |c| c.max(t)));
         }
         self.phases.record_request(r);
+        // In flight when it ended, itself included (it is counted done just below).
+        self.split.record_request(r, self.in_flight());
         if let Some(c) = &r.client {
             let w = self
                 .send_delays
@@ -216,6 +223,7 @@ impl RunFold {
             .with_failures(self.failed_requests)
             .with_endpoints(self.endpoints.summaries())
             .with_phases(self.phases.summary())
+            .with_split(self.split.summary())
             .with_server(self.server.summary.clone())
             .with_breakdown(&self.breakdown)
     }

@@ -14,8 +14,8 @@ use serde_json::Value;
 
 use super::reader::Record;
 use super::report::settling;
-use crate::summary::format_value;
 use crate::stats::{median_in_place, percentile_sorted, Metric, SettleRule, Summary};
+use crate::summary::format_value;
 use crate::util::SplitMix64;
 
 /// `infertop compare` exit code when generated outputs differ between runs.

@@ -1,7 +1,8 @@
 //! Statistics, computed once in state and only read by views: percentiles exactly as numpy
 //! computes them over bounded windows (`window`, sorted by `radix`, answered from bucket
 //! counts when pushed faster than read: `coarse`), the run's table (`run`), per endpoint
-//! (`endpoints`), HTTP phases (`phases`), the split by cache and turn (`breakdown`), the
+//! (`endpoints`), HTTP phases (`phases`), the TTFT split by the server's own timings (`split`),
+//! the split by cache and turn (`breakdown`), the
 //! server's own histograms summed over windows (`server`), settling (`steady`), SLOs and
 //! goodput (`slo`, `goodput`), the roofline (`roofline`), chart scales (`scale`) and the
 //! per-request slices of the charts (`slices`).
@@ -19,6 +20,7 @@ pub mod scale;
 mod server;
 pub mod slices;
 mod slo;
+pub mod split;
 pub mod steady;
 mod window;
 
@@ -34,6 +36,7 @@ pub use server::{
     ServerSpan, ServerSpanSummary, ServerSteady,
 };
 pub use slo::{parse_duration_s, Slo};
+pub use split::{Part, SplitStats, SplitSummary};
 pub use steady::{settle_point, warmup_cost_s, SettleRule};
 pub use window::Window;
 

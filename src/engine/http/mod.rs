@@ -27,6 +27,7 @@ pub mod probe;
 pub mod request;
 mod schedule;
 pub mod sse;
+mod timings;
 pub mod tokenize;
 
 use std::sync::Arc;
@@ -558,6 +559,7 @@ fn request_done(record_tokens: bool, launched: &Launched, m: Measured) -> Reques
         Some(g) if g > 0 => (g, "usage"),
         _ => (m.content_chunks, "counted"),
     };
+    let server = server_timings(&m);
     let (prompt_tokens, prompt_from) = match m.usage_prompt_tokens {
         Some(p) => (p, "usage"),
         None if launched.exact_prompt => (launched.requested_prompt_tokens, "tokenizer"),
@@ -591,12 +593,33 @@ fn request_done(record_tokens: bool, launched: &Launched, m: Measured) -> Reques
                 Vec::new()
             },
             finish_reason: m.finish_reason,
-            cached_tokens: m.cached_tokens,
+            // llama.cpp says its cache in `timings.cache_n` alone.
+            cached_tokens: m
+                .cached_tokens
+                .or(server.as_ref().and_then(|s| s.cached_tokens)),
             http: m.http,
             ttst_s: m.ttst_s,
+            server,
         })),
         origin: launched.origin.clone().map(Box::new),
     }
+}
+
+/// The server's own timings joined to the client's: the cached and computed prompt tokens
+/// from the usage where the timings lack them, and the rest of the TTFT.
+fn server_timings(m: &Measured) -> Option<crate::event::ServerTimings> {
+    let mut t = m.server.clone()?;
+    if t.cached_tokens.is_none() {
+        t.cached_tokens = m.cached_tokens;
+    }
+    if t.computed_tokens.is_none() {
+        t.computed_tokens = match (m.usage_prompt_tokens, t.cached_tokens) {
+            (Some(p), Some(c)) => Some(p.saturating_sub(c)),
+            _ => None,
+        };
+    }
+    t.join_ttft(m.ttft_s);
+    Some(t)
 }
 
 #[cfg(test)]

@@ -151,6 +151,8 @@ pub struct Measured {
     pub ttst_s: Option<f64>,
     /// The connection and its phases before the first token.
     pub http: Option<HttpPhases>,
+    /// The server's own timings, from the last chunk that carried them.
+    pub server: Option<crate::event::ServerTimings>,
 }
 
 /// A request that did not complete.
@@ -351,6 +353,9 @@ async fn stream(
             }
             if chunk.finish_reason.is_some() {
                 out.finish_reason = chunk.finish_reason;
+            }
+            if chunk.server.is_some() {
+                out.server = chunk.server;
             }
             if chunk.text.is_empty() {
                 continue;

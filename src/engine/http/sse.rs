@@ -123,6 +123,9 @@ pub struct Chunk {
     /// `usage.prompt_tokens_details.cached_tokens`: prompt tokens the server's prefix cache
     /// held (vLLM, SGLang, OpenAI).
     pub cached_tokens: Option<usize>,
+    /// The server's own timings of the request (`timings::read`), on the chunk that carried
+    /// them (vLLM: the final usage chunk).
+    pub server: Option<crate::event::ServerTimings>,
 }
 
 /// The fields of a chunk that matter, borrowed from the payload where no escape forces a copy:
@@ -135,6 +138,13 @@ struct Typed<'a> {
     usage: Option<TypedUsage>,
     #[serde(default)]
     error: Option<serde::de::IgnoredAny>,
+    // A server's own timings (vLLM, llama.cpp, SGLang): absent from all but a last chunk.
+    #[serde(default)]
+    metrics: Option<Value>,
+    #[serde(default)]
+    timings: Option<Value>,
+    #[serde(default)]
+    meta_info: Option<Value>,
 }
 
 #[derive(serde::Deserialize)]
@@ -184,7 +194,10 @@ pub fn parse_chunk(payload: &str) -> Result<Chunk, String> {
 }
 
 fn typed_chunk(t: Typed) -> Chunk {
-    let mut chunk = Chunk::default();
+    let mut chunk = Chunk {
+        server: super::timings::read(t.metrics.as_ref(), t.timings.as_ref(), t.meta_info.as_ref()),
+        ..Chunk::default()
+    };
     if let Some(u) = t.usage {
         chunk.prompt_tokens = u.prompt_tokens.and_then(|n| usize::try_from(n).ok());
         chunk.completion_tokens = u.completion_tokens.and_then(|n| usize::try_from(n).ok());
@@ -229,7 +242,10 @@ fn parse_value(payload: &str) -> Result<Chunk, String> {
             .unwrap_or_else(|| err.to_string());
         return Err(format!("server error in stream: {}", excerpt(&msg, 120)));
     }
-    let mut chunk = Chunk::default();
+    let mut chunk = Chunk {
+        server: super::timings::read(obj.get("metrics"), obj.get("timings"), obj.get("meta_info")),
+        ..Chunk::default()
+    };
     if let Some(usage) = obj.get("usage").and_then(Value::as_object) {
         let count = |k: &str| {
             usage
@@ -359,6 +375,10 @@ mod tests {
             r#"{"choices":[{"text":"x","finish_reason":"stop"}],"error":null}"#,
             r#"{"error":"plain"}"#,
             r#"{"usage":{"prompt_tokens":-1}}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3},"metrics":{"queue_time_ms":12.5,"time_to_first_token_ms":30}}"#,
+            r#"{"choices":[],"timings":{"prompt_n":5,"prompt_ms":9.5,"cache_n":2,"predicted_ms":40}}"#,
+            r#"{"text":"x","meta_info":{"queue_time":0.01,"prefill_launch_latency":0.02}}"#,
+            r#"{"choices":[],"metrics":"odd","timings":[1]}"#,
             r#"{}"#,
             r#""a string""#,
             r#"null"#,
