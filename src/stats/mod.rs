@@ -1,16 +1,17 @@
 //! Statistics, computed once in state and only read by views: percentiles exactly as numpy
 //! computes them over bounded windows (`window`, sorted by `radix`, answered from bucket
 //! counts when pushed faster than read: `coarse`), the run's table (`run`), per endpoint
-//! (`endpoints`), HTTP phases (`phases`), the TTFT split by the server's own timings (`split`),
-//! the split by cache and turn (`breakdown`), the
-//! server's own histograms summed over windows (`server`), settling (`steady`), SLOs and
-//! goodput (`slo`, `goodput`), the roofline (`roofline`), chart scales (`scale`) and the
-//! per-request slices of the charts (`slices`).
+//! (`endpoints`), HTTP phases (`phases`), the TTFT split by the server's own timings
+//! (`split`), the split by cache and turn (`breakdown`), the server's own histograms summed
+//! over windows (`server`), settling (`steady`), SLOs and goodput (`slo`, `goodput`), the
+//! interval a load was held (`held`), the roofline (`roofline`), chart scales (`scale`) and
+//! the per-request slices of the charts (`slices`).
 
 pub mod breakdown;
 mod coarse;
 mod endpoints;
 pub mod goodput;
+pub mod held;
 mod percentile;
 pub mod phases;
 mod radix;

@@ -9,7 +9,8 @@
 pub mod analysis;
 pub mod engine;
 pub mod fold;
-pub mod held;
+/// The held interval of a cell's load (a statistic of its own, in `stats`).
+pub use crate::stats::held;
 pub mod plot;
 pub mod record;
 pub mod report;
