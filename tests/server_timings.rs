@@ -237,3 +237,135 @@ fn the_queue_grows_with_the_load_on_a_server_of_two_slots() {
     assert!(queue_p50[3] > queue_p50[2] + 30.0, "{queue_p50:?}");
     let _ = Part::Queue;
 }
+
+fn infertop() -> std::process::Command {
+    use assert_cmd::cargo::CommandCargoExt;
+    std::process::Command::cargo_bin("infertop").unwrap()
+}
+
+/// A sweep at rising concurrency against a server of 2 slots, TTFT SLO 170 ms: the cells
+/// carry their split, the queue is what grows, and it is what breaks the SLO first (at 8: a
+/// request waits up to three others' 60 ms); `report` of the record says the same.
+#[test]
+fn a_sweep_says_which_part_of_the_ttft_breaks_the_slo_first() {
+    let url = server(Dialect::Vllm, Some(2), Duration::from_millis(10));
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("sweep.jsonl");
+    let out = infertop()
+        .args(["sweep", "--endpoint", &url, "--served-model", "m"])
+        .args(["--concurrency", "1,2,4,8", "-p", "8", "-n", "5"])
+        .args([
+            "--warmup",
+            "1",
+            "--repetitions",
+            "16",
+            "--slo",
+            "ttft=170ms",
+        ])
+        .args(["--no-telemetry", "--format", "json", "--record"])
+        .arg(&record)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let cells = doc["cells"].as_array().unwrap();
+    let queue: Vec<f64> = cells
+        .iter()
+        .map(|c| c["ttft_split"]["queue"]["p50"].as_f64().unwrap())
+        .collect();
+    for c in cells {
+        let prefill = c["ttft_split"]["prefill"]["p50"].as_f64().unwrap();
+        assert!((prefill - 0.040).abs() < 1e-9, "{c}");
+    }
+    assert!(queue[0] < 0.005 && queue[1] < 0.005, "{queue:?}");
+    assert!(queue[3] > queue[2] + 0.030, "{queue:?}");
+    let f = &doc["findings"]["ttft_split"][0];
+    assert_eq!(f["part"], "queue", "{f}");
+    assert_eq!(
+        (f["breaks_slo"].as_bool(), f["at_load"].as_f64()),
+        (Some(true), Some(8.0)),
+        "{f}"
+    );
+    assert_eq!(f["percentile"], 99);
+
+    let out = infertop().arg("report").arg(&record).output().unwrap();
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        md.contains("TTFT breaks the SLO first at concurrency 8; of the TTFT the queue grew most"),
+        "{md}"
+    );
+    assert!(
+        md.contains("Where the TTFT went, by the server's own timings"),
+        "{md}"
+    );
+}
+
+/// `compare` of a run on a free server and one on a full one: the TTFT's change is the
+/// queue's, the prefill did not move.
+#[test]
+fn compare_says_the_queue_moved_and_the_prefill_did_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut records = Vec::new();
+    for (name, slots, concurrency) in [("free", 4, "2"), ("full", 1, "3")] {
+        let url = server(Dialect::Vllm, Some(slots), Duration::ZERO);
+        let record = dir.path().join(format!("{name}.jsonl"));
+        let out = infertop()
+            .args(["--endpoint", &url, "--served-model", "m"])
+            .args([
+                "--concurrency",
+                concurrency,
+                "--requests",
+                "24",
+                "-p",
+                "8",
+                "-n",
+                "5",
+            ])
+            .args(["--headless", "--no-telemetry", "--record"])
+            .arg(&record)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        records.push(record);
+    }
+    let out = infertop()
+        .arg("compare")
+        .args(&records)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    let pair = &v["pairs"][0];
+    assert_eq!(pair["split_moved_most"], "queue_s", "{pair}");
+    let parts = pair["ttft_split"].as_array().unwrap();
+    let verdict = |key: &str| {
+        parts.iter().find(|p| p["part"] == key).unwrap()["verdict"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(verdict("queue_s"), "slower");
+    assert_eq!(verdict("prefill_s"), "no_detectable_change");
+    let out = infertop().arg("compare").args(&records).output().unwrap();
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        md.contains("Where the TTFT went (the servers' own timings)"),
+        "{md}"
+    );
+    assert!(md.contains("The part that moved most: queue."), "{md}");
+}

@@ -54,6 +54,11 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
     // Bounded, so a consumer that stalls (a frozen SSH connection blocks the dashboard in its
     // terminal write) cannot make memory grow for hours: once full, the engine waits between
     // steps, outside every timed region, and goes on when the consumer does.
+    // Listening before the engine starts, so a scraper sees the run from its first request.
+    let metrics = outputs
+        .metrics_listen
+        .map(super::metrics::MetricsListener::start)
+        .transpose()?;
     let (ev_tx, ev_rx) = crossbeam_channel::bounded::<Event>(crate::event::EVENT_QUEUE);
     let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded::<Control>();
     let started = Instant::now();
@@ -68,6 +73,7 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
             &ctl_tx,
             signals,
             [recorder.as_mut(), stream.as_mut()],
+            metrics.as_ref(),
             started,
             outputs.jsonl_steps,
         ),
@@ -77,6 +83,7 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
             &ctl_tx,
             signals,
             &mut recorder,
+            metrics.as_ref(),
             started,
             faults.ui_panic,
         ),
@@ -113,12 +120,14 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
 }
 
 /// In a terminal: the dashboard folds the events; the record is written as they are drained.
+#[allow(clippy::too_many_arguments)]
 fn dashboard(
     screen: ScreenPlan,
     events: &Receiver<Event>,
     control: &Sender<Control>,
     signals: &Signals,
     recorder: &mut Option<Recorder>,
+    metrics: Option<&super::metrics::MetricsListener>,
     started: Instant,
     ui_panic: Option<u64>,
 ) -> Outcome {
@@ -126,6 +135,7 @@ fn dashboard(
         if let Some(r) = recorder.as_mut() {
             r.on_event(since(started), ev);
         }
+        super::metrics::observe(metrics, ev);
         if let (Some(n), Event::RequestDone(r)) = (ui_panic, ev) {
             if r.index == n {
                 panic!("injected fault (--fault ui-panic@{n})");
@@ -145,6 +155,7 @@ fn headless(
     control: &Sender<Control>,
     signals: &Signals,
     mut recorders: [Option<&mut Recorder>; 2],
+    metrics: Option<&super::metrics::MetricsListener>,
     started: Instant,
     steps: bool,
 ) -> Outcome {
@@ -171,6 +182,7 @@ fn headless(
         for r in recorders.iter_mut().flatten() {
             r.on_event(t_s, &ev);
         }
+        super::metrics::observe(metrics, &ev);
         run.apply(&ev);
         if lines {
             print_line(&mut stdout.lock(), &ev, steps, t_s);

@@ -63,6 +63,10 @@ fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
         }
         None => None,
     };
+    let metrics = outputs
+        .metrics_listen
+        .map(super::metrics::MetricsListener::start)
+        .transpose()?;
     let (ev_tx, ev_rx) = crossbeam_channel::bounded::<Event>(crate::event::EVENT_QUEUE);
     let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded::<Control>();
     let started = Instant::now();
@@ -82,6 +86,7 @@ fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
             &ctl_tx,
             signals,
             recorder.as_mut(),
+            metrics.as_ref(),
             started,
         )),
         Some(screen) => dashboard(
@@ -91,6 +96,7 @@ fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
             &ctl_tx,
             signals,
             &mut recorder,
+            metrics.as_ref(),
             started,
         ),
     };
@@ -216,8 +222,10 @@ fn after_event(
     fold: &mut SweepFold,
     ev: &Event,
     recorder: Option<&mut Recorder>,
+    metrics: Option<&super::metrics::MetricsListener>,
     t_s: f64,
 ) -> Option<CellResult> {
+    super::metrics::observe(metrics, ev);
     let closed = fold.take_closed();
     if let Some(r) = recorder {
         r.on_event(t_s, ev);
@@ -235,6 +243,7 @@ fn headless(
     control: &Sender<Control>,
     signals: &Signals,
     mut recorder: Option<&mut Recorder>,
+    metrics: Option<&super::metrics::MetricsListener>,
     started: Instant,
 ) -> SweepFold {
     let mut run = RunFold::new();
@@ -266,7 +275,7 @@ fn headless(
             Event::Notice(n) => say!("infertop: {}", crate::ui::state::notice_words(n)),
             _ => {}
         }
-        if let Some(result) = after_event(&mut fold, &ev, recorder.as_deref_mut(), t_s) {
+        if let Some(result) = after_event(&mut fold, &ev, recorder.as_deref_mut(), metrics, t_s) {
             let verdict = fold.config.search.is_some().then(|| {
                 let broken = crate::sweep::analysis::slo_broken(&result, &fold.slo);
                 if crate::sweep::analysis::meets_slo(&result, &fold.slo) {
@@ -289,6 +298,7 @@ fn headless(
 
 /// In a terminal: the dashboard folds the stream (its `sweep`), the grid fills in where the
 /// events pane was, and pause, reset and quit reach the cell's engine through the sweep's.
+#[allow(clippy::too_many_arguments)]
 fn dashboard(
     fold: SweepFold,
     screen: ScreenPlan,
@@ -296,6 +306,7 @@ fn dashboard(
     control: &Sender<Control>,
     signals: &Signals,
     recorder: &mut Option<Recorder>,
+    metrics: Option<&super::metrics::MetricsListener>,
     started: Instant,
 ) -> Result<SweepFold, Failure> {
     let mut app = crate::ui::App::new(screen.app);
@@ -305,7 +316,7 @@ fn dashboard(
             // The dashboard folded the event at its frame's time; the record's clock is finer.
             let t_s = since(started);
             fold.stamp(t_s);
-            after_event(fold, ev, recorder.as_mut(), t_s);
+            after_event(fold, ev, recorder.as_mut(), metrics, t_s);
         }
     };
     match super::dashboard(app, screen.fps, events, control, signals, &mut on_event) {

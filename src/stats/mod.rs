@@ -5,11 +5,13 @@
 //! (`split`), the split by cache and turn (`breakdown`), the server's own histograms summed
 //! over windows (`server`), settling (`steady`), SLOs and goodput (`slo`, `goodput`), the
 //! interval a load was held (`held`), the roofline (`roofline`), chart scales (`scale`) and
-//! the per-request slices of the charts (`slices`).
+//! the per-request slices of the charts (`slices`), and the client's figures as Prometheus
+//! text (`exposition`).
 
 pub mod breakdown;
 mod coarse;
 mod endpoints;
+pub mod exposition;
 pub mod goodput;
 pub mod held;
 mod percentile;

@@ -66,6 +66,11 @@ impl Part {
         }
     }
 
+    /// This part of a request, when its server said it.
+    pub fn of_request(self, r: &RequestDone) -> Option<f64> {
+        self.of(r.client.as_ref()?.server.as_ref()?)
+    }
+
     fn of(self, t: &crate::event::ServerTimings) -> Option<f64> {
         match self {
             Part::Queue => t.queue_s,

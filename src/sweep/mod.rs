@@ -388,6 +388,9 @@ pub struct CellResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prefix_cache: Option<PrefixCache>,
     pub elapsed_s: f64,
+    /// A server cell whose server sent its own timings: where its TTFT went.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_split: Option<crate::stats::SplitSummary>,
 }
 
 /// How a cell ended, and the time figures the fold alone does not know.
@@ -465,6 +468,7 @@ impl CellResult {
             decode_bw_bytes_s: crate::stats::median(&tally.decode_bw),
             prefix_cache: ending.prefix_cache,
             elapsed_s: ending.elapsed_s,
+            ttft_split: summary.split.clone(),
             params,
         }
     }
