@@ -276,10 +276,10 @@ fn a_sweep_says_which_part_of_the_ttft_breaks_the_slo_first() {
     let cells = doc["cells"].as_array().unwrap();
     let queue: Vec<f64> = cells
         .iter()
-        .map(|c| c["ttft_split"]["queue"]["p50"].as_f64().unwrap())
+        .map(|c| c["ttft_split"]["queue_s"]["p50"].as_f64().unwrap())
         .collect();
     for c in cells {
-        let prefill = c["ttft_split"]["prefill"]["p50"].as_f64().unwrap();
+        let prefill = c["ttft_split"]["prefill_s"]["p50"].as_f64().unwrap();
         assert!((prefill - 0.040).abs() < 1e-9, "{c}");
     }
     assert!(queue[0] < 0.005 && queue[1] < 0.005, "{queue:?}");

@@ -27,6 +27,7 @@ pub enum Part {
     /// The server's prefill (scheduled → first token).
     Prefill,
     /// The client's TTFT less queue and prefill: network, HTTP and the client.
+    #[serde(rename = "network_client")]
     Rest,
     /// The server's decode (first token → last): not in the TTFT, shown beside it.
     Decode,

@@ -388,9 +388,18 @@ pub struct CellResult {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prefix_cache: Option<PrefixCache>,
     pub elapsed_s: f64,
-    /// A server cell whose server sent its own timings: where its TTFT went.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// A server cell whose server sent its own timings: where its TTFT went (as a run's
+    /// summary writes it).
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "split_json")]
     pub ttft_split: Option<crate::stats::SplitSummary>,
+}
+
+fn split_json<S: serde::Serializer>(
+    split: &Option<crate::stats::SplitSummary>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    split.as_ref().map(|t| t.to_json()).serialize(s)
 }
 
 /// How a cell ended, and the time figures the fold alone does not know.

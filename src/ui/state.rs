@@ -346,6 +346,10 @@ pub struct App {
     /// their figures, refreshed with the table.
     pub phase_rows: bool,
     pub phases: Option<crate::stats::PhaseSummary>,
+    /// Whether the table shows where the TTFT went by the server's own timings (`f`; servers
+    /// that report them), and its figures, refreshed with the table.
+    pub split_rows: bool,
+    pub split: Option<crate::stats::SplitSummary>,
     /// With several servers' metrics: the table's rows are the servers (their own TTFT, ITL
     /// and E2E over the steady state) instead of the metrics (`s` cycles to it).
     pub server_nodes: bool,
@@ -422,6 +426,8 @@ impl App {
             server_columns: true,
             breakdown: Default::default(),
             phase_rows: false,
+            split_rows: false,
+            split: None,
             phases: None,
             server_nodes: false,
             sweep: None,
@@ -961,6 +967,9 @@ impl App {
         if self.phase_rows {
             self.phases = self.run.phases.summary();
         }
+        if self.split_rows {
+            self.split = self.run.split.summary();
+        }
         self.dists = DIST_METRICS
             .iter()
             .map(|&m| {
@@ -1085,6 +1094,13 @@ impl App {
             }
             Action::TogglePhases => {
                 self.phase_rows = !self.phase_rows;
+                self.split_rows = false;
+                self.dirty = true;
+                KeyOutcome::None
+            }
+            Action::ToggleSplit => {
+                self.split_rows = !self.split_rows;
+                self.phase_rows = false;
                 self.dirty = true;
                 KeyOutcome::None
             }
