@@ -18,6 +18,10 @@ use crate::event::RequestDone;
 /// Requests that must have been fitted before a part is said to grow.
 pub const MIN_FIT: u64 = 8;
 
+/// How much the TTFT must rise over one standard deviation of the load, as a share of its
+/// mean, before a part is named as the one that grows.
+pub const GROWTH_SHARE: f64 = 0.05;
+
 /// One part of the split.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -100,6 +104,23 @@ impl Fit {
         self.y += y;
         self.xx += x * x;
         self.xy += x * y;
+    }
+
+    /// The standard deviation of x.
+    fn sd_x(&self) -> f64 {
+        if self.n == 0 {
+            return 0.0;
+        }
+        let n = self.n as f64;
+        ((self.xx - self.x * self.x / n) / n).max(0.0).sqrt()
+    }
+
+    fn mean_y(&self) -> f64 {
+        if self.n == 0 {
+            0.0
+        } else {
+            self.y / self.n as f64
+        }
     }
 
     /// dy/dx, when x varied.
@@ -272,8 +293,16 @@ impl SplitStats {
             .iter()
             .map(|&p| (p, self.fits[p as usize].slope()))
             .collect();
+        // Named only when the TTFT itself grows with the load: by at least a twentieth of its
+        // mean over one standard deviation of the requests in flight (a drain's last few
+        // requests alone are no rising load).
+        let ttft_grows = self
+            .ttft_fit
+            .slope()
+            .is_some_and(|s| s * self.ttft_fit.sd_x() >= GROWTH_SHARE * self.ttft_fit.mean_y());
         let grows = slopes
             .iter()
+            .filter(|_| ttft_grows)
             .filter(|(p, _)| Part::TTFT.contains(p))
             .filter_map(|&(p, s)| s.filter(|s| *s > 0.0).map(|s| (p, s)))
             .max_by(|a, b| a.1.total_cmp(&b.1))
@@ -373,6 +402,19 @@ mod tests {
         assert!((slope(Part::Queue) - 0.020).abs() < 1e-9);
         assert!(slope(Part::Prefill).abs() < 1e-9);
         assert!((s.ttft_slope().unwrap() - 0.020).abs() < 1e-9);
+    }
+
+    /// A load that barely varies (a drain's tail) with a TTFT that does not grow: nothing
+    /// is named, whatever a part's tiny slope.
+    #[test]
+    fn a_ttft_that_does_not_grow_names_no_part() {
+        let mut s = SplitStats::default();
+        for i in 0..40u64 {
+            let in_flight = if i % 10 == 9 { 1 } else { 2 };
+            let rest = 0.001 + 0.00001 * in_flight as f64;
+            s.record_request(&done(i, 0.0, 0.050, rest, false), in_flight);
+        }
+        assert_eq!(s.summary().unwrap().grows, None);
     }
 
     #[test]
