@@ -23,6 +23,10 @@
 //!   A decode step is one push: the recent and warmup-including windows are derived from
 //!   the steady and warmup ones.
 //!
+//! - `exposition/*` (`--metrics-listen`): `ClientExposition::observe` of one decode step and
+//!   of one finished request, under the listener's lock as the consumer takes them (target
+//!   ≤ 100 ns a step: nothing beside `apply`'s microsecond), and `render` of a scrape.
+//!
 //! Run: `cargo bench --bench state`.
 #![allow(clippy::unwrap_used)]
 
@@ -213,6 +217,30 @@ fn state(c: &mut Criterion) {
                 })
             });
         }
+    }
+    group.finish();
+
+    let mut group = c.benchmark_group("exposition");
+    {
+        use infertop::stats::exposition::ClientExposition;
+        let figures = std::sync::Mutex::new(ClientExposition::new());
+        let step = Event::decode_step(1, 1, values[0], None);
+        group.bench_function("decode_step", |b| {
+            b.iter(|| figures.lock().unwrap().observe(black_box(&step)))
+        });
+        let mut events = Vec::new();
+        feed.request(1, &mut events);
+        let done = events
+            .into_iter()
+            .map(|(_, e)| e)
+            .find(|e| matches!(e, Event::RequestDone(_)))
+            .unwrap();
+        group.bench_function("request_done", |b| {
+            b.iter(|| figures.lock().unwrap().observe(black_box(&done)))
+        });
+        group.bench_function("render", |b| {
+            b.iter(|| black_box(figures.lock().unwrap().clone().render()))
+        });
     }
     group.finish();
 }

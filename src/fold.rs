@@ -8,7 +8,7 @@ use crate::exit::{EXIT_FAILURE, EXIT_OK};
 use crate::signals::Signals;
 use crate::stats::{
     Breakdown, EndpointStats, Goodput, ModelStats, PhaseStats, RunStats, ServerSteady, ShapeStats,
-    Slo, Window, RECENT_REQUESTS,
+    Slo, SplitStats, Window, RECENT_REQUESTS,
 };
 use crate::summary::resources::Resources;
 use crate::summary::GoodputSummary;
@@ -34,6 +34,9 @@ pub struct RunFold {
     pub models: ModelStats,
     /// A server run's thinking and answering apart, and its tool calls.
     pub shapes: ShapeStats,
+    /// Where each TTFT went by the server's own timings (queue, prefill, the rest), when the
+    /// server sends them.
+    pub split: SplitStats,
     /// Peak memory and energy over the whole run (not reset by `r`).
     pub resources: Resources,
     /// Requests finished since the start (not reset by `r`).
@@ -157,6 +160,7 @@ impl RunFold {
                 self.models.reset();
                 self.shapes.reset();
                 self.phases.reset();
+                self.split.reset();
                 self.server.reset();
                 self.goodput = Goodput::default();
                 for steps in self.pending_steps.values_mut() {
@@ -208,6 +212,8 @@ impl RunFold {
         }
         self.phases.record_request(r);
         self.shapes.record_request(r);
+        // In flight when it ended, itself included (it is counted done just below).
+        self.split.record_request(r, self.in_flight());
         if let Some(c) = &r.client {
             let w = self
                 .send_delays
@@ -257,6 +263,7 @@ impl RunFold {
             .with_models(self.models.summaries())
             .with_shapes(self.shapes.summary())
             .with_phases(self.phases.summary())
+            .with_split(self.split.summary())
             .with_server(self.server.summary.clone())
             .with_breakdown(&self.breakdown)
             .with_goodput(self.goodput_summary())

@@ -253,6 +253,85 @@ fn a_server_run_traces_slots_http_phases_and_requests_in_flight() {
     assert_eq!(in_flight.last(), Some(&0.0));
 }
 
+/// A server that reports its own timings (a slot each for two requests in flight, queued
+/// behind one): each request's prefill holds "network + client", "server queue" and "server
+/// prefill" in time order, nested and adding up to its TTFT, the prefill as the server said.
+#[test]
+fn a_server_that_reports_its_timings_has_them_as_slices_inside_the_prefill() {
+    let server = stream_server::start_reporting(
+        stream_server::Options {
+            timing: stream_server::Timing {
+                ttft: Duration::from_millis(40),
+                itl: Duration::from_millis(5),
+                tokens: 4,
+            },
+            slots: Some(1),
+            reset_route: None,
+        },
+        stream_server::Reporting {
+            dialect: stream_server::Dialect::Vllm,
+            hop: Duration::from_millis(10),
+            cached: 2,
+        },
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("split.jsonl");
+    let out = infertop()
+        .args(["--endpoint", &server.url, "--served-model", "m"])
+        .args(["--concurrency", "2", "--requests", "6", "-n", "4"])
+        .args(["--headless", "--no-telemetry", "--record"])
+        .arg(&record)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (t, _) = trace(&record, &dir.path().join("split.json"));
+    let events = validate(&t);
+    let requests = one_slice_per_request(&events);
+    assert_eq!(requests.len(), 6);
+    let mut queued = 0;
+    for r in requests.values() {
+        let prefill = children(&events, r, "prefill");
+        assert_eq!(prefill.len(), 1);
+        let split = children(&events, prefill[0], "split");
+        let names: Vec<&str> = split.iter().map(|e| e["name"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            ["network + client", "server queue", "server prefill"],
+            "{r}"
+        );
+        let dur = |e: &Value| e["dur"].as_f64().unwrap() / 1e3;
+        // Laid end to end over the whole prefill (µs rounding aside).
+        let total: f64 = split.iter().map(|e| dur(e)).sum();
+        assert!(
+            (total - dur(prefill[0])).abs() < 0.01,
+            "{total} vs {}",
+            dur(prefill[0])
+        );
+        assert!(
+            (dur(split[2]) - 40.0).abs() < 0.01,
+            "the reported prefill: {}",
+            dur(split[2])
+        );
+        assert!(
+            dur(split[0]) >= 9.0,
+            "the 10 ms hop is in the rest: {}",
+            dur(split[0])
+        );
+        if dur(split[1]) > 30.0 {
+            queued += 1;
+        }
+        assert_eq!(r["args"]["server"]["source"], "vllm");
+        assert_eq!(r["args"]["server"]["cached_tokens"], 2);
+    }
+    // One slot, two in flight: most requests waited for the other's whole request.
+    assert!(queued >= 3, "{queued} of 6 queued");
+}
+
 /// Every kind of line, written by hand: a sweep of two cells, a pause, a workload change, an
 /// error, a failed request, telemetry and the server's metrics.
 #[test]

@@ -993,6 +993,92 @@ fn http_phases_on_a_key() {
     );
 }
 
+/// `f` on a run whose server reports its own timings: the table shows where each TTFT went
+/// (queue, prefill, network+client, the decode beside), each part's share and rise per
+/// request in flight, the part that grows with the load (the queue here: it rises 20 ms per
+/// request in flight, the prefill stays 40 ms), and the last request as a bar of its parts
+/// (the last of a wave, alone in flight: no queue).
+#[test]
+fn the_ttft_split_on_a_key() {
+    use infertop::event::{ClientDetail, ServerTimings};
+    use infertop::ui::keys::Action;
+    let mut s = Sim::default();
+    s.start(0, 128, 16);
+    let mut index = 0u64;
+    for wave in [1u64, 2, 4, 8, 8] {
+        let first = index;
+        for i in first..first + wave {
+            s.apply(Event::RequestStarted {
+                index: i,
+                warmup: false,
+                prompt_tokens: 128,
+                output_tokens: 16,
+                batch: 1,
+            });
+        }
+        for (k, i) in (first..first + wave).enumerate() {
+            let in_flight = wave - k as u64;
+            let queue = 0.020 * (in_flight - 1) as f64;
+            let mut t = ServerTimings {
+                source: "vllm".into(),
+                queue_s: Some(queue),
+                prefill_s: Some(0.040),
+                decode_s: Some(0.300),
+                cached_tokens: Some(64),
+                computed_tokens: Some(64),
+                ..Default::default()
+            };
+            let ttft_s = queue + 0.040 + 0.002;
+            t.join_ttft(ttft_s);
+            s.apply(Event::RequestDone(Box::new(RequestDone {
+                index: i,
+                batch: 1,
+                prompt_tokens: 128,
+                output_tokens: 16,
+                ttft_s,
+                tpot_s: Some(0.020),
+                e2e_s: ttft_s + 0.300,
+                output_hash: "0".into(),
+                client: Some(Box::new(ClientDetail {
+                    endpoint: "http://127.0.0.1:8000".into(),
+                    server: Some(t),
+                    ..Default::default()
+                })),
+                ..Default::default()
+            })));
+        }
+        index += wave;
+    }
+    s.app.refresh();
+    let text = text_of(draw(&s.app, 80, 24).backend().buffer());
+    assert!(
+        text.contains("f TTFT split"),
+        "the footer offers it: {text}"
+    );
+    s.app.update(Action::ToggleSplit);
+    s.app.refresh();
+    let terminal = draw(&s.app, 80, 24);
+    let text = text_of(terminal.backend().buffer());
+    for want in [
+        "Where the TTFT went",
+        "grows with load: queue",
+        "network+client",
+        "+20.0ms",
+        "#22",
+        "f latency",
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+    insta::assert_snapshot!("ttft_split_80x24", terminal.backend());
+    s.app.update(Action::ToggleSplit);
+    s.app.refresh();
+    let text = text_of(draw(&s.app, 80, 24).backend().buffer());
+    assert!(
+        text.contains("Percentiles") && !text.contains("Where the TTFT"),
+        "{text}"
+    );
+}
+
 /// `--server-metrics` with several servers: `s` goes from client-vs-server to a row per
 /// server (its own histograms after warmup), slowest TTFT p99 first, a p99 far above the
 /// others' marked `!`; then to the client's table.

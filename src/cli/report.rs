@@ -20,9 +20,10 @@ pub struct ReportArgs {
     /// of their raw samples, and a row per record.
     #[arg(required = true, num_args = 1..)]
     pub records: Vec<PathBuf>,
-    /// Output format (csv: the summary table only).
-    #[arg(long, value_enum, default_value_t = SummaryFormat::Md)]
-    pub format: SummaryFormat,
+    /// Output format (csv: the summary table only; llm-d: llm-d's Benchmark Report v0.2 as
+    /// JSON, one per run, an array of one per cell for a sweep).
+    #[arg(long, value_enum, default_value_t = ReportFormat::Md)]
+    pub format: ReportFormat,
     /// Also draw TTFT/TPOT per request and the latency CDFs to this SVG (or .png, through
     /// rsvg-convert when it is installed).
     #[arg(long)]
@@ -51,6 +52,33 @@ pub struct ReportArgs {
     /// server's metrics.
     #[arg(long, value_name = "OUT.json")]
     pub trace: Option<PathBuf>,
+}
+
+/// `report --format`: infertop's own (the run's summary formats) or llm-d's exchange format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    /// A markdown table and sections (the default).
+    #[default]
+    #[value(alias = "markdown")]
+    Md,
+    /// One JSON object.
+    Json,
+    /// One row per window and metric.
+    Csv,
+    /// llm-d's Benchmark Report v0.2 (JSON).
+    #[value(name = "llm-d", alias = "llmd")]
+    LlmD,
+}
+
+impl ReportFormat {
+    /// The summary's own format (llm-d's report is built beside it, from the JSON).
+    fn summary(self) -> SummaryFormat {
+        match self {
+            ReportFormat::Md => SummaryFormat::Md,
+            ReportFormat::Json | ReportFormat::LlmD => SummaryFormat::Json,
+            ReportFormat::Csv => SummaryFormat::Csv,
+        }
+    }
 }
 
 pub fn report(args: &ReportArgs) -> Result<i32, Failure> {
@@ -86,9 +114,25 @@ pub fn report(args: &ReportArgs) -> Result<i32, Failure> {
     let rec = match read(path).map_err(Failure::usage)? {
         AnyRecord::Sweep(sweep) => {
             let format = match args.format {
-                SummaryFormat::Md => SweepFormat::Md,
-                SummaryFormat::Json => SweepFormat::Json,
-                SummaryFormat::Csv => SweepFormat::Csv,
+                ReportFormat::LlmD => {
+                    let reports: Vec<serde_json::Value> = sweep
+                        .cells
+                        .iter()
+                        .map(|c| {
+                            let mut br = crate::record::llmd::benchmark_report(
+                                &c.record,
+                                &c.record.summary(),
+                            );
+                            br["scenario"]["load"]["standardized"]["stage"] = c.cell.into();
+                            br
+                        })
+                        .collect();
+                    print_stdout(&(serde_json::Value::from(reports).to_string() + "\n"))?;
+                    return Ok(EXIT_OK);
+                }
+                ReportFormat::Md => SweepFormat::Md,
+                ReportFormat::Json => SweepFormat::Json,
+                ReportFormat::Csv => SweepFormat::Csv,
             };
             let text = crate::sweep::report::report_sweep(
                 &sweep,
@@ -115,7 +159,12 @@ pub fn report(args: &ReportArgs) -> Result<i32, Failure> {
         crate::record::plot::write_plot(out, &svg).map_err(Failure::usage)?;
         say!("wrote {}", out.display());
     }
-    print_stdout(&report.render(args.format))?;
+    if args.format == ReportFormat::LlmD {
+        let br = crate::record::llmd::benchmark_report(&rec, &report.summary);
+        print_stdout(&(br.to_string() + "\n"))?;
+        return Ok(EXIT_OK);
+    }
+    print_stdout(&report.render(args.format.summary()))?;
     Ok(EXIT_OK)
 }
 
@@ -161,10 +210,15 @@ fn report_merged(args: &ReportArgs, opts: &ReportOptions) -> Result<i32, Failure
         say!("wrote {}", out.display());
     }
     let text = match args.format {
-        SummaryFormat::Md => report.render(args.format) + &merged.to_markdown(),
-        SummaryFormat::Json => {
-            let mut v: serde_json::Value = serde_json::from_str(&report.render(args.format))
-                .unwrap_or(serde_json::Value::Null);
+        ReportFormat::LlmD => {
+            crate::record::llmd::benchmark_report(&merged.record, &report.summary).to_string()
+                + "\n"
+        }
+        ReportFormat::Md => report.render(SummaryFormat::Md) + &merged.to_markdown(),
+        ReportFormat::Json => {
+            let mut v: serde_json::Value =
+                serde_json::from_str(&report.render(SummaryFormat::Json))
+                    .unwrap_or(serde_json::Value::Null);
             if let (Some(obj), serde_json::Value::Object(extra)) =
                 (v.as_object_mut(), merged.to_json())
             {
@@ -172,11 +226,11 @@ fn report_merged(args: &ReportArgs, opts: &ReportOptions) -> Result<i32, Failure
             }
             v.to_string() + "\n"
         }
-        SummaryFormat::Csv => report.render(args.format),
+        ReportFormat::Csv => report.render(SummaryFormat::Csv),
     };
     print_stdout(&text)?;
     // Markdown and JSON carry the notes; CSV has no room for them.
-    if args.format == SummaryFormat::Csv {
+    if args.format == ReportFormat::Csv {
         for n in &merged.notes {
             say!("infertop: note: {n}");
         }

@@ -8,7 +8,8 @@
 //! This file holds the messages themselves; what they carry lives by meaning beside it: a
 //! request's result (`request`), decode steps and how they travel (`steps`), the traffic's
 //! description (`traffic`), the model's (`model`), telemetry samples (`telemetry`), a server's
-//! and a node's windows (`server`), and a sweep's cells (`sweep`).
+//! and a node's windows (`server`), a server's own timings of one request (`timing`), and a
+//! sweep's cells (`sweep`).
 
 mod model;
 mod request;
@@ -16,6 +17,7 @@ mod server;
 mod steps;
 mod sweep;
 mod telemetry;
+mod timing;
 mod traffic;
 
 pub use model::{KvWindow, ModelInfo, ModelSource};
@@ -29,6 +31,7 @@ pub use server::{
 pub use steps::{recycle, spare_steps, DecodeStep, StepBatch, STEP_BATCH};
 pub use sweep::{CellLen, CellParams, CellStart, FloatDtype};
 pub use telemetry::{GpuProcess, Sample};
+pub use timing::ServerTimings;
 pub use traffic::{DatasetInfo, TrafficInfo};
 
 use serde::{Deserialize, Serialize};

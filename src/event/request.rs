@@ -161,6 +161,10 @@ pub struct ClientDetail {
     /// slow first decode step is told apart from a slow prefill; absent with one chunk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttst_s: Option<f64>,
+    /// The server's own timings of the request (queue, prefill, decode, cached and computed
+    /// prompt tokens) and the rest of the TTFT, when the server sent them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<super::ServerTimings>,
 }
 
 /// How a request got its connection.

@@ -45,6 +45,8 @@ pub struct Outputs {
     /// A line per decode step (stdout and the record).
     pub jsonl_steps: bool,
     pub format: SummaryFormat,
+    /// `--metrics-listen`: where the client's figures are served as Prometheus text.
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 /// What the telemetry thread samples, and how often (`None`: `--no-telemetry`).
@@ -90,6 +92,7 @@ pub fn run(opts: &RunOpts) -> Result<RunPlan, Failure> {
             record: opts.output.record.clone(),
             jsonl_steps: opts.output.jsonl_steps,
             format: opts.output.format,
+            metrics_listen: opts.output.metrics_listen,
         },
         jsonl: opts.output.jsonl,
         faults: opts.fault.unwrap_or_default(),

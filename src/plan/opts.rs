@@ -206,6 +206,12 @@ pub struct OutputOpts {
     /// A previous run's record: the dashboard shows its p50/p99 beside the live ones.
     #[arg(long)]
     pub baseline: Option<PathBuf>,
+    /// Serve the client's own figures as Prometheus text at http://ADDR/metrics while it runs
+    /// (histograms of TTFT, time to answer, TPOT, ITL, E2E and send lag, the TTFT's parts by
+    /// the server's timings, requests by outcome, in flight): a bare port listens on
+    /// 127.0.0.1, HOST:PORT where it says (unauthenticated).
+    #[arg(long, value_name = "ADDR", value_parser = values::listen_addr)]
+    pub metrics_listen: Option<std::net::SocketAddr>,
     /// Stream the whole record on stdout as JSON lines, header first and footer last (implies
     /// --headless; the summary is the footer's): what `infertop follow -` reads, e.g.
     /// `ssh gpu1 infertop --jsonl … | infertop follow -`.

@@ -620,6 +620,7 @@ pub fn plan(a: &SweepArgs) -> Result<SweepPlan, Failure> {
             record: a.run.output.record.clone(),
             jsonl_steps: a.run.output.jsonl_steps,
             format: a.run.output.format,
+            metrics_listen: a.run.output.metrics_listen,
         },
         format: a.format,
         telemetry,

@@ -19,6 +19,24 @@ pub fn positive_usize(s: &str) -> Result<usize, String> {
     positive(s).and_then(|n| usize::try_from(n).map_err(|_| format!("{n} is too large")))
 }
 
+/// A listening address: a bare port is loopback's (`9464` → `127.0.0.1:9464`), else
+/// `HOST:PORT` (`0.0.0.0:9464`, `[::1]:9464`, `localhost:9464`).
+pub fn listen_addr(s: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
+    let s = s.trim();
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, port)));
+    }
+    let bad = || format!("`{s}` is not a port or HOST:PORT (e.g. 9464 or 127.0.0.1:9464)");
+    if !s.contains(':') {
+        return Err(bad());
+    }
+    s.to_socket_addrs()
+        .map_err(|_| bad())?
+        .next()
+        .ok_or_else(bad)
+}
+
 /// Dashboard frames per second: 1 to 120.
 pub fn fps(s: &str) -> Result<u32, String> {
     match s.trim().parse::<i64>() {
@@ -218,7 +236,7 @@ pub fn list_rate(s: &str) -> Result<f64, String> {
 }
 
 #[cfg(test)]
-mod served_tests {
+mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
@@ -236,11 +254,6 @@ mod served_tests {
         assert!(served_models("=2").is_err());
         assert!(served_models(" ").is_err());
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
 
     #[test]
     fn start_times_read_as_unix_seconds_or_rfc3339() {
@@ -252,6 +265,16 @@ mod tests {
             assert!(start_at(bad).is_err(), "{bad}");
         }
         assert_eq!(rfc3339(1_767_225_600.25), "2026-01-01T00:00:00.25Z");
+    }
+
+    #[test]
+    fn a_bare_port_listens_on_loopback() {
+        assert_eq!(listen_addr("9464").unwrap().to_string(), "127.0.0.1:9464");
+        assert_eq!(listen_addr("0.0.0.0:1").unwrap().to_string(), "0.0.0.0:1");
+        assert_eq!(listen_addr("[::1]:2").unwrap().to_string(), "[::1]:2");
+        for bad in ["", "abc", "70000", "1.2.3.4:x"] {
+            assert!(listen_addr(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

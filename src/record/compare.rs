@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::reader::Record;
 use super::report::settling;
-use crate::stats::{median_in_place, percentile_sorted, Metric, SettleRule, Summary};
+use crate::stats::{median_in_place, percentile_sorted, Metric, Part, SettleRule, Summary};
 use crate::summary::format_value;
 use crate::util::SplitMix64;
 
@@ -146,6 +146,19 @@ impl OutputCheck {
     }
 }
 
+/// One part of the TTFT (by the servers' own timings) in both runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct PartChange {
+    pub part: String,
+    pub label: String,
+    pub base: [Option<f64>; 2],
+    pub other: [Option<f64>; 2],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub median_diff: Option<MedianDiff>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+}
+
 /// One run against the baseline.
 #[derive(Clone, Debug, Serialize)]
 pub struct Pair {
@@ -160,6 +173,50 @@ pub struct Pair {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub models: Vec<ModelChange>,
     pub outputs: OutputCheck,
+    /// Where the TTFT changed, part by part (p50 and p99 of each), when both servers sent
+    /// their own timings.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ttft_split: Vec<PartChange>,
+    /// The part whose median moved most (`queue_s`, `prefill_s`, `network_client_s`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split_moved_most: Option<String>,
+}
+
+/// Each part of the TTFT in both runs, with the bootstrap verdict on its median; empty unless
+/// both runs' servers said their timings.
+fn split_changes(
+    base: &Record,
+    other: &Record,
+    opts: &CompareOptions,
+) -> (Vec<PartChange>, Option<String>) {
+    let (Some(a), Some(b)) = (base.summary().split, other.summary().split) else {
+        return (Vec::new(), None);
+    };
+    let part_samples = |rec: &Record, p: Part| -> Vec<f64> {
+        rec.steady().filter_map(|r| p.of_request(r)).collect()
+    };
+    let both = |s: &Summary| (s.n > 0).then_some([Some(s.p50), Some(s.p99)]);
+    let mut out = Vec::new();
+    let mut moved: Option<(Part, f64)> = None;
+    for p in Part::TTFT {
+        let (sa, sb) = (a.get(p), b.get(p));
+        let median_diff =
+            bootstrap_median_diff(&part_samples(base, p), &part_samples(other, p), opts);
+        if let Some(d) = &median_diff {
+            if moved.is_none_or(|(_, m)| d.diff.abs() > m.abs()) {
+                moved = Some((p, d.diff));
+            }
+        }
+        out.push(PartChange {
+            part: p.key().into(),
+            label: p.label().into(),
+            base: both(&sa).unwrap_or([None, None]),
+            other: both(&sb).unwrap_or([None, None]),
+            verdict: median_diff.as_ref().map(verdict),
+            median_diff,
+        });
+    }
+    (out, moved.map(|(p, _)| p.key().to_string()))
 }
 
 /// One figure's p50 and p99 in both runs, with n (a latency in seconds, or a count).
@@ -591,6 +648,7 @@ pub fn compare_records(records: &[Record], opts: &CompareOptions) -> Comparison 
                     median_diff,
                 });
             }
+            let (ttft_split, split_moved_most) = split_changes(base, other, opts);
             pairs.push(Pair {
                 base: runs[0].label.clone(),
                 other: runs[i].label.clone(),
@@ -598,6 +656,8 @@ pub fn compare_records(records: &[Record], opts: &CompareOptions) -> Comparison 
                 reasoning: reasoning_changes(base, other, opts),
                 models: model_changes(base, other, opts),
                 outputs: output_check(base, other),
+                ttft_split,
+                split_moved_most,
             });
         }
     }
@@ -612,6 +672,42 @@ pub fn compare_records(records: &[Record], opts: &CompareOptions) -> Comparison 
         options: *opts,
         warnings: cache_warning(&headers).into_iter().collect(),
     }
+}
+
+/// Where the TTFT's change went, by the servers' own timings.
+fn split_markdown(p: &Pair) -> String {
+    if p.ttft_split.is_empty() {
+        return String::new();
+    }
+    let m = Metric::Ttft;
+    let v = |x: Option<f64>| x.map_or("-".into(), |x| format_value(m, x));
+    let gap =
+        |a: Option<f64>, b: Option<f64>| a.zip(b).map_or("-".into(), |(a, b)| signed(m, b - a));
+    let mut out = format!(
+        "\n### Where the TTFT went (the servers' own timings)\n\n| part | {0} p50 | {1} p50 | change | {0} p99 | {1} p99 | change | median |\n|---|---:|---:|---:|---:|---:|---:|---|\n",
+        p.base, p.other
+    );
+    for c in &p.ttft_split {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+            c.label,
+            v(c.base[0]),
+            v(c.other[0]),
+            gap(c.base[0], c.other[0]),
+            v(c.base[1]),
+            v(c.other[1]),
+            gap(c.base[1], c.other[1]),
+            c.verdict.map_or("-", |v| v.words()),
+        ));
+    }
+    if let Some(key) = &p.split_moved_most {
+        let label = Part::TTFT
+            .iter()
+            .find(|q| q.key() == key)
+            .map_or(key.as_str(), |q| q.label());
+        out.push_str(&format!("\nThe part that moved most: {label}.\n"));
+    }
+    out
 }
 
 fn signed(m: Metric, v: f64) -> String {
@@ -830,6 +926,7 @@ impl Comparison {
                     }
                 }
             }
+            out.push_str(&split_markdown(p));
             out.push_str("\n### Outputs\n\n");
             let oc = &p.outputs;
             if oc.compared == 0 {

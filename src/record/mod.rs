@@ -13,6 +13,7 @@
 pub mod compare;
 pub mod feed;
 pub mod line;
+pub mod llmd;
 pub mod merge;
 pub mod plot;
 pub mod reader;

@@ -8,7 +8,10 @@
 //! process "requests"       one thread per request slot (per endpoint, per sweep cell): a slice
 //!                          per request, and in it "prefill" [start, TTFT] and "decode"
 //!                          [TTFT, E2E]; a server's request has its HTTP phases in "prefill"
-//!                          (connect, first byte, first token), and with --jsonl-steps every step
+//!                          (connect, first byte, first token), or, when the server sent its
+//!                          own timings, "network + client", "server queue" and "server
+//!                          prefill" (the HTTP phases that fit inside the first), and with
+//!                          --jsonl-steps every step
 //!                          is a slice in "decode"; a counter of the requests in flight
 //! process "telemetry"      counters: memory, GPU utilisation, power, temperature, clocks
 //! process "server"         counters: the server's running and waiting requests, KV usage, ...
@@ -607,6 +610,14 @@ fn request_slices(
         if let Some(h) = &c.http {
             args["connection"] = json!(h.connection.name());
         }
+        if let Some(t) = &c.server {
+            args["server"] = json!({
+                "source": t.source, "queue_ms": t.queue_s.map(ms),
+                "prefill_ms": t.prefill_s.map(ms), "decode_ms": t.decode_s.map(ms),
+                "network_client_ms": t.rest_s.map(ms), "cached_tokens": t.cached_tokens,
+                "computed_tokens": t.computed_tokens,
+            });
+        }
     }
     let name = if r.warmup {
         format!("#{} (warmup)", r.index)
@@ -624,9 +635,59 @@ fn request_slices(
         first,
         json!({"ttft_ms": ms(r.ttft_s), "gpu_ttft_ms": r.gpu_ttft_s.map(ms)}),
     ));
+    // The server's own timings: its queue and prefill end at the first token (the way back is
+    // not known apart from the way there: both are in the rest), and the rest of the TTFT
+    // (network, HTTP, the client) comes before them, the HTTP phases that fit nested in it.
+    let split = r
+        .client
+        .as_ref()
+        .and_then(|c| c.server.as_ref())
+        .and_then(|t| Some((t.prefill_s?, t.queue_s, t.rest_s?)));
+    // Slices on a thread go in time order: the server's two after the HTTP phases nested in
+    // the rest.
+    let mut server_slices = Vec::new();
+    let server_from = match split {
+        Some((prefill, queue, rest)) => {
+            let prefill_from = within(first - ns(prefill)).max(start);
+            let queue_from = within(prefill_from - ns(queue.unwrap_or(0.0))).max(start);
+            out.push(slice(
+                "network + client".into(),
+                "split",
+                pid,
+                tid,
+                start,
+                queue_from,
+                json!({"rest_ms": ms(rest), "what": "TTFT − the server's queue and prefill: network both ways, HTTP, the client"}),
+            ));
+            if let Some(q) = queue {
+                server_slices.push(slice(
+                    "server queue".into(),
+                    "split",
+                    pid,
+                    tid,
+                    queue_from,
+                    prefill_from,
+                    json!({"queue_ms": ms(q)}),
+                ));
+            }
+            server_slices.push(slice(
+                "server prefill".into(),
+                "split",
+                pid,
+                tid,
+                prefill_from,
+                first,
+                json!({"prefill_ms": ms(prefill)}),
+            ));
+            Some(queue_from)
+        }
+        None => None,
+    };
     if let Some(h) = r.client.as_ref().and_then(|c| c.http.as_ref()) {
+        // With the split, HTTP phases are drawn only inside its "network + client".
+        let limit = server_from.unwrap_or(first);
         let at = |s: f64| within(start + ns(s)).min(first);
-        let connected = at(h.connected_s);
+        let connected = at(h.connected_s).min(limit);
         if h.connection == crate::event::ConnectionUse::New {
             let opening = h.dns_s.unwrap_or(0.0) + h.tcp_s.unwrap_or(0.0) + h.tls_s.unwrap_or(0.0);
             out.push(slice(
@@ -639,7 +700,7 @@ fn request_slices(
                 json!({"dns_ms": h.dns_s.map(ms), "tcp_ms": h.tcp_s.map(ms), "tls_ms": h.tls_s.map(ms)}),
             ));
         }
-        if let Some(byte) = h.first_byte_s.map(at) {
+        if let Some(byte) = h.first_byte_s.map(at).filter(|b| *b <= limit) {
             let sent = h
                 .sent_s
                 .map(at)
@@ -655,17 +716,20 @@ fn request_slices(
                 byte,
                 json!({"sent_ms": h.sent_s.map(ms), "first_byte_ms": h.first_byte_s.map(ms)}),
             ));
-            out.push(slice(
-                "first byte → first token".into(),
-                "http",
-                pid,
-                tid,
-                byte,
-                first,
-                json!({}),
-            ));
+            if server_from.is_none() {
+                out.push(slice(
+                    "first byte → first token".into(),
+                    "http",
+                    pid,
+                    tid,
+                    byte,
+                    first,
+                    json!({}),
+                ));
+            }
         }
     }
+    out.append(&mut server_slices);
     out.push(slice(
         "decode".into(),
         "decode",

@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod follow;
+pub mod metrics;
 pub mod replay;
 pub mod run;
 pub mod sweep;

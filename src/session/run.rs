@@ -106,6 +106,11 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
         }
         None => None,
     };
+    // Listening before the engine starts, so a scraper sees the run from its first request.
+    let metrics = outputs
+        .metrics_listen
+        .map(super::metrics::MetricsListener::start)
+        .transpose()?;
     // Bounded, so a consumer that stalls (a frozen SSH connection blocks the dashboard in its
     // terminal write) cannot make memory grow for hours: once full, the engine waits between
     // steps, outside every timed region, and goes on when the consumer does.
@@ -119,10 +124,9 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
     // When the stop was asked (a signal seen, q pressed): the wait for the engine runs from it.
     let (outcome, asked) = match screen {
         None => headless(
-            &ev_rx,
-            &ctl_tx,
-            signals,
+            &mut Consumer::new(&ev_rx, &ctl_tx, signals),
             [recorder.as_mut(), stream.as_mut()],
+            metrics.as_ref(),
             started,
             outputs.jsonl_steps,
             slo,
@@ -133,6 +137,7 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
             &ctl_tx,
             signals,
             &mut recorder,
+            metrics.as_ref(),
             started,
             faults.ui_panic,
         ),
@@ -203,12 +208,14 @@ fn measure_clock(reference: &ClockRef, signals: &Signals) -> Result<clock::Offse
 }
 
 /// In a terminal: the dashboard folds the events; the record is written as they are drained.
+#[allow(clippy::too_many_arguments)]
 fn dashboard(
     screen: ScreenPlan,
     events: &Receiver<Event>,
     control: &Sender<Control>,
     signals: &Signals,
     recorder: &mut Option<Recorder>,
+    metrics: Option<&super::metrics::MetricsListener>,
     started: Instant,
     ui_panic: Option<u64>,
 ) -> (Outcome, Option<Instant>) {
@@ -216,6 +223,7 @@ fn dashboard(
         if let Some(r) = recorder.as_mut() {
             r.on_event(since(started), ev);
         }
+        super::metrics::observe(metrics, ev);
         if let (Some(n), Event::RequestDone(r)) = (ui_panic, ev) {
             if r.index == n {
                 panic!("injected fault (--fault ui-panic@{n})");
@@ -231,10 +239,9 @@ fn dashboard(
 
 /// Headless: JSON lines per request (and step) on stdout until the engine finishes.
 fn headless(
-    events: &Receiver<Event>,
-    control: &Sender<Control>,
-    signals: &Signals,
+    consumer: &mut Consumer,
     mut recorders: [Option<&mut Recorder>; 2],
+    metrics: Option<&super::metrics::MetricsListener>,
     started: Instant,
     steps: bool,
     slo: crate::stats::Slo,
@@ -242,7 +249,6 @@ fn headless(
     // The second is the record streamed on stdout (`--jsonl`): then stdout has nothing else.
     let lines = recorders[1].is_none();
     let mut run = RunFold::with_slo(slo);
-    let mut consumer = Consumer::new(events, control, signals);
     let stdout = std::io::stdout();
     while run.live() {
         let ev = match consumer.recv() {
@@ -261,6 +267,7 @@ fn headless(
         for r in recorders.iter_mut().flatten() {
             r.on_event(t_s, &ev);
         }
+        super::metrics::observe(metrics, &ev);
         run.apply(&ev);
         if lines {
             print_line(&mut stdout.lock(), &ev, steps, t_s);
@@ -281,7 +288,7 @@ fn headless(
             run.last_failure.as_deref().unwrap_or("")
         );
     }
-    let stop = consumer.interrupted.unwrap_or(StopReason::UserStop);
+    let stop = consumer.interrupted.clone().unwrap_or(StopReason::UserStop);
     (run.outcome(stop), consumer.asked_at)
 }
 

@@ -68,6 +68,10 @@ fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
         }
         None => None,
     };
+    let metrics = outputs
+        .metrics_listen
+        .map(super::metrics::MetricsListener::start)
+        .transpose()?;
     let (ev_tx, ev_rx) = crossbeam_channel::bounded::<Event>(crate::event::EVENT_QUEUE);
     let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded::<Control>();
     let started = Instant::now();
@@ -82,7 +86,15 @@ fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
     let fold = SweepFold::new(config.clone(), slo);
     // When the stop was asked (a signal seen, q pressed): the wait for the engine runs from it.
     let (fold, asked) = match screen {
-        None => headless(fold, &ev_rx, &ctl_tx, signals, recorder.as_mut(), started),
+        None => headless(
+            fold,
+            &ev_rx,
+            &ctl_tx,
+            signals,
+            recorder.as_mut(),
+            metrics.as_ref(),
+            started,
+        ),
         Some(screen) => dashboard(
             fold,
             screen,
@@ -90,6 +102,7 @@ fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
             &ctl_tx,
             signals,
             &mut recorder,
+            metrics.as_ref(),
             started,
         ),
     };
@@ -219,8 +232,10 @@ fn after_event(
     fold: &mut SweepFold,
     ev: &Event,
     recorder: Option<&mut Recorder>,
+    metrics: Option<&super::metrics::MetricsListener>,
     t_s: f64,
 ) -> Option<CellResult> {
+    super::metrics::observe(metrics, ev);
     let closed = fold.take_closed();
     if let Some(r) = recorder {
         r.on_event(t_s, ev);
@@ -238,6 +253,7 @@ fn headless(
     control: &Sender<Control>,
     signals: &Signals,
     mut recorder: Option<&mut Recorder>,
+    metrics: Option<&super::metrics::MetricsListener>,
     started: Instant,
 ) -> (Result<SweepFold, Failure>, Option<Instant>) {
     let mut run = RunFold::with_slo(fold.slo);
@@ -275,7 +291,7 @@ fn headless(
             Event::Notice(n) => say!("infertop: {}", crate::ui::state::notice_words(n)),
             _ => {}
         }
-        if let Some(result) = after_event(&mut fold, &ev, recorder.as_deref_mut(), t_s) {
+        if let Some(result) = after_event(&mut fold, &ev, recorder.as_deref_mut(), metrics, t_s) {
             let verdict = fold.config.search.is_some().then(|| {
                 use crate::sweep::analysis::{meets_slo, probe_reasons};
                 let over = result.sustain.as_ref().and_then(|s| s.over.clone());
@@ -305,6 +321,7 @@ fn headless(
 
 /// In a terminal: the dashboard folds the stream (its `sweep`), the grid fills in where the
 /// events pane was, and pause, reset and quit reach the cell's engine through the sweep's.
+#[allow(clippy::too_many_arguments)]
 fn dashboard(
     fold: SweepFold,
     screen: ScreenPlan,
@@ -312,6 +329,7 @@ fn dashboard(
     control: &Sender<Control>,
     signals: &Signals,
     recorder: &mut Option<Recorder>,
+    metrics: Option<&super::metrics::MetricsListener>,
     started: Instant,
 ) -> (Result<SweepFold, Failure>, Option<Instant>) {
     let mut app = crate::ui::App::new(screen.app);
@@ -321,7 +339,7 @@ fn dashboard(
             // The dashboard folded the event at its frame's time; the record's clock is finer.
             let t_s = since(started);
             fold.stamp(t_s);
-            after_event(fold, ev, recorder.as_mut(), t_s);
+            after_event(fold, ev, recorder.as_mut(), metrics, t_s);
         }
     };
     match super::dashboard(app, screen.fps, events, control, signals, &mut on_event) {

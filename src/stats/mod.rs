@@ -2,15 +2,18 @@
 //! computes them over bounded windows (`window`, sorted by `radix`, answered from bucket
 //! counts when pushed faster than read: `coarse`), the run's table (`run`), per endpoint
 //! (`endpoints`) and per model (`models`), thinking and answering apart (`shapes`), HTTP
-//! phases (`phases`), the split by cache and turn (`breakdown`), the server's own histograms
-//! summed over windows (`server`), settling (`steady`), SLOs and goodput (`slo`, `goodput`),
-//! the roofline (`roofline`), chart scales (`scale`) and the per-request slices of the charts
-//! (`slices`).
+//! phases (`phases`), the TTFT split by the server's own timings (`split`), the split by cache
+//! and turn (`breakdown`), the server's own histograms summed over windows (`server`),
+//! settling (`steady`), SLOs and goodput (`slo`, `goodput`), the interval a load was held
+//! (`held`), the roofline (`roofline`), chart scales (`scale`), the per-request slices of the
+//! charts (`slices`), and the client's figures as Prometheus text (`exposition`).
 
 pub mod breakdown;
 mod coarse;
 mod endpoints;
+pub mod exposition;
 pub mod goodput;
+pub mod held;
 mod models;
 mod percentile;
 pub mod phases;
@@ -22,6 +25,7 @@ mod server;
 pub mod shapes;
 pub mod slices;
 mod slo;
+pub mod split;
 pub mod steady;
 mod window;
 
@@ -39,6 +43,7 @@ pub use server::{
 };
 pub use shapes::{ShapeStats, ShapeSummary};
 pub use slo::{ntpot, parse_duration_s, Goodput, Limit, Slo, SloMetric};
+pub use split::{Part, SplitStats, SplitSummary};
 pub use steady::{settle_point, warmup_cost_s, SettleRule};
 pub use window::Window;
 

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::event::ServerQuantiles;
 
 use crate::stats::{
-    EndpointSummary, Metric, ModelSummary, PhaseSummary, RunStats, ServerSpanSummary, ShapeSummary,
-    Summary, Table, WindowKind,
+    EndpointSummary, Metric, ModelSummary, Part, PhaseSummary, RunStats, ServerSpanSummary,
+    ShapeSummary, SplitSummary, Summary, Table, WindowKind,
 };
 
 /// `--format` of runs and `report`.
@@ -65,6 +65,10 @@ pub struct RunSummary {
     /// Goodput against the run's SLO, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goodput: Option<GoodputSummary>,
+    /// Where the TTFT went by the server's own timings (`to_json` writes it as
+    /// `ttft_split`), when the server sent them.
+    #[serde(skip)]
+    pub split: Option<SplitSummary>,
 }
 
 /// Steady requests against an SLO: met, missed, failed (a miss), and the share met.
@@ -107,7 +111,14 @@ impl RunSummary {
             breakdown: None,
             phases: None,
             goodput: None,
+            split: None,
         }
+    }
+
+    /// The summary with the TTFT split by the server's own timings.
+    pub fn with_split(mut self, split: Option<SplitSummary>) -> RunSummary {
+        self.split = split;
+        self
     }
 
     /// The summary with the steady requests split by cache outcome and turn.
@@ -254,6 +265,9 @@ impl RunSummary {
                 "share": g.counts.share(),
             });
         }
+        if let Some(split) = &self.split {
+            out["ttft_split"] = split.to_json();
+        }
         out
     }
 
@@ -307,6 +321,9 @@ impl RunSummary {
         out.push_str(&self.models_markdown());
         out.push_str(&self.endpoints_markdown());
         out.push_str(&self.phases_markdown());
+        if let Some(split) = &self.split {
+            out.push_str(&split_markdown(split));
+        }
         out.push_str(&self.server_markdown());
         if let Some(b) = &self.breakdown {
             out.push_str(&b.markdown());
@@ -552,6 +569,12 @@ impl RunSummary {
                 rows.push(row("http", phase.key(), s));
             }
         }
+        if let Some(split) = &self.split {
+            rows.push(row("split", "ttft_s", &split.ttft));
+            for p in Part::ALL {
+                rows.push(row("split", p.key(), &split.get(p)));
+            }
+        }
         if let Some(srv) = &self.server {
             // The server's histograms have no mean, p95 or max.
             for (m, q) in server_pairs(srv) {
@@ -575,6 +598,71 @@ impl RunSummary {
         }
         crate::util::csv_text(rows)
     }
+}
+
+/// Where the TTFT went, by the server's own timings: each part's percentiles, its share of
+/// the TTFT's median, and how it moves with the requests in flight.
+pub fn split_markdown(split: &SplitSummary) -> String {
+    let f = |v: f64| format_value(Metric::Ttft, v);
+    let mut out = format!(
+        "\nwhere the TTFT went, by the server's own timings ({}; {} steady requests; prompt tokens {} cached, {} computed)\n\n",
+        split.source, split.requests, split.cached_tokens, split.computed_tokens
+    );
+    out.push_str(
+        "| part | p50 | p90 | p99 | max | n | of TTFT p50 | per request in flight | what |\n",
+    );
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    let t = split.ttft;
+    if t.n > 0 {
+        out.push_str(&format!(
+            "| TTFT | {} | {} | {} | {} | {} | 100% | | the client's, of these requests |\n",
+            f(t.p50),
+            f(t.p90),
+            f(t.p99),
+            f(t.max),
+            t.n
+        ));
+    }
+    for p in Part::ALL {
+        let s = split.get(p);
+        if s.n == 0 {
+            out.push_str(&format!(
+                "| {} | - | - | - | - | 0 | | | not sent by this server |\n",
+                p.label()
+            ));
+            continue;
+        }
+        let share = match (p, split.share(p)) {
+            (Part::Decode, _) | (_, None) => String::new(),
+            (_, Some(x)) => format!("{:.0}%", 100.0 * x),
+        };
+        let slope = split
+            .slope_s_per_request
+            .iter()
+            .find(|(q, _)| *q == p)
+            .and_then(|(_, s)| *s)
+            .map_or(String::new(), |s| format!("{:+.3} ms", s * 1e3));
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {share} | {slope} | {} |\n",
+            p.label(),
+            f(s.p50),
+            f(s.p90),
+            f(s.p99),
+            f(s.max),
+            s.n,
+            p.meaning()
+        ));
+    }
+    match split.grows {
+        Some(p) => out.push_str(&format!(
+            "\nthe part that grows with the load: {} (the steepest rise per request in flight)\n",
+            p.label()
+        )),
+        None => out.push_str(
+            "\nno part fitted against the load (it did not vary; a sweep's cells compare levels)\n",
+        ),
+    }
+    out
 }
 
 /// The client's metrics that a server's histograms also measure, with the server's figures.

@@ -18,7 +18,7 @@ use super::search::{axis_of, without_load, Search, SearchEnd};
 use super::{is_server, CellResult, LoadAxis};
 use crate::record::line::{CellParams, CellStatus, SearchConfig};
 use crate::stats::roofline::Peak;
-use crate::stats::{Slo, SloMetric};
+use crate::stats::{Slo, SloMetric, Summary};
 
 /// Doubling the load must add at least this much throughput to be worth it.
 pub const KNEE_GAIN: f64 = 0.10;
@@ -109,6 +109,77 @@ pub struct Findings {
     /// `--find-max`: one per workload searched.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub searches: Vec<SearchFinding>,
+    /// Server sweeps whose server sent its own timings: which part of the TTFT grew with the
+    /// load, per curve.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ttft_split: Vec<SplitFinding>,
+}
+
+/// Which part of the TTFT (queue, prefill, network+client, by the server's own timings) grew
+/// from a curve's lightest load to where it is judged: the first load that breaks the SLO
+/// (compared at p99, as the SLO is), else the heaviest (compared at p50).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SplitFinding {
+    pub curve: String,
+    pub base_load: f64,
+    pub at_load: f64,
+    /// Whether `at_load` is where the SLO broke first.
+    pub breaks_slo: bool,
+    /// 99 or 50: the percentile compared.
+    pub percentile: u8,
+    /// The part that grew most, and by how much (seconds).
+    pub part: crate::stats::Part,
+    pub grew_s: f64,
+    /// Every part's growth (seconds), in time order.
+    pub parts: Vec<(crate::stats::Part, f64)>,
+}
+
+/// The split findings of each curve with at least two cells that carry a split.
+pub fn split_findings(
+    curves: &[(String, Vec<&CellResult>)],
+    axis: LoadAxis,
+    slo: &Slo,
+) -> Vec<SplitFinding> {
+    curves
+        .iter()
+        .filter_map(|(name, cells)| {
+            let with: Vec<(&CellResult, &crate::stats::SplitSummary)> = cells
+                .iter()
+                .filter(|c| c.measured())
+                .filter_map(|c| Some((*c, c.ttft_split.as_ref()?)))
+                .collect();
+            let (base, base_split) = *with.first()?;
+            let broke = with
+                .iter()
+                .skip(1)
+                .find(|(c, _)| !slo.is_empty() && !slo_broken(c, slo).is_empty());
+            let ((at, at_split), breaks) = match broke {
+                Some(b) => (*b, true),
+                None => (*with.last()?, false),
+            };
+            if at.cell == base.cell {
+                return None;
+            }
+            let q = if breaks { 99 } else { 50 };
+            let (part, grew_s) = at_split.grew_most_since(base_split, q)?;
+            let pick = |s: &Summary| if q == 99 { s.p99 } else { s.p50 };
+            let parts = crate::stats::Part::TTFT
+                .iter()
+                .filter(|p| at_split.get(**p).n > 0 && base_split.get(**p).n > 0)
+                .map(|&p| (p, pick(&at_split.get(p)) - pick(&base_split.get(p))))
+                .collect();
+            Some(SplitFinding {
+                curve: name.clone(),
+                base_load: axis.load(&base.params),
+                at_load: axis.load(&at.params),
+                breaks_slo: breaks,
+                percentile: q,
+                part,
+                grew_s,
+                parts,
+            })
+        })
+        .collect()
 }
 
 /// One probe of a search: its cell, load and verdict, and the p99s that decided it.
@@ -575,6 +646,7 @@ pub fn findings(
         roofline,
         roofline_unavailable,
         searches: search.map(|s| searches(cells, slo, s)).unwrap_or_default(),
+        ttft_split: split_findings(&curves, axis, slo),
     }
 }
 
@@ -692,6 +764,28 @@ impl Findings {
         }
         for f in &self.searches {
             out.push_str(&search_markdown(f));
+        }
+        for f in &self.ttft_split {
+            let others: Vec<String> = f
+                .parts
+                .iter()
+                .filter(|(p, _)| *p != f.part)
+                .map(|(p, g)| format!("{} {:+.3} ms", p.label(), g * 1e3))
+                .collect();
+            let when = if f.breaks_slo {
+                format!("TTFT breaks the SLO first at {name} {}", l(f.at_load))
+            } else {
+                format!("up to {name} {}", l(f.at_load))
+            };
+            out.push_str(&format!(
+                "- {}: {when}; of the TTFT the {} grew most, {:+.3} ms at p{} since {name} {} ({}; the server's own timings).\n",
+                f.curve,
+                f.part.label(),
+                f.grew_s * 1e3,
+                f.percentile,
+                l(f.base_load),
+                others.join(", ")
+            ));
         }
         match (&self.roofline, &self.roofline_unavailable) {
             (Some(r), _) => {
@@ -894,6 +988,7 @@ mod tests {
             elapsed_s: 1.0,
             models: Vec::new(),
             reasoning: None,
+            ttft_split: None,
         }
     }
 

@@ -9,7 +9,8 @@
 pub mod analysis;
 pub mod engine;
 pub mod fold;
-pub mod held;
+/// The held interval of a cell's load (a statistic of its own, in `stats`).
+pub use crate::stats::held;
 pub mod plot;
 pub mod record;
 pub mod report;
@@ -406,6 +407,18 @@ pub struct CellResult {
     /// Every figure per model, when the cell sent to several.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub models: Vec<crate::stats::ModelSummary>,
+    /// A server cell whose server sent its own timings: where its TTFT went (as a run's
+    /// summary writes it).
+    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "split_json")]
+    pub ttft_split: Option<crate::stats::SplitSummary>,
+}
+
+fn split_json<S: serde::Serializer>(
+    split: &Option<crate::stats::SplitSummary>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    split.as_ref().map(|t| t.to_json()).serialize(s)
 }
 
 /// How a cell ended, and the time figures the fold alone does not know.
@@ -489,6 +502,7 @@ impl CellResult {
             elapsed_s: ending.elapsed_s,
             reasoning: summary.reasoning.clone(),
             models: summary.models.clone(),
+            ttft_split: summary.split.clone(),
             params,
         }
     }

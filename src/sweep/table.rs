@@ -264,6 +264,7 @@ impl SweepTable<'_> {
                 parts.join("; ")
             ));
         }
+        out.push_str(&self.split_markdown());
         if let Some(why) = &self.interrupted {
             out.push_str(&format!(
                 "\nThe sweep was {why}; {} cell{} not run.\n",
@@ -272,6 +273,43 @@ impl SweepTable<'_> {
             ));
         }
         out.push_str(&self.findings.to_markdown(self.cells));
+        out
+    }
+
+    /// Where each cell's TTFT went, by the server's own timings (cells whose server sent
+    /// them), in a table of its own under the grid.
+    fn split_markdown(&self) -> String {
+        use crate::stats::Part;
+        if self.cells.iter().all(|c| c.ttft_split.is_none()) {
+            return String::new();
+        }
+        let mut out = String::from(
+            "\nWhere the TTFT went, by the server's own timings (ms):\n\n| cell | conc | rate | n | TTFT p50 | p99 | queue p50 | p99 | prefill p50 | p99 | network+client p50 | p99 | grows with load |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        );
+        for c in self.cells {
+            let Some(split) = &c.ttft_split else { continue };
+            let p = &c.params;
+            let mut row = format!(
+                "| {} | {} | {} | {} |",
+                c.cell,
+                p.concurrency.map_or("-".into(), |x| x.to_string()),
+                p.rate.map_or("-".into(), |x| x.to_string()),
+                split.requests
+            );
+            let pair = |s: &Summary| {
+                if s.n == 0 {
+                    " - | - |".to_string()
+                } else {
+                    format!(" {} | {} |", ms(s.p50), ms(s.p99))
+                }
+            };
+            row.push_str(&pair(&split.ttft));
+            for part in Part::TTFT {
+                row.push_str(&pair(&split.get(part)));
+            }
+            row.push_str(&format!(" {} |\n", split.grows.map_or("-", |p| p.label())));
+            out.push_str(&row);
+        }
         out
     }
 
@@ -307,6 +345,12 @@ impl SweepTable<'_> {
                 "held_s",
                 "wall_output_tok_s",
                 "prefix_cache",
+                "queue_p50_s",
+                "queue_p99_s",
+                "prefill_p50_s",
+                "prefill_p99_s",
+                "network_client_p50_s",
+                "network_client_p99_s",
             ]
             .map(String::from),
         );
@@ -360,6 +404,11 @@ impl SweepTable<'_> {
                 num(c.wall_output_tok_s),
                 cache.to_string(),
             ]);
+            for part in crate::stats::Part::TTFT {
+                let s = c.ttft_split.as_ref().map(|t| t.get(part));
+                let s = s.filter(|s| s.n > 0);
+                row.extend([num(s.map(|s| s.p50)), num(s.map(|s| s.p99))]);
+            }
             rows.push(row);
         }
         crate::util::csv_text(rows)
@@ -458,6 +507,7 @@ mod tests {
             elapsed_s: 1.0,
             models: Vec::new(),
             reasoning: None,
+            ttft_split: None,
         };
         let findings = Findings {
             axis: LoadAxis::Batch,
@@ -468,6 +518,7 @@ mod tests {
             roofline: None,
             roofline_unavailable: None,
             searches: Vec::new(),
+            ttft_split: Vec::new(),
         };
         let cells = [cell];
         let table = SweepTable {

@@ -38,6 +38,8 @@ pub enum Action {
     CycleView,
     ToggleServer,
     TogglePhases,
+    /// The table: where each TTFT went by the server's own timings.
+    ToggleSplit,
     Help,
     /// A replay: play up to the next request's end, then pause.
     Step,
@@ -52,7 +54,7 @@ pub enum Action {
 
 impl Action {
     /// Every action with its name in the keys file, its default keys and its help text.
-    pub const TABLE: [(Action, &'static str, &'static [&'static str], &'static str); 21] = [
+    pub const TABLE: [(Action, &'static str, &'static [&'static str], &'static str); 22] = [
         (
             Action::Quit,
             "quit",
@@ -137,6 +139,12 @@ impl Action {
             "phases",
             &["h"],
             "table: the client's HTTP phases (--endpoint)",
+        ),
+        (
+            Action::ToggleSplit,
+            "split",
+            &["f"],
+            "table: TTFT as queue | prefill | network+client",
         ),
         (Action::Help, "help", &["?"], "this help"),
         (
@@ -361,6 +369,7 @@ struct KeysFile {
     view: Option<Spanned<KeyList>>,
     server: Option<Spanned<KeyList>>,
     phases: Option<Spanned<KeyList>>,
+    split: Option<Spanned<KeyList>>,
     help: Option<Spanned<KeyList>>,
     step: Option<Spanned<KeyList>>,
     faster: Option<Spanned<KeyList>>,
@@ -387,6 +396,7 @@ impl KeysFile {
             (Action::CycleView, self.view),
             (Action::ToggleServer, self.server),
             (Action::TogglePhases, self.phases),
+            (Action::ToggleSplit, self.split),
             (Action::Help, self.help),
             (Action::Step, self.step),
             (Action::SpeedUp, self.faster),

@@ -364,6 +364,10 @@ pub struct App {
     /// their figures, refreshed with the table.
     pub phase_rows: bool,
     pub phases: Option<crate::stats::PhaseSummary>,
+    /// Whether the table shows where the TTFT went by the server's own timings (`f`; servers
+    /// that report them), and its figures, refreshed with the table.
+    pub split_rows: bool,
+    pub split: Option<crate::stats::SplitSummary>,
     /// With several servers' metrics: the table's rows are the servers (their own TTFT, ITL
     /// and E2E over the steady state) instead of the metrics (`s` cycles to it).
     pub server_nodes: bool,
@@ -443,6 +447,8 @@ impl App {
             reasoning: Default::default(),
             models: Vec::new(),
             phase_rows: false,
+            split_rows: false,
+            split: None,
             phases: None,
             server_nodes: false,
             sweep: None,
@@ -985,6 +991,9 @@ impl App {
         if self.phase_rows {
             self.phases = self.run.phases.summary();
         }
+        if self.split_rows {
+            self.split = self.run.split.summary();
+        }
         self.dists = DIST_METRICS
             .iter()
             .map(|&m| {
@@ -1112,6 +1121,13 @@ impl App {
             }
             Action::TogglePhases => {
                 self.phase_rows = !self.phase_rows;
+                self.split_rows = false;
+                self.dirty = true;
+                KeyOutcome::None
+            }
+            Action::ToggleSplit => {
+                self.split_rows = !self.split_rows;
+                self.phase_rows = false;
                 self.dirty = true;
                 KeyOutcome::None
             }

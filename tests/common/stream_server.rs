@@ -7,7 +7,10 @@
 //! `start_with` adds what a capacity test and a cache test need: a fixed number of slots
 //! (requests beyond them wait for one, their wait in their TTFT, as a server's queue) and the
 //! prefix-cache reset route it answers (vLLM's or SGLang's; other paths but the completions
-//! one are 404), counting the resets.
+//! one are 404), counting the resets. `start_reporting` also sends the server's own timings
+//! of each request as vLLM (`metrics` on the usage chunk), llama.cpp (`timings`) or SGLang
+//! (`meta_info`) do: its wait for a slot as the queue, `ttft` as the prefill, the steps after
+//! it as the decode; a `hop` it spends before its clock starts (a gateway's) it does not report.
 // Each test binary that includes this uses part of it.
 #![allow(dead_code)]
 
@@ -16,7 +19,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Clone, Copy, Debug)]
 pub struct Timing {
@@ -47,6 +50,7 @@ pub fn start_counted(timing: Timing, keep_alive: bool) -> std::io::Result<Counte
         reset_route: None,
         resets: Arc::default(),
         connections: Arc::default(),
+        report: None,
     };
     let connections = served.connections.clone();
     let url = serve(served)?;
@@ -61,6 +65,45 @@ pub struct Options {
     pub slots: Option<usize>,
     /// The prefix-cache reset route answered (`/reset_prefix_cache`, `/flush_cache`).
     pub reset_route: Option<&'static str>,
+}
+
+/// Whose report of its own timings a server sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    Vllm,
+    LlamaCpp,
+    Sglang,
+}
+
+/// What `start_reporting` reports.
+#[derive(Clone, Copy, Debug)]
+pub struct Reporting {
+    pub dialect: Dialect,
+    /// Spent on each request before the server's clock starts (not in its report).
+    pub hop: Duration,
+    /// Prompt tokens it says it had cached (of the 8 it says every prompt has).
+    pub cached: usize,
+}
+
+/// Starts a server with slots that reports its own timings of every request.
+pub fn start_reporting(opts: Options, report: Reporting) -> std::io::Result<Server> {
+    let served = Served {
+        timing: opts.timing,
+        keep_alive: false,
+        slots: opts.slots.map(|n| {
+            Arc::new(Slots {
+                free: Mutex::new(n),
+                freed: Condvar::new(),
+            })
+        }),
+        reset_route: opts.reset_route,
+        resets: Arc::default(),
+        connections: Arc::default(),
+        report: Some(report),
+    };
+    let resets = served.resets.clone();
+    let url = serve(served)?;
+    Ok(Server { url, resets })
 }
 
 /// A server started with `start_with`.
@@ -84,6 +127,7 @@ pub fn start_with(opts: Options) -> std::io::Result<Server> {
         reset_route: opts.reset_route,
         resets: Arc::default(),
         connections: Arc::default(),
+        report: None,
     };
     let resets = served.resets.clone();
     let url = serve(served)?;
@@ -120,6 +164,7 @@ struct Served {
     reset_route: Option<&'static str>,
     resets: Arc<AtomicUsize>,
     connections: Arc<AtomicUsize>,
+    report: Option<Reporting>,
 }
 
 fn serve(served: Served) -> std::io::Result<String> {
@@ -167,10 +212,15 @@ fn answer(conn: TcpStream, s: &Served) -> std::io::Result<()> {
             )?;
             return out.flush();
         }
+        if let Some(r) = &s.report {
+            thread::sleep(r.hop);
+        }
+        let queued = Instant::now();
         if let Some(slots) = &s.slots {
             slots.take();
         }
-        let streamed = stream(&mut out, s.timing, s.keep_alive);
+        let report = s.report.map(|r| (r, queued.elapsed()));
+        let streamed = stream(&mut out, s.timing, s.keep_alive, report);
         if let Some(slots) = &s.slots {
             slots.give();
         }
@@ -202,7 +252,12 @@ fn read_rest(reader: &mut BufReader<TcpStream>) -> std::io::Result<()> {
 }
 
 /// The SSE answer: headers, the tokens at their times, usage, `[DONE]`.
-fn stream(out: &mut TcpStream, t: Timing, keep_alive: bool) -> std::io::Result<()> {
+fn stream(
+    out: &mut TcpStream,
+    t: Timing,
+    keep_alive: bool,
+    report: Option<(Reporting, Duration)>,
+) -> std::io::Result<()> {
     let head: &[u8] = if keep_alive {
         b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
     } else {
@@ -223,8 +278,46 @@ fn stream(out: &mut TcpStream, t: Timing, keep_alive: bool) -> std::io::Result<(
             r#"{{"choices":[{{"index":0,"text":" w{i}","finish_reason":null}}]}}"#
         ))?;
     }
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let decode = t.itl * t.tokens.saturating_sub(1) as u32;
+    let extra = match report {
+        None => String::new(),
+        Some((r, queue)) => match r.dialect {
+            Dialect::Vllm => format!(
+                r#","metrics":{{"queue_time_ms":{},"time_to_first_token_ms":{},"generation_time_ms":{},"mean_itl_ms":{}}}"#,
+                ms(queue),
+                ms(t.ttft),
+                ms(decode),
+                ms(t.itl)
+            ),
+            Dialect::LlamaCpp => format!(
+                r#","timings":{{"cache_n":{},"prompt_n":{},"prompt_ms":{},"predicted_n":{},"predicted_ms":{}}}"#,
+                r.cached,
+                8 - r.cached,
+                ms(t.ttft),
+                t.tokens,
+                ms(decode)
+            ),
+            Dialect::Sglang => format!(
+                r#","meta_info":{{"queue_time":{},"prefill_launch_latency":{},"e2e_latency":{},"cached_tokens":{},"prompt_tokens":8}}"#,
+                queue.as_secs_f64(),
+                t.ttft.as_secs_f64(),
+                (queue + t.ttft + decode).as_secs_f64(),
+                r.cached
+            ),
+        },
+    };
+    let details = match report {
+        Some((r, _)) if r.dialect == Dialect::Vllm => {
+            format!(
+                r#","prompt_tokens_details":{{"cached_tokens":{}}}"#,
+                r.cached
+            )
+        }
+        _ => String::new(),
+    };
     send(&format!(
-        r#"{{"choices":[],"usage":{{"prompt_tokens":8,"completion_tokens":{},"total_tokens":{}}}}}"#,
+        r#"{{"choices":[],"usage":{{"prompt_tokens":8,"completion_tokens":{},"total_tokens":{}{details}}}{extra}}}"#,
         t.tokens,
         t.tokens + 8
     ))?;

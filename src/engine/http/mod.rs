@@ -30,6 +30,7 @@ pub mod probe;
 pub mod request;
 mod schedule;
 pub mod sse;
+mod timings;
 pub mod tokenize;
 
 use std::sync::Arc;
@@ -829,6 +830,7 @@ fn request_done(record_tokens: bool, launched: &Launched, m: Measured) -> Reques
     };
     // A pooling batch's usage counts every input: the record keeps tokens per input.
     let per_input = |p: usize| (p + m.inputs.max(1) / 2) / m.inputs.max(1);
+    let server = server_timings(&m);
     let (prompt_tokens, prompt_from) = match m.usage_prompt_tokens {
         Some(p) => (per_input(p), "usage"),
         None if launched.exact_prompt => (launched.requested_prompt_tokens, "tokenizer"),
@@ -863,14 +865,35 @@ fn request_done(record_tokens: bool, launched: &Launched, m: Measured) -> Reques
                 Vec::new()
             },
             finish_reason: m.finish_reason,
-            cached_tokens: m.cached_tokens,
+            // llama.cpp says its cache in `timings.cache_n` alone.
+            cached_tokens: m
+                .cached_tokens
+                .or(server.as_ref().and_then(|s| s.cached_tokens)),
             http: m.http,
             ttst_s: m.ttst_s,
+            server,
         })),
         origin: launched.origin.clone().map(Box::new),
         model: launched.model.clone(),
         parts: m.parts.map(Box::new),
     }
+}
+
+/// The server's own timings joined to the client's: the cached and computed prompt tokens
+/// from the usage where the timings lack them, and the rest of the TTFT.
+fn server_timings(m: &Measured) -> Option<crate::event::ServerTimings> {
+    let mut t = m.server.clone()?;
+    if t.cached_tokens.is_none() {
+        t.cached_tokens = m.cached_tokens;
+    }
+    if t.computed_tokens.is_none() {
+        t.computed_tokens = match (m.usage_prompt_tokens, t.cached_tokens) {
+            (Some(p), Some(c)) => Some(p.saturating_sub(c)),
+            _ => None,
+        };
+    }
+    t.join_ttft(m.ttft_s);
+    Some(t)
 }
 
 #[cfg(test)]

@@ -139,6 +139,8 @@ pub struct Measured {
     pub parts: Option<OutputParts>,
     /// A pooling request: the inputs it carried.
     pub inputs: usize,
+    /// The server's own timings, from the last chunk that carried them.
+    pub server: Option<crate::event::ServerTimings>,
 }
 
 /// A request that did not complete.
@@ -357,6 +359,9 @@ async fn stream(
             }
             if chunk.finish_reason.is_some() {
                 out.finish_reason = chunk.finish_reason.clone();
+            }
+            if chunk.server.is_some() {
+                out.server = chunk.server.clone();
             }
             if !chunk.is_output() {
                 continue;

@@ -133,6 +133,9 @@ pub struct Chunk {
     /// The stream's end as the API says it without `[DONE]` (Responses' `response.completed`,
     /// Messages' `message_stop`).
     pub done: bool,
+    /// The server's own timings of the request (`timings::read`), on the chunk that carried
+    /// them (vLLM: the final usage chunk).
+    pub server: Option<crate::event::ServerTimings>,
 }
 
 impl Chunk {
@@ -162,6 +165,13 @@ struct Typed<'a> {
     usage: Option<TypedUsage>,
     #[serde(default)]
     error: Option<serde::de::IgnoredAny>,
+    // A server's own timings (vLLM, llama.cpp, SGLang): absent from all but a last chunk.
+    #[serde(default)]
+    metrics: Option<Value>,
+    #[serde(default)]
+    timings: Option<Value>,
+    #[serde(default)]
+    meta_info: Option<Value>,
 }
 
 #[derive(serde::Deserialize)]
@@ -243,7 +253,10 @@ fn count(n: Option<u64>) -> Option<usize> {
 }
 
 fn typed_chunk(t: Typed) -> Chunk {
-    let mut chunk = Chunk::default();
+    let mut chunk = Chunk {
+        server: super::timings::read(t.metrics.as_ref(), t.timings.as_ref(), t.meta_info.as_ref()),
+        ..Chunk::default()
+    };
     if let Some(u) = t.usage {
         chunk.prompt_tokens = count(u.prompt_tokens);
         chunk.completion_tokens = count(u.completion_tokens);
@@ -296,7 +309,10 @@ fn parse_value(payload: &str) -> Result<Chunk, String> {
     if let Some(err) = obj.get("error").filter(|e| !e.is_null()) {
         return Err(server_error(err));
     }
-    let mut chunk = Chunk::default();
+    let mut chunk = Chunk {
+        server: super::timings::read(obj.get("metrics"), obj.get("timings"), obj.get("meta_info")),
+        ..Chunk::default()
+    };
     if let Some(usage) = obj.get("usage").and_then(Value::as_object) {
         let count = |v: Option<&Value>| {
             v.and_then(Value::as_u64)
@@ -462,6 +478,10 @@ mod tests {
             r#"{"choices":[{"text":"x","finish_reason":"stop"}],"error":null}"#,
             r#"{"error":"plain"}"#,
             r#"{"usage":{"prompt_tokens":-1}}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":3},"metrics":{"queue_time_ms":12.5,"time_to_first_token_ms":30}}"#,
+            r#"{"choices":[],"timings":{"prompt_n":5,"prompt_ms":9.5,"cache_n":2,"predicted_ms":40}}"#,
+            r#"{"text":"x","meta_info":{"queue_time":0.01,"prefill_launch_latency":0.02}}"#,
+            r#"{"choices":[],"metrics":"odd","timings":[1]}"#,
             r#"{}"#,
             r#""a string""#,
             r#"null"#,

@@ -43,6 +43,14 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         let what = if app.phase_rows { "latency" } else { "phases" };
         items.push((vec![Action::TogglePhases], what));
     }
+    if app.run.split.has_samples() && app.baseline.is_none() {
+        let what = if app.split_rows {
+            "latency"
+        } else {
+            "TTFT split"
+        };
+        items.push((vec![Action::ToggleSplit], what));
+    }
     if app.run.info.is_some() {
         items.push((vec![Action::CycleView], app.next_view().label()));
         items.push((vec![Action::ToggleWarmup], warmup));

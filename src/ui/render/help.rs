@@ -29,8 +29,7 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
         " Sparkline marks: w warmup request, | workload change, ! outlier",
         " (above the running p99). Table: ! crosses the SLO.",
         " Charts do not scroll: the newest is just left of the gap.",
-        " +/-, ]/[ and b/B take effect from the next request.",
-        " Esc or ? closes this help.",
+        " +/-, ]/[ and b/B apply from the next request. Esc or ? closes.",
     ];
     overlay(frame, app.theme(), &app.glyphs, area, 70, keys, &legend);
 }

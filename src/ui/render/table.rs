@@ -11,7 +11,7 @@ use ratatui::Frame;
 use super::panel;
 use super::panel::Panel;
 use crate::event::ServerQuantiles;
-use crate::stats::{Metric, Phase, Summary};
+use crate::stats::{Metric, Part, Phase, SplitSummary, Summary};
 use crate::ui::keys::Action;
 use crate::ui::state::App;
 use crate::util::format;
@@ -27,6 +27,9 @@ const SERVER_HEADINGS: [&str; 8] = [
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     if let (true, None, Some(phases)) = (app.phase_rows, &app.baseline, &app.phases) {
         return render_phases(frame, app, rect, phases);
+    }
+    if let (true, None, Some(split)) = (app.split_rows, &app.baseline, &app.split) {
+        return render_split(frame, app, rect, split);
     }
     let theme = app.theme();
     let ascii = app.glyphs.ascii;
@@ -411,4 +414,158 @@ fn render_phases(frame: &mut Frame, app: &App, rect: Rect, phases: &crate::stats
     let inner = block.inner(rect);
     frame.render_widget(block, rect);
     frame.render_widget(table, inner);
+}
+
+const SPLIT_HEADINGS: [&str; 8] = ["", "p50", "p90", "p99", "max", "n", "of p50", "/req"];
+
+/// `f`: where the TTFT went by the server's own timings (steady requests since the last
+/// reset): the TTFT, its queue, prefill and network+client, the server's decode beside them;
+/// each part's share of the TTFT's median and its rise per request in flight, the part that
+/// grows with the load in the title, and the last request's TTFT as a bar of its parts.
+fn render_split(frame: &mut Frame, app: &App, rect: Rect, split: &SplitSummary) {
+    let theme = app.theme();
+    let sep = app.glyphs.sep;
+    let ascii = app.glyphs.ascii;
+    let grows = split
+        .grows
+        .map_or("no part fitted to the load yet".to_string(), |p| {
+            format!("grows with load: {}", p.label())
+        });
+    let mut block = panel(
+        app,
+        format!(
+            "Where the TTFT went {sep} {} {sep} {} steady {sep} {grows}",
+            split.source, split.requests
+        ),
+    );
+    if let Some(last) = &app.run.split.last {
+        block = block.title_bottom(last_split_line(app, last));
+    }
+    let header = Row::new(
+        SPLIT_HEADINGS
+            .iter()
+            .map(|h| Cell::from(Line::from(*h).right_aligned())),
+    )
+    .style(theme.table_header);
+    let dur = |v: f64| format!("{} ", format::duration(v, ascii));
+    let mut rows = Vec::new();
+    let mut row = |label: &str, s: Summary, share: String, slope: String, style| {
+        let mut cells = vec![Cell::from(Span::styled(label.to_string(), style))];
+        if s.n == 0 {
+            for _ in 0..4 {
+                cells.push(Cell::from(Line::styled("- ", theme.dim).right_aligned()));
+            }
+        } else {
+            for v in [s.p50, s.p90, s.p99, s.max] {
+                cells.push(Cell::from(Line::styled(dur(v), theme.text).right_aligned()));
+            }
+        }
+        cells.push(Cell::from(
+            Line::styled(format!("{} ", s.n), theme.dim).right_aligned(),
+        ));
+        cells.push(Cell::from(Line::styled(share, theme.dim).right_aligned()));
+        cells.push(Cell::from(Line::styled(slope, theme.dim).right_aligned()));
+        rows.push(Row::new(cells));
+    };
+    row("TTFT", split.ttft, String::new(), String::new(), theme.text);
+    for p in Part::ALL {
+        let share = match p {
+            Part::Decode => String::new(),
+            _ => split
+                .share(p)
+                .map_or(String::new(), |x| format!("{:.0}% ", 100.0 * x)),
+        };
+        let slope = split
+            .slope_s_per_request
+            .iter()
+            .find(|(q, _)| *q == p)
+            .and_then(|(_, s)| *s)
+            .map_or(String::new(), |s| {
+                let ms = s * 1e3;
+                if ms.abs() < 0.05 {
+                    "0ms ".to_string()
+                } else {
+                    format!("{ms:+.1}ms ")
+                }
+            });
+        let style = match p {
+            Part::Queue => theme.event_warn,
+            Part::Prefill => theme.ttft,
+            Part::Rest => theme.itl,
+            Part::Decode => theme.dim,
+        };
+        row(p.label(), split.get(p), share, slope, style);
+    }
+    let mut widths = vec![Constraint::Length(14)];
+    widths.extend([Constraint::Fill(1); 7]);
+    let table = Table::new(rows, widths).header(header).column_spacing(1);
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    frame.render_widget(table, inner);
+}
+
+/// Width of the last request's bar, in cells.
+const SPLIT_BAR: usize = 16;
+
+/// `#41 194ms = ████████▒▒░ queue 150ms | prefill 40ms | net 4ms`: the last request's TTFT, its parts
+/// in time order as a bar (a glyph each, so it reads without colour).
+fn last_split_line(app: &App, last: &crate::stats::split::LastSplit) -> Line<'static> {
+    let theme = app.theme();
+    let ascii = app.glyphs.ascii;
+    let parts = [
+        (
+            Part::Queue,
+            last.queue_s,
+            if ascii { "#" } else { "█" },
+            theme.event_warn,
+        ),
+        (
+            Part::Prefill,
+            last.prefill_s,
+            if ascii { "=" } else { "▒" },
+            theme.ttft,
+        ),
+        (
+            Part::Rest,
+            last.rest_s,
+            if ascii { "." } else { "░" },
+            theme.itl,
+        ),
+    ];
+    let total: f64 = parts
+        .iter()
+        .filter_map(|p| p.1)
+        .sum::<f64>()
+        .max(last.ttft_s);
+    let mut spans = vec![Span::styled(
+        format!(
+            " #{} {} = ",
+            last.index,
+            format::duration(last.ttft_s, ascii)
+        ),
+        theme.dim,
+    )];
+    let mut words = Vec::new();
+    let mut used = 0usize;
+    for (i, (part, v, glyph, style)) in parts.iter().enumerate() {
+        let Some(v) = v else { continue };
+        let mut cells = if total > 0.0 {
+            ((v / total) * SPLIT_BAR as f64).round() as usize
+        } else {
+            0
+        };
+        if i == parts.len() - 1 {
+            cells = SPLIT_BAR.saturating_sub(used).min(cells.max(1));
+        }
+        cells = cells.min(SPLIT_BAR - used.min(SPLIT_BAR));
+        used += cells;
+        spans.push(Span::styled(glyph.repeat(cells), *style));
+        let label = match part {
+            Part::Rest => "net",
+            p => p.label(),
+        };
+        words.push(format!("{label} {}", format::duration(*v, ascii)));
+    }
+    spans.push(Span::styled(format!(" {} ", words.join(" | ")), theme.dim));
+    Line::from(spans)
 }

@@ -1,0 +1,374 @@
+//! The server's own timings of each request joined to the client's TTFT, against the
+//! in-process server that reports known timings as vLLM, llama.cpp and SGLang do: its wait for
+//! one of its slots as the queue, its injected TTFT as the prefill, and a hop it spends before
+//! its clock starts (unreported) that must come out as the rest of the TTFT.
+#![allow(clippy::unwrap_used)]
+
+#[path = "common/stream_server.rs"]
+mod stream_server;
+
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{bounded, unbounded};
+use infertop::engine::http::{self, Api, Endpoint, HttpConfig};
+use infertop::engine::workload::LenSpec;
+use infertop::event::{Control, Event, RequestDone, ServerTimings};
+use infertop::fold::RunFold;
+use infertop::stats::Part;
+use infertop::traffic::TrafficPlan;
+use stream_server::{Dialect, Options, Reporting, Timing};
+
+const TTFT: Duration = Duration::from_millis(40);
+const ITL: Duration = Duration::from_millis(5);
+const TOKENS: usize = 5;
+const HOP: Duration = Duration::from_millis(25);
+
+fn server(dialect: Dialect, slots: Option<usize>, hop: Duration) -> String {
+    stream_server::start_reporting(
+        Options {
+            timing: Timing {
+                ttft: TTFT,
+                itl: ITL,
+                tokens: TOKENS,
+            },
+            slots,
+            reset_route: None,
+        },
+        Reporting {
+            dialect,
+            hop,
+            cached: 3,
+        },
+    )
+    .unwrap()
+    .url
+}
+
+fn config(url: &str, concurrency: usize, requests: u64) -> HttpConfig {
+    HttpConfig {
+        endpoints: vec![Endpoint::parse(url).unwrap()],
+        api: Api::Completions,
+        served_model: Some("m".into()),
+        api_key: None,
+        traffic: TrafficPlan {
+            prompt: Some(LenSpec::Fixed(8)),
+            output: LenSpec::Fixed(TOKENS),
+            seed: 0,
+            warmup: 0,
+            requests: Some(requests),
+            duration: None,
+            source: None,
+            conversations: None,
+            replay: None,
+            shard: Default::default(),
+        },
+        prompts: Default::default(),
+        concurrency: Some(concurrency),
+        rate: None,
+        burstiness: 1.0,
+        request_timeout: Duration::from_secs(20),
+        exact_output: true,
+        chunk_usage: false,
+        record_tokens: false,
+        preconnect: true,
+        reset_prefix_cache: false,
+        shape: Default::default(),
+        start_at: None,
+    }
+}
+
+/// Every event of a run to its end (at most 60 s).
+fn events(cfg: HttpConfig) -> Vec<Event> {
+    let (tx, rx) = bounded(1 << 16);
+    let (_ctl, ctl_rx) = unbounded::<Control>();
+    let handle = http::spawn(cfg, tx, ctl_rx).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut out = Vec::new();
+    while Instant::now() < deadline {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(Event::Finished(r)) => {
+                out.push(Event::Finished(r));
+                break;
+            }
+            Ok(Event::RequestFailed(f)) => panic!("{f:?}"),
+            Ok(ev) => out.push(ev),
+            Err(_) => {}
+        }
+    }
+    handle.join().unwrap();
+    out
+}
+
+fn done(events: &[Event]) -> Vec<&RequestDone> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::RequestDone(r) => Some(r.as_ref()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn timings(r: &RequestDone) -> &ServerTimings {
+    r.client.as_ref().unwrap().server.as_ref().unwrap()
+}
+
+fn ms(s: f64) -> f64 {
+    s * 1e3
+}
+
+/// One request at a time on a free slot: no queue, the prefill exactly as reported, the
+/// unreported hop as the rest of the TTFT, the decode as reported, and the cached and
+/// computed prompt tokens from the usage.
+#[test]
+fn vllm_metrics_split_the_ttft_and_the_hop_is_the_rest() {
+    let url = server(Dialect::Vllm, Some(4), HOP);
+    let evs = events(config(&url, 1, 6));
+    let done = done(&evs);
+    assert_eq!(done.len(), 6);
+    for r in &done {
+        let t = timings(r);
+        assert_eq!(t.source, "vllm");
+        assert!(ms(t.queue_s.unwrap()) < 5.0, "{t:?}");
+        assert!((ms(t.prefill_s.unwrap()) - 40.0).abs() < 1e-6, "{t:?}");
+        assert!((ms(t.decode_s.unwrap()) - 20.0).abs() < 1e-6, "{t:?}");
+        let rest = ms(t.rest_s.unwrap());
+        assert!(
+            (rest - 25.0).abs() < 15.0,
+            "rest {rest} ms, hop 25 ms: {t:?}"
+        );
+        let sum = t.queue_s.unwrap() + t.prefill_s.unwrap() + t.rest_s.unwrap();
+        assert!((sum - r.ttft_s).abs() < 1e-9, "parts add up to the TTFT");
+        assert_eq!((t.cached_tokens, t.computed_tokens), (Some(3), Some(5)));
+        assert_eq!(r.client.as_ref().unwrap().cached_tokens, Some(3));
+    }
+    let mut fold = RunFold::new();
+    for e in &evs {
+        fold.apply(e);
+    }
+    let split = fold.summary().split.unwrap();
+    assert_eq!((split.requests, split.queue.n, split.rest.n), (6, 6, 6));
+    assert_eq!((split.cached_tokens, split.computed_tokens), (18, 30));
+    let json = fold.summary().to_json();
+    assert_eq!(json["ttft_split"]["requests"], 6);
+    assert!((json["ttft_split"]["prefill_s"]["p50"].as_f64().unwrap() - 0.040).abs() < 1e-9);
+}
+
+/// llama.cpp sends no queue: the split says so (no queue samples) and the rest holds what
+/// the server did not count; its `cache_n` is the request's cached tokens.
+#[test]
+fn llama_cpp_timings_have_no_queue_and_their_cache_counts() {
+    let url = server(Dialect::LlamaCpp, None, Duration::ZERO);
+    let evs = events(config(&url, 2, 4));
+    for r in done(&evs) {
+        let t = timings(r);
+        assert_eq!((t.source.as_str(), t.queue_s), ("llama.cpp", None));
+        assert!((ms(t.prefill_s.unwrap()) - 40.0).abs() < 1e-6);
+        assert_eq!((t.cached_tokens, t.computed_tokens), (Some(3), Some(5)));
+        assert_eq!(r.client.as_ref().unwrap().cached_tokens, Some(3));
+        assert!(ms(t.rest_s.unwrap()) < 15.0, "{t:?}");
+    }
+    let mut fold = RunFold::new();
+    for e in &evs {
+        fold.apply(e);
+    }
+    let split = fold.summary().split.unwrap();
+    assert_eq!((split.queue.n, split.prefill.n), (0, 4));
+    let md = fold.summary().render(infertop::summary::SummaryFormat::Md);
+    assert!(md.contains("| queue | - |"), "{md}");
+    assert!(md.contains("not sent by this server"), "{md}");
+}
+
+#[test]
+fn sglang_meta_info_is_read_too() {
+    let url = server(Dialect::Sglang, Some(1), Duration::ZERO);
+    let evs = events(config(&url, 1, 3));
+    for r in done(&evs) {
+        let t = timings(r);
+        assert_eq!(t.source, "sglang");
+        assert!((ms(t.prefill_s.unwrap()) - 40.0).abs() < 1e-6);
+        assert!(t.queue_s.is_some() && t.e2e_s.is_some());
+        assert_eq!((t.cached_tokens, t.computed_tokens), (Some(3), Some(5)));
+    }
+}
+
+/// A server that sends no timings: nothing is assumed, no split is shown.
+#[test]
+fn a_server_that_says_nothing_gets_no_split() {
+    let url = stream_server::start(Timing {
+        ttft: TTFT,
+        itl: ITL,
+        tokens: TOKENS,
+    })
+    .unwrap();
+    let evs = events(config(&url, 1, 2));
+    let mut fold = RunFold::new();
+    for r in done(&evs) {
+        assert!(r.client.as_ref().unwrap().server.is_none());
+    }
+    for e in &evs {
+        fold.apply(e);
+    }
+    let s = fold.summary();
+    assert!(s.split.is_none());
+    assert!(s.to_json().get("ttft_split").is_none());
+    assert!(!s
+        .render(infertop::summary::SummaryFormat::Md)
+        .contains("where the TTFT went"));
+}
+
+/// A server of 2 slots at rising concurrency: the queue is what grows (about one service time
+/// per wave beyond the slots), the prefill stays what the server reports.
+#[test]
+fn the_queue_grows_with_the_load_on_a_server_of_two_slots() {
+    let url = server(Dialect::Vllm, Some(2), Duration::ZERO);
+    let mut queue_p50 = Vec::new();
+    for c in [1usize, 2, 4, 8] {
+        let evs = events(config(&url, c, (4 * c) as u64));
+        let mut fold = RunFold::new();
+        for e in &evs {
+            fold.apply(e);
+        }
+        let split = fold.summary().split.unwrap();
+        assert!((ms(split.prefill.p50) - 40.0).abs() < 1e-6);
+        queue_p50.push(ms(split.queue.p50));
+    }
+    // Service time ≈ 40 + 4 × 5 = 60 ms; at 4 in flight half wait one service, at 8 three
+    // quarters wait one to three.
+    assert!(queue_p50[0] < 5.0 && queue_p50[1] < 5.0, "{queue_p50:?}");
+    assert!(queue_p50[2] > 20.0, "{queue_p50:?}");
+    assert!(queue_p50[3] > queue_p50[2] + 30.0, "{queue_p50:?}");
+    let _ = Part::Queue;
+}
+
+fn infertop() -> std::process::Command {
+    use assert_cmd::cargo::CommandCargoExt;
+    std::process::Command::cargo_bin("infertop").unwrap()
+}
+
+/// A sweep at rising concurrency against a server of 2 slots, TTFT SLO 170 ms: the cells
+/// carry their split, the queue is what grows, and it is what breaks the SLO first (at 8: a
+/// request waits up to three others' 60 ms); `report` of the record says the same.
+#[test]
+fn a_sweep_says_which_part_of_the_ttft_breaks_the_slo_first() {
+    let url = server(Dialect::Vllm, Some(2), Duration::from_millis(10));
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("sweep.jsonl");
+    let out = infertop()
+        .args(["sweep", "--endpoint", &url, "--served-model", "m"])
+        .args(["--concurrency", "1,2,4,8", "-p", "8", "-n", "5"])
+        .args([
+            "--warmup",
+            "1",
+            "--repetitions",
+            "16",
+            "--slo",
+            "ttft=170ms",
+        ])
+        .args(["--no-telemetry", "--format", "json", "--record"])
+        .arg(&record)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    let cells = doc["cells"].as_array().unwrap();
+    let queue: Vec<f64> = cells
+        .iter()
+        .map(|c| c["ttft_split"]["queue_s"]["p50"].as_f64().unwrap())
+        .collect();
+    for c in cells {
+        let prefill = c["ttft_split"]["prefill_s"]["p50"].as_f64().unwrap();
+        assert!((prefill - 0.040).abs() < 1e-9, "{c}");
+    }
+    assert!(queue[0] < 0.005 && queue[1] < 0.005, "{queue:?}");
+    assert!(queue[3] > queue[2] + 0.030, "{queue:?}");
+    let f = &doc["findings"]["ttft_split"][0];
+    assert_eq!(f["part"], "queue", "{f}");
+    assert_eq!(
+        (f["breaks_slo"].as_bool(), f["at_load"].as_f64()),
+        (Some(true), Some(8.0)),
+        "{f}"
+    );
+    assert_eq!(f["percentile"], 99);
+
+    let out = infertop().arg("report").arg(&record).output().unwrap();
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        md.contains("TTFT breaks the SLO first at concurrency 8; of the TTFT the queue grew most"),
+        "{md}"
+    );
+    assert!(
+        md.contains("Where the TTFT went, by the server's own timings"),
+        "{md}"
+    );
+}
+
+/// `compare` of a run on a free server and one on a full one: the TTFT's change is the
+/// queue's, the prefill did not move.
+#[test]
+fn compare_says_the_queue_moved_and_the_prefill_did_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut records = Vec::new();
+    for (name, slots, concurrency) in [("free", 4, "2"), ("full", 1, "3")] {
+        let url = server(Dialect::Vllm, Some(slots), Duration::ZERO);
+        let record = dir.path().join(format!("{name}.jsonl"));
+        let out = infertop()
+            .args(["--endpoint", &url, "--served-model", "m"])
+            .args([
+                "--concurrency",
+                concurrency,
+                "--requests",
+                "24",
+                "-p",
+                "8",
+                "-n",
+                "5",
+            ])
+            .args(["--headless", "--no-telemetry", "--record"])
+            .arg(&record)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        records.push(record);
+    }
+    let out = infertop()
+        .arg("compare")
+        .args(&records)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    let pair = &v["pairs"][0];
+    assert_eq!(pair["split_moved_most"], "queue_s", "{pair}");
+    let parts = pair["ttft_split"].as_array().unwrap();
+    let verdict = |key: &str| {
+        parts.iter().find(|p| p["part"] == key).unwrap()["verdict"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(verdict("queue_s"), "slower");
+    assert_eq!(verdict("prefill_s"), "no_detectable_change");
+    let out = infertop().arg("compare").args(&records).output().unwrap();
+    let md = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        md.contains("Where the TTFT went (the servers' own timings)"),
+        "{md}"
+    );
+    assert!(md.contains("The part that moved most: queue."), "{md}");
+}
