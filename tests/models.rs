@@ -7,7 +7,7 @@ use candle_core::{DType, Device, Tensor, D};
 use infertop::model::{self, DeviceSpec, ModelSpec};
 
 fn quiet() -> model::Progress {
-    Arc::new(|_: &str, _: u64, _: u64| {})
+    Arc::new(|_: &str, _: u64, _: u64| true)
 }
 
 fn make(args: &[&str]) {
@@ -299,7 +299,7 @@ fn gguf_f32_is_the_same_model_as_the_directory() {
         3,
         DType::F32,
         &Device::Cpu,
-        &mut |_, _, _| {},
+        &mut |_, _, _| true,
     )
     .unwrap();
     let vb = candle_nn::VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu);

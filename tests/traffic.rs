@@ -748,3 +748,68 @@ fn later_turns_of_a_conversation_hit_the_prefix_cache_the_first_turns_miss() {
         turn(3)
     );
 }
+
+/// The first request of a trace is measured like the rest: the connections opened before it
+/// are the few its first rows can have in flight (not thousands the server is still
+/// accepting when it arrives), so its TTFT reads the server's, within 5 ms of the others'.
+#[test]
+fn the_first_request_of_a_trace_is_measured_like_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let tk = tokenizer(dir.path());
+    let rows: String = (0..30)
+        .map(|i| {
+            format!(
+                "{{\"timestamp\": {}, \"input_length\": 16, \"output_length\": 4}}\n",
+                i * 100
+            )
+        })
+        .collect();
+    let trace = write(dir.path(), "trace.jsonl", &rows);
+    let srv = TrafficServer::start(Timing {
+        base: Duration::from_millis(50),
+        per_token: Duration::ZERO,
+        itl: Duration::from_millis(2),
+        max_model_len: 4096,
+    });
+    let record = dir.path().join("run.jsonl");
+    let (code, stdout, stderr) = run(
+        &srv.url,
+        &[
+            "--dataset",
+            trace.to_str().unwrap(),
+            "--replay",
+            "--tokenizer",
+            tk.to_str().unwrap(),
+            "--record",
+            record.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{stdout}\n{stderr}");
+    let rec = lines(&record);
+    let mut by_row: Vec<(u64, f64)> = requests(&rec)
+        .iter()
+        .map(|r| {
+            (
+                r["origin"]["row"].as_u64().unwrap(),
+                r["ttft_s"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    by_row.sort_by_key(|r| r.0);
+    assert_eq!(by_row.len(), 30);
+    let first = by_row[0].1;
+    let mut rest: Vec<f64> = by_row[1..].iter().map(|r| r.1).collect();
+    rest.sort_by(f64::total_cmp);
+    let median = rest[rest.len() / 2];
+    println!(
+        "first request TTFT {:.2} ms, the others' median {:.2} ms",
+        first * 1e3,
+        median * 1e3
+    );
+    assert!(
+        (first - median).abs() < 0.005,
+        "the first TTFT {:.2} ms against the others' {:.2} ms",
+        first * 1e3,
+        median * 1e3
+    );
+}

@@ -77,7 +77,11 @@ fn run(
     tx: &Sender<Event>,
     control: Receiver<Control>,
 ) -> Result<StopReason, String> {
-    let mut model = load(&cfg, tx)?;
+    // A load a signal stopped ends the run as the signal's stop.
+    let mut model = match load(&cfg, tx) {
+        Ok(m) => m,
+        Err(e) => return crate::signals::pending().ok_or(e),
+    };
     run_on(&mut model, cfg, fault, tx, control)
 }
 
@@ -111,12 +115,14 @@ fn load(cfg: &WorkerConfig, tx: &Sender<Event>) -> Result<LoadedModel, String> {
         }
     }
     let progress_tx = tx.clone();
+    // A signal stops the load between two tensors: half a billion parameters take seconds.
     let progress: model::Progress = Arc::new(move |what: &str, done: u64, total: u64| {
         let _ = progress_tx.send(Event::Loading {
             what: what.to_string(),
             done,
             total,
         });
+        crate::signals::pending().is_none()
     });
     let loaded = model::load(&cfg.model, &device, cfg.device, cfg.dtype, progress)
         .map_err(|e| e.to_string())?;
@@ -353,7 +359,8 @@ fn host(jobs: &Receiver<Job>, tx: &Sender<Event>) {
                         None => run_on(m, job.cfg, job.fault, tx, job.control),
                     }
                 }
-                Some(Err(e)) => Err(e.clone()),
+                // A load a signal stopped: the sweep ends as the signal's stop.
+                Some(Err(e)) => crate::signals::pending().ok_or_else(|| e.clone()),
                 None => Err("the model did not load".into()),
             }
         }));

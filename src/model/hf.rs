@@ -191,7 +191,9 @@ impl ProgressBackend {
         let t = self.st.load(&self.resolve(name), dev)?.to_dtype(dtype)?;
         let bytes = (t.elem_count() * dtype.size_in_bytes()) as u64;
         let done = self.done.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        (self.progress)(name, done.min(self.total), self.total);
+        if !(self.progress)(name, done.min(self.total), self.total) {
+            candle_core::bail!("{}", super::STOPPED);
+        }
         Ok(t)
     }
 }

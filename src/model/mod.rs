@@ -38,8 +38,12 @@ impl ModelError {
     }
 }
 
-/// Loading progress: (what, done, total) in bytes.
-pub type Progress = Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
+/// Loading progress: (what, done, total) in bytes; returns whether to go on (`false` when a
+/// stop was asked: the load ends with an error between two tensors).
+pub type Progress = Arc<dyn Fn(&str, u64, u64) -> bool + Send + Sync>;
+
+/// The error of a load its progress stopped.
+pub const STOPPED: &str = "loading stopped";
 
 /// Where the weights come from (`--model`).
 #[derive(Clone, Debug, PartialEq)]
@@ -314,7 +318,9 @@ pub fn load(
             })
         }
         ModelSpec::Gguf(path) => {
-            progress(&path.display().to_string(), 0, 1);
+            if !progress(&path.display().to_string(), 0, 1) {
+                return Err(ModelError::new(STOPPED));
+            }
             let (model, info) = gguf::load(path, device, &dev_name)?;
             progress(&path.display().to_string(), 1, 1);
             Ok(Loaded {
