@@ -1,8 +1,12 @@
 //! infertop: `top` for LLM inference latency.
 //!
-//! Data flows one way: the worker (`engine`) and the telemetry thread send `Event`s over one
-//! channel; consumers (`ui` state, `record`, the headless printer) apply them; render functions
-//! only read state.
+//! Data flows one way: the engines (`engine`: candle's worker, the http client) and the
+//! telemetry thread send `Event`s (`event`, the protocol) over one channel; consumers apply
+//! them to one fold (`fold`) beside the dashboard's state (`ui`), the recorder (`record`) and
+//! the headless printer; render functions only read state. `cli` parses, `plan` turns flags
+//! into a checked plan, `session` carries it out; `traffic` is what a run sends, `stats` the
+//! statistics, `sweep` grids and searches of runs, `scrape` a server's own metrics,
+//! `telemetry` memory and GPU figures.
 
 pub mod cli;
 pub mod engine;

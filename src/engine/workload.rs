@@ -390,7 +390,9 @@ impl Sampler {
         }
     }
 
-    /// Restarts the random stream for request `index`.
+    /// Restarts the random stream for request `index`: a stream of its own, apart from the
+    /// request's traffic draws (`traffic::request_seed`, another multiplier), so the tokens a
+    /// request samples are not the numbers its lengths were drawn from.
     pub fn start_request(&mut self, index: u64) {
         self.rng = SplitMix64::new(self.cfg.seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     }

@@ -23,6 +23,19 @@ impl FloatDtype {
             FloatDtype::Bf16 => "bf16",
         }
     }
+
+    /// The float dtype a record or model info names (`f32`, `f16`, `bf16`); `None` for any
+    /// other (a GGUF file's quantization, say).
+    pub fn of_name(name: &str) -> Option<FloatDtype> {
+        [FloatDtype::F32, FloatDtype::F16, FloatDtype::Bf16]
+            .into_iter()
+            .find(|d| d.name() == name)
+    }
+
+    /// Whether it is a 16-bit type (tensor-core FLOP figures apply).
+    pub fn is_16bit(self) -> bool {
+        self != FloatDtype::F32
+    }
 }
 
 impl std::fmt::Display for FloatDtype {

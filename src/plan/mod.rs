@@ -1,8 +1,11 @@
 //! The planner: flags (`opts`) → a typed plan, checked before anything starts, so a mistake is
 //! one line and exit 2 and nothing half-runs. A run's plan is its engine (`engine`), what it
 //! writes (record, summary), what it draws (`Screen`), and the record's header (`header`); a
-//! sweep's (`sweep`) is the same with one engine per cell, each planned once. `session` carries
-//! the plans out; `cli` only parses and dispatches.
+//! sweep's (`sweep`) is the same with one engine per cell, each planned once. The traffic
+//! (`traffic`, `prompts`) and a generator's shard (`shard`) are planned here, and so is what
+//! the record screens and `watch` read: a replay's record and header (`replay`), a follow's
+//! sources (`follow`), a watch's nodes, name and header (`watch`). `session` carries the plans
+//! out; `cli` only parses and dispatches.
 
 pub mod engine;
 pub mod follow;

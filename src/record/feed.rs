@@ -777,31 +777,6 @@ pub fn footer_model_itl(summary: &serde_json::Value) -> Vec<(String, Summary)> {
         .collect()
 }
 
-/// The record's time at its end, from its last lines (the footer's `elapsed_s`, else the
-/// latest line time): read from the end of the file, so a long record costs nothing here.
-pub fn end_time(path: &std::path::Path) -> Option<f64> {
-    use std::io::{Read, Seek, SeekFrom};
-    const TAIL: u64 = 64 * 1024;
-    let mut f = std::fs::File::open(path).ok()?;
-    let len = f.metadata().ok()?.len();
-    f.seek(SeekFrom::Start(len.saturating_sub(TAIL))).ok()?;
-    let mut buf = Vec::new();
-    f.read_to_end(&mut buf).ok()?;
-    let mut latest: Option<f64> = None;
-    for line in buf.split(|&b| b == b'\n').rev() {
-        match super::reader::parse(line) {
-            Some(Line::Footer(footer)) => return Some(footer.elapsed_s),
-            Some(l) => {
-                if let Some(t) = super::reader::line_time(&l) {
-                    latest = Some(latest.map_or(t, |x: f64| x.max(t)));
-                }
-            }
-            None => {}
-        }
-    }
-    latest
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

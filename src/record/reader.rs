@@ -107,10 +107,24 @@ impl<R: BufRead> LineReader<R> {
             }
             self.taken = true;
             if !self.buf.trim_ascii().is_empty() {
-                let line = self.buf.strip_suffix(b"\n").unwrap_or(&self.buf);
-                return Ok(Next::Line(line.strip_suffix(b"\r").unwrap_or(line)));
+                return Ok(Next::Line(self.taken_line()));
             }
         }
+    }
+
+    /// The line `next_line` handed out last, without its line end.
+    fn taken_line(&self) -> &[u8] {
+        let line = self.buf.strip_suffix(b"\n").unwrap_or(&self.buf);
+        line.strip_suffix(b"\r").unwrap_or(line)
+    }
+
+    /// For a source that is done (a file read to its end): the next whole line, then a last
+    /// line cut off without its newline (a crash's), then `None`.
+    pub fn next_or_last(&mut self) -> std::io::Result<Option<&[u8]>> {
+        if let Next::End { .. } = self.next_line()? {
+            return Ok(self.rest());
+        }
+        Ok(Some(self.taken_line()))
     }
 
     /// What is left at the very end (the source is done): a last line without its newline, if
@@ -153,6 +167,31 @@ impl<T: std::io::Read> BufReadBuffered for BufReader<T> {
     }
 }
 
+/// The record's time at its end, from its last lines (the footer's `elapsed_s`, else the
+/// latest line time): read from the end of the file, so a long record costs nothing here.
+pub fn end_time(path: &Path) -> Option<f64> {
+    use std::io::{Read, Seek, SeekFrom};
+    const TAIL: u64 = 64 * 1024;
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    f.seek(SeekFrom::Start(len.saturating_sub(TAIL))).ok()?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).ok()?;
+    let mut latest: Option<f64> = None;
+    for line in buf.split(|&b| b == b'\n').rev() {
+        match parse(line) {
+            Some(Line::Footer(footer)) => return Some(footer.elapsed_s),
+            Some(l) => {
+                if let Some(t) = line_time(&l) {
+                    latest = Some(latest.map_or(t, |x: f64| x.max(t)));
+                }
+            }
+            None => {}
+        }
+    }
+    latest
+}
+
 /// Line 1 of a record as its header, or the one line that says why it is not one (without a
 /// name: the caller's message names the file or the source).
 pub fn header_reason(line: &[u8]) -> Result<Header, String> {
@@ -178,22 +217,16 @@ pub fn header_of(name: &str, line: &[u8]) -> Result<Header, String> {
 /// file otherwise, before anything is drawn.
 pub fn read_header(path: &Path) -> Result<Header, String> {
     let mut lines = LineReader::open(path)?;
-    let first = match lines
-        .next_line()
+    match lines
+        .next_or_last()
         .map_err(|e| crate::util::io_error(path, &e))?
     {
-        Next::Line(l) => l.to_vec(),
-        Next::End { .. } => match lines.rest() {
-            Some(l) => l.to_vec(),
-            None => {
-                return Err(format!(
-                    "{}: not an infertop record (the file is empty); make one with --record FILE",
-                    path.display()
-                ))
-            }
-        },
-    };
-    header_of(&path.display().to_string(), &first)
+        Some(first) => header_of(&path.display().to_string(), first),
+        None => Err(format!(
+            "{}: not an infertop record (the file is empty); make one with --record FILE",
+            path.display()
+        )),
+    }
 }
 
 /// Refuses a record written in a newer format than this version reads: its fields may mean
@@ -238,19 +271,11 @@ pub fn read_lines(path: &Path, mut each: impl FnMut(Option<Line>)) -> Result<(),
         }
         each(line);
     };
-    loop {
-        match lines
-            .next_line()
-            .map_err(|e| crate::util::io_error(path, &e))?
-        {
-            Next::Line(l) => take(l, &mut header),
-            Next::End { .. } => {
-                if let Some(l) = lines.rest() {
-                    take(l, &mut header);
-                }
-                break;
-            }
-        }
+    while let Some(l) = lines
+        .next_or_last()
+        .map_err(|e| crate::util::io_error(path, &e))?
+    {
+        take(l, &mut header);
     }
     match header {
         Some(checked) => checked,

@@ -458,10 +458,7 @@ impl Reader {
                 Next::Line(l) => Ok(Some(l.to_vec())),
                 Next::End { .. } => Ok(None),
             },
-            Reader::Stream { lines, .. } => match lines.next_line()? {
-                Next::Line(l) => Ok(Some(l.to_vec())),
-                Next::End { .. } => Ok(lines.rest().map(<[u8]>::to_vec)),
-            },
+            Reader::Stream { lines, .. } => Ok(lines.next_or_last()?.map(<[u8]>::to_vec)),
         }
     }
 

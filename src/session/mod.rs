@@ -2,7 +2,8 @@
 //! engine, the telemetry thread, the metrics scraper, a record's player or follower), consumes
 //! their one event stream (a screen, or headless lines), writes the record as it goes, and
 //! prints the summary at the end: `run`, `sweep`, `watch`, `replay`, `follow`, and `agent`
-//! (which serves this machine's figures instead).
+//! (which serves this machine's figures instead); `metrics` serves the client's own figures
+//! as Prometheus text while a run or sweep goes on.
 
 pub mod agent;
 pub mod follow;

@@ -19,10 +19,10 @@ use crate::exit::{Failure, EXIT_OK};
 use crate::plan::opts::ReplayOpts;
 use crate::plan::replay::{record_screen, Play, ReplayPlan};
 use crate::record::feed::{
-    end_time, Fed, FeedControl, FeedEvent, Feeder, Pace, Position, SourceState, Speed,
+    Fed, FeedControl, FeedEvent, Feeder, Pace, Position, SourceState, Speed,
 };
 use crate::record::line::Line;
-use crate::record::reader::{self, LineReader, Next};
+use crate::record::reader::{self, LineReader};
 use crate::signals::Signals;
 use crate::ui::feed::FeedScreen;
 use crate::ui::state::Producer;
@@ -192,7 +192,7 @@ impl Player {
             stepping: false,
             t_s: 0.0,
             total_bytes,
-            end_s: end_time(path),
+            end_s: reader::end_time(path),
             last_position: None,
             done: false,
             pending: Vec::new(),
@@ -206,17 +206,10 @@ impl Player {
     fn play_lines(&mut self) -> Result<(), Stopped> {
         let mut out = Vec::new();
         loop {
-            let line = match self.lines.next_line() {
-                Ok(Next::Line(l)) => reader::parse(l),
-                Ok(Next::End { .. }) => match self.lines.rest() {
-                    // A last line cut off by a crash: played if it parses, as report reads it.
-                    Some(l) => {
-                        let line = reader::parse(l);
-                        self.line(line, &mut out)?;
-                        break;
-                    }
-                    None => break,
-                },
+            // A last line cut off by a crash is played if it parses, as report reads it.
+            let line = match self.lines.next_or_last() {
+                Ok(Some(l)) => reader::parse(l),
+                Ok(None) => break,
                 Err(e) => {
                     let why = format!("cannot read {} ({e})", self.name);
                     self.send(FeedEvent::Source {
@@ -416,15 +409,12 @@ fn stream_lines(path: &Path, speed: Speed, signals: &Signals) -> Result<i32, Fai
         if signals.stop_reason().is_some() {
             break;
         }
-        let line = match lines
-            .next_line()
+        let Some(line) = lines
+            .next_or_last()
             .map_err(|e| Failure::runtime(crate::util::io_error(path, &e)))?
-        {
-            Next::Line(l) => l.to_vec(),
-            Next::End { .. } => match lines.rest() {
-                Some(l) => l.to_vec(),
-                None => break,
-            },
+            .map(<[u8]>::to_vec)
+        else {
+            break;
         };
         if speed != Speed::Max {
             if let Some(t) = reader::parse(&line).as_ref().and_then(reader::line_time) {

@@ -191,7 +191,7 @@ pub struct Peak {
 impl Peak {
     /// From the known-device table; `dtype` picks the 16-bit or f32 FLOP figure.
     pub fn from_table(dev: &KnownDevice, dtype: &str) -> Peak {
-        let sixteen = matches!(dtype, "bf16" | "f16");
+        let sixteen = crate::event::FloatDtype::of_name(dtype).is_some_and(|d| d.is_16bit());
         Peak {
             bandwidth: Some(dev.bandwidth),
             flops: Some(if sixteen { dev.flops_16 } else { dev.flops_32 }),

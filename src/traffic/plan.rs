@@ -90,6 +90,17 @@ impl TrafficPlan {
         }
     }
 
+    /// The requests a conversation run sends at most, `tools_offered` or not: as
+    /// `request_limit`, except that a turn whose reply calls tools takes more than one request,
+    /// so with tools on offer the turns bound no more than `--requests` does.
+    pub fn conversation_limit(&self, tools_offered: bool) -> Option<u64> {
+        if tools_offered {
+            self.requests
+        } else {
+            self.request_limit()
+        }
+    }
+
     /// Whether request `index` is warmup.
     pub fn is_warmup(&self, index: u64) -> bool {
         index < self.warmup

@@ -96,15 +96,12 @@ pub(super) async fn run(
     let Some(convs) = cfg.traffic.conversations.clone() else {
         return Err("no conversations to send".into());
     };
-    // A turn whose reply calls tools takes more than one request: the turns bound no more
-    // than `--requests` does then.
     let tools_offered = cfg.api.takes_messages()
         && (cfg.shape.tools.is_some() || convs.list.iter().any(|c| c.tools.is_some()));
-    let limit = if tools_offered {
-        cfg.traffic.requests.unwrap_or(u64::MAX)
-    } else {
-        cfg.traffic.request_limit().unwrap_or(u64::MAX)
-    };
+    let limit = cfg
+        .traffic
+        .conversation_limit(tools_offered)
+        .unwrap_or(u64::MAX);
     let settings = Arc::new(Settings {
         model,
         cfg: cfg.clone(),

@@ -3,7 +3,7 @@
 //! Data flows one way: the scraper (a thread in `session::watch`) sends a `WatchEvent` per
 //! scrape; the one screen loop (`ui::screen`) folds them into `WatchState` (which computes
 //! every figure once per window) and draws with `render`, which only reads the state. The
-//! terminal is the run dashboard's (`ui::enter_terminal`), restored on quit, signals, errors
+//! terminal is the run dashboard's (`ui::on_terminal`), restored on quit, signals, errors
 //! and (by ratatui's hook) panics.
 
 pub mod detail;
