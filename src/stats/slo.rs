@@ -215,6 +215,21 @@ impl Slo {
             .collect()
     }
 
+    /// The limits that `failed` requests break among `n` completed ones, failures counted as
+    /// misses (GuideLLM's rule for goodput, taken to percentiles): ranked above every completed
+    /// request, they break a limit whose percentile over all `n + failed` falls on or
+    /// interpolates with one (numpy's `linear` rank, as every percentile here).
+    pub fn broken_by_failures(&self, n: u64, failed: u64) -> Vec<SloMetric> {
+        if failed == 0 {
+            return Vec::new();
+        }
+        let all = (n + failed) as f64;
+        self.limits()
+            .filter(|(_, l)| ((all - 1.0) * f64::from(l.percentile) / 100.0).ceil() >= n as f64)
+            .map(|(m, _)| m)
+            .collect()
+    }
+
     /// The SLO as every text shows it: `ttft:p95≤200ms tpot≤50ms` (`<=` in ASCII); the
     /// percentile only when it is not p99. `duration` formats a limit.
     pub fn words(&self, le: &str, duration: impl Fn(f64) -> String) -> String {
@@ -468,5 +483,24 @@ mod tests {
         g.completed(false);
         g.failed();
         assert_eq!((g.requests(), g.share()), (4, Some(0.5)));
+    }
+
+    #[test]
+    fn failures_break_a_percentile_they_reach() {
+        let slo = Slo::parse("ttft:p95=1s,e2e=10s").unwrap();
+        // 99 completed and 1 failed: the p95 of 100 is at rank 94.05 (completed requests), the
+        // p99 at rank 98.01, which interpolates with the failure at rank 99.
+        assert_eq!(slo.broken_by_failures(99, 1), vec![SloMetric::E2e]);
+        // 2 failed of 100 reach the p99 alone; 6 of 100 reach the p95 too.
+        assert_eq!(slo.broken_by_failures(98, 2), vec![SloMetric::E2e]);
+        assert_eq!(
+            slo.broken_by_failures(94, 6),
+            vec![SloMetric::Ttft, SloMetric::E2e]
+        );
+        // 199 completed, 1 failed: the p99 (rank 197.01) stays among the completed ones.
+        assert!(slo.broken_by_failures(199, 1).is_empty());
+        assert!(slo.broken_by_failures(10, 0).is_empty());
+        // Nothing completed: every limit is broken.
+        assert_eq!(slo.broken_by_failures(0, 3).len(), 2);
     }
 }

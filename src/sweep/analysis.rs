@@ -196,6 +196,10 @@ pub struct Probe {
     pub e2e_p99_s: Option<f64>,
     /// Steady requests the p99s are of.
     pub n: u64,
+    /// Steady requests that failed (misses).
+    pub failed: u64,
+    /// The share of steady requests that met the SLO, failures counted as misses.
+    pub goodput: Option<f64>,
 }
 
 /// What a `--find-max` search found for one workload. In JSON the max is `max_concurrency` or
@@ -326,6 +330,8 @@ pub fn searches(cells: &[CellResult], slo: &Slo, config: &SearchConfig) -> Vec<S
                         tpot_p99_s: p99(&c.tpot),
                         e2e_p99_s: p99(&c.e2e),
                         n: c.n,
+                        failed: c.steady_failed,
+                        goodput: c.slo_met_share,
                     })
                     .collect(),
                 range: (config.lo, config.hi),
@@ -347,9 +353,11 @@ pub fn throughput(c: &CellResult) -> Option<f64> {
     }
 }
 
-/// The SLO's limits the cell breaks, each metric at its percentile (none without an SLO).
+/// The SLO's limits the cell breaks, each metric at its percentile (none without an SLO); its
+/// failed requests count as misses, above every completed one (`Slo::broken_by_failures`), so
+/// a server that sheds load with errors does not meet an SLO its completed requests meet.
 pub fn slo_broken(c: &CellResult, slo: &Slo) -> Vec<String> {
-    slo.broken(|m| {
+    let mut broken = slo.broken(|m| {
         Some(match m {
             SloMetric::Ttft => c.ttft,
             SloMetric::Tpot => c.tpot,
@@ -357,7 +365,14 @@ pub fn slo_broken(c: &CellResult, slo: &Slo) -> Vec<String> {
             SloMetric::Ntpot => c.ntpot,
             SloMetric::E2e => c.e2e,
         })
-    })
+    });
+    for m in slo.broken_by_failures(c.n, c.steady_failed) {
+        if !broken.contains(&m) {
+            broken.push(m);
+        }
+    }
+    broken.sort_by_key(|m| SloMetric::ALL.iter().position(|a| a == m));
+    broken
     .into_iter()
     .map(|m| match slo.get(m) {
         Some(l) => format!("{} p{}", m.label(), l.percentile),
@@ -845,10 +860,15 @@ fn search_markdown(f: &SearchFinding) -> String {
         .probes
         .iter()
         .map(|p| {
+            let goodput = match (p.goodput, p.failed) {
+                (Some(g), 0) => format!(", goodput {:.1} %", g * 100.0),
+                (Some(g), f) => format!(", goodput {:.1} %, {f} failed", g * 100.0),
+                (None, _) => String::new(),
+            };
             if p.meets_slo {
-                format!("{} meets", l(p.load))
+                format!("{} meets{goodput}", l(p.load))
             } else {
-                format!("{} breaks ({})", l(p.load), p.broken.join(", "))
+                format!("{} breaks ({}{goodput})", l(p.load), p.broken.join(", "))
             }
         })
         .collect();
@@ -959,6 +979,7 @@ mod tests {
             n: 10,
             warmup_requests: 1,
             failed_requests: 0,
+            steady_failed: 0,
             ttft: Summary {
                 p50: 0.01,
                 p99: 0.01,
@@ -1000,6 +1021,20 @@ mod tests {
         c.ttft.p50 = ttft_p50;
         c.ttft.p99 = ttft_p50;
         c
+    }
+
+    #[test]
+    fn a_cell_that_sheds_load_with_errors_does_not_meet_the_slo() {
+        let slo = Slo::parse("ttft:p95=50ms").unwrap();
+        // Every completed request well within the limit: 10 of them.
+        let mut c = server(0, 8, 100.0, 0.010);
+        assert!(meets_slo(&c, &slo));
+        // One failure in 11 reaches the p95 (rank 9.5 of 0..10): a miss, the limit broken.
+        c.steady_failed = 1;
+        assert_eq!(slo_broken(&c, &slo), vec!["TTFT p95".to_string()]);
+        assert!(!meets_slo(&c, &slo));
+        // Without an SLO nothing is broken, failures or not.
+        assert!(slo_broken(&c, &Slo::default()).is_empty());
     }
 
     #[test]

@@ -280,6 +280,8 @@ pub fn ci_within(samples: &[f64], precision: f64) -> bool {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CellTally {
     pub steady: u64,
+    /// Steady requests that failed: misses of the SLO (goodput's rule).
+    pub failed: u64,
     /// Steady requests that met every limit of the SLO (all of them without one).
     pub met: u64,
     /// Sequences of those requests.
@@ -347,6 +349,9 @@ impl CellTally {
     /// A failed request that ended at `end_s`: it held a slot of the load.
     pub fn observe_failed(&mut self, f: &RequestFailed, end_s: f64) {
         self.spans.push(held::Span::failed(f, end_s));
+        if !f.warmup {
+            self.failed += 1;
+        }
     }
 }
 
@@ -362,6 +367,10 @@ pub struct CellResult {
     pub n: u64,
     pub warmup_requests: u64,
     pub failed_requests: u64,
+    /// Failed requests past the warmup: each a miss of the SLO, counted in `slo_met_share`
+    /// and, ranked above every completed request, in its percentiles (`slo_broken`).
+    #[serde(default)]
+    pub steady_failed: u64,
     pub ttft: Summary,
     pub tpot: Summary,
     pub itl: Summary,
@@ -390,7 +399,8 @@ pub struct CellResult {
     /// end), ramp-up and drain included: the figure other tools print, biased low.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub wall_output_tok_s: Option<f64>,
-    /// Steady requests that met the SLO, as a fraction.
+    /// Steady requests that met the SLO, as a fraction of the steady requests that completed
+    /// or failed (a failure is a miss).
     pub slo_met_share: Option<f64>,
     /// The highest per-request peak (allocator on CPU, device memory on CUDA), else the
     /// process's or device's peak.
@@ -478,6 +488,7 @@ impl CellResult {
             n: tally.steady,
             warmup_requests: summary.warmup_requests,
             failed_requests: summary.failed_requests,
+            steady_failed: tally.failed,
             ttft: summary.steady.get(Metric::Ttft),
             tpot: summary.steady.get(Metric::Tpot),
             itl: summary.steady.get(Metric::Itl),
@@ -492,7 +503,10 @@ impl CellResult {
             goodput_seq_s,
             held_s: held.map(|h| h.seconds()),
             wall_output_tok_s,
-            slo_met_share: (tally.steady > 0).then(|| tally.met as f64 / tally.steady as f64),
+            slo_met_share: {
+                let counted = tally.steady + tally.failed;
+                (counted > 0).then(|| tally.met as f64 / counted as f64)
+            },
             peak_memory_bytes: res
                 .request_peak_bytes
                 .or(res.device_used_peak_bytes)

@@ -488,6 +488,7 @@ mod tests {
             n: 3,
             warmup_requests: 1,
             failed_requests: 2,
+            steady_failed: 2,
             ttft: Summary::of(&[0.01, 0.02, 0.03]),
             tpot: Summary::default(),
             itl: Summary::default(),
