@@ -23,8 +23,11 @@
 //! client` (release), with `CLIENT_STREAMS=100,1000`, `CLIENT_ITL_MS=10`, `CLIENT_CHUNKS=100`,
 //! `CLIENT_TTFT_MS=0`, `CLIENT_PRECONNECT=on` (`on`, `off` or `on,off`), `CLIENT_REQUESTS=3`
 //! (requests per stream). The 500-stream comparison: `CLIENT_STREAMS=500 CLIENT_TTFT_MS=150
-//! CLIENT_ITL_MS=20 CLIENT_CHUNKS=50 CLIENT_PRECONNECT=off,on`. Needs about 2 file descriptors
-//! per stream (`ulimit -n`).
+//! CLIENT_ITL_MS=20 CLIENT_CHUNKS=50 CLIENT_PRECONNECT=off,on`. `CLIENT_MODE=process` runs the
+//! binary (`CLIENT_ARGS` adds flags to it, `CLIENT_BIN` names another build of it); the cost
+//! of one quiet stream: `CLIENT_MODE=process
+//! CLIENT_STREAMS=1 CLIENT_ITL_MS=22 CLIENT_TTFT_MS=20 CLIENT_CHUNKS=500 CLIENT_REQUESTS=2`.
+//! Needs about 2 file descriptors per stream (`ulimit -n`).
 #![allow(clippy::unwrap_used)]
 // One getrusage(RUSAGE_CHILDREN) call: the CPU time of the infertop process the bench ran.
 #![allow(unsafe_code)]
@@ -75,6 +78,10 @@ async fn read_request(sock: &mut TcpStream, buf: &mut Vec<u8>) -> bool {
     }
 }
 
+/// Chunks the server has written, over every stream: `measure_process` reads the client's CPU
+/// time when the first is written and when the last is, the load window.
+static CHUNKS_WRITTEN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 async fn serve_connection(mut sock: TcpStream, chunks: u32, ttft: Duration, itl: Duration) {
     let _ = sock.set_nodelay(true);
     let mut buf = Vec::new();
@@ -105,6 +112,7 @@ async fn serve_connection(mut sock: TcpStream, chunks: u32, ttft: Duration, itl:
             if sock.write_all(frame.as_bytes()).await.is_err() {
                 return;
             }
+            CHUNKS_WRITTEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         let done = "data: [DONE]\n\n";
         let frame = format!("{:x}\r\n{done}\r\n0\r\n\r\n", done.len());
@@ -161,6 +169,19 @@ fn client_cpu(seen: &mut std::collections::HashMap<String, f64>, ticks_per_s: f6
     }
 }
 
+/// The CPU seconds process `pid` has used so far (all its threads: `utime` + `stime` of
+/// `/proc/PID/stat`, in clock ticks; over a load window of a few hundred milliseconds of CPU a
+/// tick is a few per cent).
+fn process_cpu_s(pid: u32, ticks_per_s: f64) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / ticks_per_s
+}
+
 fn clock_ticks_per_s() -> f64 {
     std::process::Command::new("getconf")
         .arg("CLK_TCK")
@@ -198,6 +219,9 @@ struct Figures {
     /// CPU seconds the client's own threads used: chunks / this is what the client can take
     /// per core, whatever the server on the same cores leaves it.
     client_cpu_s: f64,
+    /// The binary's CPU milliseconds per 1,000 chunks from the first chunk written to the last
+    /// (its start-up and exit left out): what it costs while the load is on.
+    window_cpu_ms_per_k: Option<f64>,
     /// Per chunk after the first: |client's inter-token latency − the server's|, the error a
     /// late timestamp puts into ITL and TPOT.
     itl_error: Summary,
@@ -310,6 +334,7 @@ fn measure(sc: Scenario) -> Figures {
         chunks: total_chunks,
         chunks_per_s: total_chunks as f64 / wall,
         client_cpu_s: cpu.values().sum(),
+        window_cpu_ms_per_k: None,
         itl_error: Summary::of(&itl_errors),
         server_late: Summary::of(&server_late),
         requests_seen: seen,
@@ -337,7 +362,9 @@ fn measure_process(sc: Scenario) -> Figures {
     let dir = std::env::temp_dir().join(format!("infertop-client-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let record = dir.join("run.jsonl");
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_infertop"));
+    // `CLIENT_BIN`: another build of the binary (an earlier commit's, for before/after pairs).
+    let bin = std::env::var_os("CLIENT_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_infertop").into());
+    let mut cmd = std::process::Command::new(bin);
     cmd.args(["--endpoint", &url, "--served-model", "bench", "--headless"])
         .args(["--concurrency", &sc.streams.to_string()])
         .args(["--requests", &requests.to_string()])
@@ -353,9 +380,38 @@ fn measure_process(sc: Scenario) -> Figures {
     if !sc.preconnect {
         cmd.arg("--no-preconnect");
     }
+    // `CLIENT_ARGS`: more flags for the binary (`--no-telemetry`, say), split at spaces.
+    if let Ok(more) = std::env::var("CLIENT_ARGS") {
+        cmd.args(more.split_whitespace());
+    }
     let before = children_cpu_s();
-    let status = cmd.status().unwrap();
+    let expected = (requests * sc.chunks as usize) as u64;
+    let written0 = CHUNKS_WRITTEN.load(std::sync::atomic::Ordering::Relaxed);
+    let mut child = cmd.spawn().unwrap();
+    let ticks_per_s = clock_ticks_per_s();
+    // (chunks written, the child's CPU seconds) at the first chunk and at the last.
+    let (mut first, mut last) = (None, None);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        let written = CHUNKS_WRITTEN.load(std::sync::atomic::Ordering::Relaxed) - written0;
+        if written > 0 && last.is_none() {
+            let at = (written, process_cpu_s(child.id(), ticks_per_s));
+            first.get_or_insert(at);
+            if written >= expected {
+                last = Some(at);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
     let cpu = children_cpu_s() - before;
+    let window_cpu_ms_per_k = match (first, last) {
+        (Some((n0, c0)), Some((n1, c1))) if n1 > n0 => {
+            Some(1e3 * 1e3 * (c1 - c0) / (n1 - n0) as f64)
+        }
+        _ => None,
+    };
     assert!(status.success(), "infertop exited with {status}");
     let text = std::fs::read_to_string(&record).unwrap();
     let _ = std::fs::remove_dir_all(&dir);
@@ -401,6 +457,7 @@ fn measure_process(sc: Scenario) -> Figures {
         chunks,
         chunks_per_s: chunks as f64 / (last_end - first_start).max(1e-9),
         client_cpu_s: cpu,
+        window_cpu_ms_per_k,
         // Steps are not in the record without --jsonl-steps: the in-process rows have them.
         itl_error: Summary::of(&[]),
         server_late: Summary::of(&server_late),
@@ -507,13 +564,19 @@ fn main() {
             };
             let (a, fw, lt) = (Summary::of(&all), ttfts(&first), ttfts(&later));
             println!(
-                "| {} | {mode} | {} | {} | {} | {:.0} | {:.1} | {} / {} ms | {} / {} ms | {} / {} ms | {} / {} ms | {} ms | {} / {} / {} | {} ms | {:.3} / {:.3} / {:.3} ms |",
+                "| {} | {mode} | {} | {} | {} | {:.0} | {} | {} / {} ms | {} / {} ms | {} / {} ms | {} / {} ms | {} ms | {} / {} / {} | {} ms | {:.3} / {:.3} / {:.3} ms |",
                 sc.streams,
                 if preconnect { "on" } else { "off" },
                 f.requests,
                 f.failed,
                 f.chunks_per_s,
-                1e3 * 1e3 * f.client_cpu_s / (f.chunks as f64).max(1.0),
+                match f.window_cpu_ms_per_k {
+                    Some(w) => format!(
+                        "{:.1} ({w:.1} in the load window)",
+                        1e3 * 1e3 * f.client_cpu_s / (f.chunks as f64).max(1.0)
+                    ),
+                    None => format!("{:.1}", 1e3 * 1e3 * f.client_cpu_s / (f.chunks as f64).max(1.0)),
+                },
                 ms(a.p50),
                 ms(a.p99),
                 ms(fw.p50),

@@ -15,6 +15,7 @@
 //! is the same everywhere), so every consumer sees it at the same point of the stream.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, TryRecvError};
@@ -57,6 +58,9 @@ impl Intent {
 /// An engine's control channel, read as intents, with what it has been asked so far.
 pub struct Inbox {
     rx: Receiver<Control>,
+    /// Rung as each message arrives, for an async loop to wait on (`arrived`) instead of
+    /// looking at the channel on a timer.
+    bell: Option<Arc<tokio::sync::Notify>>,
     /// Intents read while looking for a stop mid-request, for the next boundary.
     held: VecDeque<Intent>,
     paused: bool,
@@ -67,9 +71,45 @@ impl Inbox {
     pub fn new(rx: Receiver<Control>) -> Inbox {
         Inbox {
             rx,
+            bell: None,
             held: VecDeque::new(),
             paused: false,
             draining: false,
+        }
+    }
+
+    /// An inbox an async loop can wait on: a thread (`infertop-control`) passes each message
+    /// on from `rx` and rings the bell, so the loop wakes when a control comes and sleeps
+    /// otherwise. The thread ends when either side of the channel goes.
+    pub fn ringing(rx: Receiver<Control>) -> std::io::Result<Inbox> {
+        let (tx, forwarded) = crossbeam_channel::unbounded();
+        let bell = Arc::new(tokio::sync::Notify::new());
+        let ring = bell.clone();
+        std::thread::Builder::new()
+            .name("infertop-control".into())
+            .spawn(move || {
+                for control in rx.iter() {
+                    if tx.send(control).is_err() {
+                        return;
+                    }
+                    ring.notify_one();
+                }
+                // The sender went: the loop reads the closed channel as a stop.
+                drop(tx);
+                ring.notify_one();
+            })?;
+        Ok(Inbox {
+            bell: Some(bell),
+            ..Inbox::new(forwarded)
+        })
+    }
+
+    /// Waits until a control message may have arrived (for ever, for an inbox without a
+    /// bell); `poll` then reads it.
+    pub async fn arrived(&self) {
+        match &self.bell {
+            Some(bell) => bell.notified().await,
+            None => std::future::pending().await,
         }
     }
 

@@ -87,7 +87,11 @@ pub fn run(opts: &RunOpts) -> Result<RunPlan, Failure> {
     let server_metrics = server_metrics_urls(&opts.server.server_metrics, &opts.server.endpoint)?;
     let header = header::header(opts, &engine, slo);
     Ok(RunPlan {
-        telemetry: telemetry(opts, engine.telemetry_device()),
+        telemetry: telemetry(
+            opts,
+            engine.telemetry_device(),
+            matches!(engine, EnginePlan::Http(_)),
+        ),
         header,
         screen,
         server_metrics,
@@ -104,14 +108,18 @@ pub fn run(opts: &RunOpts) -> Result<RunPlan, Failure> {
     })
 }
 
-/// `--telemetry-gpu` names the GPU to sample; without it, the run's own device.
-fn telemetry(opts: &RunOpts, device: TelemetryDevice) -> Option<Telemetry> {
+/// `--telemetry-gpu` names the GPU to sample; without it, the run's own device (`server`: a
+/// server run, whose own device is this client's process).
+fn telemetry(opts: &RunOpts, device: TelemetryDevice, server: bool) -> Option<Telemetry> {
+    let gpu = opts.output.telemetry_gpu;
+    let interval = opts.output.sample_interval.unwrap_or(if server && gpu.is_none() {
+        crate::telemetry::CLIENT_INTERVAL
+    } else {
+        crate::telemetry::DEFAULT_INTERVAL
+    });
     (!opts.output.no_telemetry).then_some(Telemetry {
-        device: opts
-            .output
-            .telemetry_gpu
-            .map_or(device, TelemetryDevice::Gpu),
-        interval: opts.output.sample_interval,
+        device: gpu.map_or(device, TelemetryDevice::Gpu),
+        interval,
     })
 }
 

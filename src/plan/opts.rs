@@ -192,9 +192,10 @@ pub struct OutputOpts {
     /// Latency objectives, e.g. ttft=200ms,tpot=50ms.
     #[arg(long, value_parser = Slo::parse)]
     pub slo: Option<Slo>,
-    /// Telemetry sample interval.
-    #[arg(long, default_value = "100ms", value_parser = values::duration)]
-    pub sample_interval: Duration,
+    /// Telemetry sample interval [default: 100ms; 1s for a server run without
+    /// --telemetry-gpu, whose telemetry is only this client's own memory].
+    #[arg(long, value_parser = values::duration, value_name = "DURATION")]
+    pub sample_interval: Option<Duration>,
     /// Do not start the telemetry thread.
     #[arg(long)]
     pub no_telemetry: bool,

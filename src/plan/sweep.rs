@@ -582,7 +582,11 @@ pub fn plan(a: &SweepArgs) -> Result<SweepPlan, Failure> {
             .collect::<Vec<_>>()
             .join(",");
     }
-    let telemetry = telemetry(&a.run, first.telemetry_device());
+    let telemetry = telemetry(
+        &a.run,
+        first.telemetry_device(),
+        matches!(first, EnginePlan::Http(_)),
+    );
     let screen = super::screen_for_run(&a.run, slo)?;
     let (api_key, api_check) = match first {
         EnginePlan::Http(h) => (h.api_key.clone(), Some(h.clone())),

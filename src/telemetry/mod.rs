@@ -10,7 +10,9 @@ pub mod process;
 pub mod sampler;
 
 pub use devices::devices_report;
-pub use sampler::{spawn, spawn_default, SamplerHandle, TelemetryDevice, DEFAULT_INTERVAL};
+pub use sampler::{
+    spawn, spawn_default, SamplerHandle, TelemetryDevice, CLIENT_INTERVAL, DEFAULT_INTERVAL,
+};
 
 /// One kind of telemetry. Tests use fake sources.
 pub trait Source: Send {

@@ -65,6 +65,7 @@ pub(super) async fn run(
                 ended(joined, &cfg, &mut schedule, tx);
             }
             _ = tokio::time::sleep_until(wake.into()) => {}
+            _ = inbox.arrived() => {}
         }
         schedule.sleep_to_due(tasks.len(), &cfg, inbox);
     }

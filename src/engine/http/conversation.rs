@@ -159,6 +159,7 @@ pub(super) async fn run(
                 }
             }
             _ = tokio::time::sleep_until(wake.into()) => {}
+            _ = inbox.arrived() => {}
         }
     }
 }

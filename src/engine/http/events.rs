@@ -5,12 +5,14 @@
 //! millisecond instead of one per chunk, and every other event flushes the batch before it
 //! goes, so the channel keeps the order things happened in: a request's steps before its
 //! `RequestDone`. A ticker (`flush_every`) sends steps that would otherwise wait for the next
-//! event when every stream goes quiet at once.
+//! event when every stream goes quiet at once; it wakes only when a step is held, so a quiet
+//! run (one stream, a step every few tens of milliseconds, each sent at once) costs nothing.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use crossbeam_channel::{SendError, Sender};
+use tokio::sync::Notify;
 
 use crate::event::{DecodeStep, Event, StepBatch};
 
@@ -21,6 +23,8 @@ pub const FLUSH_EVERY: Duration = Duration::from_millis(5);
 pub struct Events {
     tx: Sender<Event>,
     steps: Arc<Mutex<StepBatch>>,
+    /// Told when a step is held rather than sent: the ticker's cue.
+    held: Arc<Notify>,
 }
 
 impl Events {
@@ -28,6 +32,7 @@ impl Events {
         Events {
             tx,
             steps: Arc::default(),
+            held: Arc::default(),
         }
     }
 
@@ -40,7 +45,12 @@ impl Events {
 
     /// A decode step: held, or sent with those held (`StepBatch::push`).
     pub fn step(&self, step: DecodeStep) {
-        self.steps().push(step, &self.tx);
+        let mut steps = self.steps();
+        steps.push(step, &self.tx);
+        if !steps.is_empty() {
+            // One stored permit however many steps wait: the ticker's next round sends them.
+            self.held.notify_one();
+        }
     }
 
     /// Sends the steps held, if any.
@@ -60,12 +70,12 @@ impl Events {
     }
 }
 
-/// Sends held steps every `FLUSH_EVERY` until dropped (aborted with the run).
+/// Sends held steps at most `FLUSH_EVERY` after they were held, until dropped (aborted with
+/// the run); asleep while none is.
 pub async fn flush_every(events: Events) {
-    let mut tick = tokio::time::interval(FLUSH_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
-        tick.tick().await;
+        events.held.notified().await;
+        tokio::time::sleep(FLUSH_EVERY).await;
         events.flush();
     }
 }

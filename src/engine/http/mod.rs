@@ -443,7 +443,8 @@ async fn run(
     control: Receiver<Control>,
 ) -> Result<StopReason, String> {
     let events = Events::new(tx.clone());
-    let mut inbox = Inbox::new(control);
+    let mut inbox = Inbox::ringing(control)
+        .map_err(|e| format!("cannot start the control thread: {e}"))?;
     let result = drive(cfg, &events, &mut inbox).await;
     // The steps still held go out before the engine's `Finished`.
     events.flush();
@@ -524,7 +525,7 @@ async fn stopped(inbox: &mut Inbox) -> StopReason {
         if let Some(reason) = inbox.stop_now() {
             return reason;
         }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        inbox.arrived().await;
     }
 }
 

@@ -16,10 +16,11 @@ use crossbeam_channel::Sender;
 
 use crate::event::Event;
 
-/// How often the event loop's lateness is probed during the run.
-pub const EVERY: Duration = Duration::from_millis(50);
-/// Probes whose median decides (half a second at `EVERY`).
-pub const WINDOW: usize = 10;
+/// How often the event loop's lateness is probed during the run: each probe wakes the
+/// runtime, which at one stream costs as much as the stream's own chunks (4 a second here).
+pub const EVERY: Duration = Duration::from_millis(250);
+/// Probes whose median decides (two seconds at `EVERY`).
+pub const WINDOW: usize = 8;
 /// Probes of the calibration, and their period.
 const CALIBRATION_PROBES: usize = 32;
 const CALIBRATION_EVERY: Duration = Duration::from_millis(3);

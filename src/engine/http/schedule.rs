@@ -26,8 +26,9 @@ pub const GIVE_UP_AFTER_FAILURES: u64 = 10;
 /// refuses connections is not hammered (and the event queue not flooded).
 const FAILURE_BACKOFF: Duration = Duration::from_millis(50);
 
-/// How often the loop looks at the control channel when nothing else wakes it.
-const CONTROL_POLL: Duration = Duration::from_millis(10);
+/// How often the loop looks again when nothing else wakes it: a control message wakes it when
+/// it comes (`Inbox::arrived`), and the end of `--duration` is a wake of its own.
+const CONTROL_POLL: Duration = Duration::from_millis(250);
 
 /// How late the runtime's timer may wake: it rounds deadlines up to the millisecond.
 const TIMER_SLACK: Duration = Duration::from_micros(1500);
@@ -357,6 +358,11 @@ impl Scheduler {
     /// look at the controls, whichever is first.
     pub fn wake(&self, in_flight: usize, cfg: &HttpConfig, inbox: &Inbox) -> Instant {
         let mut wake = Instant::now() + CONTROL_POLL;
+        if let Some(end) = self.duration.map(|d| self.started + d) {
+            if end > Instant::now() {
+                wake = wake.min(end);
+            }
+        }
         if self.on_schedule(in_flight, cfg, inbox) {
             wake = wake.min(
                 self.next_due
