@@ -144,7 +144,8 @@ fn the_reader_on_the_mig_gpu_leaves_out_what_nvml_does_not_give() {
     // A GPU the machine does not have is an error, not a panic or a silent blank.
     let mut s = Sample::default();
     let err = nvml::read_index(&n, 7, me, &mut s).unwrap_err();
-    assert!(err.starts_with("NVML device 7: "), "{err}");
+    assert!(err.message.starts_with("NVML device 7: "), "{err}");
+    assert!(!err.gpu_lost, "{err:?}");
     assert!(nvml::NvmlSource::open_ref(&nvml::NvmlDeviceRef::Index(7)).is_err());
 }
 
@@ -592,6 +593,28 @@ fn scrape(addr: &str) -> String {
     page.split_once("\r\n\r\n").unwrap().1.to_string()
 }
 
+/// A process this test started, killed and reaped when the test ends (a failed assertion
+/// too), so it never outlives the test.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The calls the simulated library has seen on GPU 0 and GPU 1 (INFERTOP_NVML_SIM_CALLS).
+fn calls(path: &Path) -> [u64; 2] {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut out = [0u64; 2];
+    for line in text.lines() {
+        let (gpu, n) = line.split_once(' ').unwrap();
+        out[gpu.parse::<usize>().unwrap()] = n.trim().parse().unwrap();
+    }
+    out
+}
+
 fn gpus(page: &str) -> Vec<infertop::event::GpuFigures> {
     let scrape = infertop::scrape::exporter::parse(page).unwrap();
     infertop::scrape::exporter::telemetry(None, &scrape, 1.0).gpus
@@ -601,15 +624,20 @@ fn gpus(page: &str) -> Vec<infertop::event::GpuFigures> {
 fn agent_serves_both_gpus_then_the_one_left_when_one_is_lost() {
     let dir = tempfile::tempdir().unwrap();
     let lose = dir.path().join("lose-gpu-1");
-    let mut agent = Command::new(BIN)
-        .args(["agent", "--port", "0"])
-        .env("INFERTOP_NVML_LIBRARY", nvml_sim::library())
-        .env("INFERTOP_NVML_SIM_LOSE_GPU", "1")
-        .env("INFERTOP_NVML_SIM_LOSE_WHEN", &lose)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(agent.stderr.take().unwrap());
+    let calls_file = dir.path().join("calls");
+    let mut agent = Reaped(
+        Command::new(BIN)
+            .args(["agent", "--port", "0"])
+            .env("INFERTOP_NVML_LIBRARY", nvml_sim::library())
+            .env("INFERTOP_NVML_SIM_LOSE_GPU", "1")
+            .env("INFERTOP_NVML_SIM_LOSE_WHEN", &lose)
+            .env("INFERTOP_NVML_SIM_CALLS", &calls_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut err = BufReader::new(agent.0.stderr.take().unwrap());
     let mut line = String::new();
     err.read_line(&mut line).unwrap();
     assert!(line.contains("(2 GPUs)"), "{line}");
@@ -647,9 +675,13 @@ fn agent_serves_both_gpus_then_the_one_left_when_one_is_lost() {
         assert_eq!(a100.temperature_c, Some((35 + k % 20) as f64));
     }
 
+    let before_loss = calls(&calls_file);
+
     // GPU 1 falls off the bus: the page says so and serves GPU 0 and the host, every time.
+    // Page 3 finds it lost; from then on it is not asked again.
     std::fs::write(&lose, b"").unwrap();
-    for k in 3..=4u64 {
+    let mut after: Vec<[u64; 2]> = Vec::new();
+    for k in 3..=5u64 {
         let page = scrape(&addr);
         assert!(
             page.contains("# GPU 1: NVML: device fell off the bus"),
@@ -661,9 +693,24 @@ fn agent_serves_both_gpus_then_the_one_left_when_one_is_lost() {
         assert_eq!(g.len(), 1, "{page}");
         assert_eq!(g[0].gpu, "0");
         assert_eq!(g[0].mem_used_bytes, Some(H200::used(k) as f64), "{page}");
+        after.push(calls(&calls_file));
     }
-    let _ = agent.kill();
-    let _ = agent.wait();
+    println!(
+        "NVML calls on GPU 0, GPU 1: {before_loss:?} after pages 1-2, then {after:?} after pages 3, 4 and 5"
+    );
+    // Page 3 asked GPU 1 and was told it is lost; pages 4 and 5 did not ask it.
+    assert!(after[0][1] > before_loss[1], "{before_loss:?} {after:?}");
+    assert_eq!(
+        after[1][1], after[0][1],
+        "GPU 1 asked again after it was lost"
+    );
+    assert_eq!(
+        after[2][1], after[0][1],
+        "GPU 1 asked again after it was lost"
+    );
+    // GPU 0 is read on every page.
+    assert!(after[0][0] > before_loss[0] && after[2][0] > after[1][0] && after[1][0] > after[0][0]);
+    drop(agent);
     let mut rest = String::new();
     err.read_to_string(&mut rest).unwrap();
     // Said once on stderr, not once a page.
