@@ -127,7 +127,21 @@ impl NvmlSource {
     /// Opens the NVML device that CUDA calls `ordinal` in this process.
     pub fn for_cuda_ordinal(ordinal: usize) -> Result<Self, String> {
         let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
-        Self::open_ref(&resolve_cuda_ordinal(ordinal, visible.as_deref())?)
+        Self::for_visible_devices(ordinal, visible.as_deref())
+    }
+
+    /// Opens the NVML device that CUDA calls `ordinal` when `CUDA_VISIBLE_DEVICES` is
+    /// `cuda_visible_devices` (indices, or UUIDs and their prefixes, which NVML is asked for).
+    pub fn for_visible_devices(
+        ordinal: usize,
+        cuda_visible_devices: Option<&str>,
+    ) -> Result<Self, String> {
+        Self::open_ref(&resolve_cuda_ordinal(ordinal, cuda_visible_devices)?)
+    }
+
+    /// The NVML index of the device it reads.
+    pub fn index(&self) -> u32 {
+        self.index
     }
 
     /// Opens NVML and the device `device` names.
