@@ -5,7 +5,9 @@
 //! logs, and followed by the follow pod's own command; the srun step is the sbatch script run
 //! by bash with an `srun` that starts its tasks here as srun does (`SLURM_PROCID`,
 //! `SLURM_NTASKS`, `SLURM_STEP_ID`). Against an in-process server (tests/common), which says
-//! what arrived: every request of the one schedule, once.
+//! what arrived: every request of the one schedule, once. Every wait is bounded and every
+//! process started here is killed and reaped when the test ends: a pod or task that fails or
+//! hangs fails the test with what it said, and leaves nothing running.
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -13,8 +15,8 @@ mod common;
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use common::traffic_server::{now_unix_s, Timing, TrafficServer};
 use serde_json::Value;
@@ -26,6 +28,94 @@ fn server() -> TrafficServer {
         itl: Duration::from_millis(1),
         max_model_len: 4096,
     })
+}
+
+/// How long a job of these tests may take before it is called stuck: a pod or task that
+/// fails or hangs ends the test with what it said, not a test that never ends.
+const JOB_BOUND: Duration = Duration::from_secs(90);
+/// How long a script that waits for a job (gather.sh, the batch script) may run: longer than
+/// the job, so that its own wait gives up first and says so.
+const SCRIPT_BOUND: Duration = Duration::from_secs(120);
+
+/// A process the test started, killed and reaped when the test ends however it ends (a
+/// failed assertion included). With `group`, the whole process group it leads is killed (an
+/// srun's tasks with it).
+struct Reaped {
+    child: Child,
+    group: bool,
+}
+
+impl Reaped {
+    fn new(child: Child) -> Reaped {
+        Reaped {
+            child,
+            group: false,
+        }
+    }
+
+    /// A child started with `process_group(0)`: it leads a group of its own.
+    fn group_leader(child: Child) -> Reaped {
+        Reaped { child, group: true }
+    }
+
+    /// Its exit status once it has ended, or `None` if it is still running at `deadline`.
+    fn wait_until(&mut self, deadline: Instant) -> Option<ExitStatus> {
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
+        if self.group {
+            // The group this test made for it: its leader's id is the group's.
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", self.child.id())])
+                .status();
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs `cmd` to its end in a process group of its own, its output kept in files (no pipe to
+/// fill), and kills the group if it is still running after `SCRIPT_BOUND`.
+fn run_bounded(cmd: &mut Command, what: &str) -> Output {
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (out_path, err_path) = (dir.path().join("stdout"), dir.path().join("stderr"));
+    cmd.stdout(File::create(&out_path).unwrap())
+        .stderr(File::create(&err_path).unwrap())
+        .process_group(0);
+    let mut child = Reaped::group_leader(cmd.spawn().unwrap());
+    let status = child.wait_until(Instant::now() + SCRIPT_BOUND);
+    let (stdout, stderr) = (
+        std::fs::read(&out_path).unwrap_or_default(),
+        std::fs::read(&err_path).unwrap_or_default(),
+    );
+    let Some(status) = status else {
+        drop(child);
+        panic!(
+            "{what}: still running after {SCRIPT_BOUND:?}, killed\n{}{}",
+            String::from_utf8_lossy(&stdout),
+            String::from_utf8_lossy(&stderr)
+        );
+    };
+    Output {
+        status,
+        stdout,
+        stderr,
+    }
 }
 
 fn repo(path: &str) -> PathBuf {
@@ -164,6 +254,7 @@ fn the_indexed_job_runs_as_kubernetes_starts_its_pods() {
     assert!(!args.is_empty());
     // A shorter run than the manifest's, at its rate.
     value_after(&mut args, "--requests", "120");
+    let mut pods: Vec<Reaped> = Vec::new();
     for k in 0..n {
         let pod = format!("infertop-load-{k}-x7f2q");
         let mut vars = vars.clone();
@@ -183,31 +274,49 @@ fn the_indexed_job_runs_as_kubernetes_starts_its_pods() {
             .stderr(Stdio::from(log))
             .spawn()
             .unwrap();
-        std::mem::forget(child);
+        pods.push(Reaped::new(child));
     }
     // `kubectl` as gather.sh uses it: the Job done, its completions, a pod by index, its log
-    // (the pods have ended when their records have footers).
+    // (the pods have ended when their records have footers). Its wait gives up as kubectl's
+    // `--timeout` does (exit 1), after the test's bound rather than gather.sh's day.
+    let polls = (JOB_BOUND.as_secs_f64() / 0.2).ceil() as u64;
     executable(
         &bin.join("kubectl"),
         &format!(
-            "#!/bin/sh\ncase \"$1\" in\n  wait) while [ \"$(cat {logs}/*.log | grep -c '\"type\":\"footer\"')\" -lt {n} ]; do sleep 0.2; done ;;\n  get) if [ \"$2\" = job ]; then echo {n}; else echo \"infertop-load-${{4##*=}}-x7f2q\"; fi ;;\n  logs) cat \"{logs}/$2.log\" ;;\nesac\n",
+            "#!/bin/sh\ncase \"$1\" in\n  wait) i=0; while [ \"$(cat {logs}/*.log | grep -c '\"type\":\"footer\"')\" -lt {n} ]; do i=$((i + 1)); if [ \"$i\" -gt {polls} ]; then echo \"error: timed out waiting for the condition on jobs/${{4#job/}}\" >&2; exit 1; fi; sleep 0.2; done ;;\n  get) if [ \"$2\" = job ]; then echo {n}; else echo \"infertop-load-${{4##*=}}-x7f2q\"; fi ;;\n  logs) cat \"{logs}/$2.log\" ;;\nesac\n",
             logs = logs.display()
         ),
     );
     let out_dir = dir.path().join("gathered");
-    let out = Command::new("sh")
-        .arg(repo("deploy/kubernetes/gather.sh"))
-        .arg("infertop-load")
-        .arg(&out_dir)
-        .env("PATH", path_with(&bin))
-        .output()
-        .unwrap();
+    let out = run_bounded(
+        Command::new("sh")
+            .arg(repo("deploy/kubernetes/gather.sh"))
+            .arg("infertop-load")
+            .arg(&out_dir)
+            .env("PATH", path_with(&bin)),
+        "gather.sh",
+    );
     let report = String::from_utf8_lossy(&out.stdout);
+    let pod_log = |k: usize| {
+        std::fs::read_to_string(logs.join(format!("infertop-load-{k}-x7f2q.log")))
+            .unwrap_or_default()
+    };
     assert!(
         out.status.success(),
-        "{report}{}",
-        String::from_utf8_lossy(&out.stderr)
+        "{report}{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        (0..n).map(pod_log).collect::<Vec<_>>().join("\n")
     );
+    // Every pod ended, and ended well (a Job whose pods failed is no complete Job).
+    let deadline = Instant::now() + JOB_BOUND;
+    for (k, pod) in pods.iter_mut().enumerate() {
+        let status = pod.wait_until(deadline);
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "pod {k}: {status:?}\n{}",
+            pod_log(k)
+        );
+    }
     assert!(
         report.contains(&format!("## Sources ({n} records as one run)")),
         "{report}"
@@ -232,12 +341,13 @@ fn the_indexed_job_runs_as_kubernetes_starts_its_pods() {
     let command = list(&follow, "command");
     assert_eq!(command[..2], ["sh", "-c"]);
     let script = command[2].replace("/records/", &format!("{}/", records.display()));
-    let out = Command::new("sh")
-        .args(["-c", &script])
-        .env("SHARDS", env(&follow)["SHARDS"].clone())
-        .env("PATH", path_with(&bin))
-        .output()
-        .unwrap();
+    let out = run_bounded(
+        Command::new("sh")
+            .args(["-c", &script])
+            .env("SHARDS", env(&follow)["SHARDS"].clone())
+            .env("PATH", path_with(&bin)),
+        "the follow pod's command",
+    );
     let summary = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -263,21 +373,23 @@ fn the_srun_script_runs_as_srun_starts_its_tasks() {
         "#!/bin/bash\nn=1\nwhile [ $# -gt 0 ]; do case \"$1\" in --ntasks=*) n=${1#--ntasks=}; shift ;; -n) n=$2; shift 2 ;; -*) shift ;; *) break ;; esac; done\npids=()\nfor ((k = 0; k < n; k++)); do SLURM_PROCID=$k SLURM_NTASKS=$n SLURM_STEP_ID=0 \"$@\" & pids+=($!); done\nrc=0\nfor p in \"${pids[@]}\"; do wait \"$p\" || rc=1; done\nexit $rc\n",
     );
     let out_dir = dir.path().join("out");
-    let out = Command::new("bash")
-        .arg(repo("deploy/slurm/infertop-load.sbatch"))
-        .args([&srv.url, "--rate", "40", "--requests", "100", "--seed", "5"])
-        .current_dir(dir.path())
-        .env("PATH", path_with(&bin))
-        // What sbatch gives the batch script: the job's tasks, and no step of its own.
-        .env("SLURM_NTASKS", "3")
-        .env("SLURM_JOB_ID", "4242")
-        .env("SLURM_PROCID", "0")
-        .env_remove("SLURM_STEP_ID")
-        .env_remove("JOB_COMPLETION_INDEX")
-        .env("INFERTOP_OUT", &out_dir)
-        .env("INFERTOP_START_DELAY", "6")
-        .output()
-        .unwrap();
+    // The batch script, its srun and the tasks in one process group, killed if it hangs.
+    let out = run_bounded(
+        Command::new("bash")
+            .arg(repo("deploy/slurm/infertop-load.sbatch"))
+            .args([&srv.url, "--rate", "40", "--requests", "100", "--seed", "5"])
+            .current_dir(dir.path())
+            .env("PATH", path_with(&bin))
+            // What sbatch gives the batch script: the job's tasks, and no step of its own.
+            .env("SLURM_NTASKS", "3")
+            .env("SLURM_JOB_ID", "4242")
+            .env("SLURM_PROCID", "0")
+            .env_remove("SLURM_STEP_ID")
+            .env_remove("JOB_COMPLETION_INDEX")
+            .env("INFERTOP_OUT", &out_dir)
+            .env("INFERTOP_START_DELAY", "6"),
+        "the sbatch script",
+    );
     let report = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{report}{stderr}");

@@ -89,6 +89,15 @@ fn json_lines(path: &Path) -> Vec<serde_json::Value> {
 
 // ---- telemetry::nvml in this process ----
 
+/// Points this process's NVML at the simulated library, once: only the tests of this section
+/// open NVML in this process (the others run the binary, given the variable themselves).
+fn in_process() {
+    static SET: std::sync::Once = std::sync::Once::new();
+    SET.call_once(|| {
+        std::env::set_var(infertop::telemetry::nvml::LIBRARY_ENV, nvml_sim::library());
+    });
+}
+
 /// The one NVML reader (`telemetry::nvml::read_index`, the sampler's and the agent's) on the
 /// MIG GPU: what NVML does not support is `None`, and the processes NVML lists once per GPU
 /// instance are one each, with no memory figure.
@@ -96,8 +105,7 @@ fn json_lines(path: &Path) -> Vec<serde_json::Value> {
 fn the_reader_on_the_mig_gpu_leaves_out_what_nvml_does_not_give() {
     use infertop::event::{GpuProcess, Sample};
     use infertop::telemetry::nvml;
-    // Only this test opens NVML in this process; the others run the binary.
-    std::env::set_var(nvml::LIBRARY_ENV, nvml_sim::library());
+    in_process();
     let n = nvml::init().unwrap();
     assert_eq!(nvml::device_count(&n), Ok(2));
     let me = std::process::id();
@@ -144,8 +152,51 @@ fn the_reader_on_the_mig_gpu_leaves_out_what_nvml_does_not_give() {
     // A GPU the machine does not have is an error, not a panic or a silent blank.
     let mut s = Sample::default();
     let err = nvml::read_index(&n, 7, me, &mut s).unwrap_err();
-    assert!(err.starts_with("NVML device 7: "), "{err}");
+    assert!(err.message.starts_with("NVML device 7: "), "{err}");
+    assert!(!err.gpu_lost, "{err:?}");
     assert!(nvml::NvmlSource::open_ref(&nvml::NvmlDeviceRef::Index(7)).is_err());
+}
+
+/// `CUDA_VISIBLE_DEVICES` may name GPUs by UUID or a prefix of one, as CUDA allows: the
+/// sampler of CUDA device `ordinal` finds the NVML GPU whose UUID begins so (NVML numbers
+/// every GPU of the machine, CUDA only the visible ones), and reads that GPU's figures.
+#[test]
+fn a_uuid_prefix_in_cuda_visible_devices_finds_its_gpu() {
+    use infertop::event::Sample;
+    use infertop::telemetry::nvml::NvmlSource;
+    use infertop::telemetry::Source;
+    in_process();
+    const H200_UUID: &str = "GPU-5d3c9a1e-0b7f-4c2a-9e61-3f2a7b8c9d01";
+    // (ordinal, CUDA_VISIBLE_DEVICES, the NVML index it is, that GPU's memory)
+    let cases: [(usize, &str, u32, u64); 5] = [
+        (0, "GPU-a1b2c3d4", 1, 81_920 * MIB),
+        (0, H200_UUID, 0, H200::TOTAL),
+        (1, "GPU-a1b2, GPU-5d3c", 0, H200::TOTAL),
+        (0, "GPU-5d3c9a1e-0b7f,1", 0, H200::TOTAL),
+        (1, "GPU-5d3c9a1e-0b7f,1", 1, 81_920 * MIB),
+    ];
+    for (ordinal, visible, index, total) in cases {
+        let mut source = NvmlSource::for_visible_devices(ordinal, Some(visible))
+            .unwrap_or_else(|e| panic!("{ordinal} of {visible:?}: {e}"));
+        assert_eq!(source.index(), index, "{ordinal} of {visible:?}");
+        let mut s = Sample::default();
+        source.sample(&mut s).unwrap();
+        assert_eq!(
+            s.device_total_bytes,
+            Some(total),
+            "{ordinal} of {visible:?}"
+        );
+        println!("CUDA device {ordinal} of CUDA_VISIBLE_DEVICES={visible}: NVML GPU {index}");
+    }
+    // A prefix of no GPU here, and a MIG instance: one line each, no panic, no other GPU.
+    let err = NvmlSource::for_visible_devices(0, Some("GPU-ffff"))
+        .err()
+        .unwrap();
+    assert_eq!(err, "no NVML device with UUID GPU-ffff");
+    let err = NvmlSource::for_visible_devices(0, Some("MIG-a1b2c3d4/1/0"))
+        .err()
+        .unwrap();
+    assert!(err.contains("MIG instance MIG-a1b2c3d4/1/0"), "{err}");
 }
 
 // ---- infertop devices ----
@@ -240,6 +291,39 @@ fn devices_says_why_nvml_cannot_be_opened() {
     );
     assert!(report.contains(&expected), "{report}");
     assert!(!report.contains("NVIDIA H200"), "{report}");
+}
+
+/// NVML's `NVML_ERROR_NO_PERMISSION` at init (the device files not open to this user, as in a
+/// container not given the GPUs): one line saying so and which library, and `devices` still
+/// lists the machine (exit 0, as without a driver: it is an inventory, not a check).
+#[test]
+fn devices_says_when_nvml_refuses_this_user() {
+    let out = infertop(
+        &["devices"],
+        &[("INFERTOP_NVML_SIM_INIT", OsStr::new("no-permission"))],
+    );
+    let report = text(&out.stdout);
+    println!("{report}");
+    assert_eq!(out.status.code(), Some(0), "{report}{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "");
+    let expected = format!(
+        "GPU     NVML unavailable: the current user does not have permission to perform this operation (INFERTOP_NVML_LIBRARY={})",
+        nvml_sim::library().display()
+    );
+    let nvml_lines: Vec<&str> = report.lines().filter(|l| l.contains("NVML")).collect();
+    assert_eq!(nvml_lines, [expected.as_str()], "{report}");
+    assert!(report.starts_with("CPU "), "{report}");
+    let out = infertop(
+        &["devices", "--format", "json"],
+        &[("INFERTOP_NVML_SIM_INIT", OsStr::new("no-permission"))],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["nvml_unavailable"],
+        expected.trim_start_matches("GPU     ")
+    );
+    assert_eq!(v["gpus"], serde_json::json!([]));
 }
 
 #[test]
@@ -429,6 +513,137 @@ fn headless_record_has_the_gpu_figures_then_one_line_for_the_lost_gpu() {
     assert!(summary.contains(&energy), "{energy} missing in\n{summary}");
 }
 
+/// The MIG GPU (GPU 1), sampled by a headless run: what NVML does not support there
+/// (utilisation, the energy counter, per-process memory) is absent from every sample (null,
+/// never 0), nothing is said about it, and the run goes on; `report` gives the device's peak
+/// and no energy line, its JSON null energy, and the trace no utilisation counter.
+#[test]
+fn headless_record_and_report_of_the_mig_gpu_leave_out_what_it_does_not_give() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("mig.jsonl");
+    let out = infertop(
+        &[
+            "--headless",
+            "--telemetry-gpu",
+            "1",
+            "--sample-interval",
+            "50ms",
+            "--output-tokens",
+            "4",
+            "--duration",
+            "2s",
+            "--format",
+            "json",
+            "--record",
+            record.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+
+    let lines = json_lines(&record);
+    let samples: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "telemetry" && !l["device_used_bytes"].is_null())
+        .collect();
+    assert!(samples.len() >= 10, "{} GPU samples", samples.len());
+    for (i, s) in samples.iter().enumerate() {
+        let k = i as u64 + 1;
+        // What NVML gives on the MIG GPU, as the script has it at read k.
+        assert_eq!(s["device_used_bytes"], a100_used(k), "sample {k}: {s}");
+        assert_eq!(s["device_total_bytes"], 81_920 * MIB);
+        assert_eq!(s["power_w"], (120 + (11 * k) % 200) as f64, "{s}");
+        assert_eq!(s["power_limit_w"], 400.0);
+        assert_eq!(s["temperature_c"], 35 + k % 20, "{s}");
+        assert_eq!(
+            (&s["sm_clock_mhz"], &s["mem_clock_mhz"]),
+            (&1410.into(), &1593.into())
+        );
+        // What it does not: absent, never 0.
+        for field in [
+            "gpu_util_pct",
+            "mem_util_pct",
+            "energy_j",
+            "process_device_bytes",
+        ] {
+            assert!(s[field].is_null(), "{field} in sample {k}: {s}");
+        }
+        let procs = s["gpu_processes"].as_array().unwrap();
+        assert_eq!(procs.len(), 2, "{s}");
+        assert!(procs.iter().all(|p| p["bytes"].is_null()), "{s}");
+    }
+    // No error for what is not supported; the run went on to its end.
+    assert!(
+        lines.iter().all(|l| l["event"] != "error"),
+        "an error event for a field NVML does not support"
+    );
+    let requests = lines.iter().filter(|l| l["type"] == "request").count();
+    assert!(requests > 5, "{requests} requests");
+    assert_eq!(lines.last().unwrap()["type"], "footer");
+
+    // `report`: the device's peak (the last read's), no energy line (not "0.0 J").
+    let trace = dir.path().join("mig.trace.json");
+    let report = Command::new(BIN)
+        .arg("report")
+        .arg(&record)
+        .args(["--no-probe", "--trace"])
+        .arg(&trace)
+        .output()
+        .unwrap();
+    let summary = text(&report.stdout);
+    assert!(report.status.success(), "{summary}{}", text(&report.stderr));
+    println!("{summary}");
+    let peak = format!(
+        "device peak {} of 80.0GiB",
+        format::bytes(a100_used(samples.len() as u64))
+    );
+    assert!(summary.contains(&peak), "{peak} missing in\n{summary}");
+    assert!(!summary.contains("energy"), "{summary}");
+    let report = Command::new(BIN)
+        .arg("report")
+        .arg(&record)
+        .args(["--no-probe", "--format", "json"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let resources = &v["resources"];
+    assert_eq!(
+        resources["device_used_peak_bytes"],
+        a100_used(samples.len() as u64)
+    );
+    assert!(resources["energy_j"].is_null(), "{resources}");
+    assert!(
+        resources["energy_per_output_token_j"].is_null(),
+        "{resources}"
+    );
+    // The trace: power and temperature counters from every GPU sample, no utilisation.
+    let trace: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let events = trace
+        .get("traceEvents")
+        .unwrap_or(&trace)
+        .as_array()
+        .unwrap();
+    let counted = |name: &str| {
+        events
+            .iter()
+            .filter(|e| e["ph"] == "C" && e["name"] == name)
+            .count()
+    };
+    assert_eq!(counted("power"), samples.len());
+    assert_eq!(counted("temperature"), samples.len());
+    assert_eq!(counted("GPU util"), 0);
+    assert_eq!(counted("GPU memory util"), 0);
+    println!(
+        "GPU 1 (MIG): {} samples, {requests} requests; utilisation, energy and process memory null in every one; power {} W .. {} W",
+        samples.len(),
+        samples[0]["power_w"],
+        samples[samples.len() - 1]["power_w"]
+    );
+}
+
 // ---- The dashboard ----
 
 fn dashboard(env: &[(&str, &OsStr)], cols: u16, rows: u16) -> Session {
@@ -592,6 +807,28 @@ fn scrape(addr: &str) -> String {
     page.split_once("\r\n\r\n").unwrap().1.to_string()
 }
 
+/// A process this test started, killed and reaped when the test ends (a failed assertion
+/// too), so it never outlives the test.
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The calls the simulated library has seen on GPU 0 and GPU 1 (INFERTOP_NVML_SIM_CALLS).
+fn calls(path: &Path) -> [u64; 2] {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut out = [0u64; 2];
+    for line in text.lines() {
+        let (gpu, n) = line.split_once(' ').unwrap();
+        out[gpu.parse::<usize>().unwrap()] = n.trim().parse().unwrap();
+    }
+    out
+}
+
 fn gpus(page: &str) -> Vec<infertop::event::GpuFigures> {
     let scrape = infertop::scrape::exporter::parse(page).unwrap();
     infertop::scrape::exporter::telemetry(None, &scrape, 1.0).gpus
@@ -601,15 +838,20 @@ fn gpus(page: &str) -> Vec<infertop::event::GpuFigures> {
 fn agent_serves_both_gpus_then_the_one_left_when_one_is_lost() {
     let dir = tempfile::tempdir().unwrap();
     let lose = dir.path().join("lose-gpu-1");
-    let mut agent = Command::new(BIN)
-        .args(["agent", "--port", "0"])
-        .env("INFERTOP_NVML_LIBRARY", nvml_sim::library())
-        .env("INFERTOP_NVML_SIM_LOSE_GPU", "1")
-        .env("INFERTOP_NVML_SIM_LOSE_WHEN", &lose)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(agent.stderr.take().unwrap());
+    let calls_file = dir.path().join("calls");
+    let mut agent = Reaped(
+        Command::new(BIN)
+            .args(["agent", "--port", "0"])
+            .env("INFERTOP_NVML_LIBRARY", nvml_sim::library())
+            .env("INFERTOP_NVML_SIM_LOSE_GPU", "1")
+            .env("INFERTOP_NVML_SIM_LOSE_WHEN", &lose)
+            .env("INFERTOP_NVML_SIM_CALLS", &calls_file)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut err = BufReader::new(agent.0.stderr.take().unwrap());
     let mut line = String::new();
     err.read_line(&mut line).unwrap();
     assert!(line.contains("(2 GPUs)"), "{line}");
@@ -647,9 +889,13 @@ fn agent_serves_both_gpus_then_the_one_left_when_one_is_lost() {
         assert_eq!(a100.temperature_c, Some((35 + k % 20) as f64));
     }
 
+    let before_loss = calls(&calls_file);
+
     // GPU 1 falls off the bus: the page says so and serves GPU 0 and the host, every time.
+    // Page 3 finds it lost; from then on it is not asked again.
     std::fs::write(&lose, b"").unwrap();
-    for k in 3..=4u64 {
+    let mut after: Vec<[u64; 2]> = Vec::new();
+    for k in 3..=5u64 {
         let page = scrape(&addr);
         assert!(
             page.contains("# GPU 1: NVML: device fell off the bus"),
@@ -661,9 +907,24 @@ fn agent_serves_both_gpus_then_the_one_left_when_one_is_lost() {
         assert_eq!(g.len(), 1, "{page}");
         assert_eq!(g[0].gpu, "0");
         assert_eq!(g[0].mem_used_bytes, Some(H200::used(k) as f64), "{page}");
+        after.push(calls(&calls_file));
     }
-    let _ = agent.kill();
-    let _ = agent.wait();
+    println!(
+        "NVML calls on GPU 0, GPU 1: {before_loss:?} after pages 1-2, then {after:?} after pages 3, 4 and 5"
+    );
+    // Page 3 asked GPU 1 and was told it is lost; pages 4 and 5 did not ask it.
+    assert!(after[0][1] > before_loss[1], "{before_loss:?} {after:?}");
+    assert_eq!(
+        after[1][1], after[0][1],
+        "GPU 1 asked again after it was lost"
+    );
+    assert_eq!(
+        after[2][1], after[0][1],
+        "GPU 1 asked again after it was lost"
+    );
+    // GPU 0 is read on every page.
+    assert!(after[0][0] > before_loss[0] && after[2][0] > after[1][0] && after[1][0] > after[0][0]);
+    drop(agent);
     let mut rest = String::new();
     err.read_to_string(&mut rest).unwrap();
     // Said once on stderr, not once a page.

@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use assert_cmd::prelude::*;
-use common::traffic_server::{now_unix_s, Seen, Timing, TrafficServer};
+use common::traffic_server::{now_unix_s, peak_in_flight, Seen, Timing, TrafficServer};
 use serde_json::Value;
 
 fn infertop() -> Command {
@@ -51,11 +51,13 @@ enum Launcher {
     Alone,
     IndexedJob,
     Srun,
+    /// `--shard K/N` on each command line.
+    Flag,
 }
 
 fn env_of(launcher: Launcher, k: usize, n: usize) -> Vec<(&'static str, String)> {
     match launcher {
-        Launcher::Alone => Vec::new(),
+        Launcher::Alone | Launcher::Flag => Vec::new(),
         Launcher::IndexedJob => vec![
             ("JOB_COMPLETION_INDEX", k.to_string()),
             ("JOB_COMPLETION_COUNT", n.to_string()),
@@ -90,6 +92,9 @@ fn generators(
             .stderr(Stdio::piped());
         for (k, v) in env_of(launcher, k, n) {
             cmd.env(k, v);
+        }
+        if let Launcher::Flag = launcher {
+            cmd.args(["--shard", &format!("{k}/{n}")]);
         }
         children.push((record, cmd.spawn().unwrap()));
     }
@@ -336,6 +341,284 @@ fn flags(url: &str, extra: &[&str]) -> Vec<String> {
     .collect();
     v.extend(extra.iter().map(|s| s.to_string()));
     v
+}
+
+/// The run's `--concurrency C` split over N generators: together they hold C requests in
+/// flight at the server, each its share (`C / N`, the remainder to the first shards), counted
+/// by the server from each request's arrival to its last token (tests/common/traffic_server.rs).
+/// Replies take 200 ms, so every slot is busy for most of the run.
+#[test]
+fn n_generators_hold_the_runs_concurrency_between_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 2;
+    for (total, shares) in [(6, [3, 3]), (7, [4, 3])] {
+        let srv = TrafficServer::start(Timing {
+            base: Duration::from_millis(200),
+            per_token: Duration::ZERO,
+            itl: Duration::from_millis(2),
+            max_model_len: 4096,
+        });
+        let total_requests = 6 * total;
+        let data = rows(dir.path(), total_requests);
+        let start_at = (now_unix_s() + 4.0).floor();
+        let args = flags(
+            &srv.url,
+            &[
+                "--dataset",
+                data.to_str().unwrap(),
+                "--concurrency",
+                &total.to_string(),
+                "--start-at",
+                &start_at.to_string(),
+            ],
+        );
+        let records = generators(Launcher::Flag, n, &format!("c{total}"), dir.path(), &args);
+        let seen: Vec<Seen> = srv
+            .seen()
+            .into_iter()
+            .filter(|s| s.path.ends_with("/completions"))
+            .collect();
+        assert_eq!(seen.len(), total_requests);
+        assert!(
+            seen.iter().all(|s| s.left.is_some()),
+            "a request never let go of"
+        );
+        // Row i is request i, shard i mod N's.
+        let shard_of = |s: &Seen| -> usize {
+            s.words[0].trim_start_matches('r').parse::<usize>().unwrap() % n
+        };
+        let per_shard: Vec<usize> = (0..n)
+            .map(|k| peak_in_flight(seen.iter().filter(|s| shard_of(s) == k)))
+            .collect();
+        let together = srv.in_flight_peak();
+        eprintln!(
+            "--concurrency {total} over {n} generators: {together} in flight at the server at most ({} by the requests' intervals), {} by shard",
+            peak_in_flight(&seen),
+            per_shard
+                .iter()
+                .enumerate()
+                .map(|(k, p)| format!("{k}/{n}: {p}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        assert_eq!(together, total, "the run's concurrency, together");
+        assert_eq!(peak_in_flight(&seen), total);
+        assert_eq!(per_shard, shares, "each shard its share");
+        // Each shard sent its own rows, all of them.
+        for (k, record) in records.iter().enumerate() {
+            let mine = requests(record);
+            assert_eq!(
+                mine.len(),
+                total_requests / n + usize::from(k < total_requests % n)
+            );
+            assert!(mine
+                .iter()
+                .all(|r| r["index"].as_u64().unwrap() as usize % n == k));
+        }
+        assert_eq!(report(&records)["requests"], total_requests as u64);
+    }
+}
+
+/// `record` as if its generator's machine had a clock `behind_s` seconds behind the
+/// reference's and had started its record `late_s` seconds later: its header's start (on
+/// that machine's clock) and measured offset say so, and every time in it counts from the
+/// later start. With `offset` false, a record that measured no offset.
+fn on_another_machine(record: &Path, out: &Path, behind_s: f64, late_s: f64, offset: bool) {
+    let text = std::fs::read_to_string(record).unwrap();
+    let mut lines = Vec::new();
+    for line in text.lines() {
+        let mut v: Value = serde_json::from_str(line).unwrap();
+        if v["type"] == "header" {
+            let clock = &mut v["clock"];
+            let started = clock["started_unix_s"].as_f64().unwrap();
+            clock["started_unix_s"] = (started - behind_s + late_s).into();
+            let measured = clock["offset_s"].as_f64().unwrap();
+            if offset {
+                clock["offset_s"] = (measured + behind_s).into();
+            } else if let Some(c) = clock.as_object_mut() {
+                c.remove("offset_s");
+                c.remove("uncertainty_s");
+                c.remove("reference");
+            }
+        }
+        for key in ["t_s", "elapsed_s"] {
+            if let Some(t) = v[key].as_f64() {
+                v[key] = (t - late_s).into();
+            }
+        }
+        lines.push(v.to_string());
+    }
+    std::fs::write(out, lines.join("\n") + "\n").unwrap();
+}
+
+/// Per record of a merge, where its requests' starts (`t_s − e2e_s`) put on the merged axis
+/// (by the record's `shift_s` in `report`) say the axis's 0 was, on the server's clock: the
+/// median over the record's requests of the server's arrival less the merged start.
+fn axis_zero_by_record(srv: &TrafficServer, records: &[PathBuf], merged: &Value) -> Vec<f64> {
+    let arrival: std::collections::HashMap<usize, f64> = arrivals(srv, 0).into_iter().collect();
+    records
+        .iter()
+        .enumerate()
+        .map(|(k, record)| {
+            let shift = merged["sources"][k]["shift_s"].as_f64().unwrap();
+            let mut zero: Vec<f64> = requests(record)
+                .iter()
+                .map(|r| {
+                    let row = r["index"].as_u64().unwrap() as usize;
+                    let start = r["t_s"].as_f64().unwrap() - r["e2e_s"].as_f64().unwrap();
+                    arrival[&row] - (start + shift)
+                })
+                .collect();
+            zero.sort_by(f64::total_cmp);
+            percentile(&zero, 50.0)
+        })
+        .collect()
+}
+
+/// Two shards started at an RFC 3339 time (with an offset from UTC) send the schedule from
+/// that instant; then one shard's record is made that of a machine whose clock is 90 s
+/// behind and which started 1.5 s later. `report` of the two puts both on the reference clock
+/// by their measured offsets: the same union and figures as the records as written, and every
+/// request where the server saw it arrive. Without the offset (a record that measured none)
+/// the union is aligned at the starts, and the shard is 1.5 s off.
+#[test]
+fn shards_on_different_clocks_line_up_when_merged() {
+    use time::format_description::well_known::Rfc3339;
+    let srv = server(0.0);
+    let dir = tempfile::tempdir().unwrap();
+    let (rate, n_requests, seed) = (20.0, 40, 7);
+    let data = rows(dir.path(), n_requests);
+    let start_at = (now_unix_s() + 5.0).floor();
+    let rfc3339 = time::OffsetDateTime::from_unix_timestamp(start_at as i64)
+        .unwrap()
+        .to_offset(time::UtcOffset::from_hms(2, 0, 0).unwrap())
+        .format(&Rfc3339)
+        .unwrap();
+    assert!(rfc3339.ends_with("+02:00"), "{rfc3339}");
+    let args = flags(
+        &srv.url,
+        &[
+            "--dataset",
+            data.to_str().unwrap(),
+            "--rate",
+            &rate.to_string(),
+            "--seed",
+            &seed.to_string(),
+            "--start-at",
+            &rfc3339,
+        ],
+    );
+    let records = generators(Launcher::Flag, 2, "rfc", dir.path(), &args);
+
+    // The start is the RFC 3339 time, and each request went at its instant from it.
+    for record in &records {
+        let h = header(record);
+        assert_eq!(h["config"]["start_at_unix_s"], start_at, "{rfc3339}");
+    }
+    let due = infertop::engine::http::open_loop_due_s(rate, 1.0, seed, n_requests).unwrap();
+    let seen = arrivals(&srv, 0);
+    assert_eq!(
+        seen.iter().map(|a| a.0).collect::<Vec<_>>(),
+        (0..n_requests).collect::<Vec<_>>()
+    );
+    let mut errors: Vec<f64> = seen
+        .iter()
+        .map(|(row, at)| (at - start_at - due[*row]).abs())
+        .collect();
+    errors.sort_by(f64::total_cmp);
+    let (p50, p99) = (percentile(&errors, 50.0), percentile(&errors, 99.0));
+    eprintln!(
+        "--start-at {rfc3339}: schedule error p50 {:.2} ms, p99 {:.2} ms",
+        p50 * 1e3,
+        p99 * 1e3
+    );
+    assert!(p50 < 0.010, "schedule error p50 {p50} s");
+
+    let (behind_s, late_s) = (90.0, 1.5);
+    let moved = dir.path().join("rfc-1-elsewhere.jsonl");
+    on_another_machine(&records[1], &moved, behind_s, late_s, true);
+    let unmeasured = dir.path().join("rfc-1-unmeasured.jsonl");
+    on_another_machine(&records[1], &unmeasured, behind_s, late_s, false);
+    let as_written = report(&records);
+    let elsewhere_set = [records[0].clone(), moved.clone()];
+    let elsewhere = report(&elsewhere_set);
+    let unmeasured_set = [records[0].clone(), unmeasured.clone()];
+    let at_starts = report(&unmeasured_set);
+
+    // On the reference clock: the one run's figures, whatever the machines' clocks.
+    assert!(
+        elsewhere["alignment"]
+            .as_str()
+            .unwrap()
+            .contains("reference clock"),
+        "{}",
+        elsewhere["alignment"]
+    );
+    assert_eq!(elsewhere["requests"], n_requests as u64);
+    assert_eq!(elsewhere["metrics"], as_written["metrics"]);
+    let shift = |v: &Value, k: usize| v["sources"][k]["shift_s"].as_f64().unwrap();
+    assert!((shift(&elsewhere, 0) - shift(&as_written, 0)).abs() < 1e-6);
+    assert!(
+        (shift(&elsewhere, 1) - shift(&as_written, 1) - late_s).abs() < 1e-6,
+        "{} vs {}",
+        shift(&elsewhere, 1),
+        shift(&as_written, 1)
+    );
+    // Every request where the server saw it: both records say the same axis 0.
+    let zero = axis_zero_by_record(&srv, &records, &as_written);
+    let zero_elsewhere = axis_zero_by_record(&srv, &elsewhere_set, &elsewhere);
+    let zero_at_starts = axis_zero_by_record(&srv, &unmeasured_set, &at_starts);
+    eprintln!(
+        "merged axis 0 by shard (ms after the first of them, median over its requests): as written {:+.2}, on a clock {behind_s} s behind and started {late_s} s later {:+.2}, without its offset {:+.2}",
+        (zero[1] - zero[0]) * 1e3,
+        (zero_elsewhere[1] - zero_elsewhere[0]) * 1e3,
+        (zero_at_starts[1] - zero_at_starts[0]) * 1e3,
+    );
+    assert!((zero[1] - zero[0]).abs() < 0.005, "{zero:?}");
+    assert!(
+        (zero_elsewhere[1] - zero_elsewhere[0]).abs() < 0.005,
+        "{zero_elsewhere:?}"
+    );
+    // The llm-d report's rate over the held interval is the run's.
+    let llmd = |set: &[PathBuf]| -> f64 {
+        let out = infertop()
+            .arg("report")
+            .args(set)
+            .args(["--format", "llm-d", "--no-probe"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["results"]["request_performance"]["aggregate"]["throughput"]["request_rate"]["mean"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("no request rate in {v}"))
+    };
+    let (rate_written, rate_elsewhere, rate_at_starts) =
+        (llmd(&records), llmd(&elsewhere_set), llmd(&unmeasured_set));
+    eprintln!(
+        "request rate over the held interval: as written {rate_written:.2}/s, elsewhere {rate_elsewhere:.2}/s, without the offset {rate_at_starts:.2}/s (sent at {rate}/s)"
+    );
+    assert!((rate_elsewhere - rate_written).abs() < 1e-6 * rate_written);
+    assert!(
+        (rate_at_starts - rate_written).abs() > 0.1 * rate_written,
+        "misaligned shards should not give the run's rate"
+    );
+
+    // Without the offset: aligned at the starts, said so, and the shard is off by its late
+    // start.
+    assert!(
+        at_starts["merge_notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("measured no clock offset")),
+        "{}",
+        at_starts["merge_notes"]
+    );
+    assert!(
+        ((zero_at_starts[1] - zero_at_starts[0]) - late_s).abs() < 0.05,
+        "{zero_at_starts:?}"
+    );
 }
 
 /// A trace's timestamps: two shards send its rows between them, each at its time.

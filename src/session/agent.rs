@@ -1,6 +1,8 @@
 //! `infertop agent`: this machine's GPUs (through NVML) and host (CPU time, memory, load) as
 //! Prometheus text at `/metrics`, for `watch --gpu-metrics` on nodes that run no exporter.
-//! Each request reads the figures afresh; nothing is kept between them.
+//! Each request reads the figures afresh; nothing is kept between them but which GPUs fell
+//! off the bus (`NVML_ERROR_GPU_IS_LOST`): those are not asked again (every call to a lost GPU
+//! can take long to fail), and every page still says they are lost.
 //!
 //! It is unauthenticated: it listens on 127.0.0.1 unless `--bind` says otherwise, and then
 //! anyone who can reach the port can read the figures. Without a driver it still serves the
@@ -62,6 +64,7 @@ pub fn agent(args: &AgentOpts) -> Result<i32, Failure> {
     let nvml = Arc::new(Mutex::new(Gpus {
         nvml,
         said: Vec::new(),
+        lost: Vec::new(),
     }));
     let busy = Arc::new(AtomicUsize::new(0));
     let mut warned = None;
@@ -113,11 +116,17 @@ fn respond(mut conn: TcpStream, status: &str, body: &str) -> std::io::Result<()>
     conn.flush()
 }
 
-/// NVML as the agent holds it, and the GPUs whose failure it has said on stderr (once each).
+/// NVML as the agent holds it, the GPUs whose failure it has said on stderr (once each),
+/// and those that fell off the bus.
 struct Gpus {
     nvml: Result<Nvml, String>,
     said: Vec<u32>,
+    lost: Vec<LostGpu>,
 }
+
+/// A GPU that answered `NVML_ERROR_GPU_IS_LOST` (its NVML index, and what NVML said): it is
+/// not asked again.
+pub type LostGpu = (u32, String);
 
 /// One request: its head read, `/metrics` (or `/`) answered, anything else 404.
 fn serve(mut conn: TcpStream, gpus: &Mutex<Gpus>) -> std::io::Result<()> {
@@ -144,7 +153,8 @@ fn serve(mut conn: TcpStream, gpus: &Mutex<Gpus>) -> std::io::Result<()> {
     }
     let page = {
         let mut guard = gpus.lock().unwrap_or_else(|p| p.into_inner());
-        let (page, failed) = page(&guard.nvml);
+        let Gpus { nvml, lost, .. } = &mut *guard;
+        let (page, failed) = page(nvml, lost);
         for (index, reason) in failed {
             if !guard.said.contains(&index) {
                 guard.said.push(index);
@@ -157,8 +167,9 @@ fn serve(mut conn: TcpStream, gpus: &Mutex<Gpus>) -> std::io::Result<()> {
 }
 
 /// The whole page: NVML's figures per GPU (or why there are none) and the host's, with the
-/// GPUs that could not be read (NVML index, why), which the page also says in comments.
-pub fn page(nvml: &Result<Nvml, String>) -> (String, Vec<(u32, String)>) {
+/// GPUs that could not be read (NVML index, why), which the page also says in comments. A GPU
+/// in `lost` is not asked; one found lost now is added to it.
+pub fn page(nvml: &Result<Nvml, String>, lost: &mut Vec<LostGpu>) -> (String, Vec<(u32, String)>) {
     let mut out = String::with_capacity(4096);
     let mut failed = Vec::new();
     match nvml {
@@ -169,7 +180,7 @@ pub fn page(nvml: &Result<Nvml, String>) -> (String, Vec<(u32, String)>) {
                 "1 when NVML could be read",
                 &[((String::new()), 1.0)],
             );
-            failed = gpu_figures(&mut out, n);
+            failed = gpu_figures(&mut out, n, lost);
         }
         Err(message) => {
             let _ = writeln!(out, "# {}", crate::util::one_line(message));
@@ -213,8 +224,9 @@ fn gauge(out: &mut String, name: &str, help: &str, samples: &[(String, f64)]) {
 
 /// Every GPU's figures, read through `telemetry::nvml` as the sampler reads them. A GPU that
 /// cannot be read (fallen off the bus, driver gone) gets a comment line and no figures, and is
-/// returned with the reason; the others are served.
-fn gpu_figures(out: &mut String, nvml: &Nvml) -> Vec<(u32, String)> {
+/// returned with the reason; the others are served. A GPU in `lost` is not asked at all; one
+/// that answers GPU_IS_LOST now joins it.
+fn gpu_figures(out: &mut String, nvml: &Nvml, lost: &mut Vec<LostGpu>) -> Vec<(u32, String)> {
     let mut failed = Vec::new();
     let count = match nvml::device_count(nvml) {
         Ok(count) => count,
@@ -235,10 +247,18 @@ fn gpu_figures(out: &mut String, nvml: &Nvml) -> Vec<(u32, String)> {
     ) = Default::default();
     let pid = std::process::id();
     for i in 0..count {
+        if let Some((_, reason)) = lost.iter().find(|(index, _)| *index == i) {
+            let _ = writeln!(out, "# GPU {i}: {}", crate::util::one_line(reason));
+            failed.push((i, reason.clone()));
+            continue;
+        }
         let mut s = Sample::default();
-        if let Err(reason) = nvml::read_index(nvml, i, pid, &mut s) {
-            let _ = writeln!(out, "# GPU {i}: {}", crate::util::one_line(&reason));
-            failed.push((i, reason));
+        if let Err(e) = nvml::read_index(nvml, i, pid, &mut s) {
+            let _ = writeln!(out, "# GPU {i}: {}", crate::util::one_line(&e.message));
+            if e.gpu_lost {
+                lost.push((i, e.message.clone()));
+            }
+            failed.push((i, e.message));
             continue;
         }
         let (name, uuid) = nvml::identity(nvml, i);
@@ -384,7 +404,7 @@ mod tests {
 
     #[test]
     fn the_page_reads_back_as_an_exporter_without_nvml() {
-        let (page, failed) = page(&Err("NVML unavailable: no driver".into()));
+        let (page, failed) = page(&Err("NVML unavailable: no driver".into()), &mut Vec::new());
         assert!(failed.is_empty());
         assert!(page.contains("# NVML unavailable: no driver"), "{page}");
         assert!(page.contains(&format!("{} 0", names::AGENT_NVML)), "{page}");

@@ -127,7 +127,21 @@ impl NvmlSource {
     /// Opens the NVML device that CUDA calls `ordinal` in this process.
     pub fn for_cuda_ordinal(ordinal: usize) -> Result<Self, String> {
         let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
-        Self::open_ref(&resolve_cuda_ordinal(ordinal, visible.as_deref())?)
+        Self::for_visible_devices(ordinal, visible.as_deref())
+    }
+
+    /// Opens the NVML device that CUDA calls `ordinal` when `CUDA_VISIBLE_DEVICES` is
+    /// `cuda_visible_devices` (indices, or UUIDs and their prefixes, which NVML is asked for).
+    pub fn for_visible_devices(
+        ordinal: usize,
+        cuda_visible_devices: Option<&str>,
+    ) -> Result<Self, String> {
+        Self::open_ref(&resolve_cuda_ordinal(ordinal, cuda_visible_devices)?)
+    }
+
+    /// The NVML index of the device it reads.
+    pub fn index(&self) -> u32 {
+        self.index
     }
 
     /// Opens NVML and the device `device` names.
@@ -145,7 +159,32 @@ impl Source for NvmlSource {
     }
 
     fn sample(&mut self, sample: &mut Sample) -> Result<(), String> {
-        read_index(&self.nvml, self.index, self.pid, sample)
+        read_index(&self.nvml, self.index, self.pid, sample).map_err(|e| e.message)
+    }
+}
+
+/// Why a GPU's figures could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadError {
+    /// In one line, e.g. "NVML: the GPU has fallen off the bus ...".
+    pub message: String,
+    /// NVML answered `NVML_ERROR_GPU_IS_LOST`: the GPU fell off the bus, no later call on it
+    /// will answer, and each call on it can be slow to fail, so a reader stops asking it.
+    pub gpu_lost: bool,
+}
+
+impl ReadError {
+    fn of(prefix: &str, e: &NvmlError) -> ReadError {
+        ReadError {
+            message: format!("{prefix}{e}"),
+            gpu_lost: matches!(e, NvmlError::GpuLost),
+        }
+    }
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
     }
 }
 
@@ -154,12 +193,12 @@ impl Source for NvmlSource {
 /// `process_device_bytes`. Per-field errors (not supported, no permission) leave the field
 /// `None`; an error that means the device or driver is gone (GPU lost, ...) is returned,
 /// with the fields read before it filled.
-pub fn read_index(nvml: &Nvml, index: u32, pid: u32, sample: &mut Sample) -> Result<(), String> {
+pub fn read_index(nvml: &Nvml, index: u32, pid: u32, sample: &mut Sample) -> Result<(), ReadError> {
     // The handle is looked up per read because `Device` borrows `Nvml`; NVML caches handles,
     // so this is a table lookup.
     let device = nvml
         .device_by_index(index)
-        .map_err(|e| format!("NVML device {index}: {e}"))?;
+        .map_err(|e| ReadError::of(&format!("NVML device {index}: "), &e))?;
     read_device(&device, pid, sample)
 }
 
@@ -175,7 +214,7 @@ pub fn identity(nvml: &Nvml, index: u32) -> (Option<String>, Option<String>) {
 /// the device or driver is gone is returned after the fields read before it are filled, and
 /// nothing is asked of the device after it (on a GPU that fell off the bus each call can take
 /// long to fail).
-fn read_device(device: &Device<'_>, pid: u32, sample: &mut Sample) -> Result<(), String> {
+fn read_device(device: &Device<'_>, pid: u32, sample: &mut Sample) -> Result<(), ReadError> {
     let mut gone: Option<NvmlError> = None;
     let gone = &mut gone;
 
@@ -208,7 +247,7 @@ fn read_device(device: &Device<'_>, pid: u32, sample: &mut Sample) -> Result<(),
         best_effort(gone, || device.total_energy_consumption()).map(|mj| mj as f64 / 1000.0);
 
     match gone.take() {
-        Some(e) => Err(format!("NVML: {e}")),
+        Some(e) => Err(ReadError::of("NVML: ", &e)),
         None => Ok(()),
     }
 }

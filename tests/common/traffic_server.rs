@@ -6,9 +6,17 @@
 //! `itl`, the reply `" w0 w1 …"`. `POST /reset_prefix_cache` empties the cache. Every answer
 //! carries a `Date` header rendered when it is sent, from a clock `skew` seconds ahead of this
 //! machine's (`start_with_clock`), as a server on another machine would have.
+//!
+//! Requests in flight: a completion is in flight at the server from when its request line
+//! arrives to when the server lets go of it, which is after its last token and before the
+//! bytes that end its stream (the usage chunk, `[DONE]`), so no client can have seen it end,
+//! and sent the next, while it is still counted. The server keeps the number and its peak
+//! (`in_flight_peak`), and each `Seen` keeps its interval, so the peak of any subset (one
+//! generator's requests) is known too (`peak_in_flight`).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -31,6 +39,9 @@ pub struct Seen {
     pub at: Duration,
     /// When its stream ended (since the server started).
     pub ended: Option<Duration>,
+    /// When the server let go of it (since the server started): after its last token, before
+    /// the bytes that end its stream. `None` while in flight, or if its connection failed.
+    pub left: Option<Duration>,
     pub path: String,
     pub session: Option<String>,
     pub body: Value,
@@ -45,6 +56,59 @@ pub struct TrafficServer {
     pub resets: Arc<Mutex<Vec<Duration>>>,
     /// This machine's clock (unix seconds) when the server started: `Seen::at` counts from it.
     pub started_unix_s: f64,
+    /// Completions in flight now, and the most there were at once.
+    in_flight: Arc<InFlight>,
+}
+
+/// The completions in flight at the server and the most at once.
+#[derive(Debug, Default)]
+struct InFlight {
+    now: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+/// One completion counted in flight until it is let go of (or its connection fails).
+struct Holding<'a> {
+    count: &'a InFlight,
+    held: bool,
+}
+
+impl<'a> Holding<'a> {
+    fn start(count: &'a InFlight) -> Holding<'a> {
+        let now = count.now.fetch_add(1, Ordering::SeqCst) + 1;
+        count.peak.fetch_max(now, Ordering::SeqCst);
+        Holding { count, held: true }
+    }
+
+    fn let_go(&mut self) {
+        if std::mem::take(&mut self.held) {
+            self.count.now.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for Holding<'_> {
+    fn drop(&mut self) {
+        self.let_go();
+    }
+}
+
+/// The most of `seen` that were in flight at once, by their intervals (`at` to `left`; one
+/// not let go of counts to the end). An interval ends before one that starts at that instant.
+pub fn peak_in_flight<'a>(seen: impl IntoIterator<Item = &'a Seen>) -> usize {
+    let mut edges: Vec<(Duration, i32)> = Vec::new();
+    for s in seen {
+        edges.push((s.at, 1));
+        edges.push((s.left.unwrap_or(Duration::MAX), -1));
+    }
+    // At one instant, ends (-1) before starts (+1).
+    edges.sort();
+    let (mut now, mut peak) = (0i32, 0i32);
+    for (_, step) in edges {
+        now += step;
+        peak = peak.max(now);
+    }
+    peak.max(0) as usize
 }
 
 /// `unix_s` as an HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`).
@@ -89,14 +153,21 @@ impl TrafficServer {
         let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
         let resets: Arc<Mutex<Vec<Duration>>> = Arc::default();
         let cache: Arc<Mutex<Vec<Vec<String>>>> = Arc::default();
+        let in_flight: Arc<InFlight> = Arc::default();
         let t0 = Instant::now();
         let started_unix_s = now_unix_s();
-        let (s, r) = (seen.clone(), resets.clone());
+        let (s, r, f) = (seen.clone(), resets.clone(), in_flight.clone());
         thread::spawn(move || {
             for conn in listener.incoming().flatten() {
-                let (s, r, c) = (s.clone(), r.clone(), cache.clone());
+                let (s, r, c, f) = (s.clone(), r.clone(), cache.clone(), f.clone());
                 thread::spawn(move || {
-                    let _ = answer(conn, timing, skew, t0, &s, &r, &c);
+                    let state = State {
+                        seen: &s,
+                        resets: &r,
+                        cache: &c,
+                        in_flight: &f,
+                    };
+                    let _ = answer(conn, timing, skew, t0, &state);
                 });
             }
         });
@@ -105,7 +176,13 @@ impl TrafficServer {
             seen,
             resets,
             started_unix_s,
+            in_flight,
         }
+    }
+
+    /// The most completions that were in flight at once since the server started.
+    pub fn in_flight_peak(&self) -> usize {
+        self.in_flight.peak.load(Ordering::SeqCst)
     }
 
     pub fn seen(&self) -> Vec<Seen> {
@@ -131,15 +208,27 @@ fn prompt_words(body: &Value) -> Vec<String> {
     text.split_whitespace().map(str::to_string).collect()
 }
 
+/// What every connection's thread shares.
+struct State<'a> {
+    seen: &'a Mutex<Vec<Seen>>,
+    resets: &'a Mutex<Vec<Duration>>,
+    cache: &'a Mutex<Vec<Vec<String>>>,
+    in_flight: &'a InFlight,
+}
+
 fn answer(
     conn: TcpStream,
     t: Timing,
     skew: f64,
     t0: Instant,
-    seen: &Mutex<Vec<Seen>>,
-    resets: &Mutex<Vec<Duration>>,
-    cache: &Mutex<Vec<Vec<String>>>,
+    state: &State<'_>,
 ) -> std::io::Result<()> {
+    let State {
+        seen,
+        resets,
+        cache,
+        in_flight,
+    } = *state;
     conn.set_nodelay(true)?;
     let mut reader = BufReader::new(conn.try_clone()?);
     loop {
@@ -207,11 +296,13 @@ fn answer(
             hit.min(words.len().saturating_sub(1))
         };
         let max_tokens = body.get("max_tokens").and_then(Value::as_u64).unwrap_or(4) as usize;
+        let mut holding = Holding::start(in_flight);
         let index = {
             let mut s = seen.lock().expect("lock");
             s.push(Seen {
                 at,
                 ended: None,
+                left: None,
                 path: path.clone(),
                 session,
                 body: body.clone(),
@@ -243,6 +334,11 @@ fn answer(
                 ))?;
             }
         }
+        // Let go of it before the bytes that end its stream (see the module's comment).
+        if let Some(s) = seen.lock().expect("lock").get_mut(index) {
+            s.left = Some(t0.elapsed());
+        }
+        holding.let_go();
         send(&format!(
             r#"{{"choices":[],"usage":{{"prompt_tokens":{},"completion_tokens":{max_tokens},"total_tokens":{},"prompt_tokens_details":{{"cached_tokens":{cached}}}}}}}"#,
             words.len(),

@@ -32,11 +32,16 @@
  *   INFERTOP_NVML_SIM_LOSE_WHEN=PATH    at the first memory read once PATH exists;
  *   from then on every call on it answers NVML_ERROR_GPU_IS_LOST (its handle stays valid,
  *   the device count stays 2).
+ *   INFERTOP_NVML_SIM_CALLS=PATH        the calls made on each GPU so far (a handle looked up
+ *   by index or UUID, and every call given its handle, those answered GPU_IS_LOST included),
+ *   rewritten in PATH after each: one line per GPU, "INDEX CALLS".
  *
  * The types below are written for this file from the NVML ABI as nvml-wrapper-sys binds it;
  * no NVIDIA header is used.
  */
 
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -107,6 +112,7 @@ typedef struct Device {
     unsigned int power_limit_mw;
     /* The script's state. */
     unsigned long long reads; /* successful memory reads: the device's clock */
+    unsigned long long calls; /* calls made on it (INFERTOP_NVML_SIM_CALLS) */
     int lost;
     long lose_after; /* -1: never */
     const char *lose_when;
@@ -114,12 +120,28 @@ typedef struct Device {
 
 static Device devices[2] = {
     {0, "NVIDIA H200", "GPU-5d3c9a1e-0b7f-4c2a-9e61-3f2a7b8c9d01", 143771, 0, 9, 0, 6144, 1980,
-     3201, 700000, 0, 0, -1, NULL},
+     3201, 700000, 0, 0, 0, -1, NULL},
     {1, "NVIDIA A100-SXM4-80GB", "GPU-a1b2c3d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d", 81920, 1, 8, 0,
-     5120, 1410, 1593, 400000, 0, 0, -1, NULL},
+     5120, 1410, 1593, 400000, 0, 0, 0, -1, NULL},
 };
 
 static int init_count; /* nvmlInit calls not yet matched by nvmlShutdown */
+static int calls_fd = -1; /* INFERTOP_NVML_SIM_CALLS, when set */
+
+/* Counts a call on `d` and rewrites the counts file (fixed-width lines, written at once). */
+static void count_call(Device *d) {
+    __atomic_add_fetch(&d->calls, 1, __ATOMIC_SEQ_CST);
+    if (calls_fd < 0) {
+        return;
+    }
+    char line[96];
+    int n = snprintf(line, sizeof line, "0 %20llu\n1 %20llu\n",
+                     __atomic_load_n(&devices[0].calls, __ATOMIC_SEQ_CST),
+                     __atomic_load_n(&devices[1].calls, __ATOMIC_SEQ_CST));
+    if (n > 0 && (size_t)n < sizeof line) {
+        (void)!pwrite(calls_fd, line, (size_t)n, 0);
+    }
+}
 
 /* The figures sample k (the device's k-th memory read) sees; k = 0 before the first read. */
 static unsigned long long this_process_bytes(const Device *d, unsigned long long k) {
@@ -167,6 +189,7 @@ static nvmlReturn_t check(void *handle, Device **out) {
     if (d == NULL) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
+    count_call(d);
     if (__atomic_load_n(&d->lost, __ATOMIC_SEQ_CST)) {
         return NVML_ERROR_GPU_IS_LOST;
     }
@@ -192,6 +215,10 @@ static nvmlReturn_t copy_string(char *buf, unsigned int length, const char *s) {
 
 /* Runs when the library is loaded, before any call. */
 __attribute__((constructor)) static void read_script(void) {
+    const char *calls = getenv("INFERTOP_NVML_SIM_CALLS");
+    if (calls != NULL && *calls != '\0') {
+        calls_fd = open(calls, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    }
     const char *gpu = getenv("INFERTOP_NVML_SIM_LOSE_GPU");
     const char *after = getenv("INFERTOP_NVML_SIM_LOSE_AFTER");
     const char *when = getenv("INFERTOP_NVML_SIM_LOSE_WHEN");
@@ -307,6 +334,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, void **dev
     if (device == NULL || index >= 2) {
         return NVML_ERROR_INVALID_ARGUMENT;
     }
+    count_call(&devices[index]);
     *device = &devices[index];
     return NVML_SUCCESS;
 }
@@ -320,6 +348,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, void **device) {
     }
     for (unsigned i = 0; i < 2; i++) {
         if (strcmp(uuid, devices[i].uuid) == 0) {
+            count_call(&devices[i]);
             *device = &devices[i];
             return NVML_SUCCESS;
         }
