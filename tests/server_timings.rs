@@ -295,6 +295,7 @@ fn a_sweep_says_which_part_of_the_ttft_breaks_the_slo_first() {
         "{f}"
     );
     assert_eq!(f["percentile"], 99);
+    assert_eq!(f["broken"], serde_json::json!(["TTFT p99"]));
 
     let out = infertop().arg("report").arg(&record).output().unwrap();
     let md = String::from_utf8_lossy(&out.stdout);
@@ -304,7 +305,9 @@ fn a_sweep_says_which_part_of_the_ttft_breaks_the_slo_first() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        md.contains("TTFT breaks the SLO first at concurrency 8; of the TTFT the queue grew most"),
+        md.contains(
+            "TTFT p99 breaks the SLO first at concurrency 8; of the TTFT the queue grew most"
+        ),
         "{md}"
     );
     assert!(
