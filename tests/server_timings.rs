@@ -1,7 +1,8 @@
 //! The server's own timings of each request joined to the client's TTFT, against the
-//! in-process server that reports known timings as vLLM, llama.cpp and SGLang do: its wait for
-//! one of its slots as the queue, its injected TTFT as the prefill, and a hop it spends before
-//! its clock starts (unreported) that must come out as the rest of the TTFT.
+//! in-process server that reports known timings as vLLM and llama.cpp do (and, as a check of
+//! the parser's shape only, as SGLang's native `meta_info`): its wait for one of its slots as
+//! the queue, its injected TTFT as the prefill, and a hop it spends before its clock starts
+//! (unreported) that must come out as the rest of the TTFT.
 #![allow(clippy::unwrap_used)]
 
 #[path = "common/stream_server.rs"]
@@ -179,8 +180,11 @@ fn llama_cpp_timings_have_no_queue_and_their_cache_counts() {
     assert!(md.contains("not sent by this server"), "{md}");
 }
 
+/// A shape check of the parser, not of SGLang: SGLang's own OpenAI-compatible streams carry
+/// no `meta_info` (it is its native `/generate` API's); here a chunk in that shape is read
+/// as the native API means it (seconds, its queue and prefill).
 #[test]
-fn sglang_meta_info_is_read_too() {
+fn a_meta_info_in_sglangs_native_shape_is_read() {
     let url = server(Dialect::Sglang, Some(1), Duration::ZERO);
     let evs = events(config(&url, 1, 3));
     for r in done(&evs) {
