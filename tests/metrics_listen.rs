@@ -159,6 +159,100 @@ fn a_running_client_serves_its_histograms() {
     );
 }
 
+/// A sweep serves the figures while it runs, across its cells: scraped again and again
+/// while it goes on, the count of requests only rises, and goes past what its first cell
+/// sends (the counters are the whole sweep's, not reset per cell, as Prometheus counters
+/// must not be).
+#[test]
+fn a_sweep_serves_its_figures_while_it_runs() {
+    let server = stream_server::start_reporting(
+        Options {
+            timing: Timing {
+                ttft: Duration::from_millis(30),
+                itl: Duration::from_millis(5),
+                tokens: 4,
+            },
+            slots: Some(1),
+            reset_route: None,
+        },
+        Reporting {
+            dialect: Dialect::Vllm,
+            hop: Duration::ZERO,
+            cached: 0,
+        },
+    )
+    .unwrap();
+    // Two cells of 1 warmup + 20 steady requests, about 45 ms each on the one slot: about
+    // 1 s a cell.
+    let per_cell = 21.0;
+    let mut child = infertop()
+        .args(["sweep", "--endpoint", &server.url, "--served-model", "m"])
+        .args(["--concurrency", "1,2", "-p", "8", "-n", "4"])
+        .args(["--warmup", "1", "--repetitions", "20", "--no-telemetry"])
+        .args(["--metrics-listen", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "no address said");
+        if let Some(rest) = line.split("http://").nth(1) {
+            break rest.split('/').next().unwrap().to_string();
+        }
+    };
+    // The rest of stderr is read aside, so the sweep never waits on a full pipe.
+    let rest = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text);
+        text
+    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen: Vec<f64> = Vec::new();
+    let mut in_flight_seen = false;
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "the sweep did not end within 30 s"
+        );
+        if let Some(t) = get(&addr) {
+            // Scraped while the sweep still runs.
+            let ok = value(&t, "infertop_requests_total", "outcome=\"ok\"");
+            assert_eq!(
+                value(&t, "infertop_time_to_first_token_seconds_count", ""),
+                ok
+            );
+            in_flight_seen |= value(&t, "infertop_requests_in_flight", "") >= 1.0;
+            seen.push(ok);
+        }
+        std::thread::sleep(Duration::from_millis(40));
+    }
+    let status = child.wait().unwrap();
+    let stderr = rest.join().unwrap();
+    assert!(status.success(), "{stderr}");
+    assert!(
+        seen.windows(2).all(|w| w[0] <= w[1]),
+        "a counter went down: {seen:?}"
+    );
+    let distinct = {
+        let mut d = seen.clone();
+        d.dedup();
+        d.len()
+    };
+    assert!(
+        distinct >= 5,
+        "the count rose while the sweep ran: {seen:?}"
+    );
+    assert!(in_flight_seen, "requests in flight were seen");
+    let last = seen.last().copied().unwrap_or(0.0);
+    assert!(
+        last > per_cell && last <= 2.0 * per_cell,
+        "scraped into the second cell: {seen:?}"
+    );
+}
+
 #[test]
 fn a_bad_address_is_one_line_and_exit_2() {
     let out = infertop()

@@ -1,7 +1,9 @@
 //! The server's own timings of each request joined to the client's TTFT, against the
-//! in-process server that reports known timings as vLLM, llama.cpp and SGLang do: its wait for
-//! one of its slots as the queue, its injected TTFT as the prefill, and a hop it spends before
-//! its clock starts (unreported) that must come out as the rest of the TTFT.
+//! in-process server that reports known timings as vLLM and llama.cpp do (and, as a check of
+//! the parser's shape only, as SGLang's native `meta_info`): its wait for one of its slots as
+//! the queue, its injected TTFT as the prefill, and a hop it spends before its clock starts
+//! (unreported) that must come out as the rest of the TTFT. The tests at rising load print
+//! their table of the TTFT's parts per load (`--nocapture` shows it).
 #![allow(clippy::unwrap_used)]
 
 #[path = "common/stream_server.rs"]
@@ -14,7 +16,7 @@ use infertop::engine::http::{self, Api, Endpoint, HttpConfig};
 use infertop::engine::workload::LenSpec;
 use infertop::event::{Control, Event, RequestDone, ServerTimings};
 use infertop::fold::RunFold;
-use infertop::stats::Part;
+use infertop::stats::{Part, SplitSummary, Summary};
 use infertop::traffic::TrafficPlan;
 use stream_server::{Dialect, Options, Reporting, Timing};
 
@@ -117,6 +119,62 @@ fn ms(s: f64) -> f64 {
     s * 1e3
 }
 
+/// A table of the TTFT and its parts at each load, on stderr (`--nocapture` shows it) so the
+/// figures can be quoted: p50 / p99 of each in ms, and which part grew most since the first
+/// row, at p50 and at p99.
+fn print_split_table(title: &str, rows: &[(String, SplitSummary)]) {
+    let pair = |s: &Summary| {
+        if s.n == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.1} / {:.1}", ms(s.p50), ms(s.p99))
+        }
+    };
+    let first = rows
+        .first()
+        .map(|(load, _)| load.clone())
+        .unwrap_or_default();
+    eprintln!("\n{title}");
+    eprintln!(
+        "{:<16} {:>4} {:>15} {:>15} {:>15} {:>18}   grew most since {first} (p50 | p99)",
+        "load", "n", "TTFT p50/p99", "queue", "prefill", "network+client"
+    );
+    for (load, split) in rows {
+        let grew = |q| match rows.first() {
+            Some((_, base)) if !std::ptr::eq(base, split) => split
+                .grew_most_since(base, q)
+                .map_or("-".into(), |(p, by)| {
+                    format!("{} {:+.1} ms", p.label(), ms(by))
+                }),
+            _ => "-".into(),
+        };
+        eprintln!(
+            "{load:<16} {:>4} {:>15} {:>15} {:>15} {:>18}   {} | {}",
+            split.ttft.n,
+            pair(&split.ttft),
+            pair(&split.queue),
+            pair(&split.prefill),
+            pair(&split.rest),
+            grew(50),
+            grew(99)
+        );
+    }
+}
+
+/// A cell's `ttft_split` as the sweep's JSON writes it, read back.
+fn split_of_json(v: &serde_json::Value) -> SplitSummary {
+    let part = |key: &str| serde_json::from_value::<Summary>(v[key].clone()).unwrap_or_default();
+    SplitSummary {
+        requests: v["requests"].as_u64().unwrap_or(0),
+        ttft: part("ttft_s"),
+        queue: part("queue_s"),
+        prefill: part("prefill_s"),
+        rest: part("network_client_s"),
+        decode: part("decode_s"),
+        ..Default::default()
+    }
+}
+
 /// One request at a time on a free slot: no queue, the prefill exactly as reported, the
 /// unreported hop as the rest of the TTFT, the decode as reported, and the cached and
 /// computed prompt tokens from the usage.
@@ -179,8 +237,11 @@ fn llama_cpp_timings_have_no_queue_and_their_cache_counts() {
     assert!(md.contains("not sent by this server"), "{md}");
 }
 
+/// A shape check of the parser, not of SGLang: SGLang's own OpenAI-compatible streams carry
+/// no `meta_info` (it is its native `/generate` API's); here a chunk in that shape is read
+/// as the native API means it (seconds, its queue and prefill).
 #[test]
-fn sglang_meta_info_is_read_too() {
+fn a_meta_info_in_sglangs_native_shape_is_read() {
     let url = server(Dialect::Sglang, Some(1), Duration::ZERO);
     let evs = events(config(&url, 1, 3));
     for r in done(&evs) {
@@ -217,12 +278,12 @@ fn a_server_that_says_nothing_gets_no_split() {
         .contains("where the TTFT went"));
 }
 
-/// A server of 2 slots at rising concurrency: the queue is what grows (about one service time
-/// per wave beyond the slots), the prefill stays what the server reports.
+/// A server of 2 slots at rising concurrency, a run per level: the queue is what grows (about
+/// one service time per wave beyond the slots), the prefill stays what the server reports.
 #[test]
 fn the_queue_grows_with_the_load_on_a_server_of_two_slots() {
     let url = server(Dialect::Vllm, Some(2), Duration::ZERO);
-    let mut queue_p50 = Vec::new();
+    let mut rows = Vec::new();
     for c in [1usize, 2, 4, 8] {
         let evs = events(config(&url, c, (4 * c) as u64));
         let mut fold = RunFold::new();
@@ -231,14 +292,134 @@ fn the_queue_grows_with_the_load_on_a_server_of_two_slots() {
         }
         let split = fold.summary().split.unwrap();
         assert!((ms(split.prefill.p50) - 40.0).abs() < 1e-6);
-        queue_p50.push(ms(split.queue.p50));
+        rows.push((format!("concurrency {c}"), split));
     }
+    print_split_table(
+        "A run per level against 2 slots (prefill 40 ms, decode 4 × 5 ms, no hop), ms:",
+        &rows,
+    );
+    let queue_p50: Vec<f64> = rows.iter().map(|(_, s)| ms(s.queue.p50)).collect();
     // Service time ≈ 40 + 4 × 5 = 60 ms; at 4 in flight half wait one service, at 8 three
     // quarters wait one to three.
     assert!(queue_p50[0] < 5.0 && queue_p50[1] < 5.0, "{queue_p50:?}");
     assert!(queue_p50[2] > 20.0, "{queue_p50:?}");
     assert!(queue_p50[3] > queue_p50[2] + 30.0, "{queue_p50:?}");
-    let _ = Part::Queue;
+    let (part, _) = rows[3].1.grew_most_since(&rows[0].1, 99).unwrap();
+    assert_eq!(part, Part::Queue);
+}
+
+/// One run whose load rises while it goes (the dashboard's load key, as `Control::AdjustLoad`:
+/// concurrency 1, 2, 4, then 8) against a server of 2 slots: the summary's fit of each part
+/// against the requests in flight names the queue as the part that grows with the load, and
+/// the prefill's rise is none. In the steady state each request in flight beyond the 2 slots
+/// adds half a service time (30 ms of 60) to the queue; the fit over the whole run comes out
+/// lower (about 20 ms), as the drain's last requests end with few in flight after a long
+/// wait.
+#[test]
+fn a_run_at_rising_load_names_the_queue_as_the_part_that_grows() {
+    let url = server(Dialect::Vllm, Some(2), Duration::ZERO);
+    // Requests done at each level before the load doubles.
+    let per_level = [4u64, 8, 16, 32];
+    let (tx, rx) = bounded(1 << 16);
+    let (ctl, ctl_rx) = unbounded::<Control>();
+    let handle = http::spawn(config(&url, 1, per_level.iter().sum()), tx, ctl_rx).unwrap();
+    let mut fold = RunFold::new();
+    let mut level_of_started = std::collections::HashMap::new();
+    let mut level = 0usize;
+    let mut by_level: Vec<Vec<RequestDone>> = vec![Vec::new(); per_level.len()];
+    let mut done = 0u64;
+    let mut next_step = per_level[0];
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(Instant::now() < deadline, "the run did not end within 60 s");
+        let Ok(ev) = rx.recv_timeout(Duration::from_millis(100)) else {
+            continue;
+        };
+        fold.apply(&ev);
+        match &ev {
+            Event::WorkloadChanged(_) => level = (level + 1).min(per_level.len() - 1),
+            Event::RequestStarted { index, .. } => {
+                level_of_started.insert(*index, level);
+            }
+            Event::RequestDone(r) => {
+                let at = level_of_started.get(&r.index).copied().unwrap_or(level);
+                by_level[at].push(r.as_ref().clone());
+                done += 1;
+                if done == next_step && level + 1 < per_level.len() {
+                    ctl.send(Control::AdjustLoad(1)).unwrap();
+                    next_step += per_level[level + 1];
+                }
+            }
+            Event::RequestFailed(f) => panic!("{f:?}"),
+            Event::Finished(_) => break,
+            _ => {}
+        }
+    }
+    handle.join().unwrap();
+
+    let summary = fold.summary();
+    let split = summary.split.clone().unwrap();
+    let rows: Vec<(String, SplitSummary)> = by_level
+        .iter()
+        .enumerate()
+        .map(|(i, reqs)| {
+            let of = |p: Part| {
+                Summary::of(
+                    &reqs
+                        .iter()
+                        .filter_map(|r| p.of_request(r))
+                        .collect::<Vec<_>>(),
+                )
+            };
+            let split = SplitSummary {
+                ttft: Summary::of(&reqs.iter().map(|r| r.ttft_s).collect::<Vec<_>>()),
+                queue: of(Part::Queue),
+                prefill: of(Part::Prefill),
+                rest: of(Part::Rest),
+                ..Default::default()
+            };
+            (format!("concurrency {}", 1 << i), split)
+        })
+        .collect();
+    print_split_table(
+        "One run, its load doubled while it ran (by the concurrency its requests started at), ms:",
+        &rows,
+    );
+    let slope = |p: Part| {
+        split
+            .slope_s_per_request
+            .iter()
+            .find(|(q, _)| *q == p)
+            .and_then(|(_, s)| *s)
+    };
+    eprintln!(
+        "fitted over the run ({} requests): rise per request in flight: queue {:+.1} ms, prefill {:+.3} ms, network+client {:+.3} ms; grows with load: {}",
+        split.requests,
+        ms(slope(Part::Queue).unwrap_or(f64::NAN)),
+        ms(slope(Part::Prefill).unwrap_or(f64::NAN)),
+        ms(slope(Part::Rest).unwrap_or(f64::NAN)),
+        split.grows.map_or("none", |p| p.label())
+    );
+
+    assert_eq!(split.requests, per_level.iter().sum::<u64>());
+    assert_eq!(split.grows, Some(Part::Queue), "{split:?}");
+    assert_eq!(
+        summary.to_json()["ttft_split"]["grows_with_load"],
+        "queue_s"
+    );
+    let queue = slope(Part::Queue).unwrap();
+    assert!(
+        (0.010..0.035).contains(&queue),
+        "queue {queue} s per request in flight"
+    );
+    assert!(
+        slope(Part::Prefill).unwrap().abs() < 1e-6,
+        "the prefill is 40 ms at any load"
+    );
+    assert!(slope(Part::Rest).unwrap() < queue / 10.0);
+    let queue_p50: Vec<f64> = rows.iter().map(|(_, s)| ms(s.queue.p50)).collect();
+    assert!(queue_p50[0] < 5.0 && queue_p50[1] < 5.0, "{queue_p50:?}");
+    assert!(queue_p50[3] > queue_p50[2] + 30.0, "{queue_p50:?}");
 }
 
 fn infertop() -> std::process::Command {
@@ -287,7 +468,21 @@ fn a_sweep_says_which_part_of_the_ttft_breaks_the_slo_first() {
     }
     assert!(queue[0] < 0.005 && queue[1] < 0.005, "{queue:?}");
     assert!(queue[3] > queue[2] + 0.030, "{queue:?}");
+    let rows: Vec<(String, SplitSummary)> = cells
+        .iter()
+        .map(|c| {
+            (
+                format!("concurrency {}", c["params"]["concurrency"]),
+                split_of_json(&c["ttft_split"]),
+            )
+        })
+        .collect();
+    print_split_table(
+        "A sweep against 2 slots (prefill 40 ms, decode 4 × 5 ms, hop 10 ms), SLO TTFT p99 ≤ 170 ms, ms:",
+        &rows,
+    );
     let f = &doc["findings"]["ttft_split"][0];
+    eprintln!("finding: {f}");
     assert_eq!(f["part"], "queue", "{f}");
     assert_eq!(
         (f["breaks_slo"].as_bool(), f["at_load"].as_f64()),
@@ -295,6 +490,7 @@ fn a_sweep_says_which_part_of_the_ttft_breaks_the_slo_first() {
         "{f}"
     );
     assert_eq!(f["percentile"], 99);
+    assert_eq!(f["broken"], serde_json::json!(["TTFT p99"]));
 
     let out = infertop().arg("report").arg(&record).output().unwrap();
     let md = String::from_utf8_lossy(&out.stdout);
@@ -304,7 +500,9 @@ fn a_sweep_says_which_part_of_the_ttft_breaks_the_slo_first() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        md.contains("TTFT breaks the SLO first at concurrency 8; of the TTFT the queue grew most"),
+        md.contains(
+            "TTFT p99 breaks the SLO first at concurrency 8; of the TTFT the queue grew most"
+        ),
         "{md}"
     );
     assert!(

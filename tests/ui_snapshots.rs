@@ -539,8 +539,8 @@ fn next_theme_changes_colours_not_text() {
     assert_ne!(before.backend().buffer(), after.backend().buffer());
 }
 
-#[test]
-fn baseline_beside_live() {
+/// A baseline record's table (`--baseline before.jsonl`).
+fn baseline_before() -> infertop::ui::state::Baseline {
     use infertop::stats::{Metric, Summary, Table};
     let row = |p50: f64, p99: f64| Summary {
         mean: p50,
@@ -551,7 +551,7 @@ fn baseline_beside_live() {
         max: p99,
         n: 30,
     };
-    let baseline = infertop::ui::state::Baseline {
+    infertop::ui::state::Baseline {
         name: "before.jsonl".into(),
         table: Table {
             rows: vec![
@@ -569,7 +569,12 @@ fn baseline_beside_live() {
                 ),
             ],
         },
-    };
+    }
+}
+
+#[test]
+fn baseline_beside_live() {
+    let baseline = baseline_before();
     let mut s = Sim::new(AppConfig {
         baseline: Some(baseline),
         ..AppConfig::default()
@@ -993,17 +998,10 @@ fn http_phases_on_a_key() {
     );
 }
 
-/// `f` on a run whose server reports its own timings: the table shows where each TTFT went
-/// (queue, prefill, network+client, the decode beside), each part's share and rise per
-/// request in flight, the part that grows with the load (the queue here: it rises 20 ms per
-/// request in flight, the prefill stays 40 ms), and the last request as a bar of its parts
-/// (the last of a wave, alone in flight: no queue).
-#[test]
-fn the_ttft_split_on_a_key() {
+/// Waves of 1, 2, 4, 8 and 8 requests whose server said where each TTFT went: the queue
+/// 20 ms per request in flight ahead, the prefill 40 ms, the rest 2 ms.
+fn split_waves(s: &mut Sim) {
     use infertop::event::{ClientDetail, ServerTimings};
-    use infertop::ui::keys::Action;
-    let mut s = Sim::default();
-    s.start(0, 128, 16);
     let mut index = 0u64;
     for wave in [1u64, 2, 4, 8, 8] {
         let first = index;
@@ -1049,6 +1047,19 @@ fn the_ttft_split_on_a_key() {
         }
         index += wave;
     }
+}
+
+/// `f` on a run whose server reports its own timings: the table shows where each TTFT went
+/// (queue, prefill, network+client, the decode beside), each part's share and rise per
+/// request in flight, the part that grows with the load (the queue here: it rises 20 ms per
+/// request in flight, the prefill stays 40 ms), and the last request as a bar of its parts
+/// (the last of a wave, alone in flight: no queue).
+#[test]
+fn the_ttft_split_on_a_key() {
+    use infertop::ui::keys::Action;
+    let mut s = Sim::default();
+    s.start(0, 128, 16);
+    split_waves(&mut s);
     s.app.refresh();
     let text = text_of(draw(&s.app, 80, 24).backend().buffer());
     assert!(
@@ -1075,6 +1086,40 @@ fn the_ttft_split_on_a_key() {
     let text = text_of(draw(&s.app, 80, 24).backend().buffer());
     assert!(
         text.contains("Percentiles") && !text.contains("Where the TTFT"),
+        "{text}"
+    );
+}
+
+/// With `--baseline` the table compares the live run with the baseline, and `f` still shows
+/// the split when asked (the footer offers it); `f` again brings the baseline's columns back.
+#[test]
+fn the_ttft_split_shows_with_a_baseline_too() {
+    use infertop::ui::keys::Action;
+    let mut s = Sim::new(AppConfig {
+        baseline: Some(baseline_before()),
+        ..AppConfig::default()
+    });
+    s.start(0, 128, 16);
+    split_waves(&mut s);
+    s.app.refresh();
+    let text = text_of(draw(&s.app, 80, 24).backend().buffer());
+    assert!(text.contains("base p50"), "{text}");
+    assert!(
+        text.contains("f TTFT split"),
+        "the footer offers it: {text}"
+    );
+    s.app.update(Action::ToggleSplit);
+    s.app.refresh();
+    let text = text_of(draw(&s.app, 80, 24).backend().buffer());
+    for want in ["Where the TTFT went", "grows with load: queue", "f latency"] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+    assert!(!text.contains("base p50"), "{text}");
+    s.app.update(Action::ToggleSplit);
+    s.app.refresh();
+    let text = text_of(draw(&s.app, 80, 24).backend().buffer());
+    assert!(
+        text.contains("base p50") && !text.contains("Where the TTFT"),
         "{text}"
     );
 }

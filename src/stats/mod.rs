@@ -70,4 +70,15 @@ impl Summary {
         }
         w.summary()
     }
+
+    /// The percentile `q` of those it keeps (50, 90, 95 or 99, as an SLO limit may be at); any
+    /// other `q` is the p99.
+    pub fn percentile(&self, q: u8) -> f64 {
+        match q {
+            50 => self.p50,
+            90 => self.p90,
+            95 => self.p95,
+            _ => self.p99,
+        }
+    }
 }

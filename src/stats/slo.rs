@@ -102,12 +102,7 @@ pub struct Limit {
 impl Limit {
     /// The percentile of `s` this limit is at.
     pub fn of(&self, s: &Summary) -> f64 {
-        match self.percentile {
-            50 => s.p50,
-            90 => s.p90,
-            95 => s.p95,
-            _ => s.p99,
-        }
+        s.percentile(self.percentile)
     }
 }
 

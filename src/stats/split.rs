@@ -173,14 +173,21 @@ impl SplitSummary {
         (s.n > 0 && self.ttft.n > 0 && self.ttft.p50 > 0.0).then(|| s.p50 / self.ttft.p50)
     }
 
-    /// Of the TTFT's parts, the one whose p`q` (50 or 99) grew most from `base` to `self`,
-    /// with how much: what a rising load did to the TTFT, cell against cell.
-    pub fn grew_most_since(&self, base: &SplitSummary, q: u8) -> Option<(Part, f64)> {
-        let at = |s: &Summary| if q >= 99 { s.p99 } else { s.p50 };
+    /// How much each of the TTFT's parts grew at percentile `q` (50, 90, 95 or 99) from `base`
+    /// to `self`, in time order; a part either side did not report is left out.
+    pub fn growth_since(&self, base: &SplitSummary, q: u8) -> Vec<(Part, f64)> {
         Part::TTFT
             .iter()
             .filter(|&&p| self.get(p).n > 0 && base.get(p).n > 0)
-            .map(|&p| (p, at(&self.get(p)) - at(&base.get(p))))
+            .map(|&p| (p, self.get(p).percentile(q) - base.get(p).percentile(q)))
+            .collect()
+    }
+
+    /// Of the TTFT's parts, the one whose percentile `q` grew most from `base` to `self`, with
+    /// how much: what a rising load did to the TTFT, cell against cell.
+    pub fn grew_most_since(&self, base: &SplitSummary, q: u8) -> Option<(Part, f64)> {
+        self.growth_since(base, q)
+            .into_iter()
             .max_by(|a, b| a.1.total_cmp(&b.1))
     }
 
@@ -434,5 +441,37 @@ mod tests {
         let (p, by) = loaded.grew_most_since(&base, 50).unwrap();
         assert_eq!(p, Part::Queue);
         assert!((by - 0.299).abs() < 1e-12);
+    }
+
+    /// The part named depends on the percentile compared: a queue that only some requests
+    /// wait in grows the tail, a slower prefill grows every request.
+    #[test]
+    fn the_part_that_grew_most_is_judged_at_the_percentile_asked() {
+        let base = SplitSummary {
+            queue: Summary::of(&[0.0; 100]),
+            prefill: Summary::of(&[0.050; 100]),
+            rest: Summary::of(&[0.002; 100]),
+            ..Default::default()
+        };
+        // 90 requests do not wait, 10 wait 200 ms. numpy: np.percentile(q, 50) == 0.0,
+        // np.percentile(q, 90) == 0.02, np.percentile(q, 95) == 0.2.
+        let mut queue = vec![0.0; 90];
+        queue.extend([0.200; 10]);
+        let loaded = SplitSummary {
+            queue: Summary::of(&queue),
+            prefill: Summary::of(&[0.080; 100]),
+            rest: Summary::of(&[0.002; 100]),
+            ..Default::default()
+        };
+        let at = |q| loaded.grew_most_since(&base, q).unwrap();
+        assert_eq!(at(50).0, Part::Prefill);
+        assert!((at(50).1 - 0.030).abs() < 1e-12);
+        assert_eq!(at(90).0, Part::Prefill, "p90: queue +20 ms, prefill +30 ms");
+        assert_eq!(at(95).0, Part::Queue);
+        assert!((at(95).1 - 0.200).abs() < 1e-12);
+        assert_eq!(at(99).0, Part::Queue);
+        let growth = loaded.growth_since(&base, 90);
+        assert_eq!(growth.len(), 3);
+        assert!((growth[0].1 - 0.020).abs() < 1e-12, "{growth:?}");
     }
 }

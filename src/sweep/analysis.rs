@@ -18,7 +18,7 @@ use super::search::{axis_of, without_load, Search, SearchEnd};
 use super::{is_server, CellResult, LoadAxis};
 use crate::record::line::{CellParams, CellStatus, SearchConfig};
 use crate::stats::roofline::Peak;
-use crate::stats::{Slo, SloMetric, Summary};
+use crate::stats::{Slo, SloMetric};
 
 /// Doubling the load must add at least this much throughput to be worth it.
 pub const KNEE_GAIN: f64 = 0.10;
@@ -116,8 +116,10 @@ pub struct Findings {
 }
 
 /// Which part of the TTFT (queue, prefill, network+client, by the server's own timings) grew
-/// from a curve's lightest load to where it is judged: the first load that breaks the SLO
-/// (compared at p99, as the SLO is), else the heaviest (compared at p50).
+/// from a curve's lightest load to where it is judged: the first load that breaks the SLO,
+/// else the heaviest. The parts are compared at the percentile the SLO judges the TTFT at
+/// (`ttft:p95=...`: p95); when the SLO sets no TTFT limit, at that of the first limit broken;
+/// with neither, at p50.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SplitFinding {
     pub curve: String,
@@ -125,7 +127,11 @@ pub struct SplitFinding {
     pub at_load: f64,
     /// Whether `at_load` is where the SLO broke first.
     pub breaks_slo: bool,
-    /// 99 or 50: the percentile compared.
+    /// The limits broken at `at_load` (`TTFT p95`, `TPOT p99`); empty when none is.
+    pub broken: Vec<String>,
+    /// Whether the TTFT is among them.
+    pub ttft_broke: bool,
+    /// 50, 90, 95 or 99: the percentile compared.
     pub percentile: u8,
     /// The part that grew most, and by how much (seconds).
     pub part: crate::stats::Part,
@@ -152,31 +158,31 @@ pub fn split_findings(
             let broke = with
                 .iter()
                 .skip(1)
-                .find(|(c, _)| !slo.is_empty() && !slo_broken(c, slo).is_empty());
-            let ((at, at_split), breaks) = match broke {
-                Some(b) => (*b, true),
-                None => (*with.last()?, false),
+                .map(|(c, s)| ((*c, *s), broken_metrics(c, slo)))
+                .find(|(_, broken)| !broken.is_empty());
+            let ((at, at_split), broken) = match broke {
+                Some(b) => b,
+                None => (*with.last()?, Vec::new()),
             };
             if at.cell == base.cell {
                 return None;
             }
-            let q = if breaks { 99 } else { 50 };
+            let q = slo
+                .get(SloMetric::Ttft)
+                .or_else(|| broken.first().and_then(|m| slo.get(*m)))
+                .map_or(50, |l| l.percentile);
             let (part, grew_s) = at_split.grew_most_since(base_split, q)?;
-            let pick = |s: &Summary| if q == 99 { s.p99 } else { s.p50 };
-            let parts = crate::stats::Part::TTFT
-                .iter()
-                .filter(|p| at_split.get(**p).n > 0 && base_split.get(**p).n > 0)
-                .map(|&p| (p, pick(&at_split.get(p)) - pick(&base_split.get(p))))
-                .collect();
             Some(SplitFinding {
                 curve: name.clone(),
                 base_load: axis.load(&base.params),
                 at_load: axis.load(&at.params),
-                breaks_slo: breaks,
+                breaks_slo: !broken.is_empty(),
+                broken: broken.iter().map(|m| limit_label(*m, slo)).collect(),
+                ttft_broke: broken.contains(&SloMetric::Ttft),
                 percentile: q,
                 part,
                 grew_s,
-                parts,
+                parts: at_split.growth_since(base_split, q),
             })
         })
         .collect()
@@ -357,6 +363,14 @@ pub fn throughput(c: &CellResult) -> Option<f64> {
 /// failed requests count as misses, above every completed one (`Slo::broken_by_failures`), so
 /// a server that sheds load with errors does not meet an SLO its completed requests meet.
 pub fn slo_broken(c: &CellResult, slo: &Slo) -> Vec<String> {
+    broken_metrics(c, slo)
+        .into_iter()
+        .map(|m| limit_label(m, slo))
+        .collect()
+}
+
+/// The SLO's metrics whose limit a cell breaks, its failures counted, in the SLO's order.
+fn broken_metrics(c: &CellResult, slo: &Slo) -> Vec<SloMetric> {
     let mut broken = slo.broken(|m| {
         Some(match m {
             SloMetric::Ttft => c.ttft,
@@ -373,12 +387,14 @@ pub fn slo_broken(c: &CellResult, slo: &Slo) -> Vec<String> {
     }
     broken.sort_by_key(|m| SloMetric::ALL.iter().position(|a| a == m));
     broken
-    .into_iter()
-    .map(|m| match slo.get(m) {
+}
+
+/// A limit as the findings name it: `TTFT p95`.
+fn limit_label(m: SloMetric, slo: &Slo) -> String {
+    match slo.get(m) {
         Some(l) => format!("{} p{}", m.label(), l.percentile),
         None => m.label().to_string(),
-    })
-    .collect()
+    }
 }
 
 /// Why a probe does not meet the SLO: the limits it breaks, and whether its load was over
@@ -788,7 +804,25 @@ impl Findings {
                 .map(|(p, g)| format!("{} {:+.3} ms", p.label(), g * 1e3))
                 .collect();
             let when = if f.breaks_slo {
-                format!("TTFT breaks the SLO first at {name} {}", l(f.at_load))
+                // Named by what broke: the TTFT's parts are shown even when the TTFT met its
+                // limit (or had none) and another metric broke the SLO.
+                let not_ttft = if f.ttft_broke {
+                    ""
+                } else if self.slo.get(SloMetric::Ttft).is_some() {
+                    " (the TTFT within its limit)"
+                } else {
+                    " (the SLO sets no TTFT limit)"
+                };
+                format!(
+                    "{} {} the SLO first at {name} {}{not_ttft}",
+                    f.broken.join(" and "),
+                    if f.broken.len() == 1 {
+                        "breaks"
+                    } else {
+                        "break"
+                    },
+                    l(f.at_load)
+                )
             } else {
                 format!("up to {name} {}", l(f.at_load))
             };
@@ -956,7 +990,7 @@ fn search_markdown(f: &SearchFinding) -> String {
 mod tests {
     use super::*;
     use crate::record::line::CellStatus;
-    use crate::stats::Summary;
+    use crate::stats::{Part, Summary};
 
     /// A candle cell at `batch` with a decode throughput of `tok_s` and TPOT p99 `tpot_p99`.
     fn candle(cell: usize, batch: usize, tok_s: f64, tpot_p99: f64) -> CellResult {
@@ -1271,5 +1305,112 @@ mod tests {
         assert!(f
             .to_markdown(&slow)
             .contains("none: even concurrency 1 breaks the SLO (TTFT p99)"));
+    }
+
+    /// A server curve at concurrency 1, 2 and 4 whose servers said where the TTFT went: at 4
+    /// a tenth of the requests wait 200 ms in the queue (the tail) and every prefill takes
+    /// 80 ms instead of 50 (the median). TTFT p50 50, 55, 85 ms; p99 60, 70, 300 ms; TPOT
+    /// p90 5, 12, 20 ms.
+    fn split_curve() -> Vec<CellResult> {
+        use crate::stats::SplitSummary;
+        let split = |queue: &[f64], prefill: f64| SplitSummary {
+            queue: Summary::of(queue),
+            prefill: Summary::of(&[prefill; 100]),
+            rest: Summary::of(&[0.002; 100]),
+            ..Default::default()
+        };
+        let mut tail = vec![0.0; 90];
+        tail.extend([0.200; 10]);
+        [
+            (1, 0.050, 0.060, 0.005, split(&[0.0; 100], 0.050)),
+            (2, 0.055, 0.070, 0.012, split(&[0.0; 100], 0.052)),
+            (4, 0.085, 0.300, 0.020, split(&tail, 0.080)),
+        ]
+        .into_iter()
+        .enumerate()
+        .map(|(i, (conc, p50, p99, tpot_p90, split))| {
+            let mut c = server(i, conc, 100.0 * conc as f64, p50);
+            c.ttft.p99 = p99;
+            c.ttft.p95 = p99;
+            c.tpot.p90 = tpot_p90;
+            c.ttft_split = Some(split);
+            c
+        })
+        .collect()
+    }
+
+    /// `ttft:p50=...`: the parts are compared at p50, where the prefill grew (the queue's
+    /// 200 ms are all in the tail), and the finding says the TTFT p50 broke the SLO.
+    #[test]
+    fn the_split_is_compared_at_the_slos_own_percentile() {
+        let cells = split_curve();
+        let slo = Slo::parse("ttft:p50=60ms").unwrap_or_default();
+        let f = findings(&cells, &slo, None, None, None);
+        let s = &f.ttft_split[0];
+        assert_eq!((s.at_load, s.breaks_slo, s.percentile), (4.0, true, 50));
+        assert_eq!(s.broken, ["TTFT p50"]);
+        assert!(s.ttft_broke);
+        assert_eq!(s.part, Part::Prefill);
+        assert!((s.grew_s - 0.030).abs() < 1e-12, "{s:?}");
+        let text = f.to_markdown(&cells);
+        assert!(
+            text.contains("TTFT p50 breaks the SLO first at concurrency 4; of the TTFT the prefill grew most, +30.000 ms at p50 since concurrency 1 (queue +0.000 ms, network+client +0.000 ms;"),
+            "{text}"
+        );
+        // The same curve judged at p99: the queue's tail is what grew.
+        let slo = Slo::parse("ttft=100ms").unwrap_or_default();
+        let f = findings(&cells, &slo, None, None, None);
+        let s = &f.ttft_split[0];
+        assert_eq!((s.percentile, s.part), (99, Part::Queue));
+        assert!((s.grew_s - 0.200).abs() < 1e-12, "{s:?}");
+        assert!(f
+            .to_markdown(&cells)
+            .contains("TTFT p99 breaks the SLO first at concurrency 4; of the TTFT the queue grew most, +200.000 ms at p99"));
+    }
+
+    /// Another metric breaks the SLO first: the finding names it, and compares the TTFT's
+    /// parts at the TTFT's own percentile when the SLO limits the TTFT, else at that of the
+    /// limit broken.
+    #[test]
+    fn a_split_finding_names_the_metric_that_broke() {
+        let cells = split_curve();
+        let slo = Slo::parse("ttft=1s,tpot:p90=10ms").unwrap_or_default();
+        let f = findings(&cells, &slo, None, None, None);
+        let s = &f.ttft_split[0];
+        assert_eq!((s.at_load, s.breaks_slo, s.percentile), (2.0, true, 99));
+        assert_eq!(s.broken, ["TPOT p90"]);
+        assert!(!s.ttft_broke);
+        let text = f.to_markdown(&cells);
+        assert!(
+            text.contains("TPOT p90 breaks the SLO first at concurrency 2 (the TTFT within its limit); of the TTFT the prefill grew most, +2.000 ms at p99"),
+            "{text}"
+        );
+        assert!(!text.contains("TTFT breaks"), "{text}");
+
+        let slo = Slo::parse("tpot:p90=15ms").unwrap_or_default();
+        let f = findings(&cells, &slo, None, None, None);
+        let s = &f.ttft_split[0];
+        assert_eq!((s.at_load, s.percentile, s.part), (4.0, 90, Part::Prefill));
+        assert!(f.to_markdown(&cells).contains(
+            "TPOT p90 breaks the SLO first at concurrency 4 (the SLO sets no TTFT limit); of the TTFT the prefill grew most, +30.000 ms at p90"
+        ));
+
+        // Two limits broken at once are both named.
+        let slo = Slo::parse("ttft:p95=100ms,tpot:p90=15ms").unwrap_or_default();
+        let f = findings(&cells, &slo, None, None, None);
+        let s = &f.ttft_split[0];
+        assert_eq!((s.percentile, s.part), (95, Part::Queue));
+        assert!(f
+            .to_markdown(&cells)
+            .contains("TTFT p95 and TPOT p90 break the SLO first at concurrency 4;"));
+
+        // No SLO: the heaviest load, at p50.
+        let f = findings(&cells, &Slo::default(), None, None, None);
+        let s = &f.ttft_split[0];
+        assert_eq!((s.at_load, s.breaks_slo, s.percentile), (4.0, false, 50));
+        assert!(s.broken.is_empty());
+        assert!(f
+            .to_markdown(&cells)
+            .contains("up to concurrency 4; of the TTFT the prefill grew most, +30.000 ms at p50"));
     }
 }

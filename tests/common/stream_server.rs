@@ -8,9 +8,12 @@
 //! (requests beyond them wait for one, their wait in their TTFT, as a server's queue) and the
 //! prefix-cache reset route it answers (vLLM's or SGLang's; other paths but the completions
 //! one are 404), counting the resets. `start_reporting` also sends the server's own timings
-//! of each request as vLLM (`metrics` on the usage chunk), llama.cpp (`timings`) or SGLang
-//! (`meta_info`) do: its wait for a slot as the queue, `ttft` as the prefill, the steps after
-//! it as the decode; a `hop` it spends before its clock starts (a gateway's) it does not report.
+//! of each request as vLLM (`metrics` on the usage chunk) and llama.cpp (`timings`) do on
+//! their OpenAI-compatible streams: its wait for a slot as the queue, `ttft` as the prefill,
+//! the steps after it as the decode; a `hop` it spends before its clock starts (a gateway's)
+//! it does not report. `Dialect::Sglang` is a shape check of the parser only: it puts a
+//! `meta_info` object in the shape of SGLang's native `/generate` API on the OpenAI usage
+//! chunk, which SGLang's own OpenAI-compatible routes do not send.
 // Each test binary that includes this uses part of it.
 #![allow(dead_code)]
 
@@ -72,6 +75,8 @@ pub struct Options {
 pub enum Dialect {
     Vllm,
     LlamaCpp,
+    /// Not what any SGLang sends on these routes: its native API's `meta_info` on an OpenAI
+    /// chunk, to check that the parser reads that shape.
     Sglang,
 }
 

@@ -1,8 +1,10 @@
 //! A server's own timings of one request, read from whatever it sends with the stream:
 //! vLLM's `metrics` object on the final usage chunk (`--enable-per-request-metrics`, in ms),
-//! llama.cpp's `timings` (in ms, with its prompt and cache token counts) and SGLang's
-//! `meta_info` (in seconds). Nothing is assumed: a field the server did not send stays `None`,
-//! and a chunk that carries none of the three says nothing.
+//! llama.cpp's `timings` (in ms, with its prompt and cache token counts) and a `meta_info`
+//! object in the shape of SGLang's native `/generate` API (in seconds). SGLang's own
+//! OpenAI-compatible streams, the ones infertop drives, carry no `meta_info`: it is read only
+//! when a chunk has one. Nothing is assumed: a field the server did not send stays `None`, and
+//! a chunk that carries none of the three says nothing.
 
 use serde_json::Value;
 

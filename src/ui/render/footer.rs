@@ -39,11 +39,13 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         };
         items.push((vec![Action::ToggleServer], what));
     }
-    if app.run.phases.has_samples() && app.baseline.is_none() {
+    // The phases and the split are offered with a baseline too (they replace its columns
+    // while shown).
+    if app.run.phases.has_samples() {
         let what = if app.phase_rows { "latency" } else { "phases" };
         items.push((vec![Action::TogglePhases], what));
     }
-    if app.run.split.has_samples() && app.baseline.is_none() {
+    if app.run.split.has_samples() {
         let what = if app.split_rows {
             "latency"
         } else {

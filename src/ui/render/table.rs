@@ -1,7 +1,9 @@
 //! The percentile table: mean, p50, p90, p95, p99, max and n for every metric over the chosen
 //! window. Cells above an SLO limit are drawn in the `slo_fail` style and end in `!`, which
 //! still shows without colour. With a baseline (`--baseline`), the columns become the live p50
-//! and p99 beside the baseline's and their relative change.
+//! and p99 beside the baseline's and their relative change. The HTTP phases (`h`) and the
+//! TTFT split (`f`) take the table's place when asked for, with a baseline too: the key is the
+//! person's own choice, and the same key brings the baseline's columns back.
 
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
@@ -25,10 +27,10 @@ const SERVER_HEADINGS: [&str; 8] = [
 ];
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
-    if let (true, None, Some(phases)) = (app.phase_rows, &app.baseline, &app.phases) {
+    if let (true, Some(phases)) = (app.phase_rows, &app.phases) {
         return render_phases(frame, app, rect, phases);
     }
-    if let (true, None, Some(split)) = (app.split_rows, &app.baseline, &app.split) {
+    if let (true, Some(split)) = (app.split_rows, &app.split) {
         return render_split(frame, app, rect, split);
     }
     let theme = app.theme();
