@@ -5,7 +5,8 @@
 //! TTFT = `base` + `per_token` × uncached prompt tokens; then `max_tokens` tokens, one every
 //! `itl`, the reply `" w0 w1 …"`. `POST /reset_prefix_cache` empties the cache. Every answer
 //! carries a `Date` header rendered when it is sent, from a clock `skew` seconds ahead of this
-//! machine's (`start_with_clock`), as a server on another machine would have.
+//! machine's (`start_with_clock`), as a server on another machine would have. An empty request
+//! (`{}`, a client's check that the route exists) is refused with 400 and not recorded.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -190,6 +191,16 @@ fn answer(
             cache.lock().expect("lock").clear();
             resets.lock().expect("lock").push(at);
             write!(out, "HTTP/1.1 200 OK\r\n{date}Content-Length: 0\r\n\r\n")?;
+            out.flush()?;
+            continue;
+        }
+        if body == b"{}" {
+            let msg = r#"{"error":{"message":"prompt is required"}}"#;
+            write!(
+                out,
+                "HTTP/1.1 400 Bad Request\r\n{date}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{msg}",
+                msg.len()
+            )?;
             out.flush()?;
             continue;
         }
