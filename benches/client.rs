@@ -98,6 +98,14 @@ async fn serve_connection(mut sock: TcpStream, chunks: u32, ttft: Duration, itl:
             }
             continue;
         }
+        if buf.ends_with(infertop::engine::http::api::detect::PROBE_BODY.as_bytes()) {
+            // The client's check that the route exists, refused as a server refuses it.
+            let head = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n";
+            if sock.write_all(head.as_bytes()).await.is_err() {
+                return;
+            }
+            continue;
+        }
         let head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n";
         if sock.write_all(head.as_bytes()).await.is_err() {
             return;

@@ -4,7 +4,15 @@
 //!
 //! The same table is `docs/errors.md`; `errors_doc_matches_the_table` keeps the two equal
 //! (`INFERTOP_BLESS=1 cargo test --test bad_input` rewrites the doc from the table).
+//!
+//! Rows about a server (an API it lacks) run against an in-process one on 127.0.0.1 that lists
+//! a model and answers no API route (404): `$SERVER` in a row's command and message stands
+//! for its URL.
 #![allow(clippy::unwrap_used)]
+
+#[path = "common/shapes_server.rs"]
+#[allow(dead_code)]
+mod shapes_server;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,6 +34,9 @@ struct Case {
 }
 
 const H: &str = "--headless";
+
+/// A server that lists a model and answers no API route (its URL, in a row).
+const SERVER: &str = "$SERVER";
 
 /// The table. Flags first, then files, then run-time checks made before anything starts.
 const CASES: &[Case] = &[
@@ -600,6 +611,55 @@ const CASES: &[Case] = &[
         message: "--batch: with --endpoint every request is one sequence; sweep --concurrency (or --rate) instead",
         code: 2,
     },
+    // ---- a server without the API asked for (checked before anything is sent)
+    Case {
+        input: "a server without the completions route (the default `--api`)",
+        args: &[H, "--endpoint", SERVER],
+        message: "--api completions: $SERVER has no POST /v1/completions (HTTP 404); pick an API it serves, or --api auto",
+        code: 2,
+    },
+    Case {
+        input: "`--api chat` on a server without the chat route",
+        args: &[H, "--endpoint", SERVER, "--api", "chat"],
+        message: "--api chat: $SERVER has no POST /v1/chat/completions (HTTP 404); pick an API it serves, or --api auto",
+        code: 2,
+    },
+    Case {
+        input: "`--api responses` on a server without it",
+        args: &[H, "--endpoint", SERVER, "--api", "responses"],
+        message: "--api responses: $SERVER has no POST /v1/responses (HTTP 404); pick an API it serves, or --api auto",
+        code: 2,
+    },
+    Case {
+        input: "`--api messages` on a server without it",
+        args: &[H, "--endpoint", SERVER, "--api", "messages"],
+        message: "--api messages: $SERVER has no POST /v1/messages (HTTP 404); pick an API it serves, or --api auto",
+        code: 2,
+    },
+    Case {
+        input: "`--api embeddings` on a server without it",
+        args: &[H, "--endpoint", SERVER, "--api", "embeddings"],
+        message: "--api embeddings: $SERVER has no POST /v1/embeddings (HTTP 404); pick an API it serves, or --api auto",
+        code: 2,
+    },
+    Case {
+        input: "`--api rerank` on a server without it",
+        args: &[H, "--endpoint", SERVER, "--api", "rerank"],
+        message: "--api rerank: $SERVER has no POST /v1/rerank (HTTP 404); pick an API it serves, or --api auto",
+        code: 2,
+    },
+    Case {
+        input: "`--api auto` on a server that answers no API",
+        args: &[H, "--endpoint", SERVER, "--api", "auto"],
+        message: "--api auto: $SERVER answers none of POST /v1/chat/completions (HTTP 404), /v1/completions (HTTP 404), /v1/responses (HTTP 404), /v1/messages (HTTP 404), /v1/embeddings (HTTP 404), /v1/rerank (HTTP 404); is it an inference server?",
+        code: 2,
+    },
+    Case {
+        input: "`sweep` of a server without the API asked for",
+        args: &["sweep", "--endpoint", SERVER, "--api", "embeddings", "--concurrency", "1,2"],
+        message: "--api embeddings: $SERVER has no POST /v1/embeddings (HTTP 404); pick an API it serves, or --api auto",
+        code: 2,
+    },
 ];
 
 fn infertop() -> Command {
@@ -809,15 +869,37 @@ fn make_fixtures(d: &Path) {
     write(d.join("bloom.gguf"), bloom);
 }
 
-/// Runs one case; returns its stderr (without the prefix) and exit code.
+/// The URL of the server `$SERVER` stands for, started once per test process: it lists a
+/// model and answers every API route with 404.
+fn server() -> &'static str {
+    static URL: OnceLock<String> = OnceLock::new();
+    URL.get_or_init(|| {
+        shapes_server::ShapesServer::start(shapes_server::Truth {
+            apis: Vec::new(),
+            ..shapes_server::Truth::default()
+        })
+        .url
+    })
+}
+
+/// Runs one case; returns its stderr (without the prefix, `$SERVER` put back for the
+/// server's URL) and exit code.
 fn run_case(case: &Case) -> (String, Option<i32>) {
+    let uses_server = case.args.contains(&SERVER);
+    let args = case
+        .args
+        .iter()
+        .map(|a| if *a == SERVER { server() } else { a });
     let out = infertop()
-        .args(case.args)
+        .args(args)
         .current_dir(fixtures())
         .env("RUST_BACKTRACE", "0")
         .output()
         .expect("run infertop");
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    let mut err = String::from_utf8_lossy(&out.stderr).into_owned();
+    if uses_server {
+        err = err.replace(server(), SERVER);
+    }
     (err, out.status.code())
 }
 
@@ -888,7 +970,9 @@ fn errors_doc() -> String {
          (the terminal is not touched, nothing is measured) and is always one line naming the \
          flag or file, with what to do where that is not obvious. Paths are relative because \
          the commands were run in the directory holding the files. A message ending in `…` is \
-         cut here; the real one goes on (e.g. listing every accepted field).\n\n\
+         cut here; the real one goes on (e.g. listing every accepted field). `$SERVER` \
+         stands for the URL of a server that lists a model and answers no API route (404); \
+         the table runs one in-process on 127.0.0.1.\n\n\
          This file is generated from the table in `tests/bad_input.rs`, which runs every row \
          (`INFERTOP_BLESS=1 cargo test --test bad_input` rewrites it).\n\n\
          | input | command | message | exit |\n|---|---|---|---:|\n",

@@ -124,23 +124,36 @@ fn tools() -> Arc<Tools> {
     })
 }
 
-/// 8 reasoning tokens then 6 answer tokens, the first after 40 ms, one every 10 ms: TTFT 40,
-/// TTFA 40 + 8·10 = 120, reasoning 80 ms; the server counts the reasoning tokens.
+/// The reasoning tokens the server's usage counts (its chunks carry more than one token).
+const USAGE_REASONING: u64 = 12;
+/// The reasoning chunks it streams.
+const REASONING_CHUNKS: u64 = 8;
+
+/// 8 reasoning chunks then 6 answer tokens, the first after 40 ms, one every 10 ms: TTFT 40,
+/// TTFA 40 + 8·10 = 120, reasoning 80 ms; the server's usage counts 12 reasoning tokens (and
+/// 12 + 6 completion tokens), so a run that takes its count is told from one that counts the
+/// chunks.
 fn reasoning_truth() -> Truth {
     Truth {
         ttft: Duration::from_millis(40),
         itl: Duration::from_millis(10),
-        reasoning: 8,
+        reasoning: REASONING_CHUNKS as usize,
         answer: 6,
-        report_reasoning: true,
+        usage_reasoning: Some(USAGE_REASONING as usize),
         apis: vec!["chat", "completions", "responses", "messages"],
         ..Truth::default()
     }
 }
 
 /// Checks a reasoning run's requests against `reasoning_truth`; `from`: where the reasoning
-/// tokens come from.
+/// tokens come from (`usage`: the server's 12; `counted`: the 8 chunks streamed).
 fn check_reasoning(events: &[Event], from: &str) {
+    let reasoning = if from == "usage" {
+        USAGE_REASONING
+    } else {
+        REASONING_CHUNKS
+    };
+    let output = reasoning + 6;
     let d = done(events);
     assert_eq!(d.len(), 5, "{:?}", failures(events));
     let ttft = median(d.iter().map(|r| r.ttft_s).collect());
@@ -148,21 +161,22 @@ fn check_reasoning(events: &[Event], from: &str) {
     let ttfa = median(parts.iter().map(|p| p.ttfa_s.unwrap()).collect());
     let think = median(parts.iter().map(|p| p.reasoning_s.unwrap()).collect());
     eprintln!(
-        "reasoning ({from}): TTFT p50 {:.1} ms (truth 40), TTFA {:.1} ms (120), reasoning {:.1} ms (80), {} reasoning tokens (8), {} output (14)",
+        "reasoning ({from}): TTFT p50 {:.1} ms (truth 40), TTFA {:.1} ms (120), reasoning {:.1} ms (80), {} reasoning tokens ({reasoning}), {} output ({output}), {} answer (6)",
         ttft * 1e3,
         ttfa * 1e3,
         think * 1e3,
         parts[0].reasoning_tokens,
-        d[0].output_tokens
+        d[0].output_tokens,
+        parts[0].answer_tokens(d[0].output_tokens)
     );
     assert!(near(ttft, 40.0, 8.0), "TTFT {ttft}");
     assert!(near(ttfa, 120.0, 8.0), "TTFA {ttfa}");
     assert!((think * 1e3 - 80.0).abs() < 8.0, "reasoning {think}");
     for (r, p) in d.iter().zip(&parts) {
-        assert_eq!(r.output_tokens, 14);
+        assert_eq!(r.output_tokens as u64, output);
         assert_eq!(
-            (p.reasoning_tokens, p.reasoning_tokens_from.as_str()),
-            (8, from)
+            (p.reasoning_tokens as u64, p.reasoning_tokens_from.as_str()),
+            (reasoning, from)
         );
         assert_eq!(p.answer_tokens(r.output_tokens), 6);
         assert!(!p.ended_in_tool_call);
@@ -175,7 +189,10 @@ fn check_reasoning(events: &[Event], from: &str) {
         .expect("the summary splits thinking from answering");
     assert_eq!((r.requests, r.reasoning_requests), (5, 5));
     assert!(near(r.ttfa_s.p50, 120.0, 8.0), "{:?}", r.ttfa_s);
-    assert_eq!((r.reasoning_tokens.p50, r.reasoning_tokens.n), (8.0, 5));
+    assert_eq!(
+        (r.reasoning_tokens.p50, r.reasoning_tokens.n),
+        (reasoning as f64, 5)
+    );
 }
 
 #[test]
@@ -184,7 +201,7 @@ fn chat_reasoning_splits_at_the_first_answer_token() {
     check_reasoning(&run_engine(config(&server.url, Api::Chat, 5)), "usage");
     // Without the server's count, the reasoning chunks are counted.
     let server = ShapesServer::start(Truth {
-        report_reasoning: false,
+        usage_reasoning: None,
         ..reasoning_truth()
     });
     check_reasoning(&run_engine(config(&server.url, Api::Chat, 5)), "counted");
@@ -380,8 +397,96 @@ fn conversations_answer_tool_calls_after_the_tool_time() {
     );
 }
 
+/// A dataset row of two user turns, each answered by the assistant calling a tool whose result
+/// the row holds (`role: tool`), sent as a conversation with tools and `--tool-time 120ms`:
+/// each turn's tool call is answered 120 ms after the reply that made it, by a tool message
+/// carrying that turn's result from the row (not a made-up one), then the answer.
+#[test]
+fn a_datasets_tool_results_go_back_to_the_server() {
+    let server = ShapesServer::start(Truth {
+        ttft: Duration::from_millis(20),
+        itl: Duration::from_millis(5),
+        answer: 4,
+        ..Truth::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tool-rows.jsonl");
+    let tools = json!([{"type":"function","function":{"name":"get_weather","description":"the weather in a city","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]);
+    let row = json!({"messages":[
+        {"role":"system","content":"answer with the tool"},
+        {"role":"user","content":"weather in Oslo?"},
+        {"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]},
+        {"role":"tool","tool_call_id":"c1","content":"sunny, 21 C"},
+        {"role":"assistant","content":"Sunny and 21 C in Oslo."},
+        {"role":"user","content":"and in Bergen?"},
+        {"role":"assistant","content":null,"tool_calls":[{"id":"c2","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Bergen\"}"}}]},
+        {"role":"tool","tool_call_id":"c2","content":"rain, 12 C"},
+        {"role":"assistant","content":"Rain and 12 C in Bergen."}
+    ], "tools": tools});
+    std::fs::write(&path, format!("{row}\n")).unwrap();
+    let out = infertop()
+        .args(["--endpoint", &server.url, "--api", "chat", "--dataset"])
+        .arg(&path)
+        .args(["--turns", "all", "--tool-time", "120ms", "--warmup", "0"])
+        .args(["--headless", "--no-telemetry", "--format", "json"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Per turn: the call, then the answer to its result.
+    let seen = server.requests();
+    assert_eq!(seen.len(), 4, "{stdout}");
+    let tool_messages: Vec<(usize, &Value)> = seen
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let last = s.body["messages"].as_array()?.last()?;
+            (last["role"] == "tool").then_some((i, last))
+        })
+        .collect();
+    assert_eq!(tool_messages.len(), 2, "{seen:?}");
+    for ((i, tool), (city, result)) in tool_messages
+        .iter()
+        .zip([("Oslo", "sunny, 21 C"), ("Bergen", "rain, 12 C")])
+    {
+        let messages = seen[*i].body["messages"].as_array().unwrap();
+        // The call it answers: the server's, the reply just before it.
+        let call = &messages[messages.len() - 2];
+        assert_eq!(call["tool_calls"][0]["id"], "call_7");
+        assert_eq!(tool["tool_call_id"], "call_7");
+        // That turn's user message, then the row's result for it.
+        let user = messages.iter().rev().find(|m| m["role"] == "user").unwrap();
+        assert!(user["content"].as_str().unwrap().contains(city), "{user}");
+        let gap = seen[*i].at - seen[*i - 1].ended.unwrap();
+        eprintln!(
+            "dataset tool result: turn \"{}\" got the tool message {} (truth {result:?}) {gap:?} after the call's reply ended (truth 120 ms)",
+            user["content"].as_str().unwrap(),
+            tool["content"]
+        );
+        assert_eq!(tool["content"], result, "{tool}");
+        assert!(
+            gap >= Duration::from_millis(119) && gap < Duration::from_millis(400),
+            "{gap:?}"
+        );
+    }
+    // The second turn's history holds the first turn's tool round, as sent.
+    let last = seen[3].body["messages"].as_array().unwrap();
+    assert!(
+        last.iter()
+            .any(|m| m["role"] == "tool" && m["content"] == "sunny, 21 C"),
+        "{last:?}"
+    );
+    assert_eq!(seen[0].body["messages"][0]["role"], "system");
+    assert_eq!(seen[0].body["tools"][0]["function"]["name"], "get_weather");
+}
+
 /// `--batch 4` inputs per request, answered whole after 30 ms: TTFT = E2E = 30 ms, batch 4,
-/// the server's prompt tokens per input.
+/// the server's prompt tokens per input, and the input throughput (the summary's prefill tok/s)
+/// 4 × the tokens per input / 30 ms.
 #[test]
 fn embeddings_and_rerank_are_timed_whole_with_their_batch() {
     let server = ShapesServer::start(Truth {
@@ -396,24 +501,55 @@ fn embeddings_and_rerank_are_timed_whole_with_their_batch() {
         let d = done(&events);
         assert_eq!(d.len(), 5, "{api:?}: {:?}", failures(&events));
         let latency = median(d.iter().map(|r| r.e2e_s).collect());
+        // Prompts of 16 made-up words; a rerank's input is the query with a document.
+        let per_input = if api == Api::Rerank { 32 } else { 16 };
+        let s = fold(&events).summary();
+        let throughput = s.steady.get(infertop::stats::Metric::PrefillTokS);
+        // The truth: 4 inputs of `per_input` tokens in 30 ms.
+        let truth_tok_s = (4 * per_input) as f64 / 0.030;
         eprintln!(
-            "{api:?}: latency p50 {:.1} ms (truth 30), batch {} (4), prompt tokens per input {}",
+            "{api:?}: latency p50 {:.1} ms (truth 30), batch {} (4), prompt tokens per input {} ({per_input}), input throughput p50 {:.0} tok/s (truth 4 × {per_input} / 30 ms = {truth_tok_s:.0}; 4 × {per_input} / its own latency p50 = {:.0}), n {}",
             latency * 1e3,
             d[0].batch,
-            d[0].prompt_tokens
+            d[0].prompt_tokens,
+            throughput.p50,
+            (4 * per_input) as f64 / latency,
+            throughput.n
         );
         assert!(near(latency, 30.0, 8.0), "{api:?} {latency}");
         for r in &d {
             assert_eq!((r.batch, r.output_tokens, r.tpot_s), (4, 0, None));
             assert_eq!(r.ttft_s, r.e2e_s);
-            // Prompts of 16 made-up words; a rerank's input is the query with a document.
-            let per_input = if api == Api::Rerank { 32 } else { 16 };
             assert_eq!(r.prompt_tokens, per_input, "{api:?}");
         }
-        let s = fold(&events).summary();
-        let prefill = s.steady.get(infertop::stats::Metric::PrefillTokS);
-        assert_eq!(prefill.n, 5);
+        // Throughput per request is the batch's tokens over its latency: the median of 5 is
+        // the one at the median latency, exactly; against the truth, within the latency's
+        // tolerance (29 to 38 ms).
+        assert_eq!(throughput.n, 5);
+        let own = (4 * per_input) as f64 / latency;
+        assert!(
+            (throughput.p50 - own).abs() < 1e-6 * own,
+            "{api:?}: {throughput:?} against {own}"
+        );
+        assert!(
+            throughput.p50 <= truth_tok_s * 30.0 / 29.0
+                && throughput.p50 >= truth_tok_s * 30.0 / 38.0,
+            "{api:?}: {} tok/s against {truth_tok_s}",
+            throughput.p50
+        );
         assert!(s.steady.get(infertop::stats::Metric::Tpot).n == 0);
+        assert!(s.steady.get(infertop::stats::Metric::DecodeTokS).n == 0);
+        // The printed summary shows it (as the README says: prefill tok/s is the input
+        // throughput of a pooling run).
+        let table = s.render(infertop::summary::SummaryFormat::Md);
+        let row = table
+            .lines()
+            .find(|l| l.starts_with("| prefill tok/s |"))
+            .unwrap_or_default();
+        assert!(
+            row.contains(&format!("| {:.1} |", throughput.p50)) && row.ends_with("| 5 |"),
+            "{table}"
+        );
     }
     let seen = server.requests();
     assert_eq!(seen[0].body["input"].as_array().unwrap().len(), 4);
@@ -744,9 +880,38 @@ fn report_and_compare_split_reasoning_and_models() {
     let models = v["models"].as_array().unwrap();
     let n: u64 = models.iter().map(|m| m["requests"].as_u64().unwrap()).sum();
     assert_eq!(n, 10);
+    // The truth of each model's n: the steady request lines of the record that name it.
+    let steady_of = |name: &str| -> Vec<(String, u64)> {
+        let text = std::fs::read_to_string(record(name)).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        ["a", "b"]
+            .iter()
+            .map(|m| {
+                let n = lines
+                    .iter()
+                    .filter(|l| l["type"] == "request" && l["warmup"] != true && l["model"] == *m)
+                    .count() as u64;
+                (m.to_string(), n)
+            })
+            .collect()
+    };
+    let (steady_a, steady_b) = (steady_of("a.jsonl"), steady_of("b.jsonl"));
     // a: TTFT 40, TTFA 40 + 8·10; b: TTFT 80, TTFA 160; both one token every 10 ms.
     for (m, ttft, ttfa) in [("a", 40.0, 120.0), ("b", 80.0, 160.0)] {
         let row = models.iter().find(|r| r["model"] == m).unwrap();
+        let truth_n = steady_a.iter().find(|(x, _)| x == m).unwrap().1;
+        eprintln!(
+            "report by model {m}: n {} (truth {truth_n} steady request lines), TTFT p50 {:.1} ms (truth {ttft}), TTFA p50 {:.1} ms (truth {ttfa}), ITL p50 {:.1} ms (truth 10), ITL n {} (truth 13 a request)",
+            row["requests"],
+            row["ttft_s"]["p50"].as_f64().unwrap() * 1e3,
+            row["ttfa_s"]["p50"].as_f64().unwrap() * 1e3,
+            row["itl_s"]["p50"].as_f64().unwrap() * 1e3,
+            row["itl_s"]["n"]
+        );
+        assert_eq!(row["requests"].as_u64(), Some(truth_n), "{row}");
         assert!(
             near(row["ttft_s"]["p50"].as_f64().unwrap(), ttft, 10.0),
             "{row}"
@@ -772,7 +937,15 @@ fn report_and_compare_split_reasoning_and_models() {
         ),
         "{v}"
     );
-    assert_eq!(v["reasoning"]["reasoning_tokens"]["p50"], 8.0);
+    eprintln!(
+        "report: reasoning p50 {:.1} ms (truth 80), reasoning tokens p50 {} (truth {USAGE_REASONING}, the server's count)",
+        v["reasoning"]["reasoning_s"]["p50"].as_f64().unwrap() * 1e3,
+        v["reasoning"]["reasoning_tokens"]["p50"]
+    );
+    assert_eq!(
+        v["reasoning"]["reasoning_tokens"]["p50"],
+        USAGE_REASONING as f64
+    );
     let out = infertop()
         .arg("compare")
         .arg(record("a.jsonl"))
@@ -786,6 +959,61 @@ fn report_and_compare_split_reasoning_and_models() {
         cmp.contains("| a | TTFT |") && cmp.contains("| b | TTFA |"),
         "{cmp}"
     );
+    // Each model's row says n on both sides: the records' steady requests to it.
+    for ((m, na), (_, nb)) in steady_a.iter().zip(&steady_b) {
+        let row = cmp
+            .lines()
+            .find(|l| l.starts_with(&format!("| {m} | TTFT |")))
+            .unwrap();
+        assert!(row.contains(&format!("| {na} / {nb} |")), "{row}");
+    }
+    // The same figures as JSON: n and the medians per model and side, against the truth.
+    let out = infertop()
+        .args(["compare", "--format", "json"])
+        .arg(record("a.jsonl"))
+        .arg(record("b.jsonl"))
+        .output()
+        .unwrap();
+    let cmp: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let by_model = cmp["pairs"][0]["models"].as_array().unwrap();
+    assert_eq!(by_model.len(), 2, "{cmp}");
+    for (m, truth) in [("a", [40.0, 120.0]), ("b", [80.0, 160.0])] {
+        let model = by_model.iter().find(|x| x["model"] == m).unwrap();
+        let figure = |key: &str| {
+            model["figures"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["figure"] == key)
+                .unwrap()
+                .clone()
+        };
+        let truth_n = [&steady_a, &steady_b].map(|s| s.iter().find(|(x, _)| x == m).unwrap().1);
+        for (key, truth_ms) in [("ttft_s", truth[0]), ("ttfa_s", truth[1])] {
+            let f = figure(key);
+            let (base, other) = (&f["base"], &f["other"]);
+            eprintln!(
+                "compare by model {m} {key}: p50 {:.1} / {:.1} ms (truth {truth_ms}), n {} / {} (truth {} / {})",
+                base["p50"].as_f64().unwrap() * 1e3,
+                other["p50"].as_f64().unwrap() * 1e3,
+                base["n"],
+                other["n"],
+                truth_n[0],
+                truth_n[1]
+            );
+            assert_eq!(
+                (base["n"].as_u64(), other["n"].as_u64()),
+                (Some(truth_n[0]), Some(truth_n[1])),
+                "{f}"
+            );
+            for side in [base, other] {
+                assert!(
+                    near(side["p50"].as_f64().unwrap(), truth_ms, 10.0),
+                    "{m} {key}: {f}"
+                );
+            }
+        }
+    }
 }
 
 /// The candle engine has no tool API: a row's tool definitions are part of its prompt, as a
@@ -833,6 +1061,8 @@ fn the_candle_engine_writes_a_rows_tools_into_its_prompt() {
 #[test]
 fn sweeps_keep_thinking_and_models_apart_per_cell() {
     let server = ShapesServer::start(reasoning_truth());
+    let dir = tempfile::tempdir().unwrap();
+    let sweep_record = dir.path().join("sweep.jsonl");
     let out = infertop()
         .args(["sweep", "--endpoint", &server.url, "--api", "chat"])
         .args([
@@ -851,7 +1081,9 @@ fn sweeps_keep_thinking_and_models_apart_per_cell() {
             "--no-telemetry",
             "--format",
             "json",
+            "--record",
         ])
+        .arg(&sweep_record)
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -865,11 +1097,39 @@ fn sweeps_keep_thinking_and_models_apart_per_cell() {
     assert_eq!(cells.len(), 2, "{doc}");
     for c in cells {
         let r = &c["reasoning"];
+        let ms = |v: &Value| v.as_f64().unwrap() * 1e3;
+        let by_model: Vec<String> = c["models"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} n {} TTFT p50 {:.1} ms (truth 40) TTFA p50 {:.1} ms (truth 120)",
+                    m["model"].as_str().unwrap(),
+                    m["requests"],
+                    ms(&m["ttft_s"]["p50"]),
+                    ms(&m["ttfa_s"]["p50"])
+                )
+            })
+            .collect();
+        eprintln!(
+            "sweep cell {} (concurrency {}): n {} (truth 4), reasoned {} (4), TTFA p50 {:.1} ms (truth 120), think p50 {:.1} ms (truth 80), TTFT p50 {:.1} ms (truth 40); {}",
+            c["cell"],
+            c["params"]["concurrency"],
+            c["n"],
+            r["reasoning_requests"],
+            ms(&r["ttfa_s"]["p50"]),
+            ms(&r["reasoning_s"]["p50"]),
+            ms(&c["ttft"]["p50"]),
+            by_model.join("; ")
+        );
+        assert_eq!(c["n"], 4, "{c}");
         assert_eq!(r["reasoning_requests"], c["n"], "{c}");
         assert!(
             near(r["ttfa_s"]["p50"].as_f64().unwrap(), 120.0, 10.0),
             "{c}"
         );
+        assert!((ms(&r["reasoning_s"]["p50"]) - 80.0).abs() < 8.0, "{c}");
         let n: u64 = c["models"]
             .as_array()
             .unwrap()
@@ -877,6 +1137,82 @@ fn sweeps_keep_thinking_and_models_apart_per_cell() {
             .map(|m| m["requests"].as_u64().unwrap())
             .sum();
         assert_eq!(Some(n), c["n"].as_u64(), "{c}");
+        for m in c["models"].as_array().unwrap() {
+            assert!(
+                near(m["ttft_s"]["p50"].as_f64().unwrap(), 40.0, 10.0),
+                "{m}"
+            );
+            assert!(
+                near(m["ttfa_s"]["p50"].as_f64().unwrap(), 120.0, 10.0),
+                "{m}"
+            );
+        }
+    }
+    // The same cells as CSV (`report` of the sweep's record): thinking and each model in
+    // columns of their own, equal to the JSON's figures.
+    let csv = infertop()
+        .args(["report", "--format", "csv"])
+        .arg(&sweep_record)
+        .output()
+        .unwrap();
+    assert!(
+        csv.status.success(),
+        "{}",
+        String::from_utf8_lossy(&csv.stderr)
+    );
+    let mut reader = csv::Reader::from_reader(csv.stdout.as_slice());
+    let head = reader.headers().unwrap().clone();
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 2);
+    let field = |row: &csv::StringRecord, name: &str| -> String {
+        let i = head
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no column {name} in {head:?}"));
+        row.get(i).unwrap().to_string()
+    };
+    for (row, c) in rows.iter().zip(cells) {
+        let num = |name: &str| field(row, name).parse::<f64>().unwrap();
+        let r = &c["reasoning"];
+        eprintln!(
+            "sweep csv cell {}: ttfa_p50_s {} ttfa_p99_s {} ttfa_n {} reasoning_p50_s {} reasoning_tokens_p50 {} (truth {USAGE_REASONING}), served_model_a_n {} served_model_b_n {}",
+            field(row, "cell"),
+            field(row, "ttfa_p50_s"),
+            field(row, "ttfa_p99_s"),
+            field(row, "ttfa_n"),
+            field(row, "reasoning_p50_s"),
+            field(row, "reasoning_tokens_p50"),
+            field(row, "served_model_a_n"),
+            field(row, "served_model_b_n")
+        );
+        assert_eq!(num("ttfa_p50_s"), r["ttfa_s"]["p50"].as_f64().unwrap());
+        assert_eq!(num("ttfa_p99_s"), r["ttfa_s"]["p99"].as_f64().unwrap());
+        assert_eq!(num("ttfa_n"), 4.0);
+        assert!(near(num("ttfa_p50_s"), 120.0, 10.0));
+        assert_eq!(
+            num("reasoning_p50_s"),
+            r["reasoning_s"]["p50"].as_f64().unwrap()
+        );
+        assert_eq!(
+            num("reasoning_p99_s"),
+            r["reasoning_s"]["p99"].as_f64().unwrap()
+        );
+        assert_eq!(num("reasoning_tokens_p50"), USAGE_REASONING as f64);
+        assert_eq!(num("reasoning_requests"), 4.0);
+        for m in c["models"].as_array().unwrap() {
+            let name = m["model"].as_str().unwrap();
+            let col = |q: &str| format!("served_model_{name}_{q}");
+            assert_eq!(Some(num(&col("n")) as u64), m["requests"].as_u64());
+            assert_eq!(
+                num(&col("ttft_p50_s")),
+                m["ttft_s"]["p50"].as_f64().unwrap()
+            );
+            assert_eq!(
+                num(&col("ttfa_p50_s")),
+                m["ttfa_s"]["p50"].as_f64().unwrap()
+            );
+            assert!(near(num(&col("ttft_p50_s")), 40.0, 10.0));
+        }
     }
     let md = infertop()
         .args(["sweep", "--endpoint", &server.url, "--api", "chat"])

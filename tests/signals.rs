@@ -1,7 +1,8 @@
 //! Every phase of a run answers SIGINT, SIGTERM and SIGHUP within a second, on a real child
 //! process: a dataset of a million rows being read, a tokenizer counting a dataset's tokens, a
-//! model loading, connections being opened to a server that never accepts them, a server that
-//! never answers its model list, the calibration of the http engine's timers, a sweep between
+//! model loading, a server that never answers the check of its API route, connections being
+//! opened to a server that never accepts them, a server that never answers its model list, the
+//! calibration of the http engine's timers, a sweep between
 //! cells (the next cell's model loading), a replay folding a large record and a follow of a
 //! record that never ends. Each exits with 128 + the signal and, where it writes a record, closes
 //! it with a footer that names the signal. The time from the signal to the exit is printed; the
@@ -213,6 +214,10 @@ fn dataset(dir: &Path, rows: usize) -> PathBuf {
     path
 }
 
+/// How a server refuses the empty request that checks its API route exists.
+const REFUSED_PROBE: &[u8] =
+    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+
 /// A port where nothing listens (connections are refused at once).
 const NOWHERE: &str = "http://127.0.0.1:9";
 
@@ -310,10 +315,20 @@ fn a_model_loading() {
 #[test]
 fn connections_a_server_never_accepts() {
     let _one = serial();
-    // Bound and never accepted: once its listen queue is full, the kernel drops further SYNs
-    // and each connect waits on its retries (the 127 s hang of a small listen queue).
+    // Bound and, past the check of its API route (the first connection, answered as a server
+    // refuses an empty request), never accepted: once its listen queue is full, the kernel
+    // drops further SYNs and each connect waits on its retries (the 127 s hang of a small
+    // listen queue).
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
+    let first = listener.try_clone().unwrap();
+    thread::spawn(move || {
+        if let Ok((mut s, _)) = first.accept() {
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(REFUSED_PROBE);
+        }
+    });
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("run.jsonl");
     let running = Running::start(&[
@@ -333,6 +348,11 @@ fn connections_a_server_never_accepts() {
     thread::sleep(Duration::from_millis(1500));
     let a = running.signal(libc::SIGHUP);
     a.assert_answered("preconnect", libc::SIGHUP);
+    assert!(
+        !a.stderr.contains("whether it answers --api"),
+        "stopped past the check of the API: {}",
+        a.stderr
+    );
     let lines = assert_closed(&record, libc::SIGHUP);
     assert_eq!(count(&lines, "request"), 0);
     drop(listener);
@@ -345,14 +365,19 @@ fn a_server_that_never_answers_its_model_list() {
     let url = format!("http://{}", listener.local_addr().unwrap());
     let asked = Arc::new(AtomicBool::new(false));
     let seen = asked.clone();
-    // Accepts, reads the request, and never answers.
+    // Accepts, reads the request, and never answers but the check of its API route.
     thread::spawn(move || {
         let mut held = Vec::new();
         for stream in listener.incoming() {
             let Ok(mut s) = stream else { break };
             let mut buf = [0u8; 1024];
             if let Ok(n) = s.read(&mut buf) {
-                if String::from_utf8_lossy(&buf[..n]).contains("GET /v1/models") {
+                let request = String::from_utf8_lossy(&buf[..n]);
+                if request.starts_with("POST ") {
+                    let _ = s.write_all(REFUSED_PROBE);
+                    continue;
+                }
+                if request.contains("GET /v1/models") {
                     seen.store(true, Ordering::SeqCst);
                 }
             }
@@ -375,6 +400,56 @@ fn a_server_that_never_answers_its_model_list() {
     thread::sleep(Duration::from_millis(200));
     let a = running.signal(libc::SIGTERM);
     a.assert_answered("server discovery", libc::SIGTERM);
+    let lines = assert_closed(&record, libc::SIGTERM);
+    assert_eq!(count(&lines, "request"), 0);
+}
+
+#[test]
+fn a_server_that_never_answers_the_check_of_its_api() {
+    let _one = serial();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let asked = Arc::new(AtomicBool::new(false));
+    let seen = asked.clone();
+    // Accepts, reads the request, and never answers.
+    thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            let Ok(mut s) = stream else { break };
+            let mut buf = [0u8; 1024];
+            if let Ok(n) = s.read(&mut buf) {
+                if String::from_utf8_lossy(&buf[..n]).starts_with("POST /v1/chat/completions") {
+                    seen.store(true, Ordering::SeqCst);
+                }
+            }
+            held.push(s);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("run.jsonl");
+    let mut running = Running::start(&[
+        "--headless",
+        "--no-telemetry",
+        "--endpoint",
+        &url,
+        "--api",
+        "chat",
+        "--served-model",
+        "m",
+        "--requests",
+        "5",
+        "--record",
+        record.to_str().unwrap(),
+    ]);
+    running.wait_until("the route checked", || asked.load(Ordering::SeqCst));
+    thread::sleep(Duration::from_millis(200));
+    let a = running.signal(libc::SIGTERM);
+    a.assert_answered("api check", libc::SIGTERM);
+    assert!(
+        a.stderr.contains("stopped by SIGTERM while asking") && a.stderr.contains("--api chat"),
+        "{}",
+        a.stderr
+    );
     let lines = assert_closed(&record, libc::SIGTERM);
     assert_eq!(count(&lines, "request"), 0);
 }

@@ -98,26 +98,40 @@ pub(crate) fn check_cache_reset(
     }
 }
 
-/// `--api`: an API that not every OpenAI-compatible server has (responses, messages,
-/// embeddings, rerank) is checked to exist on every endpoint, and `auto` is resolved (and
-/// said, and written in the header), before the engine starts, so that a server without it is
-/// one line and exit 2 before anything is measured. What depends on the API (a batch, tools,
-/// conversations) is checked again against the one `auto` picked.
+/// `--api`: the API's route is checked to exist on every endpoint, and `auto` is resolved
+/// (and said, and written in the header), before the engine starts, so that a server without
+/// it is one line naming the flag and the endpoint, and exit 2, before anything is measured.
+/// A server slow to answer does not hold a signal (the failure then carries its exit code).
+/// What depends on the API (a batch, tools, conversations) is checked again against the one
+/// `auto` picked.
 pub(crate) fn check_api(
     h: &mut crate::engine::http::HttpConfig,
     header: Option<&mut crate::record::line::Header>,
 ) -> Result<(), Failure> {
     use crate::engine::http::api::detect::{resolve_blocking, DetectError};
     use crate::engine::http::Api;
-    if matches!(h.api, Api::Completions | Api::Chat) || h.endpoints.is_empty() {
+    if h.endpoints.is_empty() {
         return Ok(());
     }
     let asked = h.api;
-    let picked =
-        resolve_blocking(&h.endpoints, h.api_key.as_deref(), asked).map_err(|e| match e {
+    let stop = || crate::signals::pending().is_some();
+    let picked = resolve_blocking(&h.endpoints, h.api_key.as_deref(), asked, &stop).map_err(
+        |e| match e {
             DetectError::Missing(m) => Failure::usage(m),
             DetectError::Failed(m) => Failure::runtime(m),
-        })?;
+            DetectError::Stopped => Failure {
+                code: crate::signals::pending_exit_code().unwrap_or(crate::exit::EXIT_FAILURE),
+                message: format!(
+                    "{} while asking {} whether it answers --api {}",
+                    crate::signals::pending()
+                        .map(|r| r.words())
+                        .unwrap_or_else(|| "stopped".into()),
+                    h.endpoints[0].display(),
+                    asked.name()
+                ),
+            },
+        },
+    )?;
     h.api = picked.api;
     if asked != Api::Auto {
         return Ok(());
@@ -276,14 +290,36 @@ pub(crate) fn unplanned(opts: &crate::plan::RunOpts, f: Failure, started: Instan
     if !f.interrupted() {
         return f;
     }
-    if let (Some(path), Some(reason)) = (&opts.output.record, crate::signals::pending()) {
-        let header = crate::plan::header::unplanned(opts);
+    if let Some(path) = &opts.output.record {
+        close_unstarted(path, crate::plan::header::unplanned(opts), started);
+    }
+    f
+}
+
+/// A run a signal stopped after it was planned but before its engine started (asking the
+/// server which API it answers, reading a reference clock): its record still opens and closes.
+/// Returns the failure, to end the command with.
+pub(crate) fn unstarted(
+    record: Option<&std::path::Path>,
+    header: &crate::record::line::Header,
+    f: Failure,
+    started: Instant,
+) -> Failure {
+    if let (true, Some(path)) = (f.interrupted(), record) {
+        close_unstarted(path, header.clone(), started);
+    }
+    f
+}
+
+/// The record of a run no request of which started: its header, then a footer naming the
+/// signal that stopped it.
+fn close_unstarted(path: &std::path::Path, header: crate::record::line::Header, started: Instant) {
+    if let Some(reason) = crate::signals::pending() {
         if let Ok(mut r) = crate::record::Recorder::create(path, header, false) {
             let summary = crate::summary::RunSummary::default();
             r.finish(&reason, started.elapsed().as_secs_f64(), &summary);
         }
     }
-    f
 }
 
 /// Waits for a thread to end, at most `STOP_GRACE` after the stop was `asked` (now, if it

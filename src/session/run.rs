@@ -58,11 +58,16 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
         spread,
     } = plan;
     let slo = header.config.slo;
+    let entered = Instant::now();
     for n in &spread.notices {
         say!("infertop: {n}");
     }
+    // Stopped by a signal before the engine starts: the record still opens and closes.
+    let unstarted = |f: Failure, header: &crate::record::line::Header| {
+        super::unstarted(outputs.record.as_deref(), header, f, entered)
+    };
     if let plan::EnginePlan::Http(h) = &mut engine {
-        super::check_api(h, Some(&mut header))?;
+        super::check_api(h, Some(&mut header)).map_err(|f| unstarted(f, &header))?;
     }
     if let plan::EnginePlan::Http(h) = &engine {
         if h.reset_prefix_cache {
@@ -72,7 +77,7 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
     // Before the record's time 0: where this machine's clock stands against the run's
     // reference, and the start time on this machine's clock.
     let offset = match &spread.clock {
-        Some(c) => Some(measure_clock(&c.reference, signals)?),
+        Some(c) => Some(measure_clock(&c.reference, signals).map_err(|f| unstarted(f, &header))?),
         None => None,
     };
     if let (Some(c), Some(o), plan::EnginePlan::Http(h)) = (&spread.clock, &offset, &mut engine) {

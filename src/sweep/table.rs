@@ -1,6 +1,6 @@
 //! The sweep's table, llama-bench style but with tails: one row per cell (its parameters, TTFT,
-//! TPOT, ITL and E2E at p50/p90/p99 with n, throughputs, peak memory), then the findings in
-//! words. Markdown, CSV, one JSON document, or JSON lines (one per cell, then the findings).
+//! TPOT, ITL and E2E at p50/p90/p99 with n, throughputs, peak memory; thinking apart from
+//! answering and each served model, where the cells had them), then the findings in words. Markdown, CSV, one JSON document, or JSON lines (one per cell, then the findings).
 
 use serde_json::{json, Value};
 
@@ -351,11 +351,33 @@ impl SweepTable<'_> {
                 "prefill_p99_s",
                 "network_client_p50_s",
                 "network_client_p99_s",
+                "ttfa_p50_s",
+                "ttfa_p99_s",
+                "ttfa_n",
+                "reasoning_p50_s",
+                "reasoning_p99_s",
+                "reasoning_tokens_p50",
+                "reasoning_requests",
+                "tool_call_requests",
+                "ended_in_tool_call",
             ]
             .map(String::from),
         );
+        // The served models (`--served-model a=3,b=1`) in the order the cells first name them:
+        // a group of columns each, as the markdown's "by model" lines.
+        let mut models: Vec<&str> = Vec::new();
+        for m in self.cells.iter().flat_map(|c| &c.models) {
+            if !models.contains(&m.model.as_str()) {
+                models.push(&m.model);
+            }
+        }
+        for m in &models {
+            head.extend(MODEL_COLUMNS.map(|q| format!("served_model_{m}_{q}")));
+        }
         let num = |v: Option<f64>| v.map_or(String::new(), |x| x.to_string());
         let count = |v: Option<usize>| v.map_or(String::new(), |x| x.to_string());
+        // A figure's quantile, empty when it has no samples.
+        let q = |s: Option<&Summary>, v: fn(&Summary) -> f64| num(s.filter(|s| s.n > 0).map(v));
         let mut rows = vec![head];
         for c in self.cells {
             let p = &c.params;
@@ -409,11 +431,49 @@ impl SweepTable<'_> {
                 let s = s.filter(|s| s.n > 0);
                 row.extend([num(s.map(|s| s.p50)), num(s.map(|s| s.p99))]);
             }
+            let r = c.reasoning.as_ref();
+            let counted = |v: Option<u64>| v.map_or(String::new(), |x| x.to_string());
+            row.extend([
+                q(r.map(|r| &r.ttfa_s), |s| s.p50),
+                q(r.map(|r| &r.ttfa_s), |s| s.p99),
+                counted(r.map(|r| r.ttfa_s.n as u64)),
+                q(r.map(|r| &r.reasoning_s), |s| s.p50),
+                q(r.map(|r| &r.reasoning_s), |s| s.p99),
+                q(r.map(|r| &r.reasoning_tokens), |s| s.p50),
+                counted(r.map(|r| r.reasoning_requests)),
+                counted(r.map(|r| r.tool_call_requests)),
+                counted(r.map(|r| r.ended_in_tool_call)),
+            ]);
+            for name in &models {
+                match c.models.iter().find(|m| m.model == *name) {
+                    Some(m) => row.extend([
+                        m.requests.to_string(),
+                        m.failed.to_string(),
+                        q(Some(&m.ttft_s), |s| s.p50),
+                        q(Some(&m.ttft_s), |s| s.p99),
+                        q(Some(&m.ttfa_s), |s| s.p50),
+                        q(Some(&m.tpot_s), |s| s.p50),
+                        q(Some(&m.e2e_s), |s| s.p50),
+                    ]),
+                    None => row.extend(MODEL_COLUMNS.map(|_| String::new())),
+                }
+            }
             rows.push(row);
         }
         crate::util::csv_text(rows)
     }
 }
+
+/// Each served model's columns in the CSV, after `served_model_{name}_`.
+const MODEL_COLUMNS: [&str; 7] = [
+    "n",
+    "failed",
+    "ttft_p50_s",
+    "ttft_p99_s",
+    "ttfa_p50_s",
+    "tpot_p50_s",
+    "e2e_p50_s",
+];
 
 /// The Markdown columns of a llama-bench-style grid (model, dtype, threads), each shown only
 /// when some cell names it: the sweep's table and the comparison of two sweeps write the same.
@@ -544,6 +604,12 @@ mod tests {
         assert_eq!(field("status"), "failed");
         assert_eq!(field("prefix_cache"), "cold");
         assert_eq!(field("ttft_n"), "3");
+        // No reasoning and no served models: their columns are there, empty.
+        assert_eq!(
+            (field("ttfa_p50_s"), field("reasoning_requests")),
+            ("".into(), "".into())
+        );
+        assert!(!head.iter().any(|h| h.starts_with("served_model_")));
         assert_eq!(rows[0].len(), head.len());
     }
 }

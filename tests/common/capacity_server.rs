@@ -3,7 +3,8 @@
 //! holds its slot for exactly `ttft + (tokens − 1) × itl` from the moment it gets it (tokens
 //! at absolute times from there, so the service time does not drift with the machine's
 //! load), then frees it: at most `slots / service` requests a second complete, whatever is
-//! offered. Connections are kept alive. Only the completions route is served.
+//! offered. Connections are kept alive. Only the completions route is served; a client's check
+//! that the route exists (`detect::PROBE_BODY`) is refused with 400 without taking a slot.
 // Each test binary that includes this uses part of it.
 #![allow(dead_code)]
 
@@ -123,6 +124,16 @@ fn answer(conn: TcpStream, c: Capacity, q: &Queue) -> std::io::Result<()> {
         }
         if !path.ends_with("/completions") {
             write!(out, "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")?;
+            out.flush()?;
+            continue;
+        }
+        if body == infertop::engine::http::api::detect::PROBE_BODY.as_bytes() {
+            let msg = r#"{"error":{"message":"prompt is required"}}"#;
+            write!(
+                out,
+                "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{msg}",
+                msg.len()
+            )?;
             out.flush()?;
             continue;
         }

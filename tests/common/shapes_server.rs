@@ -4,10 +4,12 @@
 //! thinking, then `answer` tokens of answer text, or (when the request offers tools and its
 //! last message is not a tool's result) a tool call of `answer` tokens (its name first, then
 //! its arguments in pieces). Chat (`reasoning_content`, `tool_calls` deltas, a usage chunk that
-//! counts `reasoning_tokens` when `report_reasoning`), completions (text only), the Responses
-//! API's typed events and Anthropic's Messages events; embeddings and rerank answered whole
-//! after `pool_latency`. Only the routes in `apis` exist (others are 404); an empty request
-//! body (`{}`) is refused with 400, as a server refuses a probe. Every request is recorded
+//! counts `reasoning_tokens` when `usage_reasoning` says how many: a server's own count, which
+//! need not be the reasoning chunks streamed), completions (text only), the Responses API's
+//! typed events (its usage always counts the reasoning: `usage_reasoning`, else the chunks)
+//! and Anthropic's Messages events (its usage counts the output as streamed); embeddings and rerank answered whole
+//! after `pool_latency`. Only the routes in `apis` exist (others are 404); a client's check that
+//! a route exists (`detect::PROBE_BODY`) is refused with 400, as a server refuses a probe. Every request is recorded
 //! (arrival, path, headers, body).
 
 use std::collections::HashMap;
@@ -25,8 +27,10 @@ pub struct Truth {
     pub itl: Duration,
     pub reasoning: usize,
     pub answer: usize,
-    /// The usage counts reasoning tokens apart (`completion_tokens_details`).
-    pub report_reasoning: bool,
+    /// The reasoning tokens the usage counts apart (`completion_tokens_details`), with the
+    /// answer's making its completion tokens; `None`: the usage does not count them apart.
+    /// A server that streams several tokens a chunk counts more than `reasoning` chunks.
+    pub usage_reasoning: Option<usize>,
     pub pool_latency: Duration,
     /// Routes served: chat, completions, responses, messages, embeddings, rerank.
     pub apis: Vec<&'static str>,
@@ -43,7 +47,7 @@ impl Default for Truth {
             itl: Duration::from_millis(5),
             reasoning: 0,
             answer: 6,
-            report_reasoning: false,
+            usage_reasoning: None,
             pool_latency: Duration::from_millis(30),
             apis: vec!["chat", "completions"],
             models: None,
@@ -188,7 +192,7 @@ fn answer(conn: TcpStream, t: &Truth, t0: Instant, seen: &Mutex<Vec<Seen>>) -> s
                 return out.flush();
             }
         };
-        if body == json!({}) {
+        if body == serde_json::from_str::<serde_json::Value>(infertop::engine::http::api::detect::PROBE_BODY).unwrap_or_default() {
             let msg = r#"{"error":{"message":"field required: model"}}"#;
             write!(
                 out,
@@ -334,12 +338,14 @@ fn streamed(s: &mut Stream, api: &str, body: &Value, t: &Truth) -> std::io::Resu
             s.data(&format!(
                 r#"{{"choices":[{{"index":0,"delta":{{}},"finish_reason":"{finish}"}}]}}"#
             ))?;
-            let details = if t.report_reasoning {
-                format!(r#","completion_tokens_details":{{"reasoning_tokens":{r}}}"#)
-            } else {
-                String::new()
+            let (counted, details) = match t.usage_reasoning {
+                Some(n) => (
+                    n,
+                    format!(r#","completion_tokens_details":{{"reasoning_tokens":{n}}}"#),
+                ),
+                None => (r, String::new()),
             };
-            s.data(&format!(r#"{{"choices":[],"usage":{{"prompt_tokens":7,"completion_tokens":{},"total_tokens":{}{details}}}}}"#, r + a, r + a + 7))?;
+            s.data(&format!(r#"{{"choices":[],"usage":{{"prompt_tokens":7,"completion_tokens":{},"total_tokens":{}{details}}}}}"#, counted + a, counted + a + 7))?;
             s.data("[DONE]")?;
         }
         "responses" => {
@@ -373,7 +379,8 @@ fn streamed(s: &mut Stream, api: &str, body: &Value, t: &Truth) -> std::io::Resu
                 }
                 output.push(json!({"type":"message"}));
             }
-            let usage = json!({"input_tokens":7,"output_tokens":r + a,"output_tokens_details":{"reasoning_tokens":r}});
+            let counted = t.usage_reasoning.unwrap_or(r);
+            let usage = json!({"input_tokens":7,"output_tokens":counted + a,"output_tokens_details":{"reasoning_tokens":counted}});
             s.event("response.completed", json!({"type":"response.completed","response":{"status":"completed","output":output,"usage":usage}}))?;
         }
         _ => {

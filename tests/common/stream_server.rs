@@ -7,7 +7,9 @@
 //! `start_with` adds what a capacity test and a cache test need: a fixed number of slots
 //! (requests beyond them wait for one, their wait in their TTFT, as a server's queue) and the
 //! prefix-cache reset route it answers (vLLM's or SGLang's; other paths but the completions
-//! one are 404), counting the resets. `start_reporting` also sends the server's own timings
+//! one are 404), counting the resets. A client's check that the route exists (its probe, `detect::PROBE_BODY`)
+//! is refused with 400 without taking a slot, as a server refuses a
+//! request without a prompt. `start_reporting` also sends the server's own timings
 //! of each request as vLLM (`metrics` on the usage chunk) and llama.cpp (`timings`) do on
 //! their OpenAI-compatible streams: its wait for a slot as the queue, `ttft` as the prefill,
 //! the steps after it as the decode; a `hop` it spends before its clock starts (a gateway's)
@@ -198,7 +200,7 @@ fn answer(conn: TcpStream, s: &Served) -> std::io::Result<()> {
             return Ok(());
         }
         let path = first.split_whitespace().nth(1).unwrap_or("").to_string();
-        read_rest(&mut reader)?;
+        let body = read_rest(&mut reader)?;
         let mut out = conn.try_clone()?;
         if Some(path.as_str()) == s.reset_route {
             s.resets.fetch_add(1, Ordering::SeqCst);
@@ -214,6 +216,15 @@ fn answer(conn: TcpStream, s: &Served) -> std::io::Result<()> {
             write!(
                 out,
                 "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\nConnection: close\r\n\r\nnot found"
+            )?;
+            return out.flush();
+        }
+        if body == infertop::engine::http::api::detect::PROBE_BODY.as_bytes() {
+            let msg = r#"{"error":{"message":"prompt is required"}}"#;
+            write!(
+                out,
+                "HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{msg}",
+                msg.len()
             )?;
             return out.flush();
         }
@@ -236,8 +247,8 @@ fn answer(conn: TcpStream, s: &Served) -> std::io::Result<()> {
     }
 }
 
-/// The request's headers and body, after its first line.
-fn read_rest(reader: &mut BufReader<TcpStream>) -> std::io::Result<()> {
+/// The request's headers (read past) and body, after its first line.
+fn read_rest(reader: &mut BufReader<TcpStream>) -> std::io::Result<Vec<u8>> {
     let mut length = 0usize;
     loop {
         let mut line = String::new();
@@ -253,7 +264,8 @@ fn read_rest(reader: &mut BufReader<TcpStream>) -> std::io::Result<()> {
         }
     }
     let mut body = vec![0u8; length];
-    reader.read_exact(&mut body)
+    reader.read_exact(&mut body)?;
+    Ok(body)
 }
 
 /// The SSE answer: headers, the tokens at their times, usage, `[DONE]`.

@@ -5,7 +5,9 @@
 //! TTFT = `base` + `per_token` × uncached prompt tokens; then `max_tokens` tokens, one every
 //! `itl`, the reply `" w0 w1 …"`. `POST /reset_prefix_cache` empties the cache. Every answer
 //! carries a `Date` header rendered when it is sent, from a clock `skew` seconds ahead of this
-//! machine's (`start_with_clock`), as a server on another machine would have.
+//! machine's (`start_with_clock`), as a server on another machine would have. A client's check
+//! that the route exists (its probe, `detect::PROBE_BODY`) is refused with 400 and not
+//! recorded.
 //!
 //! Requests in flight: a completion is in flight at the server from when its request line
 //! arrives to when the server lets go of it, which is after its last token and before the
@@ -279,6 +281,16 @@ fn answer(
             cache.lock().expect("lock").clear();
             resets.lock().expect("lock").push(at);
             write!(out, "HTTP/1.1 200 OK\r\n{date}Content-Length: 0\r\n\r\n")?;
+            out.flush()?;
+            continue;
+        }
+        if body == infertop::engine::http::api::detect::PROBE_BODY.as_bytes() {
+            let msg = r#"{"error":{"message":"prompt is required"}}"#;
+            write!(
+                out,
+                "HTTP/1.1 400 Bad Request\r\n{date}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{msg}",
+                msg.len()
+            )?;
             out.flush()?;
             continue;
         }

@@ -1,13 +1,22 @@
 //! Which API a server speaks, found out before the run: `--api auto` picks one (from what
 //! `GET /v1/models` says of the server or its first model, else from the first API route the
-//! server answers), and an API asked for by name that is not one of the two every
-//! OpenAI-compatible server has (responses, messages, embeddings, rerank) is checked to exist,
-//! so that a server without it is one line and exit 2 before anything is measured.
+//! server answers), and an API asked for by name is checked to exist, so that a server without
+//! it is one line and exit 2 before anything is measured rather than every request failing one
+//! by one.
 //!
-//! A route is probed with an empty JSON object: a server that has the route refuses it as a
-//! bad request (400, 422) without generating anything, one that has not answers 404 or 405.
+//! A route is probed with a body no API can serve (`PROBE_BODY`): a server that has the route
+//! refuses it as a bad request (400, 422) without generating anything, one that has not answers
+//! 404 or 405. Only those two mean "lacks": any other answer (a 401, a 500) says the route is
+//! there.
 
 use std::time::Duration;
+
+/// The probe's body: every API's main field (`prompt`, `messages`, `input`, `query`) an empty
+/// object where each wants a string or a list, so a server with the route refuses it before
+/// generating anything. An empty `{}` is not enough: a server that fills in a missing prompt
+/// with an empty one (as llama-cpp-python's does) would generate from it, and the run's first
+/// request would no longer be the server's first.
+pub const PROBE_BODY: &str = r#"{"prompt":{},"messages":{},"input":{},"query":{}}"#;
 
 use reqwest::{Client, StatusCode};
 use serde_json::Value;
@@ -33,12 +42,15 @@ pub enum DetectError {
     Missing(String),
     /// The server could not be asked (unreachable, timed out): exit 1.
     Failed(String),
+    /// A stop (a signal) came before the server answered.
+    Stopped,
 }
 
 impl std::fmt::Display for DetectError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             DetectError::Missing(m) | DetectError::Failed(m) => f.write_str(m),
+            DetectError::Stopped => f.write_str("stopped before the server answered"),
         }
     }
 }
@@ -64,19 +76,27 @@ fn authorized(
     req
 }
 
-/// Whether `endpoint` answers `api`'s route: `Ok(Some(status))` with the status it answered
-/// an empty request with, `Ok(None)` when it has no such route.
+/// Whether a probe's answer says the server has no such route.
+pub fn lacks(status: StatusCode) -> bool {
+    matches!(
+        status,
+        StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED
+    )
+}
+
+/// What `endpoint` answers the probe (`PROBE_BODY`) on `api`'s route with (`lacks` tells whether that
+/// means the route is not there).
 pub async fn probe(
     client: &Client,
     endpoint: &Endpoint,
     api_key: Option<&str>,
     api: Api,
-) -> Result<Option<StatusCode>, DetectError> {
+) -> Result<StatusCode, DetectError> {
     let req = client
         .post(endpoint.url(api.path()))
         .timeout(TIMEOUT)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body("{}");
+        .body(PROBE_BODY);
     let resp = authorized(req, api, api_key).send().await.map_err(|e| {
         DetectError::Failed(format!(
             "--api {}: {}: POST {}: {}",
@@ -86,12 +106,7 @@ pub async fn probe(
             describe(e)
         ))
     })?;
-    let status = resp.status();
-    Ok((!matches!(
-        status,
-        StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED
-    ))
-    .then_some(status))
+    Ok(resp.status())
 }
 
 /// What `/v1/models` says of the API, when it says: Anthropic's list shape, or a model whose
@@ -168,8 +183,12 @@ async fn models(client: &Client, endpoint: &Endpoint, api_key: Option<&str>) -> 
     serde_json::from_slice(&resp.bytes().await.ok()?).ok()
 }
 
-/// The API of the run: `api` itself once checked (`responses`, `messages`, `embeddings` and
-/// `rerank` are probed; `completions` and `chat` every such server has), or `auto`'s pick.
+/// The API of the run: `api` itself once its route is checked, or `auto`'s pick.
+///
+/// Completions and chat, the routes every OpenAI-compatible server has, are checked too (a
+/// server of only one of them, or an embedding server, answers the other with 404), but a
+/// server that cannot be asked (unreachable, timed out) is left to the run for those two: its
+/// requests fail one by one, each saying why, as they would without the check.
 pub async fn resolve(
     client: &Client,
     endpoint: &Endpoint,
@@ -177,10 +196,6 @@ pub async fn resolve(
     api: Api,
 ) -> Result<Picked, DetectError> {
     match api {
-        Api::Completions | Api::Chat => Ok(Picked {
-            api,
-            why: String::new(),
-        }),
         Api::Auto => {
             if let Some(p) = models(client, endpoint, api_key)
                 .await
@@ -191,48 +206,66 @@ pub async fn resolve(
             }
             let mut missing = Vec::new();
             for api in Api::CONCRETE {
-                match probe(client, endpoint, api_key, api).await? {
-                    Some(status) => {
-                        return Ok(Picked {
-                            api,
-                            why: format!(
-                                "{} answers POST {} (HTTP {} to an empty probe; /v1/models does not say)",
-                                endpoint.display(),
-                                api.path(),
-                                status.as_u16()
-                            ),
-                        })
-                    }
-                    None => missing.push(api.path()),
+                let status = probe(client, endpoint, api_key, api).await?;
+                if lacks(status) {
+                    missing.push(format!("{} (HTTP {})", api.path(), status.as_u16()));
+                    continue;
                 }
+                return Ok(Picked {
+                    api,
+                    why: format!(
+                        "{} answers POST {} (HTTP {} to a probe; /v1/models does not say)",
+                        endpoint.display(),
+                        api.path(),
+                        status.as_u16()
+                    ),
+                });
             }
             Err(DetectError::Missing(format!(
-                "--api auto: {} answers none of POST {} (404); is it an inference server?",
+                "--api auto: {} answers none of POST {}; is it an inference server?",
                 endpoint.display(),
                 missing.join(", ")
             )))
         }
-        api => match probe(client, endpoint, api_key, api).await? {
-            Some(_) => Ok(Picked {
+        api => {
+            let status = match probe(client, endpoint, api_key, api).await {
+                Ok(status) => status,
+                Err(DetectError::Failed(_)) if matches!(api, Api::Completions | Api::Chat) => {
+                    return Ok(Picked {
+                        api,
+                        why: String::new(),
+                    })
+                }
+                Err(e) => return Err(e),
+            };
+            if lacks(status) {
+                return Err(DetectError::Missing(format!(
+                    "--api {}: {} has no POST {} (HTTP {}); pick an API it serves, or --api auto",
+                    api.name(),
+                    endpoint.display(),
+                    api.path(),
+                    status.as_u16()
+                )));
+            }
+            Ok(Picked {
                 api,
                 why: String::new(),
-            }),
-            None => Err(DetectError::Missing(format!(
-                "--api {}: {} has no POST {} (HTTP 404); pick an API it serves, or --api auto",
-                api.name(),
-                endpoint.display(),
-                api.path()
-            ))),
-        },
+            })
+        }
     }
 }
 
+/// How often a check waiting on a server looks for a stop.
+const STOP_POLL: Duration = Duration::from_millis(10);
+
 /// `resolve` on every endpoint before the run starts (on a runtime of its own): they must
-/// agree, as the run sends the same requests to each.
+/// agree, as the run sends the same requests to each. A server that is slow to answer does
+/// not hold a signal: `stop` is asked every 10 ms, and `Stopped` returned once it says so.
 pub fn resolve_blocking(
     endpoints: &[Endpoint],
     api_key: Option<&str>,
     api: Api,
+    stop: &dyn Fn() -> bool,
 ) -> Result<Picked, DetectError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -242,25 +275,36 @@ pub fn resolve_blocking(
         let client = Client::builder().build().map_err(|e| {
             DetectError::Failed(format!("cannot build the http client: {}", describe(e)))
         })?;
-        let mut picked: Option<Picked> = None;
-        for e in endpoints {
-            let p = resolve(&client, e, api_key, api).await?;
-            if let Some(first) = &picked {
-                if first.api != p.api {
-                    return Err(DetectError::Missing(format!(
-                        "--api {}: {} speaks {} but {} speaks {}; give --api",
-                        api.name(),
-                        endpoints[0].display(),
-                        first.api.name(),
-                        e.display(),
-                        p.api.name()
-                    )));
+        let all = async {
+            let mut picked: Option<Picked> = None;
+            for e in endpoints {
+                let p = resolve(&client, e, api_key, api).await?;
+                if let Some(first) = &picked {
+                    if first.api != p.api {
+                        return Err(DetectError::Missing(format!(
+                            "--api {}: {} speaks {} but {} speaks {}; give --api",
+                            api.name(),
+                            endpoints[0].display(),
+                            first.api.name(),
+                            e.display(),
+                            p.api.name()
+                        )));
+                    }
+                } else {
+                    picked = Some(p);
                 }
-            } else {
-                picked = Some(p);
             }
+            picked.ok_or_else(|| DetectError::Failed("no --endpoint given".into()))
+        };
+        let stopped = async {
+            while !stop() {
+                tokio::time::sleep(STOP_POLL).await;
+            }
+        };
+        tokio::select! {
+            picked = all => picked,
+            _ = stopped => Err(DetectError::Stopped),
         }
-        picked.ok_or_else(|| DetectError::Failed("no --endpoint given".into()))
     })
 }
 
@@ -269,6 +313,15 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn only_404_and_405_say_a_route_is_missing() {
+        assert!(lacks(StatusCode::NOT_FOUND) && lacks(StatusCode::METHOD_NOT_ALLOWED));
+        // A server refusing the empty body, the key, or failing on it has the route.
+        for status in [200, 400, 401, 422, 500] {
+            assert!(!lacks(StatusCode::from_u16(status).unwrap()), "{status}");
+        }
+    }
 
     #[test]
     fn the_models_list_says_what_it_can() {
