@@ -371,7 +371,8 @@ fn measure_process(sc: Scenario) -> Figures {
     std::fs::create_dir_all(&dir).unwrap();
     let record = dir.join("run.jsonl");
     // `CLIENT_BIN`: another build of the binary (an earlier commit's, for before/after pairs).
-    let bin = std::env::var_os("CLIENT_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_infertop").into());
+    let bin =
+        std::env::var_os("CLIENT_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_infertop").into());
     let mut cmd = std::process::Command::new(bin);
     cmd.args(["--endpoint", &url, "--served-model", "bench", "--headless"])
         .args(["--concurrency", &sc.streams.to_string()])

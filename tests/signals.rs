@@ -6,7 +6,7 @@
 //! cells (the next cell's model loading), a replay folding a large record and a follow of a
 //! record that never ends. Each exits with 128 + the signal and, where it writes a record, closes
 //! it with a footer that names the signal. The time from the signal to the exit is printed; the
-//! bound asserted is the second asked for with half a second of slack for a busy machine.
+//! bound asserted is the second asked for (each phase answers in tens of milliseconds).
 #![allow(clippy::unwrap_used)]
 // One kill(2) per test, to signal the child the moment the clock starts.
 #![allow(unsafe_code)]
@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use assert_cmd::prelude::*;
 use serde_json::Value;
 
-/// What a second means on a busy machine: the assertion's bound.
-const ANSWER_BOUND: Duration = Duration::from_millis(1500);
+/// The second asked for: the assertion's bound.
+const ANSWER_BOUND: Duration = Duration::from_secs(1);
 
 /// One child at a time: a model loading on every core would slow the others' answers.
 static SERIAL: Mutex<()> = Mutex::new(());

@@ -112,11 +112,14 @@ pub fn run(opts: &RunOpts) -> Result<RunPlan, Failure> {
 /// server run, whose own device is this client's process).
 fn telemetry(opts: &RunOpts, device: TelemetryDevice, server: bool) -> Option<Telemetry> {
     let gpu = opts.output.telemetry_gpu;
-    let interval = opts.output.sample_interval.unwrap_or(if server && gpu.is_none() {
-        crate::telemetry::CLIENT_INTERVAL
-    } else {
-        crate::telemetry::DEFAULT_INTERVAL
-    });
+    let interval = opts
+        .output
+        .sample_interval
+        .unwrap_or(if server && gpu.is_none() {
+            crate::telemetry::CLIENT_INTERVAL
+        } else {
+            crate::telemetry::DEFAULT_INTERVAL
+        });
     (!opts.output.no_telemetry).then_some(Telemetry {
         device: gpu.map_or(device, TelemetryDevice::Gpu),
         interval,

@@ -103,7 +103,7 @@ impl ShapesServer {
             .lock()
             .expect("lock")
             .iter()
-            .filter(|s| s.method == "POST" && s.body != json!({}))
+            .filter(|s| s.method == "POST" && !is_probe(&s.body))
             .cloned()
             .collect();
         v.sort_by_key(|s| s.at);
@@ -192,7 +192,7 @@ fn answer(conn: TcpStream, t: &Truth, t0: Instant, seen: &Mutex<Vec<Seen>>) -> s
                 return out.flush();
             }
         };
-        if body == serde_json::from_str::<serde_json::Value>(infertop::engine::http::api::detect::PROBE_BODY).unwrap_or_default() {
+        if is_probe(&body) {
             let msg = r#"{"error":{"message":"field required: model"}}"#;
             write!(
                 out,
@@ -470,4 +470,10 @@ fn pooled(s: &mut Stream, api: &str, body: &Value, latency: Duration) -> std::io
         json.len()
     )?;
     s.out.flush()
+}
+
+/// Whether a request's body is the client's check that a route exists.
+fn is_probe(body: &Value) -> bool {
+    serde_json::from_str::<Value>(infertop::engine::http::api::detect::PROBE_BODY)
+        .is_ok_and(|p| *body == p)
 }

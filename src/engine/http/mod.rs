@@ -443,8 +443,8 @@ async fn run(
     control: Receiver<Control>,
 ) -> Result<StopReason, String> {
     let events = Events::new(tx.clone());
-    let mut inbox = Inbox::ringing(control)
-        .map_err(|e| format!("cannot start the control thread: {e}"))?;
+    let mut inbox =
+        Inbox::ringing(control).map_err(|e| format!("cannot start the control thread: {e}"))?;
     let result = drive(cfg, &events, &mut inbox).await;
     // The steps still held go out before the engine's `Finished`.
     events.flush();
