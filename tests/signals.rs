@@ -358,14 +358,17 @@ fn connections_a_server_never_accepts() {
     drop(listener);
 }
 
-#[test]
-fn a_server_that_never_answers_its_model_list() {
-    let _one = serial();
+/// A server that accepts, reads each request and never answers it, but for those `refuses`
+/// picks, which it refuses as a server refuses the check of its API route. Its URL, and
+/// whether a request `awaited` picks has come.
+fn a_server_that_hangs(
+    refuses: fn(&str) -> bool,
+    awaited: fn(&str) -> bool,
+) -> (String, Arc<AtomicBool>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let asked = Arc::new(AtomicBool::new(false));
     let seen = asked.clone();
-    // Accepts, reads the request, and never answers but the check of its API route.
     thread::spawn(move || {
         let mut held = Vec::new();
         for stream in listener.incoming() {
@@ -373,17 +376,26 @@ fn a_server_that_never_answers_its_model_list() {
             let mut buf = [0u8; 1024];
             if let Ok(n) = s.read(&mut buf) {
                 let request = String::from_utf8_lossy(&buf[..n]);
-                if request.starts_with("POST ") {
+                if refuses(&request) {
                     let _ = s.write_all(REFUSED_PROBE);
                     continue;
                 }
-                if request.contains("GET /v1/models") {
+                if awaited(&request) {
                     seen.store(true, Ordering::SeqCst);
                 }
             }
             held.push(s);
         }
     });
+    (url, asked)
+}
+
+#[test]
+fn a_server_that_never_answers_its_model_list() {
+    let _one = serial();
+    // Past the check of its API route, nothing is answered.
+    let (url, asked) =
+        a_server_that_hangs(|r| r.starts_with("POST "), |r| r.contains("GET /v1/models"));
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("run.jsonl");
     let mut running = Running::start(&[
@@ -407,24 +419,9 @@ fn a_server_that_never_answers_its_model_list() {
 #[test]
 fn a_server_that_never_answers_the_check_of_its_api() {
     let _one = serial();
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let asked = Arc::new(AtomicBool::new(false));
-    let seen = asked.clone();
-    // Accepts, reads the request, and never answers.
-    thread::spawn(move || {
-        let mut held = Vec::new();
-        for stream in listener.incoming() {
-            let Ok(mut s) = stream else { break };
-            let mut buf = [0u8; 1024];
-            if let Ok(n) = s.read(&mut buf) {
-                if String::from_utf8_lossy(&buf[..n]).starts_with("POST /v1/chat/completions") {
-                    seen.store(true, Ordering::SeqCst);
-                }
-            }
-            held.push(s);
-        }
-    });
+    // Nothing is answered, the check of the API route neither.
+    let (url, asked) =
+        a_server_that_hangs(|_| false, |r| r.starts_with("POST /v1/chat/completions"));
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("run.jsonl");
     let mut running = Running::start(&[
