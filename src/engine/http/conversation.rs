@@ -19,9 +19,10 @@ use std::time::Instant;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
+use super::api::Ask;
 use super::api::{Message, ToolCall};
 use super::completions::Launched;
-use super::request::{self, Ask};
+use super::request;
 use super::schedule::{Scheduler, Unit};
 use super::{render, request_done, send_token, Events, HttpConfig, Prompts, Shared};
 use crate::engine::control::Inbox;

@@ -3,7 +3,6 @@
 //! and the HTTP phases before the first token (see `conn`). Every way it can go wrong becomes a
 //! `RequestError` with a one-line reason.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -12,7 +11,7 @@ use hyper::header::{ACCEPT, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_T
 use reqwest::{Client, Url};
 use serde_json::Value;
 
-use super::api::{self, Api, Message, ToolCall, Tools};
+use super::api::{self, Api, Ask, ToolCall};
 use super::conn::{Exchange, Origin, Pool};
 use super::parts::Tally;
 use super::sse::{excerpt, Data, SseLines};
@@ -73,36 +72,6 @@ impl Endpoint {
         let joined = format!("{}{path}", u.path().trim_end_matches('/'));
         u.set_path(&joined);
         u
-    }
-}
-
-/// What one request asks for.
-#[derive(Clone, Debug, Default)]
-pub struct Ask {
-    pub model: String,
-    pub api: Api,
-    pub prompt: String,
-    /// Chat messages, sent as they are over an API of messages (a dataset's messages, a
-    /// conversation's history with its tool calls); `None`: one user message of `prompt`.
-    pub messages: Option<Vec<Message>>,
-    /// An `X-Session-ID` header (one per conversation, for routers' session affinity).
-    pub session: Option<String>,
-    pub output_tokens: usize,
-    /// Send `ignore_eos` and `min_tokens` so exactly `output_tokens` come back.
-    pub exact_output: bool,
-    /// Ask for the running usage in every chunk (`stream_options.continuous_usage_stats`, as
-    /// vLLM and SGLang take it), so each chunk's token count is known.
-    pub chunk_usage: bool,
-    /// The tools offered (`--tools`, a dataset row's), and the choice.
-    pub tools: Option<Arc<Tools>>,
-    /// The batch of a pooling API: the texts to embed, or the documents to rank.
-    pub inputs: Vec<String>,
-}
-
-impl Ask {
-    /// The body as `api` takes it.
-    pub fn body(&self) -> Value {
-        api::body(self)
     }
 }
 

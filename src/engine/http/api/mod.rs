@@ -11,10 +11,41 @@ pub mod messages;
 pub mod pooling;
 pub mod responses;
 
+use std::sync::Arc;
+
 use serde_json::{json, Value};
 
-use super::request::Ask;
 use super::sse::{parse_chunk, Chunk};
+
+/// What one request asks for.
+#[derive(Clone, Debug, Default)]
+pub struct Ask {
+    pub model: String,
+    pub api: Api,
+    pub prompt: String,
+    /// Chat messages, sent as they are over an API of messages (a dataset's messages, a
+    /// conversation's history with its tool calls); `None`: one user message of `prompt`.
+    pub messages: Option<Vec<Message>>,
+    /// An `X-Session-ID` header (one per conversation, for routers' session affinity).
+    pub session: Option<String>,
+    pub output_tokens: usize,
+    /// Send `ignore_eos` and `min_tokens` so exactly `output_tokens` come back.
+    pub exact_output: bool,
+    /// Ask for the running usage in every chunk (`stream_options.continuous_usage_stats`, as
+    /// vLLM and SGLang take it), so each chunk's token count is known.
+    pub chunk_usage: bool,
+    /// The tools offered (`--tools`, a dataset row's), and the choice.
+    pub tools: Option<Arc<Tools>>,
+    /// The batch of a pooling API: the texts to embed, or the documents to rank.
+    pub inputs: Vec<String>,
+}
+
+impl Ask {
+    /// The body as `api` takes it.
+    pub fn body(&self) -> Value {
+        body(self)
+    }
+}
 
 /// Which API to measure through (`--api`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, clap::ValueEnum)]
