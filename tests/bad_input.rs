@@ -523,7 +523,7 @@ const CASES: &[Case] = &[
     Case {
         input: "GGUF cut inside its header",
         args: &[H, "--model", "header-only.gguf"],
-        message: "header-only.gguf: not a valid GGUF file (gguf: header declares 39 tensors and 22 metadata entries, needs at least 1222 bytes, only 76 remaining); the download may be truncated",
+        message: "header-only.gguf: not a valid GGUF file (gguf: header declares 39 tensors and 23 metadata entries, needs at least 1235 bytes, only 76 remaining); the download may be truncated",
         code: 2,
     },
     Case {

@@ -80,8 +80,8 @@ pub fn make_model(args: &MakeModelArgs) -> Result<(), Failure> {
             args.preset
         )));
     }
-    let tokenizer = model::tokenizer::train_bpe(cfg.vocab_size.min(4096))
-        .map_err(|e| Failure::runtime(e.to_string()))?;
+    let tokenizer =
+        model::tokenizer::synthetic(cfg.vocab_size).map_err(|e| Failure::runtime(e.to_string()))?;
     if args.gguf {
         if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)
@@ -125,8 +125,26 @@ pub fn make_model(args: &MakeModelArgs) -> Result<(), Failure> {
     tokenizer
         .save(&tk_path, false)
         .map_err(|e| Failure::runtime(format!("{}: {e}", tk_path.display())))?;
+    // What servers read beside the weights: the chat template and special tokens, and the
+    // generation defaults (transformers' and vLLM's generation_config.json).
+    let generation = serde_json::json!({
+        "bos_token_id": 1,
+        "eos_token_id": 2,
+    });
+    for (name, value) in [
+        (
+            "tokenizer_config.json",
+            model::tokenizer::config_json(cfg.max_position_embeddings),
+        ),
+        ("generation_config.json", generation),
+    ] {
+        let path = args.out.join(name);
+        let text = serde_json::to_string_pretty(&value).unwrap_or_default();
+        std::fs::write(&path, text + "\n")
+            .map_err(|e| Failure::runtime(crate::util::io_error(&path, &e)))?;
+    }
     say!(
-        "wrote {} ({} {} parameters, f32): config.json, model.safetensors, tokenizer.json",
+        "wrote {} ({} {} parameters, f32): config.json, model.safetensors, tokenizer.json, tokenizer_config.json, generation_config.json",
         args.out.display(),
         format::si(cfg.params() as f64),
         cfg.arch.name()

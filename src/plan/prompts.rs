@@ -60,8 +60,8 @@ pub(super) fn load_tokenizer(
     }
     match spec {
         ModelSpec::Synthetic { .. } => {
-            let vocab = arch.map(|c| c.vocab_size).unwrap_or(2048).min(4096);
-            model::tokenizer::train_bpe(vocab).map_err(|e| Failure::runtime(e.to_string()))
+            let vocab = arch.map(|c| c.vocab_size).unwrap_or(2048);
+            model::tokenizer::synthetic(vocab).map_err(|e| Failure::runtime(e.to_string()))
         }
         ModelSpec::HfDir(dir) => model::tokenizer::load(&dir.join("tokenizer.json"))
             .map_err(|e| Failure::usage(e.to_string())),

@@ -218,6 +218,10 @@ pub fn metadata_for(tk: &Tokenizer, vocab_size: usize) -> Result<Vec<(String, Va
             Value::Bool(false),
         ),
     ];
+    md.push((
+        "tokenizer.chat_template".to_string(),
+        Value::String(crate::model::tokenizer::CHAT_TEMPLATE.into()),
+    ));
     for (key, piece) in [
         ("tokenizer.ggml.unknown_token_id", "<unk>"),
         ("tokenizer.ggml.bos_token_id", "<s>"),
