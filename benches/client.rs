@@ -266,11 +266,13 @@ fn measure(sc: Scenario) -> Figures {
         request_timeout: Duration::from_secs(60),
         exact_output: true,
         chunk_usage: false,
+        chunk_timings: false,
         record_tokens: true,
         preconnect: sc.preconnect,
         reset_prefix_cache: false,
         shape: Default::default(),
         start_at: None,
+        prompt_salt: 0,
     };
     let (tx, rx) = bounded(1 << 20);
     let (_ctl, ctl_rx) = unbounded::<Control>();

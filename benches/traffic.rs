@@ -203,11 +203,13 @@ fn replay_bench(rate: u64, seconds: u64) {
         request_timeout: Duration::from_secs(30),
         exact_output: true,
         chunk_usage: false,
+        chunk_timings: false,
         record_tokens: false,
         preconnect: true,
         reset_prefix_cache: false,
         shape: Default::default(),
         start_at: None,
+        prompt_salt: 0,
     };
     let (tx, rx) = bounded(1 << 16);
     let (_ctl_tx, ctl_rx) = unbounded::<Control>();
@@ -335,11 +337,13 @@ fn conversation_bench(count: usize) {
         request_timeout: Duration::from_secs(120),
         exact_output: true,
         chunk_usage: false,
+        chunk_timings: false,
         record_tokens: false,
         preconnect: true,
         reset_prefix_cache: false,
         shape: Default::default(),
         start_at: None,
+        prompt_salt: 0,
     };
     let baseline = current_bytes();
     let (tx, rx) = bounded(1 << 16);

@@ -44,11 +44,13 @@ fn http_config(url: &str, traffic: TrafficPlan, api: Api, concurrency: usize) ->
         request_timeout: Duration::from_secs(10),
         exact_output: true,
         chunk_usage: false,
+        chunk_timings: false,
         record_tokens: false,
         preconnect: false,
         reset_prefix_cache: false,
         shape: Default::default(),
         start_at: None,
+        prompt_salt: 0,
     }
 }
 

@@ -97,7 +97,10 @@ fn handle(
     conn.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut reader = BufReader::new(conn.try_clone()?);
     let mut request_line = String::new();
-    reader.read_line(&mut request_line)?;
+    // A connection closed before any request (one the client opened ahead and did not need).
+    if reader.read_line(&mut request_line)? == 0 {
+        return Ok(());
+    }
     let (mut length, mut auth) = (0usize, String::new());
     loop {
         let mut line = String::new();
@@ -284,11 +287,13 @@ fn config(url: &str, requests: u64) -> HttpConfig {
         request_timeout: Duration::from_secs(10),
         exact_output: true,
         chunk_usage: false,
+        chunk_timings: false,
         record_tokens: false,
         preconnect: true,
         reset_prefix_cache: false,
         shape: Default::default(),
         start_at: None,
+        prompt_salt: 0,
     }
 }
 

@@ -40,10 +40,12 @@ fn config(url: &str, api: Api, requests: u64) -> HttpConfig {
         request_timeout: Duration::from_secs(10),
         exact_output: true,
         chunk_usage: false,
+        chunk_timings: false,
         record_tokens: false,
         preconnect: true,
         reset_prefix_cache: false,
         start_at: None,
+        prompt_salt: 0,
         shape: Shape {
             batch: 1,
             ..Shape::default()

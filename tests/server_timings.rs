@@ -71,11 +71,13 @@ fn config(url: &str, concurrency: usize, requests: u64) -> HttpConfig {
         request_timeout: Duration::from_secs(20),
         exact_output: true,
         chunk_usage: false,
+        chunk_timings: false,
         record_tokens: false,
         preconnect: true,
         reset_prefix_cache: false,
         shape: Default::default(),
         start_at: None,
+        prompt_salt: 0,
     }
 }
 

@@ -487,11 +487,13 @@ fn the_http_engines_calibration() {
         request_timeout: Duration::from_secs(10),
         exact_output: true,
         chunk_usage: false,
+        chunk_timings: false,
         record_tokens: false,
         preconnect: true,
         reset_prefix_cache: false,
         shape: Default::default(),
         start_at: None,
+        prompt_salt: 0,
     };
     let (tx, rx) = bounded(1024);
     let (ctl, ctl_rx) = unbounded::<Control>();

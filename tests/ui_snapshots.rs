@@ -960,6 +960,7 @@ fn http_phases_on_a_key() {
                     connected_s: if new { 0.0085 } else { 0.0002 },
                     sent_s: Some(if new { 0.0088 } else { 0.0004 }),
                     first_byte_s: Some(if new { 0.011 } else { 0.0021 }),
+                    attempts: 1,
                 }),
                 ttst_s: Some(0.030 + 0.001 * (i % 3) as f64),
                 ..Default::default()

@@ -180,6 +180,17 @@ pub enum Notice {
     PrefixCacheReset(CacheReset),
     /// `--api auto` picked the API the run speaks.
     ApiPicked(ApiPicked),
+    /// Something the client saw a server do that shapes what is measured (it closes
+    /// connections after every response; its outputs carry no text), said once a run.
+    ServerNote(ServerNote),
+}
+
+/// What the client saw a server do, once: `what` names it for scripts (`closes-connections`,
+/// `empty-text`), `words` says it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServerNote {
+    pub what: String,
+    pub words: String,
 }
 
 /// The API `--api auto` picked, and what told it.

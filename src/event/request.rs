@@ -175,7 +175,9 @@ pub enum ConnectionUse {
     New,
     /// Kept alive after an earlier request.
     Reused,
-    /// Opened before the run's first timed request (`--preconnect`); this request was its first.
+    /// Opened ahead of this request, outside its time: before the run's first timed request
+    /// (preconnect), or as a spare for a server that closes after every response; this
+    /// request was its first.
     Preopened,
     /// Written by a newer version.
     #[serde(other)]
@@ -217,6 +219,18 @@ pub struct HttpPhases {
     /// The response's first byte came back (time to first byte).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_byte_s: Option<f64>,
+    /// Times the request was sent: more than once when a connection closed before any answer
+    /// came back (the phases above are of the last); 1 in records written before it was kept.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub attempts: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 /// A request that did not complete: never a latency sample, always counted.

@@ -25,6 +25,19 @@ pub enum EnginePlan {
 }
 
 impl EnginePlan {
+    /// The plan as cell `cell` of a sweep runs it: a server's made-up prompts are the cell's
+    /// own (`HttpConfig::prompt_salt`), so an earlier cell's prompts in the server's prefix
+    /// cache serve none of them.
+    pub fn in_cell(self, cell: usize) -> EnginePlan {
+        match self {
+            EnginePlan::Http(mut cfg) => {
+                cfg.prompt_salt = cell as u64 + 1;
+                EnginePlan::Http(cfg)
+            }
+            candle => candle,
+        }
+    }
+
     /// The engine `opts` ask for, checked: candle, or the http engine with `--endpoint`.
     pub fn of(opts: &RunOpts) -> Result<EnginePlan, Failure> {
         Ok(if opts.is_server() {
@@ -163,11 +176,13 @@ fn http_config(
         request_timeout: s.request_timeout,
         exact_output: !w.stop_at_eos,
         chunk_usage: s.chunk_usage,
+        chunk_timings: false,
         record_tokens: opts.output.record_tokens,
         preconnect: !s.no_preconnect,
         reset_prefix_cache: s.reset_prefix_cache,
         shape: shape(opts)?,
         start_at: None,
+        prompt_salt: 0,
     })
 }
 

@@ -451,6 +451,9 @@ impl Feeder {
                     RunEvent::ApiPicked(a) => {
                         Some(Event::Notice(Box::new(crate::event::Notice::ApiPicked(a))))
                     }
+                    RunEvent::ServerNote(n) => {
+                        Some(Event::Notice(Box::new(crate::event::Notice::ServerNote(n))))
+                    }
                     RunEvent::Other => None,
                 };
                 if let Some(ev) = event {

@@ -276,6 +276,8 @@ pub enum RunEvent {
     PrefixCacheReset(CacheReset),
     /// `--api auto` picked the run's API: `api`, `why`.
     ApiPicked(crate::event::ApiPicked),
+    /// What the client saw a server do, said once: `what`, `words`.
+    ServerNote(crate::event::ServerNote),
     /// An event this version does not know: kept in the count, otherwise skipped.
     #[serde(other)]
     Other,

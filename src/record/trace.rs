@@ -449,6 +449,11 @@ fn run_track(out: &mut Vec<TraceEvent>, g: &Gathered) {
                 format!("api: {}", a.api),
                 serde_json::to_value(a).unwrap_or_default(),
             )),
+            RunEvent::ServerNote(n) => marks.push(Mark::Instant(
+                t,
+                format!("server: {}", n.what),
+                serde_json::to_value(n).unwrap_or_default(),
+            )),
             RunEvent::WorkloadChanged { detail } => marks.push(Mark::Instant(
                 t,
                 format!(

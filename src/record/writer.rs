@@ -177,6 +177,7 @@ impl Recorder {
                     Notice::ModelLoaded(m) => RunEvent::ModelLoaded(m.clone()),
                     Notice::PrefixCacheReset(c) => RunEvent::PrefixCacheReset(c.clone()),
                     Notice::ApiPicked(a) => RunEvent::ApiPicked(a.clone()),
+                    Notice::ServerNote(n) => RunEvent::ServerNote(n.clone()),
                 }));
                 self.flush();
             }

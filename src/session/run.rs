@@ -276,12 +276,19 @@ fn headless(
         run.apply(&ev);
         if lines {
             print_line(&mut stdout.lock(), &ev, steps, t_s);
-        } else if let Event::Error {
-            message,
-            fatal: false,
-        } = &ev
-        {
-            say!("infertop: warning: {message}");
+        } else {
+            match &ev {
+                Event::Error {
+                    message,
+                    fatal: false,
+                } => say!("infertop: warning: {message}"),
+                Event::Notice(n) => {
+                    if let crate::event::Notice::ServerNote(note) = n.as_ref() {
+                        say!("infertop: note: {}", note.words);
+                    }
+                }
+                _ => {}
+            }
         }
     }
     if run.failed_requests > 0 {
@@ -320,6 +327,11 @@ pub(crate) fn print_line(out: &mut impl Write, ev: &Event, steps: bool, t_s: f64
             message,
             fatal: false,
         } => say!("infertop: warning: {message}"),
+        Event::Notice(n) => {
+            if let crate::event::Notice::ServerNote(note) = n.as_ref() {
+                say!("infertop: note: {}", note.words);
+            }
+        }
         _ => {}
     }
 }

@@ -189,6 +189,7 @@ fn cell_starter(cells: CellPlans) -> sweep::engine::StartCell {
                 Ok(CellHandle::job(done))
             }
             http => http
+                .in_cell(cell)
                 .spawn(None, tx, rx)
                 .map(CellHandle::thread)
                 .map_err(started),

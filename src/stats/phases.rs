@@ -221,6 +221,7 @@ mod tests {
                     connected_s: 0.001,
                     sent_s: Some(0.0015),
                     first_byte_s: Some(0.004),
+                    attempts: 1,
                 }),
                 ttst_s: Some(0.011),
                 ..Default::default()

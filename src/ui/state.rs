@@ -1202,6 +1202,7 @@ pub fn notice_words(n: &crate::event::Notice) -> String {
             c.seconds * 1e3
         ),
         Notice::ApiPicked(a) => format!("--api auto: {} ({})", a.api, a.why),
+        Notice::ServerNote(n) => n.words.clone(),
     }
 }
 

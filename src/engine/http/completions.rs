@@ -63,7 +63,7 @@ pub(super) async fn run(
         let wake = schedule.wake(tasks.len(), &cfg, inbox);
         tokio::select! {
             Some(joined) = tasks.join_next(), if !tasks.is_empty() => {
-                ended(joined, &cfg, &mut schedule, tx);
+                ended(joined, &shared, &cfg, &mut schedule, tx);
             }
             _ = tokio::time::sleep_until(wake.into()) => {}
             _ = inbox.arrived() => {}
@@ -75,6 +75,7 @@ pub(super) async fn run(
 /// A request's task ended: its result as an event, its outcome to the scheduler.
 fn ended(
     joined: Result<Task, tokio::task::JoinError>,
+    shared: &Shared,
     cfg: &HttpConfig,
     schedule: &mut Scheduler,
     tx: &Events,
@@ -92,9 +93,11 @@ fn ended(
             return;
         }
     };
+    super::say_news(&shared.pool, tx);
     match result {
         Ok(m) => {
             schedule.ended(1, 0, None, cfg);
+            super::say_output_notes(shared, launched.index, &m);
             let done = request_done(cfg.record_tokens, &launched, m);
             let _ = tx.send(Event::RequestDone(Box::new(done)));
         }
@@ -138,6 +141,7 @@ fn launch(
         output_tokens,
         exact_output: cfg.exact_output,
         chunk_usage: cfg.chunk_usage,
+        chunk_timings: cfg.chunk_timings,
         tools: what.tools,
         inputs: what.inputs,
     };

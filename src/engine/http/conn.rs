@@ -9,6 +9,18 @@
 //! connection opened while a request waited for it is that request's: its record says `new`, and
 //! its connect is inside its TTFT, as it was.
 //!
+//! Servers close connections when they like: after an idle while, after some number of requests,
+//! or after every streamed response while answering `Keep-Alive` (upstream llama.cpp's server
+//! does). So a request whose connection closed before any byte of an answer came back goes again
+//! on a new connection (`MAX_ATTEMPTS` in all), whatever kind the first one was, and its record
+//! says how many times it went. A server seen closing its kept connections before their next
+//! request while it never carried a second one (`Keeping`) closes after every response: from
+//! then on nothing is kept for it, and when a response ends a spare connection is opened in its
+//! place, so that the next request finds one open (`preopened`) and its connect stays out of its
+//! TTFT, as on a server that keeps connections. The spare is opened when the server has just
+//! closed the last one, so the server never holds more connections than requests in flight
+//! plus those spares. The pool says so once (`news`).
+//!
 //! Only the streamed completions go through here; the model list and `/tokenize` use reqwest.
 
 use std::collections::HashMap;
@@ -30,6 +42,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 pub use crate::event::ConnectionUse;
+use crate::event::ServerNote;
 use crate::util::error_line;
 
 /// Where a connection goes: requests to one origin share its kept connections.
@@ -99,6 +112,8 @@ pub struct Exchange {
     pub written: Option<Instant>,
     /// The first byte of the response came back.
     pub first_byte: Option<Instant>,
+    /// Times the request was sent: more than one when a connection closed before answering.
+    pub attempts: u32,
 }
 
 /// When a connection's request was written and its response's first byte read. Set by the
@@ -108,6 +123,10 @@ struct Marks {
     /// A request was written and no byte has come back since.
     awaiting: AtomicBool,
     times: Mutex<(Option<Instant>, Option<Instant>)>,
+    /// When its last response ended and it was kept idle (cleared when it is taken).
+    idle_since: Mutex<Option<Instant>>,
+    /// Its close was counted as one right after a response (`Pool::closed_at_once`), once.
+    counted: AtomicBool,
 }
 
 impl Marks {
@@ -138,6 +157,20 @@ impl Marks {
 
     fn get(&self) -> (Option<Instant>, Option<Instant>) {
         self.times.lock().map(|t| *t).unwrap_or((None, None))
+    }
+
+    fn set_idle(&self, since: Option<Instant>) {
+        if let Ok(mut idle) = self.idle_since.lock() {
+            *idle = since;
+        }
+    }
+
+    /// Whether the connection closed within `CLOSED_AT_ONCE` of its last response's end while
+    /// it was kept idle, counted once however many look at it.
+    fn closed_at_once(&self, now: Instant) -> bool {
+        let idle = self.idle_since.lock().ok().and_then(|i| *i);
+        idle.is_some_and(|t| now.saturating_duration_since(t) < CLOSED_AT_ONCE)
+            && !self.counted.swap(true, Ordering::AcqRel)
     }
 }
 
@@ -256,16 +289,59 @@ pub struct SendError {
 /// Connections `Pool::preopen` opens at a time.
 const PREOPEN_AT_ONCE: usize = 32;
 
+/// Times one request is sent at most when its connections close before answering: a server
+/// that closes every connection it accepts unanswered is not asked forever.
+pub const MAX_ATTEMPTS: u32 = 3;
+
+/// Kept connections found closed this soon after their response ended were closed by the
+/// server because the response ended (not by an idle timeout, which takes seconds).
+const CLOSED_AT_ONCE: Duration = Duration::from_secs(1);
+
+/// Kept connections found closed at once, with none ever carrying a second request, before
+/// the pool takes the server for one that closes after every response.
+const CLOSES_AFTER: u64 = 2;
+
+/// How long a request waits for a spare being opened before opening its own.
+const SPARE_WAIT: Duration = Duration::from_secs(5);
+
+/// What the pool has seen of how one origin keeps connections.
+#[derive(Default)]
+struct Keeping {
+    /// Requests answered on a connection that had carried one before: the server keeps them.
+    reused_ok: u64,
+    /// Kept connections the server closed as soon as their response ended, found when taken
+    /// or when the next request on them went unanswered.
+    closed_at_once: u64,
+    /// The server closes after every response: nothing is kept for it, and a spare is opened
+    /// in the place of each connection it closed.
+    closes: bool,
+    /// Spares being opened now.
+    opening: usize,
+    /// Told when a spare is ready (or failed to open).
+    ready: Arc<tokio::sync::Notify>,
+}
+
 /// The engine's kept connections, per origin.
 #[derive(Default)]
 pub struct Pool {
     idle: Mutex<HashMap<Origin, Vec<Conn>>>,
+    keeping: Mutex<HashMap<Origin, Keeping>>,
+    /// Open a spare when a server closes after every response (off: `--no-preconnect`, each
+    /// request pays its own connect, as a new client's would).
+    spares: bool,
+    /// What the pool learnt of a server and has not said yet.
+    news: Mutex<Vec<ServerNote>>,
     tls: OnceLock<Result<tokio_rustls::TlsConnector, String>>,
 }
 
 impl Pool {
-    pub fn new() -> Pool {
-        Pool::default()
+    /// A pool; `spares`: open a connection ahead of the next request for a server that closes
+    /// after every response.
+    pub fn new(spares: bool) -> Pool {
+        Pool {
+            spares,
+            ..Pool::default()
+        }
     }
 
     /// Connections kept idle for `origin` now.
@@ -273,6 +349,21 @@ impl Pool {
         self.idle
             .lock()
             .map_or(0, |m| m.get(origin).map_or(0, Vec::len))
+    }
+
+    /// Whether the pool takes `origin` for a server that closes after every response.
+    pub fn closes_after_each(&self, origin: &Origin) -> bool {
+        self.keeping
+            .lock()
+            .is_ok_and(|k| k.get(origin).is_some_and(|k| k.closes))
+    }
+
+    /// What the pool learnt of the servers since it was last asked, each said once.
+    pub fn news(&self) -> Vec<ServerNote> {
+        self.news
+            .lock()
+            .map(|mut n| std::mem::take(&mut *n))
+            .unwrap_or_default()
     }
 
     /// Opens `n` connections to `origin`, before anything is timed, and keeps them for the
@@ -307,23 +398,49 @@ impl Pool {
         count
     }
 
+    /// Waits while a spare is being opened for `origin` and none is idle (at most
+    /// `SPARE_WAIT`), so that a closed loop's next request starts its clock on an open
+    /// connection, as it would on a server that keeps them.
+    pub async fn spare_ready(&self, origin: &Origin) {
+        let deadline = Instant::now() + SPARE_WAIT;
+        loop {
+            let ready = {
+                let Ok(keeping) = self.keeping.lock() else {
+                    return;
+                };
+                match keeping.get(origin) {
+                    Some(k) if k.opening > 0 && self.idle(origin) == 0 => k.ready.clone(),
+                    _ => return,
+                }
+            };
+            let notified = ready.notified();
+            // Looked at again once registered, so a spare ready in between is not missed.
+            if self.idle(origin) > 0 {
+                return;
+            }
+            if tokio::time::timeout_at(deadline.into(), notified)
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+
     /// Sends `req` to `origin` on a kept connection, or on a new one, and waits for the head of
-    /// the response. A kept connection the server closed while it was idle (the request never
-    /// got an answer's first byte) is retried once on a new one, which the record then shows.
+    /// the response. A request whose connection closed before any byte of an answer came back
+    /// goes again on a new connection, up to `MAX_ATTEMPTS` times in all; the exchange says how
+    /// many times it went.
     pub async fn send(
-        &self,
+        self: &Arc<Pool>,
         origin: &Origin,
         req: Request<Full<Bytes>>,
     ) -> Result<(Response<Incoming>, Lease, Exchange), SendError> {
-        let mut req = Some(req);
+        let mut attempts = 0;
         let mut fresh_only = false;
         loop {
-            let Some(request) = req.take() else {
-                return Err(SendError {
-                    reason: "the request could not be sent".into(),
-                    connecting: false,
-                });
-            };
+            attempts += 1;
+            let request = copy_of(&req);
             let kept = if fresh_only {
                 None
             } else {
@@ -345,6 +462,9 @@ impl Pool {
             conn.used += 1;
             match conn.sender.try_send_request(request).await {
                 Ok(resp) => {
+                    if how == ConnectionUse::Reused {
+                        self.keeping(origin, |k| k.reused_ok += 1);
+                    }
                     let (written, first_byte) = conn.marks.get();
                     let exchange = Exchange {
                         how,
@@ -352,6 +472,7 @@ impl Pool {
                         connected,
                         written,
                         first_byte,
+                        attempts,
                     };
                     let lease = Lease {
                         conn,
@@ -359,55 +480,154 @@ impl Pool {
                     };
                     return Ok((resp, lease, exchange));
                 }
-                Err(mut e) => {
+                Err(e) => {
                     let answered = conn.marks.get().1.is_some();
-                    let retry = how != ConnectionUse::New
-                        && !answered
-                        && (e.error().is_canceled() || e.error().is_incomplete_message());
-                    if retry {
-                        // Never answered: it goes again, once, on a connection of its own.
-                        req = e.take_message().or(req);
-                        if req.is_some() {
-                            fresh_only = true;
-                            continue;
-                        }
+                    if answered || !closed_unanswered(e.error()) || attempts >= MAX_ATTEMPTS {
+                        let again = if attempts > 1 {
+                            format!(" (sent {attempts} times)")
+                        } else {
+                            String::new()
+                        };
+                        return Err(SendError {
+                            reason: format!("{}{again}", error_line(e.error(), false)),
+                            connecting: false,
+                        });
                     }
-                    return Err(SendError {
-                        reason: error_line(e.error(), false),
-                        connecting: false,
-                    });
+                    if conn.marks.closed_at_once(Instant::now()) {
+                        self.closed_at_once(origin);
+                    }
+                    // Never answered: it goes again, on a connection of its own.
+                    fresh_only = true;
                 }
             }
         }
     }
 
-    /// Keeps a connection whose response was read to the end for the next request.
-    pub fn give_back(&self, lease: Lease) {
-        if lease.conn.sender.is_closed() {
+    /// A request's response ended: its connection is kept for the next request, unless the
+    /// server said it closes it (`Connection: close`), the connection closed already, or the
+    /// server closes after every response; then a spare takes its place where the pool opens
+    /// spares.
+    pub fn finished(self: &Arc<Pool>, lease: Lease, server_closes: bool) {
+        let origin = lease.origin.clone();
+        if server_closes {
+            drop(lease);
+            // Counted; a spare takes its place once the server is known to close them all.
+            self.closed_at_once(&origin);
+        } else if self.closes_after_each(&origin) {
+            drop(lease);
+            self.open_spare(&origin);
+        } else {
+            self.give_back(lease);
+        }
+    }
+
+    /// Opens a connection for the next request to `origin`, in the background.
+    fn open_spare(self: &Arc<Pool>, origin: &Origin) {
+        if !self.spares {
             return;
         }
+        let ready = match self.keeping.lock() {
+            Ok(mut k) => {
+                let k = k.entry(origin.clone()).or_default();
+                k.opening += 1;
+                k.ready.clone()
+            }
+            Err(_) => return,
+        };
+        let (pool, origin) = (self.clone(), origin.clone());
+        tokio::spawn(async move {
+            let opened = tokio::time::timeout(SPARE_WAIT, pool.open(&origin)).await;
+            if let Ok(Ok(mut conn)) = opened {
+                conn.preopened = true;
+                if let Ok(mut idle) = pool.idle.lock() {
+                    idle.entry(origin.clone()).or_default().push(conn);
+                }
+            }
+            pool.keeping(&origin, |k| k.opening = k.opening.saturating_sub(1));
+            ready.notify_waiters();
+        });
+    }
+
+    /// A kept connection the server closed as soon as its response ended: after
+    /// `CLOSES_AFTER` of them, with none ever carrying a second request, the server is taken
+    /// for one that closes after every response, and the pool says so once. From then on each
+    /// such close is replaced by a spare.
+    fn closed_at_once(self: &Arc<Pool>, origin: &Origin) {
+        let spares = self.spares;
+        let (said, closes) = self
+            .keeping(origin, |k| {
+                k.closed_at_once += 1;
+                let now = !k.closes && k.reused_ok == 0 && k.closed_at_once >= CLOSES_AFTER;
+                if now {
+                    k.closes = true;
+                }
+                (now, k.closes)
+            })
+            .unwrap_or((false, false));
+        if closes {
+            self.open_spare(origin);
+        }
+        if said {
+            let what = if spares {
+                "a connection is opened ahead of each request instead, out of its time (--no-preconnect: each request opens its own inside its TTFT, as a new client would)"
+            } else {
+                "so each request opens its own, and its connect is in its TTFT (--no-preconnect)"
+            };
+            if let Ok(mut news) = self.news.lock() {
+                news.push(ServerNote {
+                    what: "closes-connections".into(),
+                    words: format!(
+                        "{} closes its connection after every response (it keeps none for a next request); {what}",
+                        origin.host_header()
+                    ),
+                });
+            }
+        }
+    }
+
+    fn keeping<T>(&self, origin: &Origin, f: impl FnOnce(&mut Keeping) -> T) -> Option<T> {
+        let mut k = self.keeping.lock().ok()?;
+        Some(f(k.entry(origin.clone()).or_default()))
+    }
+
+    /// Keeps a connection whose response was read to the end for the next request.
+    fn give_back(self: &Arc<Pool>, lease: Lease) {
+        if lease.conn.sender.is_closed() {
+            // Closed by the server as its response ended.
+            if !lease.conn.marks.counted.swap(true, Ordering::AcqRel) {
+                self.closed_at_once(&lease.origin);
+            }
+            return;
+        }
+        // The connection's own task counts it if the server closes it now (`open`).
+        lease.conn.marks.set_idle(Some(Instant::now()));
         if let Ok(mut idle) = self.idle.lock() {
             idle.entry(lease.origin).or_default().push(lease.conn);
         }
     }
 
     /// The most recently used idle connection that is still open, once it is ready (a fresh
-    /// one is, as soon as the task driving it has run once).
-    async fn take(&self, origin: &Origin) -> Option<Conn> {
+    /// one is, as soon as the task driving it has run once). One the server closed as soon as
+    /// its response ended is counted (`closed_at_once`).
+    async fn take(self: &Arc<Pool>, origin: &Origin) -> Option<Conn> {
         loop {
             let mut conn = {
                 let mut idle = self.idle.lock().ok()?;
                 idle.get_mut(origin)?.pop()?
             };
             if !conn.sender.is_closed() && conn.sender.ready().await.is_ok() {
+                conn.marks.set_idle(None);
                 return Some(conn);
+            }
+            if conn.marks.closed_at_once(Instant::now()) {
+                self.closed_at_once(origin);
             }
         }
     }
 
     /// Opens a connection: the name lookup, the TCP connect (each address in turn), the TLS
     /// handshake, each timed.
-    async fn open(&self, origin: &Origin) -> Result<Conn, String> {
+    async fn open(self: &Arc<Pool>, origin: &Origin) -> Result<Conn, String> {
         let t0 = Instant::now();
         let (addrs, dns): (Vec<SocketAddr>, Option<Duration>) = match origin.host.parse::<IpAddr>()
         {
@@ -454,9 +674,17 @@ impl Pool {
         let (sender, connection) = http1::handshake(io)
             .await
             .map_err(|e| error_line(&e, false))?;
-        // Driven on its own task until either side closes it.
+        // Driven on its own task until either side closes it. A server that closes a connection
+        // kept idle right after its response is told to the pool as soon as it does, not when
+        // the next request finds it closed: with two such, the next requests find spares.
+        let (pool, watched, at) = (Arc::downgrade(self), marks.clone(), origin.clone());
         tokio::spawn(async move {
             let _ = connection.await;
+            if watched.closed_at_once(Instant::now()) {
+                if let Some(pool) = pool.upgrade() {
+                    pool.closed_at_once(&at);
+                }
+            }
         });
         Ok(Conn {
             sender,
@@ -491,8 +719,43 @@ impl Pool {
     }
 }
 
+/// A copy of a request, to send again: its body is shared bytes.
+fn copy_of(req: &Request<Full<Bytes>>) -> Request<Full<Bytes>> {
+    let mut copy = Request::new(req.body().clone());
+    *copy.method_mut() = req.method().clone();
+    *copy.uri_mut() = req.uri().clone();
+    *copy.version_mut() = req.version();
+    *copy.headers_mut() = req.headers().clone();
+    copy
+}
+
+/// Whether a send failed because its connection closed (or was reset) before the request was
+/// answered: the server never took it up, so it may go again.
+fn closed_unanswered(e: &hyper::Error) -> bool {
+    if e.is_canceled() || e.is_incomplete_message() || e.is_closed() {
+        return true;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind::{
+                BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof,
+            };
+            return matches!(
+                io.kind(),
+                BrokenPipe | ConnectionAborted | ConnectionReset | UnexpectedEof
+            );
+        }
+        source = s.source();
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+    use http_body_util::BodyExt;
+
     use super::*;
 
     #[test]
@@ -510,5 +773,119 @@ mod tests {
         let o = Origin::of(&Url::parse("http://[::1]:80/").unwrap()).unwrap();
         assert_eq!(o.host_header(), "[::1]");
         assert_eq!(o.host, "::1");
+    }
+
+    /// A server on loopback that answers each request with `Keep-Alive` and a short body,
+    /// then closes the connection (as upstream llama.cpp's server does after a stream), or
+    /// with `drop_first` closes the first connection it accepts without answering. Returns its
+    /// origin and the count of connections it accepted.
+    async fn closing_server(drop_first: bool) -> (Origin, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::AtomicUsize;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let n = count.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    let mut got = Vec::new();
+                    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => got.extend_from_slice(&buf[..k]),
+                        }
+                    }
+                    if drop_first && n == 0 {
+                        return;
+                    }
+                    let answer = "HTTP/1.1 200 OK\r\nKeep-Alive: timeout=5, max=100\r\nContent-Length: 2\r\n\r\nok";
+                    let _ = s.write_all(answer.as_bytes()).await;
+                    let _ = s.shutdown().await;
+                });
+            }
+        });
+        let origin = Origin {
+            tls: false,
+            host: "127.0.0.1".into(),
+            port,
+        };
+        (origin, accepted)
+    }
+
+    fn request(origin: &Origin) -> Request<Full<Bytes>> {
+        Request::post("/v1/completions")
+            .header(hyper::header::HOST, origin.host_header())
+            .header(hyper::header::CONTENT_LENGTH, 2)
+            .body(Full::new(Bytes::from_static(b"{}")))
+            .unwrap()
+    }
+
+    /// Sends `n` requests one after another, each read to its end: how each got its connection.
+    async fn one_after_another(
+        pool: &Arc<Pool>,
+        origin: &Origin,
+        n: usize,
+    ) -> Vec<(ConnectionUse, u32)> {
+        let mut seen = Vec::new();
+        for _ in 0..n {
+            pool.spare_ready(origin).await;
+            let (resp, lease, x) = pool.send(origin, request(origin)).await.unwrap();
+            let body = resp.into_body().collect().await.unwrap().to_bytes();
+            assert_eq!(&body[..], b"ok");
+            pool.finished(lease, false);
+            seen.push((x.how, x.attempts));
+        }
+        seen
+    }
+
+    /// A server that closes after every response while answering `Keep-Alive`: no request
+    /// fails; after two the pool knows, says so once, and each later request finds a
+    /// connection opened ahead of it.
+    #[tokio::test]
+    async fn a_server_closing_after_each_response_gets_spares() {
+        let (origin, _) = closing_server(false).await;
+        let pool = Arc::new(Pool::new(true));
+        let seen = one_after_another(&pool, &origin, 8).await;
+        assert!(pool.closes_after_each(&origin));
+        let news = pool.news();
+        assert_eq!(news.len(), 1, "{news:?}");
+        assert_eq!(news[0].what, "closes-connections");
+        assert!(pool.news().is_empty(), "said once");
+        // The first one or two open their own (or go again when a kept one is found closed);
+        // from the third on, a spare.
+        assert!(
+            seen[3..]
+                .iter()
+                .all(|&s| s == (ConnectionUse::Preopened, 1)),
+            "{seen:?}"
+        );
+    }
+
+    /// Without spares (`--no-preconnect`) each request opens its own; none fails.
+    #[tokio::test]
+    async fn without_spares_each_request_opens_its_own() {
+        let (origin, accepted) = closing_server(false).await;
+        let pool = Arc::new(Pool::new(false));
+        let seen = one_after_another(&pool, &origin, 6).await;
+        assert!(
+            seen[2..].iter().all(|&(how, _)| how == ConnectionUse::New),
+            "{seen:?}"
+        );
+        assert_eq!(accepted.load(Ordering::SeqCst), 6);
+        assert!(pool.news()[0].words.contains("each request opens its own"));
+    }
+
+    /// A new connection closed before any answer: the request goes again on another, and
+    /// says it went twice.
+    #[tokio::test]
+    async fn a_request_whose_connection_closed_unanswered_goes_again() {
+        let (origin, accepted) = closing_server(true).await;
+        let pool = Arc::new(Pool::new(true));
+        let seen = one_after_another(&pool, &origin, 1).await;
+        assert_eq!(seen, [(ConnectionUse::New, 2)]);
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
     }
 }

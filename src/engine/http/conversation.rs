@@ -257,6 +257,7 @@ async fn converse(
                 output_tokens,
                 exact_output: cfg.exact_output,
                 chunk_usage: cfg.chunk_usage,
+                chunk_timings: cfg.chunk_timings,
                 tools: tools.clone(),
                 inputs: Vec::new(),
             };
@@ -288,6 +289,7 @@ async fn converse(
                 }),
                 model: model.clone(),
             };
+            super::say_news(&shared.pool, &shared.events);
             let m = match result {
                 Ok(m) => m,
                 Err(f) => {
@@ -311,6 +313,7 @@ async fn converse(
                     return end;
                 }
             };
+            super::say_output_notes(&shared, index, &m);
             let reply = m.answer.clone();
             let calls = m.tool_calls.clone();
             let called =

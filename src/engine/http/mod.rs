@@ -27,6 +27,7 @@ mod conversation;
 mod events;
 pub mod parts;
 pub mod probe;
+mod reading;
 pub mod request;
 mod schedule;
 pub mod sse;
@@ -126,6 +127,9 @@ pub struct HttpConfig {
     /// Ask for the running usage in every chunk (`--chunk-usage`), so a chunk of several tokens
     /// (speculative decoding) is recorded with its count.
     pub chunk_usage: bool,
+    /// Ask for the server's timings in every chunk (llama.cpp's `timings_per_token`): set when
+    /// `/v1/models` says the server is llama.cpp's, so tokens of empty text are counted.
+    pub chunk_timings: bool,
     pub record_tokens: bool,
     /// Open the connections the first requests will use before the first one is timed
     /// (`--no-preconnect` turns it off), so the first wave pays no connect storm; see
@@ -140,6 +144,11 @@ pub struct HttpConfig {
     pub start_at: Option<SystemTime>,
     /// What requests carry beyond their prompt and lengths: tools, several models, a batch.
     pub shape: Shape,
+    /// Mixed into every made-up prompt's text (not its length): a sweep's cell k sends texts
+    /// of its own, so no cell is served from the prefix cache an earlier cell filled with the
+    /// same prompts (a server's prompt cache made a probe's first requests fast and its TTFT
+    /// "grow" through it). 0 for a run.
+    pub prompt_salt: u64,
 }
 
 /// What requests carry beyond their prompt and lengths, planned from the flags.
@@ -435,6 +444,8 @@ struct Shared {
     api_key: Option<String>,
     timeout: Duration,
     events: Events,
+    /// What the run has said of its outputs (`say_output_notes`).
+    said: Said,
 }
 
 async fn run(
@@ -466,7 +477,7 @@ async fn drive(mut cfg: HttpConfig, tx: &Events, inbox: &mut Inbox) -> Result<St
         .pool_max_idle_per_host(cfg.in_flight_cap().min(4096))
         .build()
         .map_err(|e| format!("cannot build the http client: {}", request::describe(e)))?;
-    let pool = Arc::new(conn::Pool::new());
+    let pool = Arc::new(conn::Pool::new(cfg.preconnect));
     // The server found out and the first connections opened, or a stop meanwhile: a server
     // that answers slowly (or a listen queue that drops SYNs) must not hold a Ctrl-C.
     let prepared = async {
@@ -507,6 +518,7 @@ async fn drive(mut cfg: HttpConfig, tx: &Events, inbox: &mut Inbox) -> Result<St
         api_key: cfg.api_key.clone(),
         timeout: cfg.request_timeout,
         events: tx.clone(),
+        said: Said::default(),
     });
     // Dropped (and so stopped) when the run returns.
     let mut probe = JoinSet::new();
@@ -517,6 +529,59 @@ async fn drive(mut cfg: HttpConfig, tx: &Events, inbox: &mut Inbox) -> Result<St
     } else {
         completions::run(cfg, shared, model, tx, inbox).await
     }
+}
+
+/// What the connection pool learnt of the servers, said once each (before the result of the
+/// request that showed it).
+fn say_news(pool: &conn::Pool, tx: &Events) {
+    for note in pool.news() {
+        let _ = tx.send(Event::Notice(Box::new(Notice::ServerNote(note))));
+    }
+}
+
+/// What a completed request shows of how its server streams, said once a run each: tokens
+/// whose text was empty (special tokens the server leaves out of its text), and tokens sent only
+/// at the stream's end (none as they were generated).
+fn say_output_notes(shared: &Shared, index: u64, m: &Measured) {
+    use std::sync::atomic::Ordering;
+    let generated = m.usage_completion_tokens.unwrap_or(0).max(m.content_chunks);
+    if m.inputs > 0 || generated == 0 {
+        return;
+    }
+    let note = if generated > 1 && m.content_chunks <= 1 {
+        if shared.said.unstreamed.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        crate::event::ServerNote {
+            what: "unstreamed".into(),
+            words: format!(
+                "the server sent request {index}'s {generated} tokens only at the end of its stream, none as they were generated (text it held back: bytes of a character never made whole, or a server that does not stream): its TTFT is the stream's end, as its client saw it, and it has no TPOT"
+            ),
+        }
+    } else if m.text.is_empty() {
+        if shared.said.empty_text.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        crate::event::ServerNote {
+            what: "empty-text".into(),
+            words: format!(
+                "the server generated {generated} tokens with no text for request {index} (special tokens it leaves out of its text?); they are tokens, counted chunk by chunk from what the server says of them ({} chunks), not failures",
+                m.content_chunks
+            ),
+        }
+    } else {
+        return;
+    };
+    let _ = shared
+        .events
+        .send(Event::Notice(Box::new(Notice::ServerNote(note))));
+}
+
+/// The notes a run has said (`say_output_notes`).
+#[derive(Default)]
+struct Said {
+    empty_text: std::sync::atomic::AtomicBool,
+    unstreamed: std::sync::atomic::AtomicBool,
 }
 
 /// A stop that arrives while the run prepares (its other controls wait for the loop).
@@ -607,18 +672,13 @@ async fn discover(
             why: why.clone(),
         }))));
     }
-    let first = &cfg.endpoints[0];
-    let has_dataset = cfg
-        .traffic
-        .source
-        .as_deref()
-        .is_some_and(|s| matches!(s, RequestSource::Dataset(_)));
-    let wants_list = cfg.served_model.is_none() || has_dataset;
-    let listed = if wants_list {
-        request::first_model(client, first, cfg.api, cfg.api_key.as_deref()).await
-    } else {
-        Err("not asked".to_string())
-    };
+    let first = cfg.endpoints[0].clone();
+    // Listed even with --served-model: it says which server this is (and so what it counts
+    // per chunk) and how long a prompt it takes; a server without the list is then no error.
+    let listed = request::first_model(client, &first, cfg.api, cfg.api_key.as_deref()).await;
+    if let Ok(served) = &listed {
+        ask_counts_of(cfg, served.owned_by.as_deref());
+    }
     let model = match (&cfg.served_model, &listed) {
         (Some(m), _) => m.clone(),
         (None, Ok(served)) => served.id.clone(),
@@ -644,6 +704,19 @@ async fn discover(
         cfg.traffic.fit(max)?;
     }
     Ok(model)
+}
+
+/// What a server known by its `/v1/models` `owned_by` is asked to send with every chunk so that
+/// each chunk's tokens are counted, text or none: vLLM and SGLang their running usage
+/// (`continuous_usage_stats`), llama.cpp's server its timings (`timings_per_token`, whose
+/// `predicted_n` runs). Another server is asked nothing it might refuse (`--chunk-usage` asks
+/// any for the usage).
+fn ask_counts_of(cfg: &mut HttpConfig, owned_by: Option<&str>) {
+    match owned_by.map(str::to_ascii_lowercase).as_deref() {
+        Some("vllm" | "sglang") => cfg.chunk_usage = true,
+        Some("llamacpp") => cfg.chunk_timings = true,
+        _ => {}
+    }
 }
 
 /// What one request sends: its prompt (text, or chat messages as written), its tools, a
@@ -743,12 +816,12 @@ fn one_prompt(cfg: &HttpConfig, index: u64) -> WhatToSend {
     let (prompt, prompt_tokens, exact) = match (given, words) {
         (Some(t), _) => (t.text.clone(), t.tokens, t.exact),
         (None, Some(words)) => (
-            words.prompt(made_up_tokens, rng.next_u64()),
+            words.prompt(made_up_tokens, salted(rng.next_u64(), cfg.prompt_salt)),
             made_up_tokens,
             true,
         ),
         (None, None) => (
-            request::approximate_prompt(made_up_tokens, rng.next_u64()),
+            request::approximate_prompt(made_up_tokens, salted(rng.next_u64(), cfg.prompt_salt)),
             made_up_tokens,
             false,
         ),
@@ -764,6 +837,15 @@ fn one_prompt(cfg: &HttpConfig, index: u64) -> WhatToSend {
         exact,
         output_tokens,
         ..WhatToSend::default()
+    }
+}
+
+/// A made-up prompt's text seed with `salt` mixed in (unchanged with no salt).
+fn salted(seed: u64, salt: u64) -> u64 {
+    if salt == 0 {
+        seed
+    } else {
+        crate::traffic::request_seed(seed, salt)
     }
 }
 
@@ -844,7 +926,10 @@ fn request_done(record_tokens: bool, launched: &Launched, m: Measured) -> Reques
         prompt_tokens,
         output_tokens,
         ttft_s: m.ttft_s,
-        tpot_s: (output_tokens > 1).then(|| (m.e2e_s - m.ttft_s) / (output_tokens - 1) as f64),
+        // Tokens that all came in one chunk (or only in the final count) came at no known
+        // times of their own: no TPOT.
+        tpot_s: (output_tokens > 1 && m.content_chunks > 1)
+            .then(|| (m.e2e_s - m.ttft_s) / (output_tokens - 1) as f64),
         e2e_s: m.e2e_s,
         gpu_ttft_s: None,
         gpu_decode_s: None,
@@ -930,10 +1015,12 @@ mod tests {
             request_timeout: Duration::from_secs(1),
             exact_output: true,
             chunk_usage: false,
+            chunk_timings: false,
             record_tokens: false,
             preconnect: true,
             reset_prefix_cache: false,
             start_at: None,
+            prompt_salt: 0,
             shape: Default::default(),
         }
     }

@@ -3,6 +3,7 @@
 //! and the HTTP phases before the first token (see `conn`). Every way it can go wrong becomes a
 //! `RequestError` with a one-line reason.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -13,7 +14,7 @@ use serde_json::Value;
 
 use super::api::{self, Api, Ask, ToolCall};
 use super::conn::{Exchange, Origin, Pool};
-use super::parts::Tally;
+use super::reading::Reading;
 use super::sse::{excerpt, Data, SseLines};
 use crate::event::{HttpPhases, OutputParts};
 
@@ -120,7 +121,7 @@ pub struct RequestError {
 }
 
 impl RequestError {
-    fn new(reason: impl Into<String>) -> RequestError {
+    pub(super) fn new(reason: impl Into<String>) -> RequestError {
         RequestError {
             reason: reason.into(),
             status: None,
@@ -162,7 +163,7 @@ pub enum Start {
 /// dashboard sees a long stream live.
 #[allow(clippy::too_many_arguments)]
 pub async fn measure(
-    pool: &Pool,
+    pool: &Arc<Pool>,
     endpoint: &Endpoint,
     api_key: Option<&str>,
     ask: &Ask,
@@ -189,7 +190,7 @@ pub async fn measure(
 }
 
 async fn stream(
-    pool: &Pool,
+    pool: &Arc<Pool>,
     endpoint: &Endpoint,
     api_key: Option<&str>,
     ask: &Ask,
@@ -197,14 +198,20 @@ async fn stream(
     progress: &mut Progress,
     mut on_token: impl FnMut(Token),
 ) -> Result<Measured, RequestError> {
-    let (scheduled, due) = match start {
-        Start::Due(due) => (due, due),
-        Start::Launched(launched) => (Instant::now(), launched),
-    };
     let path = ask.api.path();
     let body = serde_json::to_vec(&ask.body()).map_err(|e| RequestError::new(e.to_string()))?;
     let url = endpoint.url(path);
     let origin = Origin::of(&url).map_err(RequestError::new)?;
+    let (scheduled, due) = match start {
+        Start::Due(due) => (due, due),
+        Start::Launched(launched) => {
+            // A closed loop's request starts its clock on an open connection when one is being
+            // opened for it (a server that closes after every response): the wait is the
+            // client's, its send delay.
+            pool.spare_ready(&origin).await;
+            (Instant::now(), launched)
+        }
+    };
     let req = post(
         &url,
         &origin,
@@ -255,24 +262,19 @@ async fn stream(
         });
     }
 
-    let mut out = Measured {
+    let out = Measured {
         send_delay_s: sent.saturating_duration_since(due).as_secs_f64(),
         http: Some(phases(&exchange, since)),
         ..Measured::default()
     };
     if !ask.api.streams() {
         let out = whole_body(&mut body, ask, out, since).await?;
-        if !closes {
-            pool.give_back(lease);
-        }
+        pool.finished(lease, closes);
         return Ok(out);
     }
-    let mut tally = Tally::default();
+    let mut reading = Reading::new(scheduled, ask.chunk_usage || ask.chunk_timings, out);
     let mut sse = SseLines::new();
     let mut payloads = Vec::new();
-    let mut first: Option<Instant> = None; // the first content chunk
-    let mut last: Option<Instant> = None;
-    let mut done: Option<Instant> = None;
     let mut end: Instant;
     loop {
         let next = body.frame().await;
@@ -293,7 +295,7 @@ async fn stream(
             Some(Err(e)) => {
                 return Err(RequestError::new(format!(
                     "stream cut after {} content chunks: {}",
-                    out.content_chunks,
+                    reading.token_chunks(),
                     crate::util::error_line(&e, false)
                 )))
             }
@@ -301,108 +303,25 @@ async fn stream(
         for payload in payloads.drain(..) {
             let json = match payload {
                 Data::Done => {
-                    done.get_or_insert(end);
+                    reading.done(end);
                     continue;
                 }
                 // Anything after [DONE] is not part of the measurement.
-                Data::Json(_) if done.is_some() => continue,
+                Data::Json(_) if reading.is_done() => continue,
                 Data::Json(j) => j,
             };
             let chunk = api::decode(ask.api, &json).map_err(RequestError::new)?;
-            if chunk.done {
-                done.get_or_insert(end);
+            if let Some(token) = reading.chunk(&chunk, end) {
+                progress.content_chunks = reading.token_chunks();
+                on_token(token);
             }
-            if chunk.reasoning_tokens.is_some() {
-                tally.usage_reasoning_tokens = chunk.reasoning_tokens;
-            }
-            if chunk.prompt_tokens.is_some() {
-                out.usage_prompt_tokens = chunk.prompt_tokens;
-            }
-            if chunk.cached_tokens.is_some() {
-                out.cached_tokens = chunk.cached_tokens;
-            }
-            // The running usage, when the server sends it with the text: this chunk's tokens.
-            let usage_before = out.usage_completion_tokens.unwrap_or(0);
-            if chunk.completion_tokens.is_some() {
-                out.usage_completion_tokens = chunk.completion_tokens;
-            }
-            if chunk.finish_reason.is_some() {
-                out.finish_reason = chunk.finish_reason.clone();
-            }
-            if chunk.server.is_some() {
-                out.server = chunk.server.clone();
-            }
-            if !chunk.is_output() {
-                continue;
-            }
-            match last {
-                None => {
-                    first = Some(end);
-                    out.ttft_s = since(end);
-                    on_token(Token::First { ttft_s: out.ttft_s });
-                }
-                Some(prev) => {
-                    let itl_s = end.saturating_duration_since(prev).as_secs_f64();
-                    out.itls_s.push(itl_s);
-                    on_token(Token::Step {
-                        step: out.itls_s.len() as u32,
-                        itl_s,
-                    });
-                }
-            }
-            last = Some(end);
-            let tokens = chunk
-                .completion_tokens
-                .map_or(1, |now| now.saturating_sub(usage_before).max(1));
-            out.chunk_tokens
-                .push(u32::try_from(tokens).unwrap_or(u32::MAX));
-            out.content_chunks += 1;
-            progress.content_chunks = out.content_chunks;
-            tally.observe(&chunk, since(end), tokens);
-            out.text.push_str(&chunk.reasoning);
-            out.text.push_str(&chunk.text);
-            for call in &chunk.tool_calls {
-                out.text.push_str(call.name.as_deref().unwrap_or_default());
-                out.text.push_str(&call.arguments);
-            }
-            out.answer.push_str(&chunk.text);
         }
         if ended {
             break;
         }
     }
-    let Some(_) = first else {
-        return Err(RequestError::new(
-            if done.is_some() || out.finish_reason.is_some() {
-                "the stream carried no generated text".to_string()
-            } else if let Some(line) = &sse.first_unknown {
-                format!(
-                    "malformed SSE: no data lines ({} others, first: {line})",
-                    sse.unknown_lines
-                )
-            } else {
-                "the stream ended without data".to_string()
-            },
-        ));
-    };
-    let finished = match (done, out.finish_reason.is_some()) {
-        (Some(t), _) => t,
-        // No [DONE], but the server said the choice finished: the end of the stream counts.
-        (None, true) => end,
-        (None, false) => {
-            return Err(RequestError::new(format!(
-                "stream ended before [DONE] after {} content chunks",
-                out.content_chunks
-            )))
-        }
-    };
-    out.e2e_s = since(finished);
-    out.ttst_s = out.itls_s.first().copied();
-    out.parts = tally.finish(out.finish_reason.as_deref());
-    out.tool_calls = tally.tool_calls();
-    if !closes {
-        pool.give_back(lease);
-    }
+    let out = reading.finish(end, &sse)?;
+    pool.finished(lease, closes);
     Ok(out)
 }
 
@@ -514,6 +433,7 @@ fn phases(x: &Exchange, since: impl Fn(Instant) -> f64) -> HttpPhases {
         connected_s: since(x.connected),
         sent_s: x.written.map(&since),
         first_byte_s: x.first_byte.map(&since),
+        attempts: x.attempts,
     }
 }
 
@@ -523,6 +443,8 @@ pub struct Served {
     pub id: String,
     /// The longest prompt + output it takes (vLLM's `max_model_len`), when it says.
     pub max_model_len: Option<usize>,
+    /// Who serves it, as the list says (`vllm`, `llamacpp`, `sglang`, ...).
+    pub owned_by: Option<String>,
 }
 
 /// `GET /v1/models`: the first model the server lists.
@@ -567,7 +489,15 @@ pub async fn first_model(
             .and_then(|m| m.get("max_model_len"))
             .and_then(Value::as_u64)
             .and_then(|n| usize::try_from(n).ok());
-        Ok(Served { id, max_model_len })
+        let owned_by = first
+            .and_then(|m| m.get("owned_by"))
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        Ok(Served {
+            id,
+            max_model_len,
+            owned_by,
+        })
     };
     match tokio::time::timeout(Duration::from_secs(10), fetch).await {
         Ok(r) => r,

@@ -435,10 +435,12 @@ mod tests {
             request_timeout: Duration::from_secs(1),
             exact_output: true,
             chunk_usage: false,
+            chunk_timings: false,
             record_tokens: false,
             preconnect: false,
             reset_prefix_cache: false,
             start_at: None,
+            prompt_salt: 0,
             shape: Default::default(),
         }
     }

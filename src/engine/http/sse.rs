@@ -136,10 +136,18 @@ pub struct Chunk {
     /// The server's own timings of the request (`timings::read`), on the chunk that carried
     /// them (vLLM: the final usage chunk).
     pub server: Option<crate::event::ServerTimings>,
+    /// The chunk carried a choice (a delta of the output, perhaps empty), not only usage.
+    pub has_choice: bool,
+    /// Token ids the chunk's choices carried (vLLM's `token_ids`, llama.cpp's `tokens`):
+    /// exactly its tokens, whatever their text.
+    pub token_ids: Option<usize>,
+    /// The server's running count of generated tokens in its timings (llama.cpp's
+    /// `timings.predicted_n`, in every chunk with `timings_per_token`).
+    pub predicted_tokens: Option<usize>,
 }
 
 impl Chunk {
-    /// Whether the chunk carried generated output of any kind (a token).
+    /// Whether the chunk carried generated text of any kind (reasoning, answer, a tool call).
     pub fn is_output(&self) -> bool {
         !self.text.is_empty() || !self.reasoning.is_empty() || !self.tool_calls.is_empty()
     }
@@ -178,6 +186,11 @@ struct Typed<'a> {
 struct TypedChoice<'a> {
     #[serde(default, borrow)]
     text: Option<Cow<'a, str>>,
+    /// vLLM's `token_ids` (`return_token_ids`), llama.cpp's `tokens`: counted, not kept.
+    #[serde(default)]
+    token_ids: Option<Vec<serde::de::IgnoredAny>>,
+    #[serde(default)]
+    tokens: Option<Vec<serde::de::IgnoredAny>>,
     #[serde(default, borrow)]
     delta: Option<TypedDelta<'a>>,
     #[serde(default, borrow)]
@@ -252,9 +265,19 @@ fn count(n: Option<u64>) -> Option<usize> {
     n.and_then(|n| usize::try_from(n).ok())
 }
 
+/// llama.cpp's running count of generated tokens in a chunk's `timings`.
+fn predicted(timings: Option<&Value>) -> Option<usize> {
+    timings?
+        .get("predicted_n")?
+        .as_u64()
+        .and_then(|n| usize::try_from(n).ok())
+}
+
 fn typed_chunk(t: Typed) -> Chunk {
     let mut chunk = Chunk {
         server: super::timings::read(t.metrics.as_ref(), t.timings.as_ref(), t.meta_info.as_ref()),
+        predicted_tokens: predicted(t.timings.as_ref()),
+        has_choice: !t.choices.is_empty(),
         ..Chunk::default()
     };
     if let Some(u) = t.usage {
@@ -265,6 +288,9 @@ fn typed_chunk(t: Typed) -> Chunk {
             count(u.completion_tokens_details.and_then(|d| d.reasoning_tokens));
     }
     for choice in t.choices {
+        if let Some(ids) = choice.token_ids.as_ref().or(choice.tokens.as_ref()) {
+            *chunk.token_ids.get_or_insert(0) += ids.len();
+        }
         let (content, reasoning_content, reasoning, tools) = match choice.delta {
             Some(d) => (d.content, d.reasoning_content, d.reasoning, d.tool_calls),
             None => (None, None, None, None),
@@ -311,6 +337,7 @@ fn parse_value(payload: &str) -> Result<Chunk, String> {
     }
     let mut chunk = Chunk {
         server: super::timings::read(obj.get("metrics"), obj.get("timings"), obj.get("meta_info")),
+        predicted_tokens: predicted(obj.get("timings")),
         ..Chunk::default()
     };
     if let Some(usage) = obj.get("usage").and_then(Value::as_object) {
@@ -332,7 +359,12 @@ fn parse_value(payload: &str) -> Result<Chunk, String> {
         );
     }
     if let Some(choices) = obj.get("choices").and_then(Value::as_array) {
+        chunk.has_choice = !choices.is_empty();
         for choice in choices {
+            let ids = choice.get("token_ids").or_else(|| choice.get("tokens"));
+            if let Some(ids) = ids.and_then(Value::as_array) {
+                *chunk.token_ids.get_or_insert(0) += ids.len();
+            }
             let delta = choice.get("delta");
             fn text(v: Option<&Value>) -> &str {
                 v.and_then(Value::as_str).unwrap_or_default()

@@ -6,17 +6,23 @@
 //!
 //! A route is probed with a body no API can serve (`PROBE_BODY`): a server that has the route
 //! refuses it as a bad request (400, 422) without generating anything, one that has not answers
-//! 404 or 405. Only those two mean "lacks": any other answer (a 401, a 500) says the route is
-//! there.
+//! 404 or 405, and one that has the route but not the feature turned on answers 501
+//! (llama.cpp's server without `--embeddings` or `--reranking`). Only those three mean "lacks":
+//! any other answer (a 401, a 500) says the route is there. The probe never holds a run: it is
+//! answered in milliseconds, and a server that does not answer it within `TIMEOUT` is left to the
+//! run, which says so.
 
 use std::time::Duration;
 
-/// The probe's body: every API's main field (`prompt`, `messages`, `input`, `query`) an empty
-/// object where each wants a string or a list, so a server with the route refuses it before
-/// generating anything. An empty `{}` is not enough: a server that fills in a missing prompt
-/// with an empty one (as llama-cpp-python's does) would generate from it, and the run's first
-/// request would no longer be the server's first.
-pub const PROBE_BODY: &str = r#"{"prompt":{},"messages":{},"input":{},"query":{}}"#;
+/// The probe's body: every API's main field (`prompt`, `messages`, `input`, `query`) and its
+/// length (`max_tokens`) an empty object where each wants a string, a list or a number, so a
+/// server with the route refuses it before generating anything. An empty `{}` is not enough: a
+/// server that fills in a missing prompt with an empty one (as llama-cpp-python's does) would
+/// generate from it, and the run's first request would no longer be the server's first; nor
+/// are the main fields alone: llama.cpp's server reads `messages: {}` on its Messages route as
+/// no messages and generates until its context is full (seconds to minutes), but refuses a
+/// `max_tokens` that is not a number.
+pub const PROBE_BODY: &str = r#"{"prompt":{},"messages":{},"input":{},"query":{},"max_tokens":{}}"#;
 
 use reqwest::{Client, StatusCode};
 use serde_json::Value;
@@ -25,7 +31,7 @@ use super::messages::ANTHROPIC_VERSION;
 use super::Api;
 use crate::engine::http::request::{describe, Endpoint};
 
-/// How long one probe may take.
+/// How long one probe may take (servers answer it in milliseconds).
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The API a run uses, and why it is that one (empty when it was asked for by name).
@@ -76,12 +82,46 @@ fn authorized(
     req
 }
 
-/// Whether a probe's answer says the server has no such route.
+/// Whether a probe's answer says the server has no such route (or has it turned off).
 pub fn lacks(status: StatusCode) -> bool {
     matches!(
         status,
-        StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED
+        StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED | StatusCode::NOT_IMPLEMENTED
     )
+}
+
+/// A probe's answer: its status, and the server's words when it refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    pub status: StatusCode,
+    /// The error message of a refusal, shortened (a 501 often says how to turn the route on).
+    pub said: Option<String>,
+}
+
+impl Answer {
+    /// ` (HTTP 501: This server does not support embeddings. Start it with `--embeddings`)`.
+    fn why(&self) -> String {
+        match &self.said {
+            Some(said) => format!("HTTP {}: {said}", self.status.as_u16()),
+            None => format!("HTTP {}", self.status.as_u16()),
+        }
+    }
+}
+
+/// The message of an error body, as OpenAI-compatible servers write one
+/// (`{"error":{"message":...}}`, `{"detail":...}`, `{"message":...}`), shortened.
+fn error_message(body: &[u8]) -> Option<String> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let message = v
+        .pointer("/error/message")
+        .or_else(|| v.get("message"))
+        .or_else(|| v.get("detail"))
+        .or_else(|| v.get("error"))?;
+    let text = match message {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    Some(crate::engine::http::sse::excerpt(&text, 160))
 }
 
 /// What `endpoint` answers the probe (`PROBE_BODY`) on `api`'s route with (`lacks` tells whether that
@@ -91,13 +131,25 @@ pub async fn probe(
     endpoint: &Endpoint,
     api_key: Option<&str>,
     api: Api,
-) -> Result<StatusCode, DetectError> {
+) -> Result<Answer, DetectError> {
     let req = client
         .post(endpoint.url(api.path()))
         .timeout(TIMEOUT)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .body(PROBE_BODY);
-    let resp = authorized(req, api, api_key).send().await.map_err(|e| {
+    let resp = authorized(req, api, api_key).send().await;
+    if resp.as_ref().is_err_and(reqwest::Error::is_timeout) {
+        // Not answered in time (a server busy with a long generation): the run asks the route
+        // itself, and its requests say what happens.
+        return Ok(Answer {
+            status: StatusCode::REQUEST_TIMEOUT,
+            said: Some(format!(
+                "no answer to the route check within {} s",
+                TIMEOUT.as_secs()
+            )),
+        });
+    }
+    let resp = resp.map_err(|e| {
         DetectError::Failed(format!(
             "--api {}: {}: POST {}: {}",
             api.name(),
@@ -106,7 +158,16 @@ pub async fn probe(
             describe(e)
         ))
     })?;
-    Ok(resp.status())
+    let status = resp.status();
+    let said = if status.is_success() {
+        None
+    } else {
+        let body = tokio::time::timeout(TIMEOUT, resp.bytes()).await;
+        body.ok()
+            .and_then(Result::ok)
+            .and_then(|b| error_message(&b))
+    };
+    Ok(Answer { status, said })
 }
 
 /// What `/v1/models` says of the API, when it says: Anthropic's list shape, or a model whose
@@ -206,9 +267,9 @@ pub async fn resolve(
             }
             let mut missing = Vec::new();
             for api in Api::CONCRETE {
-                let status = probe(client, endpoint, api_key, api).await?;
-                if lacks(status) {
-                    missing.push(format!("{} (HTTP {})", api.path(), status.as_u16()));
+                let answer = probe(client, endpoint, api_key, api).await?;
+                if lacks(answer.status) {
+                    missing.push(format!("{} ({})", api.path(), answer.why()));
                     continue;
                 }
                 return Ok(Picked {
@@ -217,7 +278,7 @@ pub async fn resolve(
                         "{} answers POST {} (HTTP {} to a probe; /v1/models does not say)",
                         endpoint.display(),
                         api.path(),
-                        status.as_u16()
+                        answer.status.as_u16()
                     ),
                 });
             }
@@ -228,8 +289,10 @@ pub async fn resolve(
             )))
         }
         api => {
-            let status = match probe(client, endpoint, api_key, api).await {
-                Ok(status) => status,
+            let answer = match probe(client, endpoint, api_key, api).await {
+                Ok(answer) => answer,
+                // Not answered in time: the run asks the route itself, and its requests say
+                // what happens.
                 Err(DetectError::Failed(_)) if matches!(api, Api::Completions | Api::Chat) => {
                     return Ok(Picked {
                         api,
@@ -238,13 +301,13 @@ pub async fn resolve(
                 }
                 Err(e) => return Err(e),
             };
-            if lacks(status) {
+            if lacks(answer.status) {
                 return Err(DetectError::Missing(format!(
-                    "--api {}: {} has no POST {} (HTTP {}); pick an API it serves, or --api auto",
+                    "--api {}: {} has no POST {} ({}); pick an API it serves, or --api auto",
                     api.name(),
                     endpoint.display(),
                     api.path(),
-                    status.as_u16()
+                    answer.why()
                 )));
             }
             Ok(Picked {

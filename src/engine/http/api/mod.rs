@@ -34,6 +34,9 @@ pub struct Ask {
     /// Ask for the running usage in every chunk (`stream_options.continuous_usage_stats`, as
     /// vLLM and SGLang take it), so each chunk's token count is known.
     pub chunk_usage: bool,
+    /// Ask for the server's timings in every chunk (llama.cpp's `timings_per_token`), whose
+    /// running `predicted_n` counts each chunk's tokens.
+    pub chunk_timings: bool,
     /// The tools offered (`--tools`, a dataset row's), and the choice.
     pub tools: Option<Arc<Tools>>,
     /// The batch of a pooling API: the texts to embed, or the documents to rank.
@@ -292,6 +295,9 @@ fn openai_body(ask: &Ask) -> Value {
             options["continuous_usage_stats"] = json!(true);
         }
         obj.insert("stream_options".into(), options);
+        if ask.chunk_timings {
+            obj.insert("timings_per_token".into(), json!(true));
+        }
         obj.insert("temperature".into(), json!(0));
         if ask.exact_output {
             obj.insert("ignore_eos".into(), json!(true));
