@@ -19,7 +19,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use common::real_server::{self, infertop, json_lines, one_at_a_time, RealServer};
+use common::real_server::{
+    self, failures, infertop, one_at_a_time, requests, run, watch_under_load, RealServer,
+};
 use serde_json::Value;
 
 /// Where the tests' models are written once per build (they are made, never downloaded).
@@ -60,25 +62,6 @@ fn server() -> Option<&'static RealServer> {
             ))
         })
         .as_ref()
-}
-
-/// A headless run against `url` with `args`: (exit code, its JSON lines, stderr).
-fn run(url: &str, args: &[&str]) -> (Option<i32>, Vec<Value>, String) {
-    let mut all = vec!["--endpoint", url, "--headless", "--format", "json"];
-    all.extend_from_slice(args);
-    let (code, stdout, stderr) = infertop(&all);
-    (code, json_lines(&stdout), stderr)
-}
-
-fn requests(lines: &[Value]) -> Vec<&Value> {
-    lines.iter().filter(|v| v["type"] == "request").collect()
-}
-
-fn failures(lines: &[Value]) -> Vec<&Value> {
-    lines
-        .iter()
-        .filter(|v| v["type"] == "request_failed")
-        .collect()
 }
 
 /// How each steady request got its connection: `new`, `preopened`, `reused`.
@@ -270,47 +253,10 @@ fn watch_reads_the_servers_metrics() {
     let Some(server) = server() else {
         return;
     };
-    let url = server.url.clone();
-    let load = std::thread::spawn(move || {
-        run(
-            &url,
-            &[
-                "--duration",
-                "8s",
-                "--concurrency",
-                "4",
-                "-p",
-                "64",
-                "-n",
-                "64",
-            ],
-        )
-    });
-    std::thread::sleep(std::time::Duration::from_secs(1));
-    let (code, stdout, stderr) = infertop(&[
-        "watch",
-        &server.url,
-        "--duration",
-        "5s",
-        "--headless",
-        "--format",
-        "json",
-    ]);
-    let (load_code, _, load_err) = load.join().unwrap();
-    assert_eq!(load_code, Some(0), "{load_err}");
-    assert_eq!(code, Some(0), "{stderr}");
-    let lines = json_lines(&stdout);
-    let windows: Vec<&Value> = lines.iter().filter(|v| v["type"] == "window").collect();
-    assert!(windows.len() >= 3, "{stdout}");
+    let windows = watch_under_load(&server.url, 5);
     assert!(
         windows.iter().all(|w| w["server"] == "llama.cpp"),
-        "{stdout}"
-    );
-    assert!(
-        windows
-            .iter()
-            .any(|w| w["running"].as_f64().unwrap_or(0.0) >= 1.0),
-        "{stdout}"
+        "{windows:?}"
     );
     assert!(
         windows
@@ -319,7 +265,7 @@ fn watch_reads_the_servers_metrics() {
                 .as_f64()
                 .unwrap_or(0.0)
                 > 0.0),
-        "{stdout}"
+        "{windows:?}"
     );
 }
 
@@ -431,21 +377,7 @@ fn write_gguf_with_control_pads(path: &Path) {
     let cfg = (presets::find("tiny").unwrap().config)();
     let tk = tokenizer::synthetic(cfg.vocab_size).unwrap();
     let mut json: Value = serde_json::from_str(&tk.to_string(false).unwrap()).unwrap();
-    let pads: Vec<(String, u64)> = json["model"]["vocab"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .filter(|(piece, _)| piece.starts_with("[PAD"))
-        .map(|(piece, id)| (piece.clone(), id.as_u64().unwrap()))
-        .collect();
-    assert!(pads.len() > cfg.vocab_size / 2, "most ids are padding");
-    let added = json["added_tokens"].as_array_mut().unwrap();
-    for (piece, id) in pads {
-        added.push(
-            serde_json::json!({"id": id, "content": piece, "single_word": false,
-            "lstrip": false, "rstrip": false, "normalized": false, "special": true}),
-        );
-    }
+    real_server::pads_made_special(&mut json);
     let tk: tokenizers::Tokenizer = json.to_string().parse().unwrap();
     gguf::write_synthetic(&cfg, 0, gguf::GgufType::Q8_0, &tk, path).unwrap();
 }

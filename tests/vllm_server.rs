@@ -15,7 +15,9 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use common::real_server::{self, infertop, json_lines, one_at_a_time, RealServer};
+use common::real_server::{
+    self, failures, infertop, one_at_a_time, requests, run, watch_under_load, RealServer,
+};
 use serde_json::Value;
 
 /// A `make-model` directory of `preset`, written once per build.
@@ -46,24 +48,6 @@ fn server() -> Option<&'static RealServer> {
             ))
         })
         .as_ref()
-}
-
-fn run(url: &str, args: &[&str]) -> (Option<i32>, Vec<Value>, String) {
-    let mut all = vec!["--endpoint", url, "--headless", "--format", "json"];
-    all.extend_from_slice(args);
-    let (code, stdout, stderr) = infertop(&all);
-    (code, json_lines(&stdout), stderr)
-}
-
-fn requests(lines: &[Value]) -> Vec<&Value> {
-    lines.iter().filter(|v| v["type"] == "request").collect()
-}
-
-fn failures(lines: &[Value]) -> Vec<&Value> {
-    lines
-        .iter()
-        .filter(|v| v["type"] == "request_failed")
-        .collect()
 }
 
 /// Every API vLLM serves, at 1, 4 and 16 requests in flight: none fails, each generates the
@@ -195,54 +179,20 @@ fn the_ttft_is_split_by_the_servers_own_metrics() {
     assert_eq!(split["prefill_s"]["n"], 10, "{split}");
 }
 
-/// `infertop watch` of vLLM's `/metrics` while a run loads it: its requests running, tokens
-/// generated and its own TTFT percentiles.
+/// `infertop watch` of vLLM's `/metrics` while a run loads it: its requests running and its
+/// own TTFT percentiles.
 #[test]
 fn watch_reads_the_servers_metrics() {
     let _one = one_at_a_time();
     let Some(server) = server() else {
         return;
     };
-    let url = server.url.clone();
-    let load = std::thread::spawn(move || {
-        run(
-            &url,
-            &[
-                "--duration",
-                "10s",
-                "--concurrency",
-                "4",
-                "-p",
-                "64",
-                "-n",
-                "64",
-            ],
-        )
-    });
-    std::thread::sleep(std::time::Duration::from_secs(2));
-    let (code, stdout, stderr) = infertop(&[
-        "watch",
-        &server.url,
-        "--duration",
-        "6s",
-        "--headless",
-        "--format",
-        "json",
-    ]);
-    let (load_code, _, load_err) = load.join().unwrap();
-    assert_eq!(load_code, Some(0), "{load_err}");
-    assert_eq!(code, Some(0), "{stderr}");
-    let lines = json_lines(&stdout);
-    let windows: Vec<&Value> = lines.iter().filter(|v| v["type"] == "window").collect();
-    assert!(windows.len() >= 3, "{stdout}");
-    assert!(windows.iter().all(|w| w["server"] == "vllm"), "{stdout}");
+    let windows = watch_under_load(&server.url, 6);
+    assert!(windows.iter().all(|w| w["server"] == "vllm"), "{windows:?}");
     assert!(
-        windows
-            .iter()
-            .any(|w| w["running"].as_f64().unwrap_or(0.0) >= 1.0),
-        "{stdout}"
+        windows.iter().any(|w| !w["ttft_s"].is_null()),
+        "{windows:?}"
     );
-    assert!(windows.iter().any(|w| !w["ttft_s"].is_null()), "{stdout}");
 }
 
 /// The same model with every `[PADn]` piece a special token: vLLM leaves them out of its text,
@@ -272,20 +222,7 @@ fn tokens_with_empty_text_are_tokens() {
     let mut tk: Value =
         serde_json::from_str(&std::fs::read_to_string(plain.join("tokenizer.json")).unwrap())
             .unwrap();
-    let pads: Vec<(String, u64)> = tk["model"]["vocab"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .filter(|(piece, _)| piece.starts_with("[PAD"))
-        .map(|(p, id)| (p.clone(), id.as_u64().unwrap()))
-        .collect();
-    let added = tk["added_tokens"].as_array_mut().unwrap();
-    for (piece, id) in pads {
-        added.push(
-            serde_json::json!({"id": id, "content": piece, "single_word": false,
-            "lstrip": false, "rstrip": false, "normalized": false, "special": true}),
-        );
-    }
+    real_server::pads_made_special(&mut tk);
     std::fs::write(model.join("tokenizer.json"), tk.to_string()).unwrap();
     let server = real_server::vllm_server(&python, &model, &["--max-model-len", "2048"]);
     for api in ["completions", "chat", "responses", "messages"] {

@@ -277,18 +277,7 @@ fn headless(
         if lines {
             print_line(&mut stdout.lock(), &ev, steps, t_s);
         } else {
-            match &ev {
-                Event::Error {
-                    message,
-                    fatal: false,
-                } => say!("infertop: warning: {message}"),
-                Event::Notice(n) => {
-                    if let crate::event::Notice::ServerNote(note) = n.as_ref() {
-                        say!("infertop: note: {}", note.words);
-                    }
-                }
-                _ => {}
-            }
+            say_aside(&ev);
         }
     }
     if run.failed_requests > 0 {
@@ -305,7 +294,7 @@ fn headless(
 }
 
 /// The headless line of an event, if it has one: requests (flushed), failures, steps with
-/// `--jsonl-steps`; warnings go to stderr.
+/// `--jsonl-steps`; warnings and server notes go to stderr.
 pub(crate) fn print_line(out: &mut impl Write, ev: &Event, steps: bool, t_s: f64) {
     match ev {
         Event::DecodeSteps(batch) if steps => {
@@ -323,6 +312,14 @@ pub(crate) fn print_line(out: &mut impl Write, ev: &Event, steps: bool, t_s: f64
             let _ = writeln!(out, "{}", crate::record::writer::failed_line(f, t_s));
             let _ = out.flush();
         }
+        other => say_aside(other),
+    }
+}
+
+/// What a headless run says on stderr whatever stdout carries: warnings, and what the client
+/// saw a server do.
+fn say_aside(ev: &Event) {
+    match ev {
         Event::Error {
             message,
             fatal: false,

@@ -280,3 +280,92 @@ pub fn json_lines(stdout: &str) -> Vec<serde_json::Value> {
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
 }
+
+/// A headless run against `url` with `args`: (exit code, its JSON lines, stderr).
+pub fn run(url: &str, args: &[&str]) -> (Option<i32>, Vec<serde_json::Value>, String) {
+    let mut all = vec!["--endpoint", url, "--headless", "--format", "json"];
+    all.extend_from_slice(args);
+    let (code, stdout, stderr) = infertop(&all);
+    (code, json_lines(&stdout), stderr)
+}
+
+/// The completed requests among a run's lines.
+pub fn requests(lines: &[serde_json::Value]) -> Vec<&serde_json::Value> {
+    lines.iter().filter(|v| v["type"] == "request").collect()
+}
+
+/// The failed requests among a run's lines.
+pub fn failures(lines: &[serde_json::Value]) -> Vec<&serde_json::Value> {
+    lines
+        .iter()
+        .filter(|v| v["type"] == "request_failed")
+        .collect()
+}
+
+/// `infertop watch URL` for `watch_s` seconds while a run loads the server (4 in flight, long
+/// outputs): the watch's windows, after checking that the load ran and the watch ended well.
+pub fn watch_under_load(url: &str, watch_s: u64) -> Vec<serde_json::Value> {
+    let load_s = format!("{}s", watch_s + 4);
+    let target = url.to_string();
+    let load = std::thread::spawn(move || {
+        run(
+            &target,
+            &[
+                "--duration",
+                &load_s,
+                "--concurrency",
+                "4",
+                "-p",
+                "64",
+                "-n",
+                "64",
+            ],
+        )
+    });
+    std::thread::sleep(Duration::from_secs(2));
+    let watch = format!("{watch_s}s");
+    let (code, stdout, stderr) = infertop(&[
+        "watch",
+        url,
+        "--duration",
+        &watch,
+        "--headless",
+        "--format",
+        "json",
+    ]);
+    let (load_code, _, load_err) = load.join().unwrap();
+    assert_eq!(load_code, Some(0), "{load_err}");
+    assert_eq!(code, Some(0), "{stderr}");
+    let windows: Vec<serde_json::Value> = json_lines(&stdout)
+        .into_iter()
+        .filter(|v| v["type"] == "window")
+        .collect();
+    assert!(windows.len() >= 3, "{stdout}");
+    assert!(
+        windows
+            .iter()
+            .any(|w| w["running"].as_f64().unwrap_or(0.0) >= 1.0),
+        "requests running in some window: {stdout}"
+    );
+    windows
+}
+
+/// A tokenizer.json (as JSON) with every `[PADn]` piece made a special token: a server leaves
+/// them out of its text, as it does a model's own special tokens.
+pub fn pads_made_special(tokenizer: &mut serde_json::Value) {
+    let pads: Vec<(String, u64)> = tokenizer["model"]["vocab"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(piece, _)| piece.starts_with("[PAD"))
+        .map(|(piece, id)| (piece.clone(), id.as_u64().unwrap()))
+        .collect();
+    assert!(!pads.is_empty(), "the tokenizer has [PADn] pieces");
+    let added = tokenizer["added_tokens"].as_array_mut().unwrap();
+    for (piece, id) in pads {
+        added.push(
+            serde_json::json!({"id": id, "content": piece, "single_word": false,
+            "lstrip": false, "rstrip": false, "normalized": false, "special": true}),
+        );
+    }
+}

@@ -403,15 +403,9 @@ impl Pool {
     /// connection, as it would on a server that keeps them.
     pub async fn spare_ready(&self, origin: &Origin) {
         let deadline = Instant::now() + SPARE_WAIT;
-        loop {
-            let ready = {
-                let Ok(keeping) = self.keeping.lock() else {
-                    return;
-                };
-                match keeping.get(origin) {
-                    Some(k) if k.opening > 0 && self.idle(origin) == 0 => k.ready.clone(),
-                    _ => return,
-                }
+        while self.idle(origin) == 0 {
+            let Some(ready) = self.spare_coming(origin) else {
+                return;
             };
             let notified = ready.notified();
             // Looked at again once registered, so a spare ready in between is not missed.
@@ -462,6 +456,7 @@ impl Pool {
             conn.used += 1;
             match conn.sender.try_send_request(request).await {
                 Ok(resp) => {
+                    conn.marks.set_idle(None);
                     if how == ConnectionUse::Reused {
                         self.keeping(origin, |k| k.reused_ok += 1);
                     }
@@ -608,21 +603,47 @@ impl Pool {
 
     /// The most recently used idle connection that is still open, once it is ready (a fresh
     /// one is, as soon as the task driving it has run once). One the server closed as soon as
-    /// its response ended is counted (`closed_at_once`).
+    /// its response ended is counted (`closed_at_once`). With none idle while spares are being
+    /// opened, it waits for one (at most `SPARE_WAIT`) rather than open another: two requests
+    /// woken by one spare must not leave the second to open its own.
     async fn take(self: &Arc<Pool>, origin: &Origin) -> Option<Conn> {
+        let deadline = Instant::now() + SPARE_WAIT;
         loop {
-            let mut conn = {
+            let popped = {
                 let mut idle = self.idle.lock().ok()?;
-                idle.get_mut(origin)?.pop()?
+                idle.get_mut(origin).and_then(Vec::pop)
             };
+            let Some(mut conn) = popped else {
+                let ready = self.spare_coming(origin)?;
+                let notified = ready.notified();
+                // Looked at again once registered, so a spare ready in between is not missed.
+                if self.idle(origin) == 0
+                    && tokio::time::timeout_at(deadline.into(), notified)
+                        .await
+                        .is_err()
+                {
+                    return None;
+                }
+                continue;
+            };
+            // Still marked idle until answered: a close found by the request sent on it counts
+            // as one right after the last response (`send`).
             if !conn.sender.is_closed() && conn.sender.ready().await.is_ok() {
-                conn.marks.set_idle(None);
                 return Some(conn);
             }
             if conn.marks.closed_at_once(Instant::now()) {
                 self.closed_at_once(origin);
             }
         }
+    }
+
+    /// What tells of the next spare for `origin`, when one is being opened.
+    fn spare_coming(&self, origin: &Origin) -> Option<Arc<tokio::sync::Notify>> {
+        let keeping = self.keeping.lock().ok()?;
+        keeping
+            .get(origin)
+            .filter(|k| k.opening > 0)
+            .map(|k| k.ready.clone())
     }
 
     /// Opens a connection: the name lookup, the TCP connect (each address in turn), the TLS
@@ -775,11 +796,22 @@ mod tests {
         assert_eq!(o.host, "::1");
     }
 
-    /// A server on loopback that answers each request with `Keep-Alive` and a short body,
-    /// then closes the connection (as upstream llama.cpp's server does after a stream), or
-    /// with `drop_first` closes the first connection it accepts without answering. Returns its
-    /// origin and the count of connections it accepted.
-    async fn closing_server(drop_first: bool) -> (Origin, Arc<std::sync::atomic::AtomicUsize>) {
+    /// How the test server closes its connections.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Closing {
+        /// Right after each response (as upstream llama.cpp's server does after a stream).
+        AfterAnswer,
+        /// The first connection before answering, then as `AfterAnswer`.
+        DropFirst,
+        /// When the next request on the connection arrives, unanswered: the close the client
+        /// finds only by sending on a connection it kept.
+        OnNextRequest,
+    }
+
+    /// A server on loopback that answers each request with `Keep-Alive` and a short body and
+    /// closes its connections as `closing` says. Returns its origin and the count of
+    /// connections it accepted.
+    async fn closing_server(closing: Closing) -> (Origin, Arc<std::sync::atomic::AtomicUsize>) {
         use std::sync::atomic::AtomicUsize;
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -798,11 +830,15 @@ mod tests {
                             Ok(k) => got.extend_from_slice(&buf[..k]),
                         }
                     }
-                    if drop_first && n == 0 {
+                    if closing == Closing::DropFirst && n == 0 {
                         return;
                     }
                     let answer = "HTTP/1.1 200 OK\r\nKeep-Alive: timeout=5, max=100\r\nContent-Length: 2\r\n\r\nok";
                     let _ = s.write_all(answer.as_bytes()).await;
+                    if closing == Closing::OnNextRequest {
+                        // Whatever comes next is read and left unanswered.
+                        let _ = s.read(&mut buf).await;
+                    }
                     let _ = s.shutdown().await;
                 });
             }
@@ -846,7 +882,7 @@ mod tests {
     /// connection opened ahead of it.
     #[tokio::test]
     async fn a_server_closing_after_each_response_gets_spares() {
-        let (origin, _) = closing_server(false).await;
+        let (origin, _) = closing_server(Closing::AfterAnswer).await;
         let pool = Arc::new(Pool::new(true));
         let seen = one_after_another(&pool, &origin, 8).await;
         assert!(pool.closes_after_each(&origin));
@@ -864,10 +900,35 @@ mod tests {
         );
     }
 
+    /// A server whose closes the client finds only by sending on a kept connection (the next
+    /// request follows the last response at once): each such request goes again, counts
+    /// as a close right after a response, and after two the pool knows and opens spares.
+    #[tokio::test]
+    async fn closes_found_by_sending_are_counted() {
+        let (origin, _) = closing_server(Closing::OnNextRequest).await;
+        let pool = Arc::new(Pool::new(true));
+        let seen = one_after_another(&pool, &origin, 6).await;
+        assert!(pool.closes_after_each(&origin), "{seen:?}");
+        assert_eq!(
+            &seen[..3],
+            [
+                (ConnectionUse::New, 1),
+                (ConnectionUse::New, 2),
+                (ConnectionUse::New, 2)
+            ]
+        );
+        assert!(
+            seen[3..]
+                .iter()
+                .all(|&s| s == (ConnectionUse::Preopened, 1)),
+            "{seen:?}"
+        );
+    }
+
     /// Without spares (`--no-preconnect`) each request opens its own; none fails.
     #[tokio::test]
     async fn without_spares_each_request_opens_its_own() {
-        let (origin, accepted) = closing_server(false).await;
+        let (origin, accepted) = closing_server(Closing::AfterAnswer).await;
         let pool = Arc::new(Pool::new(false));
         let seen = one_after_another(&pool, &origin, 6).await;
         assert!(
@@ -882,7 +943,7 @@ mod tests {
     /// says it went twice.
     #[tokio::test]
     async fn a_request_whose_connection_closed_unanswered_goes_again() {
-        let (origin, accepted) = closing_server(true).await;
+        let (origin, accepted) = closing_server(Closing::DropFirst).await;
         let pool = Arc::new(Pool::new(true));
         let seen = one_after_another(&pool, &origin, 1).await;
         assert_eq!(seen, [(ConnectionUse::New, 2)]);
