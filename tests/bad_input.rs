@@ -66,6 +66,18 @@ const CASES: &[Case] = &[
         code: 2,
     },
     Case {
+        input: "`--extra-body` that is not JSON",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--extra-body", "{temperature: 1}"],
+        message: "--extra-body: not valid JSON (key must be a string at line 1 column 2); give an object of fields to add, e.g. '{\"temperature\": 0.7}'",
+        code: 2,
+    },
+    Case {
+        input: "`--header` without a colon",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--header", "X-Tenant blue"],
+        message: "--header: `X-Tenant blue` has no colon (write 'Name: value', e.g. 'X-Tenant: blue')",
+        code: 2,
+    },
+    Case {
         input: "`watch` of something that is neither a URL nor a hostlist",
         args: &["watch", "not a url"],
         message: "watch: `not a url` is neither a URL nor a hostlist (`not a url`: ` ` cannot be in a host name)",

@@ -51,6 +51,8 @@ struct Server {
     max_in_flight: Arc<AtomicUsize>,
     /// Every Authorization header and body received.
     seen: Arc<Mutex<Vec<(String, String)>>>,
+    /// Every request's line and header lines (names lowercased), in the order received.
+    heads: Arc<Mutex<Vec<Vec<String>>>>,
 }
 
 impl Server {
@@ -62,19 +64,26 @@ impl Server {
             in_flight: Arc::default(),
             max_in_flight: Arc::default(),
             seen: Arc::default(),
+            heads: Arc::default(),
         };
-        let (in_flight, max, seen) = (
+        let (in_flight, max, seen, heads) = (
             server.in_flight.clone(),
             server.max_in_flight.clone(),
             server.seen.clone(),
+            server.heads.clone(),
         );
         thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { return };
-                let (script, in_flight, max, seen) =
-                    (script.clone(), in_flight.clone(), max.clone(), seen.clone());
+                let (script, in_flight, max, seen, heads) = (
+                    script.clone(),
+                    in_flight.clone(),
+                    max.clone(),
+                    seen.clone(),
+                    heads.clone(),
+                );
                 thread::spawn(move || {
-                    let _ = handle(conn, &script, &in_flight, &max, &seen);
+                    let _ = handle(conn, &script, &in_flight, &max, &seen, &heads);
                 });
             }
         });
@@ -92,6 +101,7 @@ fn handle(
     in_flight: &AtomicUsize,
     max: &AtomicUsize,
     seen: &Mutex<Vec<(String, String)>>,
+    heads: &Mutex<Vec<Vec<String>>>,
 ) -> std::io::Result<()> {
     conn.set_nodelay(true)?;
     conn.set_read_timeout(Some(Duration::from_secs(10)))?;
@@ -102,6 +112,7 @@ fn handle(
         return Ok(());
     }
     let (mut length, mut auth) = (0usize, String::new());
+    let mut head = vec![request_line.trim_end().to_string()];
     loop {
         let mut line = String::new();
         reader.read_line(&mut line)?;
@@ -110,12 +121,14 @@ fn handle(
             break;
         }
         let (name, value) = line.split_once(':').unwrap_or((line, ""));
+        head.push(format!("{}: {}", name.to_ascii_lowercase(), value.trim()));
         match name.to_ascii_lowercase().as_str() {
             "content-length" => length = value.trim().parse().unwrap_or(0),
             "authorization" => auth = value.trim().to_string(),
             _ => {}
         }
     }
+    heads.lock().unwrap().push(head);
     let mut body = vec![0u8; length];
     reader.read_exact(&mut body)?;
     if request_line.starts_with("POST /tokenize") {
@@ -727,6 +740,100 @@ fn the_load_keys_change_a_servers_concurrency() {
 
 fn infertop() -> std::process::Command {
     std::process::Command::cargo_bin("infertop").unwrap()
+}
+
+/// `--extra-body` and `--header`: the fields are merged into every request's body (`null`
+/// removes one), the headers go with every request (the model list too), and the record says
+/// what was sent with the credential masked; bad values are one line, exit 2.
+#[test]
+fn extra_body_and_headers_go_with_every_request() {
+    let server = Server::start(Script::Stream {
+        ttft: Duration::from_millis(5),
+        itl: Duration::from_millis(2),
+        tokens: 4,
+        usage: Some(4),
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("run.jsonl");
+    let extra = r#"{"temperature": 0.5, "ignore_eos": null, "chat_template_kwargs": {"enable_thinking": false}}"#;
+    let out = infertop()
+        .args([
+            "--endpoint",
+            &server.url(),
+            "--api",
+            "chat",
+            "--requests",
+            "3",
+        ])
+        .args([
+            "-n",
+            "4",
+            "--headless",
+            "--no-telemetry",
+            "--format",
+            "json",
+        ])
+        .args(["--extra-body", extra])
+        .args(["--header", "X-Tenant: blue"])
+        .args(["--header", "Authorization: Bearer sk-in-a-header"])
+        .arg("--record")
+        .arg(&record)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout: {stdout}\nstderr: {stderr}");
+    let bodies: Vec<Value> = server
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|(_, b)| serde_json::from_str::<Value>(b).ok())
+        // Not the route check's probe, which the server is meant to refuse.
+        .filter(|b| b["messages"].is_array())
+        .collect();
+    assert_eq!(bodies.len(), 3, "{bodies:?}");
+    for b in &bodies {
+        assert_eq!(b["temperature"], 0.5, "{b}");
+        assert_eq!(b["chat_template_kwargs"]["enable_thinking"], false, "{b}");
+        assert!(b.get("ignore_eos").is_none(), "{b}");
+        assert_eq!(b["max_tokens"], 4, "{b}");
+    }
+    let heads = server.heads.lock().unwrap();
+    assert!(heads.iter().any(|h| h[0].starts_with("GET /v1/models")));
+    for h in heads.iter() {
+        for want in ["x-tenant: blue", "authorization: Bearer sk-in-a-header"] {
+            assert!(h.iter().any(|l| l == want), "{want} missing: {h:?}");
+        }
+    }
+    let recorded = std::fs::read_to_string(&record).unwrap();
+    let header: Value = serde_json::from_str(recorded.lines().next().unwrap()).unwrap();
+    assert_eq!(
+        header["config"]["extra_body"],
+        serde_json::from_str::<Value>(extra).unwrap()
+    );
+    assert_eq!(
+        header["config"]["headers"],
+        serde_json::json!(["x-tenant: blue", "authorization: ***"])
+    );
+    for text in [&*stdout, &*stderr, &recorded] {
+        assert!(!text.contains("sk-in-a-header"), "{text}");
+    }
+    for (flag, value, says) in [
+        ("--extra-body", "{temperature: 1}", "not valid JSON"),
+        ("--extra-body", "[1]", "is an array"),
+        ("--header", "X-Tenant blue", "has no colon"),
+        ("--header", "Host: elsewhere", "set by infertop"),
+    ] {
+        let out = infertop()
+            .args(["--endpoint", &server.url(), "--headless", flag, value])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}: {stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(flag) && stderr.contains(says), "{stderr}");
+    }
 }
 
 #[test]

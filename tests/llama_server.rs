@@ -316,6 +316,56 @@ fn pooling_apis_are_checked_and_measured() {
     assert!(done.iter().all(|r| r["batch"] == 4), "{stderr}");
 }
 
+/// `--header` and `--extra-body` as a user sends them to a server behind a key: the key in an
+/// `Authorization` header lets every request through (the route check and the model list
+/// too), and a body field the server reads (`max_tokens`) is what it served; without the
+/// header the server's refusal is one line.
+#[test]
+fn the_users_headers_and_body_fields_reach_the_server() {
+    let _one = one_at_a_time();
+    let Some(bin) = real_server::llama_bin() else {
+        return;
+    };
+    let gguf = make_gguf("tiny", "q8_0");
+    let keyed = real_server::llama_server(
+        &bin,
+        &gguf,
+        &["--api-key", "sk-test-key", "-np", "2", "-t", "1"],
+    );
+    let (code, lines, stderr) = run(
+        &keyed.url,
+        &[
+            "--api",
+            "chat",
+            "--header",
+            "Authorization: Bearer sk-test-key",
+            "--extra-body",
+            r#"{"max_tokens": 4, "min_tokens": null, "ignore_eos": null}"#,
+            "--requests",
+            "4",
+            "-p",
+            "16",
+            "-n",
+            "16",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(failures(&lines).is_empty(), "{stderr}");
+    let done = requests(&lines);
+    assert_eq!(done.len(), 4, "{stderr}");
+    for r in &done {
+        assert!(r["output_tokens"].as_u64().unwrap() <= 4, "{r}");
+    }
+    assert!(!stderr.contains("sk-test-key"), "{stderr}");
+    let (code, _, stderr) = run(&keyed.url, &["--api", "chat", "--requests", "2"]);
+    assert_ne!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("HTTP 401") && stderr.contains("check --api-key"),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+}
+
 /// A GGUF whose `[PADn]` pieces are control tokens: the server leaves them out of its text.
 /// Its completions stream still sends a chunk per token (bytes of a character split over
 /// tokens wait for the rest, and come as one chunk of several), whose per-token timings count

@@ -225,6 +225,10 @@ fn shape(opts: &RunOpts) -> Result<http::Shape, Failure> {
     Ok(http::Shape {
         tools,
         tool_choice: s.tool_choice.clone(),
+        extra: Arc::new(http::extra::Extra {
+            body: s.extra_body.clone(),
+            headers: s.headers.clone(),
+        }),
         tool_time: opts.traffic.tool_time,
         models: match &s.served_model {
             Some(m) if m.models.len() > 1 => m.models.clone(),

@@ -10,13 +10,27 @@ use crate::telemetry;
 
 /// The command line, with an `--api-key` value blanked: the key is never written.
 pub fn command_line() -> Vec<String> {
-    let mut command: Vec<String> = std::env::args().collect();
+    masked(std::env::args().collect())
+}
+
+/// The command line with the API key and the values of credential headers as `***`.
+fn masked(mut command: Vec<String>) -> Vec<String> {
+    let header = |h: &str| match h.split_once(':') {
+        Some((name, _)) if crate::engine::http::extra::is_secret(name) => format!("{name}: ***"),
+        _ => h.to_string(),
+    };
     for i in 0..command.len() {
         if command[i].starts_with("--api-key=") {
             command[i] = "--api-key=***".into();
         } else if command[i] == "--api-key" {
             if let Some(v) = command.get_mut(i + 1) {
                 *v = "***".into();
+            }
+        } else if let Some(h) = command[i].strip_prefix("--header=") {
+            command[i] = format!("--header={}", header(h));
+        } else if command[i] == "--header" {
+            if let Some(v) = command.get_mut(i + 1) {
+                *v = header(v);
             }
         }
     }
@@ -72,6 +86,8 @@ pub fn header(opts: &RunOpts, engine: &EnginePlan, slo: Slo) -> Header {
             tools: h.shape.tools.as_ref().map(|t| t.defs.len()),
             tool_choice: h.shape.tool_choice.as_ref().map(|c| c.name()),
             tool_time: h.shape.tool_time.as_ref().map(|t| t.describe()),
+            extra_body: h.shape.extra.body.clone().map(serde_json::Value::Object),
+            headers: h.shape.extra.described_headers(),
             concurrency: h.concurrency,
             rate: h.rate,
             burstiness: h.rate.map(|_| h.burstiness),
@@ -160,5 +176,40 @@ pub fn machine(device: DeviceSpec) -> Machine {
         arch: std::env::consts::ARCH.to_string(),
         candle_version: env!("INFERTOP_CANDLE_VERSION").to_string(),
         cuda_feature: cfg!(feature = "cuda"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::masked;
+
+    #[test]
+    fn keys_and_credential_headers_are_masked_in_the_command_line() {
+        let given = [
+            "infertop",
+            "--api-key",
+            "sk-1",
+            "--api-key=sk-2",
+            "--header",
+            "Authorization: Bearer sk-3",
+            "--header=X-Api-Key: sk-4",
+            "--header",
+            "X-Tenant: blue",
+        ];
+        let shown = masked(given.iter().map(|s| s.to_string()).collect());
+        assert_eq!(
+            shown,
+            [
+                "infertop",
+                "--api-key",
+                "***",
+                "--api-key=***",
+                "--header",
+                "Authorization: ***",
+                "--header=X-Api-Key: ***",
+                "--header",
+                "X-Tenant: blue",
+            ]
+        );
     }
 }

@@ -114,6 +114,15 @@ pub struct ServerOpts {
     /// function's name.
     #[arg(long, value_name = "CHOICE", requires = "endpoint", value_parser = crate::engine::http::ToolChoice::parse)]
     pub tool_choice: Option<crate::engine::http::ToolChoice>,
+    /// With --endpoint: fields merged into every request's body, a JSON object or @FILE
+    /// (thinking on or off, a JSON schema, priority, sampling options; null removes a field).
+    /// The record keeps it.
+    #[arg(long, value_name = "JSON", requires = "endpoint", value_parser = crate::engine::http::extra::parse_body)]
+    pub extra_body: Option<serde_json::Map<String, serde_json::Value>>,
+    /// With --endpoint: a header sent with every request, 'Name: value' (repeat for several:
+    /// routing, tenants, a gateway's key). The record keeps them, credentials masked.
+    #[arg(long = "header", value_name = "'NAME: VALUE'", requires = "endpoint", value_parser = crate::engine::http::extra::parse_header)]
+    pub headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
     /// With --endpoint: bearer token (default: $OPENAI_API_KEY); never recorded or printed.
     #[arg(long, value_name = "KEY", requires = "endpoint", value_parser = values::secret)]
     pub api_key: Option<values::Secret>,

@@ -163,6 +163,12 @@ pub struct RunConfig {
     /// `--tool-choice`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_choice: Option<String>,
+    /// `--extra-body`: the fields merged into every request's body.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra_body: Option<serde_json::Value>,
+    /// `--header`s sent with every request, `Name: value`, credentials as `***`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<String>,
     /// `--tool-time`: the simulated tool's time in a conversation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_time: Option<String>,

@@ -86,12 +86,13 @@ impl Producers {
 pub(crate) fn check_cache_reset(
     endpoints: &[crate::engine::http::Endpoint],
     api_key: Option<&str>,
+    extra: &crate::engine::http::extra::Extra,
 ) -> Result<(), Failure> {
     use crate::engine::http::cache::{reset_all_blocking, ResetError};
     if endpoints.is_empty() {
         return Ok(());
     }
-    match reset_all_blocking(endpoints, api_key) {
+    match reset_all_blocking(endpoints, api_key, extra) {
         Ok(_) => Ok(()),
         Err(ResetError::Unsupported(m)) => Err(Failure::usage(m)),
         Err(ResetError::Failed(m)) => Err(Failure::runtime(m)),
@@ -115,23 +116,28 @@ pub(crate) fn check_api(
     }
     let asked = h.api;
     let stop = || crate::signals::pending().is_some();
-    let picked = resolve_blocking(&h.endpoints, h.api_key.as_deref(), asked, &stop).map_err(
-        |e| match e {
-            DetectError::Missing(m) => Failure::usage(m),
-            DetectError::Failed(m) => Failure::runtime(m),
-            DetectError::Stopped => Failure {
-                code: crate::signals::pending_exit_code().unwrap_or(crate::exit::EXIT_FAILURE),
-                message: format!(
-                    "{} while asking {} whether it answers --api {}",
-                    crate::signals::pending()
-                        .map(|r| r.words())
-                        .unwrap_or_else(|| "stopped".into()),
-                    h.endpoints[0].display(),
-                    asked.name()
-                ),
-            },
+    let picked = resolve_blocking(
+        &h.endpoints,
+        h.api_key.as_deref(),
+        &h.shape.extra,
+        asked,
+        &stop,
+    )
+    .map_err(|e| match e {
+        DetectError::Missing(m) => Failure::usage(m),
+        DetectError::Failed(m) => Failure::runtime(m),
+        DetectError::Stopped => Failure {
+            code: crate::signals::pending_exit_code().unwrap_or(crate::exit::EXIT_FAILURE),
+            message: format!(
+                "{} while asking {} whether it answers --api {}",
+                crate::signals::pending()
+                    .map(|r| r.words())
+                    .unwrap_or_else(|| "stopped".into()),
+                h.endpoints[0].display(),
+                asked.name()
+            ),
         },
-    )?;
+    })?;
     h.api = picked.api;
     if asked != Api::Auto {
         return Ok(());

@@ -71,7 +71,7 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
     }
     if let plan::EnginePlan::Http(h) = &engine {
         if h.reset_prefix_cache {
-            super::check_cache_reset(&h.endpoints, h.api_key.as_deref())?;
+            super::check_cache_reset(&h.endpoints, h.api_key.as_deref(), &h.shape.extra)?;
         }
     }
     // Before the record's time 0: where this machine's clock stands against the run's

@@ -53,12 +53,16 @@ fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
         api_key,
         api_check,
     } = plan;
+    let extra = api_check
+        .as_ref()
+        .map(|h| h.shape.extra.clone())
+        .unwrap_or_default();
     if let Some(mut h) = api_check {
         super::check_api(&mut h, Some(&mut header))?;
     }
     // A server that cannot empty its prefix cache is known before anything runs (every cell
     // empties it again as it starts).
-    super::check_cache_reset(&reset_prefix_cache, api_key.as_deref())?;
+    super::check_cache_reset(&reset_prefix_cache, api_key.as_deref(), &extra)?;
     let mut recorder = match &outputs.record {
         Some(path) => {
             let mut r = Recorder::create(path, header.clone(), outputs.jsonl_steps)

@@ -121,13 +121,14 @@ pub async fn reset_prefix_cache(
 pub fn reset_all_blocking(
     endpoints: &[Endpoint],
     api_key: Option<&str>,
+    extra: &super::extra::Extra,
 ) -> Result<Vec<CacheReset>, ResetError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| ResetError::Failed(format!("cannot start the http client runtime: {e}")))?;
     rt.block_on(async {
-        let client = Client::builder().build().map_err(|e| {
+        let client = extra.client().build().map_err(|e| {
             ResetError::Failed(format!("cannot build the http client: {}", describe(e)))
         })?;
         let mut done = Vec::new();

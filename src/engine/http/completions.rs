@@ -144,6 +144,7 @@ fn launch(
         chunk_timings: cfg.chunk_timings,
         tools: what.tools,
         inputs: what.inputs,
+        extra: cfg.shape.extra.clone(),
     };
     let _ = shared.events.send(Event::RequestStarted {
         index,

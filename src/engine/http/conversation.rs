@@ -260,6 +260,7 @@ async fn converse(
                 chunk_timings: cfg.chunk_timings,
                 tools: tools.clone(),
                 inputs: Vec::new(),
+                extra: cfg.shape.extra.clone(),
             };
             let scheduled = Instant::now();
             let events = shared.events.clone();

@@ -25,6 +25,7 @@ mod completions;
 pub mod conn;
 mod conversation;
 mod events;
+pub mod extra;
 pub mod parts;
 pub mod probe;
 mod reading;
@@ -159,6 +160,8 @@ pub struct Shape {
     pub tools: Option<Arc<Tools>>,
     /// `--tool-choice`, for a dataset's tools too.
     pub tool_choice: Option<ToolChoice>,
+    /// `--extra-body` and `--header`: added to every request.
+    pub extra: Arc<extra::Extra>,
     /// `--tool-time`: how long the simulated tool takes before a conversation answers a tool
     /// call with its result (the next request of the turn).
     pub tool_time: Option<ThinkTime>,
@@ -472,7 +475,12 @@ async fn drive(mut cfg: HttpConfig, tx: &Events, inbox: &mut Inbox) -> Result<St
         c = probe::calibrate() => c,
         stop = stopped(inbox) => return Ok(stop),
     };
-    let client = reqwest::Client::builder()
+    // The user's headers go with the route check, the model list and the tokenizer too: a
+    // gateway that routes by them answers those as well.
+    let client = cfg
+        .shape
+        .extra
+        .client()
         .tcp_nodelay(true)
         .pool_max_idle_per_host(cfg.in_flight_cap().min(4096))
         .build()
@@ -683,10 +691,16 @@ async fn discover(
         (Some(m), _) => m.clone(),
         (None, Ok(served)) => served.id.clone(),
         (None, Err(e)) => {
+            // A refused key is not fixed by naming the model.
+            let what = if e.contains("HTTP 401") || e.contains("HTTP 403") {
+                "check --api-key (or an Authorization --header)"
+            } else {
+                "pass --served-model NAME"
+            };
             return Err(format!(
-                "cannot list the models of {} ({e}); pass --served-model NAME",
+                "cannot list the models of {} ({e}); {what}",
                 first.display()
-            ))
+            ));
         }
     };
     if let Prompts::Server { texts } = &cfg.prompts {

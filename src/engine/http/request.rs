@@ -218,6 +218,7 @@ async fn stream(
         ask.api,
         api_key,
         ask.session.as_deref(),
+        &ask.extra.headers,
         body,
     )?;
     let sent = Instant::now();
@@ -368,13 +369,14 @@ async fn whole_body(
 
 /// The request as it goes on the wire: origin-form target, `Host`, the JSON body's length, and
 /// the API key as a bearer token (else the URL's credentials as basic auth, as reqwest sends
-/// them).
+/// them), and the user's `--header`s.
 fn post(
     url: &Url,
     origin: &Origin,
     api: Api,
     api_key: Option<&str>,
     session: Option<&str>,
+    extra_headers: &[(hyper::header::HeaderName, hyper::header::HeaderValue)],
     body: Vec<u8>,
 ) -> Result<hyper::Request<Full<Bytes>>, RequestError> {
     let mut target = url.path().to_string();
@@ -410,6 +412,12 @@ fn post(
         let pass = url.password().map(percent_decoded).unwrap_or_default();
         let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
         req = req.header(AUTHORIZATION, format!("Basic {token}"));
+    }
+    // The user's own, in the place of any of the same name.
+    if let Some(headers) = req.headers_mut() {
+        for (name, value) in extra_headers {
+            headers.insert(name.clone(), value.clone());
+        }
     }
     req.body(Full::new(Bytes::from(body)))
         .map_err(|e| RequestError::new(format!("cannot build the request ({e}); check --api-key")))

@@ -327,6 +327,7 @@ const STOP_POLL: Duration = Duration::from_millis(10);
 pub fn resolve_blocking(
     endpoints: &[Endpoint],
     api_key: Option<&str>,
+    extra: &super::super::extra::Extra,
     api: Api,
     stop: &dyn Fn() -> bool,
 ) -> Result<Picked, DetectError> {
@@ -335,7 +336,7 @@ pub fn resolve_blocking(
         .build()
         .map_err(|e| DetectError::Failed(format!("cannot start the http client runtime: {e}")))?;
     rt.block_on(async {
-        let client = Client::builder().build().map_err(|e| {
+        let client = extra.client().build().map_err(|e| {
             DetectError::Failed(format!("cannot build the http client: {}", describe(e)))
         })?;
         let all = async {

@@ -41,12 +41,16 @@ pub struct Ask {
     pub tools: Option<Arc<Tools>>,
     /// The batch of a pooling API: the texts to embed, or the documents to rank.
     pub inputs: Vec<String>,
+    /// `--extra-body` and `--header`.
+    pub extra: Arc<super::extra::Extra>,
 }
 
 impl Ask {
-    /// The body as `api` takes it.
+    /// The body as `api` takes it, with `--extra-body` merged in.
     pub fn body(&self) -> Value {
-        body(self)
+        let mut b = body(self);
+        self.extra.apply(&mut b);
+        b
     }
 }
 
