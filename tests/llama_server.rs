@@ -271,7 +271,7 @@ fn watch_reads_the_servers_metrics() {
 
 /// The pooling APIs a server has turned off are one line naming the flag and the server's own
 /// words (exit 2), not a run of failures; with `--embeddings` the server's embeddings are
-/// measured.
+/// measured, and with `--reranking` its rerank.
 #[test]
 fn pooling_apis_are_checked_and_measured() {
     let _one = one_at_a_time();
@@ -314,6 +314,33 @@ fn pooling_apis_are_checked_and_measured() {
     let done = requests(&lines);
     assert_eq!(done.len(), 8, "{stderr}");
     assert!(done.iter().all(|r| r["batch"] == 4), "{stderr}");
+    drop(embedder);
+    // With --reranking the same file ranks documents (its last token's state, with no
+    // classifier head, is the score): a query and 4 documents a request.
+    let ranker = real_server::llama_server(&bin, &gguf, &["--reranking", "-np", "2", "-t", "1"]);
+    let (code, lines, stderr) = run(
+        &ranker.url,
+        &[
+            "--api",
+            "rerank",
+            "--batch",
+            "4",
+            "--requests",
+            "8",
+            "--concurrency",
+            "2",
+            "-p",
+            "32",
+        ],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(failures(&lines).is_empty(), "{stderr}");
+    let done = requests(&lines);
+    assert_eq!(done.len(), 8, "{stderr}");
+    for r in &done {
+        assert_eq!(r["batch"], 4, "{r}");
+        assert_eq!(r["client"]["prompt_tokens_from"], "usage", "{r}");
+    }
 }
 
 /// `--header` and `--extra-body` as a user sends them to a server behind a key: the key in an
