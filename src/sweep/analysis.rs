@@ -244,6 +244,10 @@ pub struct Hold {
     /// Why not, when it did not.
     pub broken: Vec<String>,
     pub ttft_p99_s: Option<f64>,
+    /// Loads held before this one that did not hold (each higher than the next): a load a
+    /// probe saw met gives way to the next lower one that met.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_held: Vec<f64>,
 }
 
 impl SearchFinding {
@@ -290,18 +294,23 @@ pub fn searches(cells: &[CellResult], slo: &Slo, config: &SearchConfig) -> Vec<S
                 .iter()
                 .filter(|c| !c.params.hold && without_load(&c.params, axis) == *w)
                 .collect();
-            let hold = cells
+            let holds: Vec<&CellResult> = cells
                 .iter()
-                .find(|c| c.params.hold && without_load(&c.params, axis) == *w)
-                .map(|c| Hold {
-                    cell: c.cell,
-                    load: axis.load(&c.params),
-                    n: c.n,
-                    seconds: c.held_s,
-                    meets_slo: meets_slo(c, slo),
-                    broken: probe_reasons(c, slo),
-                    ttft_p99_s: (c.ttft.n > 0).then_some(c.ttft.p99),
-                });
+                .filter(|c| c.params.hold && without_load(&c.params, axis) == *w)
+                .collect();
+            let hold = holds.last().map(|c| Hold {
+                cell: c.cell,
+                load: axis.load(&c.params),
+                n: c.n,
+                seconds: c.held_s,
+                meets_slo: meets_slo(c, slo),
+                broken: probe_reasons(c, slo),
+                ttft_p99_s: (c.ttft.n > 0).then_some(c.ttft.p99),
+                not_held: holds[..holds.len() - 1]
+                    .iter()
+                    .map(|c| axis.load(&c.params))
+                    .collect(),
+            });
             let verdicts: Vec<(f64, bool)> = probes
                 .iter()
                 .map(|c| (axis.load(&c.params), meets_slo(c, slo)))
@@ -966,6 +975,13 @@ fn search_markdown(f: &SearchFinding) -> String {
     );
     if let Some(h) = &f.hold {
         let how_long = h.seconds.map_or("?".into(), |s| format!("{s:.0} s"));
+        if !h.not_held.is_empty() {
+            let loads: Vec<String> = h.not_held.iter().map(|&x| l(x)).collect();
+            out.push_str(&format!(
+                "  - Held at {name} {} first: it did **not** hold (a queue too slow for a probe to see), so the next lower load a probe met the SLO at was held.\n",
+                loads.join(", then ")
+            ));
+        }
         out.push_str(&if h.meets_slo {
             format!(
                 "  - Held at {name} {} for {how_long} ({} steady requests, cell {}): it met the SLO and the server held the load.\n",
@@ -1287,6 +1303,24 @@ mod tests {
             text.contains("Max concurrency for prompt 128, output 32: **12**: concurrency 12 meets the SLO and 13 breaks it (TTFT p99); the max lies in [12, 13), known to 1 request in flight (cells 5 and 7)"),
             "{text}"
         );
+        // Held: 12 did not hold, 11 was never probed, so the next lower load a probe met (8)
+        // was held and held.
+        let mut held = cells.clone();
+        for (i, (c, ttft)) in [(12usize, 0.2), (8, 0.02)].into_iter().enumerate() {
+            let mut cell = server(8 + i, c, c as f64 * 30.0, ttft);
+            cell.params.hold = true;
+            held.push(cell);
+        }
+        let f = findings(&held, &slo, None, None, Some(&config));
+        let h = f.searches[0]
+            .hold
+            .clone()
+            .unwrap_or_else(|| panic!("{f:?}"));
+        assert_eq!((h.load, h.meets_slo, h.not_held), (8.0, true, vec![12.0]));
+        assert_eq!(f.searches[0].max, Some(12.0), "the probes' answer stays");
+        assert!(f
+            .to_markdown(&held)
+            .contains("Held at concurrency 12 first: it did **not** hold"));
         // Nothing meets: the first probe breaks, and so does every halving.
         let slow: Vec<CellResult> = [4usize, 2, 1]
             .iter()

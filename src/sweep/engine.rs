@@ -107,6 +107,18 @@ pub fn spawn(
     })
 }
 
+/// Holds a search tries, each at a lower load than the last: the first at the max found.
+const MAX_HOLDS: usize = 3;
+
+/// The highest load below `load` that a probe met the SLO at.
+fn next_lower_met(probes: &[(f64, bool)], load: f64) -> Option<f64> {
+    probes
+        .iter()
+        .filter(|&&(l, meets)| meets && l < load)
+        .map(|&(l, _)| l)
+        .max_by(f64::total_cmp)
+}
+
 fn run(
     cells: Cells,
     mut start: StartCell,
@@ -148,11 +160,15 @@ fn run(
                     }
                     cell += 1;
                 }
-                // `--hold`: the highest load that met the SLO, held as one more cell.
-                if let (Some(_), Some(max)) = (config.hold_s, search.meets) {
+                // `--hold`: the highest load that met the SLO, held as one more cell. A load
+                // that met it in a probe but does not hold (a queue that builds too slowly for
+                // a probe to see) gives way to the next lower load a probe met it at.
+                let mut next = config.hold_s.and(search.meets);
+                let mut held = 0;
+                while let Some(load) = next {
                     let params = CellParams {
                         hold: true,
-                        ..with_load(workload, search.axis, max)
+                        ..with_load(workload, search.axis, load)
                     };
                     let mut early = None;
                     if let Some(stop) =
@@ -160,7 +176,15 @@ fn run(
                     {
                         return stop;
                     }
+                    let holds = match verdict(cell, control, early) {
+                        Ok(holds) => holds,
+                        Err(stop) => return stop,
+                    };
                     cell += 1;
+                    held += 1;
+                    next = (!holds && held < MAX_HOLDS)
+                        .then(|| next_lower_met(&search.probes, load))
+                        .flatten();
                 }
             }
         }
@@ -325,5 +349,50 @@ mod tests {
         }
         h.join().unwrap();
         assert_eq!(probed, [1, 2, 4, 8, 6, 5]);
+    }
+
+    /// `--hold`: a max that a probe saw met but that does not hold gives way to the next lower
+    /// load a probe met, until one holds (or three were tried).
+    #[test]
+    fn a_hold_that_fails_steps_down_to_the_next_load_that_met() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded();
+        let config = SearchConfig {
+            axis: "concurrency".into(),
+            start: 1.0,
+            lo: 1.0,
+            hi: 64.0,
+            tolerance: 0.0,
+            workloads: vec![CellParams::default()],
+            probe_s: None,
+            hold_s: Some(60.0),
+        };
+        let h = spawn(Cells::Search(config), instant(), tx, ctl_rx).unwrap();
+        // Probes meet up to 5 in flight; held, only 2 does.
+        let mut held = Vec::new();
+        let mut open: Option<(usize, usize, bool)> = None;
+        loop {
+            match rx.recv().unwrap() {
+                Event::CellStarted(c) => {
+                    open = Some((c.cell, c.params.concurrency.unwrap(), c.params.hold))
+                }
+                Event::Finished(_) => match open.take() {
+                    Some((cell, conc, hold)) => {
+                        if hold {
+                            held.push(conc);
+                        }
+                        let meets_slo = if hold { conc <= 2 } else { conc <= 5 };
+                        ctl_tx
+                            .send(Control::CellVerdict { cell, meets_slo })
+                            .unwrap();
+                    }
+                    None => break,
+                },
+                _ => {}
+            }
+        }
+        h.join().unwrap();
+        assert_eq!(held, [5, 4, 2]);
+        assert_eq!(next_lower_met(&[(1.0, true), (8.0, false)], 1.0), None);
     }
 }

@@ -496,15 +496,20 @@ impl SweepFold {
         if self.model.is_none() {
             self.model = run.info.as_ref().map(|i| i.model.clone());
         }
-        let probe = (self.config.search.is_some() && !open.params.hold).then(|| {
+        // Every cell of a search is judged for the engine: a probe's verdict moves the
+        // search, a hold's says whether a lower load is held next.
+        let meets = self.config.search.is_some().then(|| {
             let meets = analysis::meets_slo(&result, &self.slo);
             self.control.push_back(Control::CellVerdict {
                 cell: open.cell,
                 meets_slo: meets,
             });
-            self.searched(&open.params, meets);
             meets
         });
+        let probe = meets.filter(|_| !open.params.hold);
+        if let Some(meets) = probe {
+            self.searched(&open.params, meets);
+        }
         let cells = if self.config.search.is_some() {
             open.cell + 1
         } else {
