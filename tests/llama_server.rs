@@ -173,26 +173,7 @@ fn prompts_are_exact_with_the_servers_tokenizer() {
     let Some(server) = server() else {
         return;
     };
-    for p in ["16", "100"] {
-        let (code, lines, stderr) = run(
-            &server.url,
-            &[
-                "--tokenizer",
-                "server",
-                "--requests",
-                "4",
-                "-p",
-                p,
-                "-n",
-                "4",
-            ],
-        );
-        assert_eq!(code, Some(0), "{stderr}");
-        for r in requests(&lines) {
-            assert_eq!(r["client"]["prompt_tokens_from"], "usage", "{r}");
-            assert_eq!(r["prompt_tokens"].to_string(), p, "{r}");
-        }
-    }
+    real_server::prompts_are_exact(&server.url);
 }
 
 /// The TTFT split by the server's own per-request timings (`timings`): every request carries
@@ -296,51 +277,12 @@ fn pooling_apis_are_checked_and_measured() {
         &gguf,
         &["--embeddings", "--pooling", "mean", "-np", "2", "-t", "1"],
     );
-    let (code, lines, stderr) = run(
-        &embedder.url,
-        &[
-            "--api",
-            "embeddings",
-            "--batch",
-            "4",
-            "--requests",
-            "8",
-            "-p",
-            "32",
-        ],
-    );
-    assert_eq!(code, Some(0), "{stderr}");
-    assert!(failures(&lines).is_empty(), "{stderr}");
-    let done = requests(&lines);
-    assert_eq!(done.len(), 8, "{stderr}");
-    assert!(done.iter().all(|r| r["batch"] == 4), "{stderr}");
+    real_server::pooling_is_measured(&embedder.url, "embeddings");
     drop(embedder);
     // With --reranking the same file ranks documents (its last token's state, with no
     // classifier head, is the score): a query and 4 documents a request.
     let ranker = real_server::llama_server(&bin, &gguf, &["--reranking", "-np", "2", "-t", "1"]);
-    let (code, lines, stderr) = run(
-        &ranker.url,
-        &[
-            "--api",
-            "rerank",
-            "--batch",
-            "4",
-            "--requests",
-            "8",
-            "--concurrency",
-            "2",
-            "-p",
-            "32",
-        ],
-    );
-    assert_eq!(code, Some(0), "{stderr}");
-    assert!(failures(&lines).is_empty(), "{stderr}");
-    let done = requests(&lines);
-    assert_eq!(done.len(), 8, "{stderr}");
-    for r in &done {
-        assert_eq!(r["batch"], 4, "{r}");
-        assert_eq!(r["client"]["prompt_tokens_from"], "usage", "{r}");
-    }
+    real_server::pooling_is_measured(&ranker.url, "rerank");
 }
 
 /// `--header` and `--extra-body` as a user sends them to a server behind a key: the key in an
@@ -409,27 +351,8 @@ fn tokens_with_empty_text_are_tokens() {
     write_gguf_with_control_pads(&gguf);
     let server = real_server::llama_server(&bin, &gguf, &["-np", "4", "-t", "1"]);
     for api in ["completions", "chat"] {
-        let (code, lines, stderr) = run(
-            &server.url,
-            &[
-                "--api",
-                api,
-                "--requests",
-                "8",
-                "--concurrency",
-                "4",
-                "-p",
-                "32",
-                "-n",
-                "16",
-            ],
-        );
-        assert_eq!(code, Some(0), "{api}: {stderr}");
-        assert!(failures(&lines).is_empty(), "{api}: {stderr}");
-        let done = requests(&lines);
-        assert_eq!(done.len(), 8, "{api}: {stderr}");
+        let (done, stderr) = real_server::sixteen_tokens_each(&server.url, api);
         for r in &done {
-            assert_eq!(r["output_tokens"], 16, "{api}: {r}");
             if api == "completions" {
                 let chunks = r["client"]["content_chunks"].as_u64().unwrap();
                 let counted: u64 = match r["client"]["chunk_tokens"].as_array() {

@@ -119,28 +119,7 @@ fn prompts_are_exact_with_the_servers_tokenizer() {
     let Some(server) = server() else {
         return;
     };
-    for p in ["16", "100"] {
-        let (code, lines, stderr) = run(
-            &server.url,
-            &[
-                "--tokenizer",
-                "server",
-                "--requests",
-                "4",
-                "-p",
-                p,
-                "-n",
-                "4",
-            ],
-        );
-        assert_eq!(code, Some(0), "{stderr}");
-        let done = requests(&lines);
-        assert_eq!(done.len(), 4, "{stderr}");
-        for r in done {
-            assert_eq!(r["client"]["prompt_tokens_from"], "usage", "{r}");
-            assert_eq!(r["prompt_tokens"].to_string(), p, "{r}");
-        }
-    }
+    real_server::prompts_are_exact(&server.url);
 }
 
 /// The TTFT split by vLLM's own per-request metrics: queue, prefill (scheduled to first token)
@@ -227,27 +206,8 @@ fn tokens_with_empty_text_are_tokens() {
     std::fs::write(model.join("tokenizer.json"), tk.to_string()).unwrap();
     let server = real_server::vllm_server(&python, &model, &["--max-model-len", "2048"]);
     for api in ["completions", "chat", "responses", "messages"] {
-        let (code, lines, stderr) = run(
-            &server.url,
-            &[
-                "--api",
-                api,
-                "--requests",
-                "8",
-                "--concurrency",
-                "4",
-                "-p",
-                "32",
-                "-n",
-                "16",
-            ],
-        );
-        assert_eq!(code, Some(0), "{api}: {stderr}");
-        assert!(failures(&lines).is_empty(), "{api}: {stderr}");
-        let done = requests(&lines);
-        assert_eq!(done.len(), 8, "{api}: {stderr}");
+        let (done, stderr) = real_server::sixteen_tokens_each(&server.url, api);
         for r in &done {
-            assert_eq!(r["output_tokens"], 16, "{api}: {r}");
             assert_eq!(r["client"]["output_tokens_from"], "usage", "{api}: {r}");
             if matches!(api, "completions" | "chat") {
                 assert_eq!(r["client"]["content_chunks"], 16, "{api}: {r}");
@@ -292,30 +252,7 @@ fn pooling_apis_are_measured() {
         ],
     );
     for api in ["embeddings", "rerank"] {
-        let (code, lines, stderr) = run(
-            &server.url,
-            &[
-                "--api",
-                api,
-                "--batch",
-                "4",
-                "--requests",
-                "8",
-                "--concurrency",
-                "2",
-                "-p",
-                "32",
-            ],
-        );
-        assert_eq!(code, Some(0), "{api}: {stderr}");
-        assert!(failures(&lines).is_empty(), "{api}: {stderr}");
-        let done = requests(&lines);
-        assert_eq!(done.len(), 8, "{api}: {stderr}");
-        for r in &done {
-            assert_eq!(r["batch"], 4, "{api}: {r}");
-            assert_eq!(r["client"]["prompt_tokens_from"], "usage", "{api}: {r}");
-            assert!(r["prompt_tokens"].as_u64().unwrap() > 0, "{api}: {r}");
-        }
+        real_server::pooling_is_measured(&server.url, api);
     }
     let (code, _, stderr) = run(&server.url, &["--api", "auto", "--requests", "2"]);
     assert_eq!(code, Some(0), "{stderr}");

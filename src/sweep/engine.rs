@@ -313,8 +313,10 @@ mod tests {
         })
     }
 
-    #[test]
-    fn a_search_waits_for_each_verdict_and_follows_it() {
+    /// A search over concurrency from 1 to 64 (holding its max when `hold_s`), the consumer's
+    /// verdict on each cell from `judge(concurrency, hold)`: every cell's (concurrency, hold)
+    /// in order.
+    fn searched(hold_s: Option<f64>, judge: impl Fn(usize, bool) -> bool) -> Vec<(usize, bool)> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded();
         let config = SearchConfig {
@@ -325,51 +327,10 @@ mod tests {
             tolerance: 0.0,
             workloads: vec![CellParams::default()],
             probe_s: None,
-            hold_s: None,
+            hold_s,
         };
         let h = spawn(Cells::Search(config), instant(), tx, ctl_rx).unwrap();
-        // The consumer's side: a verdict per probe, meeting up to 5 in flight.
-        let mut probed = Vec::new();
-        let mut open: Option<(usize, usize)> = None;
-        loop {
-            match rx.recv().unwrap() {
-                Event::CellStarted(c) => open = Some((c.cell, c.params.concurrency.unwrap())),
-                Event::Finished(_) => match open.take() {
-                    Some((cell, conc)) => {
-                        probed.push(conc);
-                        let meets_slo = conc <= 5;
-                        ctl_tx
-                            .send(Control::CellVerdict { cell, meets_slo })
-                            .unwrap();
-                    }
-                    None => break,
-                },
-                _ => {}
-            }
-        }
-        h.join().unwrap();
-        assert_eq!(probed, [1, 2, 4, 8, 6, 5]);
-    }
-
-    /// `--hold`: a max that a probe saw met but that does not hold gives way to the next lower
-    /// load a probe met, until one holds (or three were tried).
-    #[test]
-    fn a_hold_that_fails_steps_down_to_the_next_load_that_met() {
-        let (tx, rx) = crossbeam_channel::unbounded();
-        let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded();
-        let config = SearchConfig {
-            axis: "concurrency".into(),
-            start: 1.0,
-            lo: 1.0,
-            hi: 64.0,
-            tolerance: 0.0,
-            workloads: vec![CellParams::default()],
-            probe_s: None,
-            hold_s: Some(60.0),
-        };
-        let h = spawn(Cells::Search(config), instant(), tx, ctl_rx).unwrap();
-        // Probes meet up to 5 in flight; held, only 2 does.
-        let mut held = Vec::new();
+        let mut cells = Vec::new();
         let mut open: Option<(usize, usize, bool)> = None;
         loop {
             match rx.recv().unwrap() {
@@ -378,10 +339,8 @@ mod tests {
                 }
                 Event::Finished(_) => match open.take() {
                     Some((cell, conc, hold)) => {
-                        if hold {
-                            held.push(conc);
-                        }
-                        let meets_slo = if hold { conc <= 2 } else { conc <= 5 };
+                        cells.push((conc, hold));
+                        let meets_slo = judge(conc, hold);
                         ctl_tx
                             .send(Control::CellVerdict { cell, meets_slo })
                             .unwrap();
@@ -392,6 +351,30 @@ mod tests {
             }
         }
         h.join().unwrap();
+        cells
+    }
+
+    #[test]
+    fn a_search_waits_for_each_verdict_and_follows_it() {
+        // Meeting up to 5 in flight.
+        let probed: Vec<usize> = searched(None, |conc, _| conc <= 5)
+            .into_iter()
+            .map(|(conc, _)| conc)
+            .collect();
+        assert_eq!(probed, [1, 2, 4, 8, 6, 5]);
+    }
+
+    /// `--hold`: a max that a probe saw met but that does not hold gives way to the next lower
+    /// load a probe met, until one holds (or three were tried).
+    #[test]
+    fn a_hold_that_fails_steps_down_to_the_next_load_that_met() {
+        // Probes meet up to 5 in flight; held, only 2 does.
+        let cells = searched(Some(60.0), |conc, hold| conc <= if hold { 2 } else { 5 });
+        let held: Vec<usize> = cells
+            .into_iter()
+            .filter(|&(_, hold)| hold)
+            .map(|(conc, _)| conc)
+            .collect();
         assert_eq!(held, [5, 4, 2]);
         assert_eq!(next_lower_met(&[(1.0, true), (8.0, false)], 1.0), None);
     }

@@ -369,3 +369,87 @@ pub fn pads_made_special(tokenizer: &mut serde_json::Value) {
         );
     }
 }
+
+/// `--tokenizer server` at prompts of 16 and 100 tokens: every request's prompt is exactly as
+/// long as asked, by the server's own count.
+pub fn prompts_are_exact(url: &str) {
+    for p in ["16", "100"] {
+        let (code, lines, stderr) = run(
+            url,
+            &[
+                "--tokenizer",
+                "server",
+                "--requests",
+                "4",
+                "-p",
+                p,
+                "-n",
+                "4",
+            ],
+        );
+        assert_eq!(code, Some(0), "{stderr}");
+        let done = requests(&lines);
+        assert_eq!(done.len(), 4, "{stderr}");
+        for r in done {
+            assert_eq!(r["client"]["prompt_tokens_from"], "usage", "{r}");
+            assert_eq!(r["prompt_tokens"].to_string(), p, "{r}");
+        }
+    }
+}
+
+/// A pooling API (`embeddings`, `rerank`) measured: 8 requests of a batch of 4 inputs (a query
+/// and 4 documents), 2 in flight, none failed, prompt tokens from the server's usage.
+pub fn pooling_is_measured(url: &str, api: &str) {
+    let (code, lines, stderr) = run(
+        url,
+        &[
+            "--api",
+            api,
+            "--batch",
+            "4",
+            "--requests",
+            "8",
+            "--concurrency",
+            "2",
+            "-p",
+            "32",
+        ],
+    );
+    assert_eq!(code, Some(0), "{api}: {stderr}");
+    assert!(failures(&lines).is_empty(), "{api}: {stderr}");
+    let done = requests(&lines);
+    assert_eq!(done.len(), 8, "{api}: {stderr}");
+    for r in &done {
+        assert_eq!(r["batch"], 4, "{api}: {r}");
+        assert_eq!(r["client"]["prompt_tokens_from"], "usage", "{api}: {r}");
+        assert!(r["prompt_tokens"].as_u64().unwrap_or(0) > 0, "{api}: {r}");
+    }
+}
+
+/// `--api API`, 8 requests of 16 tokens, 4 in flight: none fails and each generates the 16
+/// tokens asked for. Returns the completed requests and stderr for what a test checks beyond.
+pub fn sixteen_tokens_each(url: &str, api: &str) -> (Vec<serde_json::Value>, String) {
+    let (code, lines, stderr) = run(
+        url,
+        &[
+            "--api",
+            api,
+            "--requests",
+            "8",
+            "--concurrency",
+            "4",
+            "-p",
+            "32",
+            "-n",
+            "16",
+        ],
+    );
+    assert_eq!(code, Some(0), "{api}: {stderr}");
+    assert!(failures(&lines).is_empty(), "{api}: {stderr}");
+    let done: Vec<serde_json::Value> = requests(&lines).into_iter().cloned().collect();
+    assert_eq!(done.len(), 8, "{api}: {stderr}");
+    for r in &done {
+        assert_eq!(r["output_tokens"], 16, "{api}: {r}");
+    }
+    (done, stderr)
+}

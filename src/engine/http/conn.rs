@@ -859,6 +859,13 @@ mod tests {
             .unwrap()
     }
 
+    /// Whether every request from the `k`th on went once, on a spare opened ahead of it.
+    fn spares_from(seen: &[(ConnectionUse, u32)], k: usize) -> bool {
+        seen[k..]
+            .iter()
+            .all(|&s| s == (ConnectionUse::Preopened, 1))
+    }
+
     /// Sends `n` requests one after another, each read to its end: how each got its connection.
     async fn one_after_another(
         pool: &Arc<Pool>,
@@ -892,12 +899,7 @@ mod tests {
         assert!(pool.news().is_empty(), "said once");
         // The first one or two open their own (or go again when a kept one is found closed);
         // from the third on, a spare.
-        assert!(
-            seen[3..]
-                .iter()
-                .all(|&s| s == (ConnectionUse::Preopened, 1)),
-            "{seen:?}"
-        );
+        assert!(spares_from(&seen, 3), "{seen:?}");
     }
 
     /// A server whose closes the client finds only by sending on a kept connection (the next
@@ -917,12 +919,7 @@ mod tests {
                 (ConnectionUse::New, 2)
             ]
         );
-        assert!(
-            seen[3..]
-                .iter()
-                .all(|&s| s == (ConnectionUse::Preopened, 1)),
-            "{seen:?}"
-        );
+        assert!(spares_from(&seen, 3), "{seen:?}");
     }
 
     /// Without spares (`--no-preconnect`) each request opens its own; none fails.
