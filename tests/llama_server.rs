@@ -47,6 +47,75 @@ fn make_gguf(preset: &str, gguf_type: &str) -> PathBuf {
     path
 }
 
+/// Speculative decoding as the server counted it, per request (`timings.draft_n`,
+/// `draft_n_accepted`), against truths the test sets: a draft model that is the target model
+/// itself has every greedy draft accepted; one of other random weights (same vocabulary) has
+/// almost none accepted.
+#[test]
+fn speculative_decoding_is_what_the_server_reports() {
+    let _one = one_at_a_time();
+    let Some(bin) = real_server::llama_bin() else {
+        return;
+    };
+    let target = make_gguf("tiny", "q8_0");
+    let other = models_dir().join("tiny-q8_0-seed1.gguf");
+    let (code, _, stderr) = infertop(&[
+        "make-model",
+        other.to_str().unwrap(),
+        "--preset",
+        "tiny",
+        "--gguf",
+        "--gguf-type",
+        "q8_0",
+        "--seed",
+        "1",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    for (draft, least, most) in [(&target, 0.9, 1.0), (&other, 0.0, 0.2)] {
+        let server = real_server::llama_server(
+            &bin,
+            &target,
+            &[
+                "-md",
+                draft.to_str().unwrap(),
+                "--spec-type",
+                "draft-simple",
+                "-np",
+                "1",
+                "-t",
+                "1",
+            ],
+        );
+        let (code, lines, stderr) = run(
+            &server.url,
+            &[
+                "--extra-body",
+                r#"{"temperature": 0}"#,
+                "--requests",
+                "4",
+                "-p",
+                "32",
+                "-n",
+                "32",
+            ],
+        );
+        assert_eq!(code, Some(0), "{stderr}");
+        let done = requests(&lines);
+        assert_eq!(done.len(), 4, "{stderr}");
+        for r in done {
+            let s = &r["client"]["server"];
+            let drafted = s["draft_tokens"].as_f64().unwrap_or(0.0);
+            let accepted = s["draft_accepted"].as_f64().unwrap_or(-1.0);
+            assert!(drafted > 0.0, "{draft:?}: {r}");
+            let rate = accepted / drafted;
+            assert!(
+                (least..=most).contains(&rate),
+                "{draft:?}: rate {rate}: {r}"
+            );
+        }
+    }
+}
+
 /// The server every test but the capacity search shares: the tiny model in q8_0, four slots,
 /// its metrics on. `None` when llama.cpp is not installed.
 fn server() -> Option<&'static RealServer> {

@@ -42,6 +42,17 @@ pub struct ServerTimings {
     pub reasoning_tokens: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_tokens: Option<usize>,
+    /// Speculative decoding, as the server counted it for this request: tokens drafted
+    /// (llama.cpp `draft_n`, vLLM `speculative_decoding.num_draft_tokens`) and of those the
+    /// target model accepted (`draft_n_accepted`, `num_accepted_draft_tokens`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_tokens: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_accepted: Option<usize>,
+    /// Verify steps (vLLM `num_spec_steps`): accepted tokens per step is
+    /// `draft_accepted / spec_steps`, plus the one the target model adds each step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_steps: Option<usize>,
     /// The client's TTFT less the server's queue and prefill: the network both ways, HTTP, and
     /// the client's own time (its send delay in an open loop included). Set when the server
     /// said its prefill; without its queue (llama.cpp) the queue is in here too.
@@ -50,6 +61,14 @@ pub struct ServerTimings {
 }
 
 impl ServerTimings {
+    /// The share of drafted tokens the target model accepted, when the server drafted any.
+    pub fn acceptance_rate(&self) -> Option<f64> {
+        match (self.draft_accepted, self.draft_tokens) {
+            (Some(a), Some(d)) if d > 0 => Some(a as f64 / d as f64),
+            _ => None,
+        }
+    }
+
     /// Whether it says anything a split can use.
     pub fn is_empty(&self) -> bool {
         self.queue_s.is_none()

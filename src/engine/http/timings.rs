@@ -1,7 +1,8 @@
 //! A server's own timings of one request, read from whatever it sends with the stream:
 //! vLLM's `metrics` object on the final usage chunk (`--enable-per-request-metrics`, in ms),
 //! llama.cpp's `timings` (in ms, with its prompt and cache token counts) and a `meta_info`
-//! object in the shape of SGLang's native `/generate` API (in seconds). SGLang's own
+//! object in the shape of SGLang's native `/generate` API (in seconds), and with them what
+//! speculative decoding drafted and accepted for the request. SGLang's own
 //! OpenAI-compatible streams, the ones infertop drives, carry no `meta_info`: it is read only
 //! when a chunk has one. Nothing is assumed: a field the server did not send stays `None`, and
 //! a chunk that carries none of the three says nothing.
@@ -35,7 +36,9 @@ pub fn read(
             sources.push("sglang");
         }
     }
-    if sources.is_empty() || (out.is_empty() && out.reasoning_tokens.is_none()) {
+    if sources.is_empty()
+        || (out.is_empty() && out.reasoning_tokens.is_none() && out.draft_tokens.is_none())
+    {
         return None;
     }
     out.source = sources.join("+");
@@ -100,6 +103,15 @@ fn vllm(m: &Object, out: &mut ServerTimings) -> bool {
         said |= fill(&mut out.reasoning_tokens, tokens(o.get("reasoning")));
         said |= fill(&mut out.content_tokens, tokens(o.get("content")));
     }
+    // `--per-request-spec-decode-metrics`.
+    if let Some(s) = m.get("speculative_decoding").and_then(Value::as_object) {
+        said |= fill(&mut out.draft_tokens, count(s, "num_draft_tokens"));
+        said |= fill(
+            &mut out.draft_accepted,
+            count(s, "num_accepted_draft_tokens"),
+        );
+        said |= fill(&mut out.spec_steps, count(s, "num_spec_steps"));
+    }
     said
 }
 
@@ -110,6 +122,9 @@ fn llama_cpp(t: &Object, out: &mut ServerTimings) -> bool {
     said |= fill(&mut out.decode_s, ms(t, "predicted_ms"));
     said |= fill(&mut out.computed_tokens, count(t, "prompt_n"));
     said |= fill(&mut out.cached_tokens, count(t, "cache_n"));
+    // With a draft model (`-md`) or n-gram drafting: sent once it has drafted.
+    said |= fill(&mut out.draft_tokens, count(t, "draft_n"));
+    said |= fill(&mut out.draft_accepted, count(t, "draft_n_accepted"));
     said
 }
 
@@ -163,6 +178,32 @@ mod tests {
         assert_eq!(s.queue_s, None);
         assert!(near(s.prefill_s, 0.9) && near(s.decode_s, 2.0));
         assert_eq!((s.cached_tokens, s.computed_tokens), (Some(290), Some(120)));
+    }
+
+    #[test]
+    fn what_speculative_decoding_drafted_and_accepted_is_read() {
+        let t = json!({"prompt_n": 7, "prompt_ms": 3.2, "predicted_n": 32, "predicted_ms": 65.4,
+            "draft_n": 87, "draft_n_accepted": 29});
+        let s = read(None, Some(&t), None).unwrap();
+        assert_eq!(
+            (s.draft_tokens, s.draft_accepted, s.spec_steps),
+            (Some(87), Some(29), None)
+        );
+        assert!(near(s.acceptance_rate(), 29.0 / 87.0));
+        let m = json!({"queue_time_ms": 1.0, "speculative_decoding": {
+            "mean_acceptance_length": 2.5, "draft_acceptance_rate": 0.5,
+            "acceptance_histogram": [2, 0, 2, 0], "num_spec_steps": 4,
+            "num_accepted_draft_tokens": 6, "num_draft_tokens": 12, "num_spec_tokens": 3}});
+        let s = read(Some(&m), None, None).unwrap();
+        assert_eq!(
+            (s.draft_tokens, s.draft_accepted, s.spec_steps),
+            (Some(12), Some(6), Some(4))
+        );
+        assert!(near(s.acceptance_rate(), 0.5));
+        // Without drafting, nothing is said of it.
+        let t = json!({"prompt_n": 7, "prompt_ms": 3.2});
+        let s = read(None, Some(&t), None).unwrap();
+        assert_eq!((s.draft_tokens, s.acceptance_rate()), (None, None));
     }
 
     #[test]
