@@ -258,3 +258,55 @@ fn pooling_apis_are_measured() {
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stderr.contains("--api auto: embeddings"), "{stderr}");
 }
+
+/// Speculative decoding as vLLM counts it per request (n-gram drafting,
+/// `--per-request-spec-decode-metrics`): every request says what was drafted, accepted and in
+/// how many verify steps, and the counts agree with the tokens the client saw: each verify
+/// step yields its accepted tokens plus one, so steps + accepted never exceed the output, and
+/// the chunks (several tokens each) add up to it.
+#[test]
+fn speculative_decoding_is_what_the_server_reports() {
+    let _one = one_at_a_time();
+    let Some(python) = real_server::vllm_python() else {
+        return;
+    };
+    let model = make_dir("vllm-small", "small");
+    let server = real_server::vllm_server(
+        &python,
+        &model,
+        &[
+            "--max-model-len",
+            "2048",
+            "--speculative-config",
+            r#"{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":3,"prompt_lookup_min":1}"#,
+            "--per-request-spec-decode-metrics",
+            "detailed",
+        ],
+    );
+    let (code, lines, stderr) = run(&server.url, &["--requests", "6", "-p", "32", "-n", "32"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let done = requests(&lines);
+    assert_eq!(done.len(), 6, "{stderr}");
+    let mut accepted_any = false;
+    for r in done {
+        let s = &r["client"]["server"];
+        let count = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("no {k}: {r}"));
+        let (drafted, accepted, steps) = (
+            count("draft_tokens"),
+            count("draft_accepted"),
+            count("spec_steps"),
+        );
+        assert!(accepted <= drafted, "{r}");
+        assert!(steps + accepted <= 32, "{r}");
+        accepted_any |= accepted > 0;
+        let chunks: u64 = r["client"]["chunk_tokens"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{r}"))
+            .iter()
+            .map(|t| t.as_u64().unwrap())
+            .sum();
+        assert_eq!(chunks, 32, "{r}");
+    }
+    // A random model's greedy output repeats itself: n-gram drafts are accepted.
+    assert!(accepted_any, "{stderr}");
+}
