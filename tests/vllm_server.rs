@@ -34,20 +34,21 @@ fn make_dir(name: &str, preset: &str) -> PathBuf {
     dir
 }
 
-/// The server the tests share: the small preset as make-model writes it, with its per-request
-/// metrics on. `None` when vLLM is not installed.
+/// vLLM serving the small preset as make-model writes it, started with `args` (a context of
+/// 2048 tokens besides). `None` when vLLM is not installed.
+fn small_server(args: &[&str]) -> Option<RealServer> {
+    let python = real_server::vllm_python()?;
+    let model = make_dir("vllm-small", "small");
+    let mut all = vec!["--max-model-len", "2048"];
+    all.extend_from_slice(args);
+    Some(real_server::vllm_server(&python, &model, &all))
+}
+
+/// The server the tests share, with its per-request metrics on.
 fn server() -> Option<&'static RealServer> {
     static SERVER: OnceLock<Option<RealServer>> = OnceLock::new();
     SERVER
-        .get_or_init(|| {
-            let python = real_server::vllm_python()?;
-            let model = make_dir("vllm-small", "small");
-            Some(real_server::vllm_server(
-                &python,
-                &model,
-                &["--enable-per-request-metrics", "--max-model-len", "2048"],
-            ))
-        })
+        .get_or_init(|| small_server(&["--enable-per-request-metrics"]))
         .as_ref()
 }
 
@@ -235,22 +236,9 @@ fn tokens_with_empty_text_are_tokens() {
 #[test]
 fn pooling_apis_are_measured() {
     let _one = one_at_a_time();
-    let Some(python) = real_server::vllm_python() else {
+    let Some(server) = small_server(&["--runner", "pooling", "--convert", "embed"]) else {
         return;
     };
-    let model = make_dir("vllm-small", "small");
-    let server = real_server::vllm_server(
-        &python,
-        &model,
-        &[
-            "--runner",
-            "pooling",
-            "--convert",
-            "embed",
-            "--max-model-len",
-            "2048",
-        ],
-    );
     for api in ["embeddings", "rerank"] {
         real_server::pooling_is_measured(&server.url, api);
     }
@@ -267,22 +255,14 @@ fn pooling_apis_are_measured() {
 #[test]
 fn speculative_decoding_is_what_the_server_reports() {
     let _one = one_at_a_time();
-    let Some(python) = real_server::vllm_python() else {
+    let Some(server) = small_server(&[
+        "--speculative-config",
+        r#"{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":3,"prompt_lookup_min":1}"#,
+        "--per-request-spec-decode-metrics",
+        "detailed",
+    ]) else {
         return;
     };
-    let model = make_dir("vllm-small", "small");
-    let server = real_server::vllm_server(
-        &python,
-        &model,
-        &[
-            "--max-model-len",
-            "2048",
-            "--speculative-config",
-            r#"{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":3,"prompt_lookup_min":1}"#,
-            "--per-request-spec-decode-metrics",
-            "detailed",
-        ],
-    );
     let (code, lines, stderr) = run(&server.url, &["--requests", "6", "-p", "32", "-n", "32"]);
     assert_eq!(code, Some(0), "{stderr}");
     let done = requests(&lines);

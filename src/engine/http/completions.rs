@@ -8,7 +8,8 @@ use std::time::Instant;
 use tokio::task::JoinSet;
 
 use super::api::Ask;
-use super::request::{self, Measured, RequestError};
+use super::outcome::{Measured, RequestError};
+use super::request;
 use super::schedule::{Scheduler, Unit};
 use super::{request_done, send_token, what_to_send, Endpoint, Events, HttpConfig, Shared};
 use crate::engine::control::Inbox;

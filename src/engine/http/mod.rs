@@ -26,6 +26,7 @@ pub mod conn;
 mod conversation;
 mod events;
 pub mod extra;
+mod outcome;
 pub mod parts;
 pub mod probe;
 mod reading;
@@ -54,8 +55,8 @@ use crate::util::fnv1a;
 pub use api::{Api, Message, ToolCall, ToolChoice, Tools};
 use completions::Launched;
 use events::Events;
+use outcome::{Measured, Token};
 pub use request::{Endpoint, PromptWords};
-use request::{Measured, Token};
 use schedule::MAX_CONCURRENCY;
 pub use schedule::{open_loop_due_s, GIVE_UP_AFTER_FAILURES};
 

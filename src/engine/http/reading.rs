@@ -16,8 +16,8 @@
 
 use std::time::Instant;
 
+use super::outcome::{Measured, RequestError, Token};
 use super::parts::Tally;
-use super::request::{Measured, RequestError, Token};
 use super::sse::{Chunk, SseLines};
 
 /// A stream being read.

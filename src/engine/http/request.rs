@@ -12,11 +12,12 @@ use hyper::header::{ACCEPT, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, CONTENT_T
 use reqwest::{Client, Url};
 use serde_json::Value;
 
-use super::api::{self, Api, Ask, ToolCall};
+use super::api::{self, Api, Ask};
 use super::conn::{Exchange, Origin, Pool};
+use super::outcome::{Measured, RequestError, Token};
 use super::reading::Reading;
 use super::sse::{excerpt, Data, SseLines};
-use crate::event::{HttpPhases, OutputParts};
+use crate::event::HttpPhases;
 
 /// A server's base URL (no `/v1`), and how it is shown (no credentials).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,68 +75,6 @@ impl Endpoint {
         u.set_path(&joined);
         u
     }
-}
-
-/// A finished stream's client-side timings and what the server said about it.
-#[derive(Clone, Debug, Default)]
-pub struct Measured {
-    /// Scheduled send → first content chunk.
-    pub ttft_s: f64,
-    /// One interval per content chunk after the first.
-    pub itls_s: Vec<f64>,
-    /// Scheduled send → end of stream (`[DONE]`).
-    pub e2e_s: f64,
-    /// When the request was due (open loop) or launched (closed loop) → its actual send.
-    pub send_delay_s: f64,
-    pub content_chunks: usize,
-    pub usage_prompt_tokens: Option<usize>,
-    pub usage_completion_tokens: Option<usize>,
-    /// Tokens each content chunk carried, from the running usage of a server that sends it in
-    /// every chunk (1 where it does not say).
-    pub chunk_tokens: Vec<u32>,
-    pub finish_reason: Option<String>,
-    pub text: String,
-    /// The usage chunk's `prompt_tokens_details.cached_tokens`.
-    pub cached_tokens: Option<usize>,
-    /// From the first content chunk to the second.
-    pub ttst_s: Option<f64>,
-    /// The connection and its phases before the first token.
-    pub http: Option<HttpPhases>,
-    /// The answer's text alone (no reasoning), as a conversation resends it.
-    pub answer: String,
-    /// The tool calls the output made, assembled from their pieces.
-    pub tool_calls: Vec<ToolCall>,
-    /// Reasoning and tool calls, when the output had either (see `parts`).
-    pub parts: Option<OutputParts>,
-    /// A pooling request: the inputs it carried.
-    pub inputs: usize,
-    /// The server's own timings, from the last chunk that carried them.
-    pub server: Option<crate::event::ServerTimings>,
-}
-
-/// A request that did not complete.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RequestError {
-    pub reason: String,
-    pub status: Option<u16>,
-}
-
-impl RequestError {
-    pub(super) fn new(reason: impl Into<String>) -> RequestError {
-        RequestError {
-            reason: reason.into(),
-            status: None,
-        }
-    }
-}
-
-/// A content chunk as it arrives.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Token {
-    /// The first: the request's start → now.
-    First { ttft_s: f64 },
-    /// Chunk `step` (1 for the second chunk) after the first, `itl_s` after the one before.
-    Step { step: u32, itl_s: f64 },
 }
 
 /// How far a request got, kept outside the timed future so a timeout can say it.
