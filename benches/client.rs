@@ -273,6 +273,8 @@ fn measure(sc: Scenario) -> Figures {
         shape: Default::default(),
         start_at: None,
         prompt_salt: 0,
+        cancel: None,
+        canary: None,
     };
     let (tx, rx) = bounded(1 << 20);
     let (_ctl, ctl_rx) = unbounded::<Control>();

@@ -210,6 +210,8 @@ fn replay_bench(rate: u64, seconds: u64) {
         shape: Default::default(),
         start_at: None,
         prompt_salt: 0,
+        cancel: None,
+        canary: None,
     };
     let (tx, rx) = bounded(1 << 16);
     let (_ctl_tx, ctl_rx) = unbounded::<Control>();
@@ -344,6 +346,8 @@ fn conversation_bench(count: usize) {
         shape: Default::default(),
         start_at: None,
         prompt_salt: 0,
+        cancel: None,
+        canary: None,
     };
     let baseline = current_bytes();
     let (tx, rx) = bounded(1 << 16);

@@ -5,6 +5,9 @@
 pub const EXIT_OK: i32 = 0;
 pub const EXIT_FAILURE: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
+/// Generated outputs differ: between two runs (`compare`), or alone and under load
+/// (`--determinism`).
+pub const EXIT_OUTPUTS_DIFFER: i32 = 3;
 
 /// A failure with its exit code; the message is one line.
 #[derive(Debug)]

@@ -8,7 +8,7 @@ use crate::exit::{EXIT_FAILURE, EXIT_OK};
 use crate::signals::Signals;
 use crate::stats::{
     Breakdown, EndpointStats, Goodput, ModelStats, PhaseStats, RunStats, ServerSteady, ShapeStats,
-    Slo, SplitStats, Window, RECENT_REQUESTS,
+    Slo, SpecStats, SplitStats, Window, RECENT_REQUESTS,
 };
 use crate::summary::resources::Resources;
 use crate::summary::GoodputSummary;
@@ -37,6 +37,10 @@ pub struct RunFold {
     /// Where each TTFT went by the server's own timings (queue, prefill, the rest), when the
     /// server sends them.
     pub split: SplitStats,
+    /// Speculative decoding by the server's own count, when it drafts.
+    pub spec: SpecStats,
+    /// The canary lane (`--probe`), apart from the run's requests.
+    pub canary: crate::stats::CanaryStats,
     /// Peak memory and energy over the whole run (not reset by `r`).
     pub resources: Resources,
     /// Requests finished since the start (not reset by `r`).
@@ -51,6 +55,11 @@ pub struct RunFold {
     pub send_delay_p99_s: Option<f64>,
     /// Requests that failed since the start (not reset by `r`): never latency samples.
     pub failed_requests: u64,
+    /// Requests the client cancelled on purpose since the start (`--cancel`; not reset by
+    /// `r`): neither samples nor failures.
+    pub cancelled_requests: u64,
+    /// What the server did after them, once the engine has checked.
+    pub cancel_check: Option<crate::event::CancelCheck>,
     /// The last failure's reason, for the end-of-run line when every request failed.
     pub last_failure: Option<String>,
     /// Whether the request in flight is warmup: its decode steps are counted with it.
@@ -152,6 +161,17 @@ impl RunFold {
                 self.failed_requests += 1;
                 self.last_failure = Some(f.reason.clone());
             }
+            Event::Canary(c) => self.canary.record(c),
+            Event::RequestCancelled(c) => {
+                self.take_steps(c.index);
+                self.server.request_ended(c.warmup);
+                self.cancelled_requests += 1;
+            }
+            Event::Notice(n) => {
+                if let crate::event::Notice::CancelCheck(c) = n.as_ref() {
+                    self.cancel_check = Some(c.clone());
+                }
+            }
             Event::ServerMetrics(w) => self.server.window(w),
             Event::StatsReset => {
                 self.stats.reset();
@@ -161,6 +181,8 @@ impl RunFold {
                 self.shapes.reset();
                 self.phases.reset();
                 self.split.reset();
+                self.spec.reset();
+                self.canary.reset();
                 self.server.reset();
                 self.goodput = Goodput::default();
                 for steps in self.pending_steps.values_mut() {
@@ -214,6 +236,7 @@ impl RunFold {
         self.shapes.record_request(r);
         // In flight when it ended, itself included (it is counted done just below).
         self.split.record_request(r, self.in_flight());
+        self.spec.record_request(r);
         if let Some(c) = &r.client {
             let w = self
                 .send_delays
@@ -227,8 +250,9 @@ impl RunFold {
 
     /// Requests started and not yet ended (a server engine has many).
     pub fn in_flight(&self) -> u64 {
-        self.started_requests
-            .saturating_sub(self.completed_requests + self.failed_requests)
+        self.started_requests.saturating_sub(
+            self.completed_requests + self.failed_requests + self.cancelled_requests,
+        )
     }
 
     /// Failed requests as a fraction of all that ended (0 when none has).
@@ -259,11 +283,14 @@ impl RunFold {
         RunSummary::from_stats(&self.stats)
             .with_resources(self.resources.clone())
             .with_failures(self.failed_requests)
+            .with_cancelled(self.cancelled_requests, self.cancel_check.clone())
             .with_endpoints(self.endpoints.summaries())
             .with_models(self.models.summaries())
             .with_shapes(self.shapes.summary())
             .with_phases(self.phases.summary())
             .with_split(self.split.summary())
+            .with_spec(self.spec.summary())
+            .with_canary(self.canary.summary())
             .with_server(self.server.summary.clone())
             .with_breakdown(&self.breakdown)
             .with_goodput(self.goodput_summary())

@@ -5,10 +5,12 @@
 //! them to one fold (`fold`) beside the dashboard's state (`ui`), the recorder (`record`) and
 //! the headless printer; render functions only read state. `cli` parses, `plan` turns flags
 //! into a checked plan, `session` carries it out; `traffic` is what a run sends, `stats` the
-//! statistics, `sweep` grids and searches of runs, `scrape` a server's own metrics,
+//! statistics, `sweep` grids and searches of runs, `determinism` a server's outputs alone and
+//! under load, `scrape` a server's own metrics,
 //! `telemetry` memory and GPU figures.
 
 pub mod cli;
+pub mod determinism;
 pub mod engine;
 pub mod event;
 pub mod exit;

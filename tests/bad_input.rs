@@ -72,6 +72,36 @@ const CASES: &[Case] = &[
         code: 2,
     },
     Case {
+        input: "`--cancel` with a share outside (0, 1]",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--cancel", "share=2"],
+        message: "--cancel: share 2 is outside (0, 1] (e.g. 0.1 cancels one request in ten)",
+        code: 2,
+    },
+    Case {
+        input: "`--cancel` at a time that is not one",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--cancel", "share=0.1,after=later"],
+        message: "--cancel: after `later` is neither ttft nor a duration above zero (e.g. 500ms, 2s)",
+        code: 2,
+    },
+    Case {
+        input: "`--cancel` of conversations",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--api", "chat", "--turns", "2", "--conversations", "2", "--cancel", "share=0.1"],
+        message: "--cancel: not with --turns (each turn of a conversation builds on the one before); cancel single requests",
+        code: 2,
+    },
+    Case {
+        input: "`--probe` more often than 10ms",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--probe", "every=1ms"],
+        message: "--probe: every `1ms` is too short (10ms at least: a canary measures, it does not load)",
+        code: 2,
+    },
+    Case {
+        input: "`--probe` of a pooling API",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--api", "embeddings", "--probe", "every=1s"],
+        message: "--probe: --api embeddings generates nothing to time a canary by; use --api completions, chat, responses or messages",
+        code: 2,
+    },
+    Case {
         input: "`--header` without a colon",
         args: &[H, "--endpoint", "http://127.0.0.1:9", "--header", "X-Tenant blue"],
         message: "--header: `X-Tenant blue` has no colon (write 'Name: value', e.g. 'X-Tenant: blue')",
@@ -325,6 +355,78 @@ const CASES: &[Case] = &[
         message: "--batch 4: with --endpoint every request is one sequence (but --api embeddings and rerank, which take a batch of inputs); use --concurrency for parallel requests",
         code: 2,
     },
+    Case {
+        input: "`--determinism` without a server",
+        args: &[H, "--determinism"],
+        message: "--determinism: compares a server's outputs; give --endpoint URL",
+        code: 2,
+    },
+    Case {
+        input: "`--determinism` at concurrency 1",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--determinism", "--concurrency", "1"],
+        message: "--concurrency 1: --determinism compares one request at a time with N at once; give --concurrency N with N > 1",
+        code: 2,
+    },
+    Case {
+        input: "`--determinism` without `--concurrency`",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--determinism"],
+        message: "--concurrency 1: --determinism compares one request at a time with N at once; give --concurrency N with N > 1",
+        code: 2,
+    },
+    Case {
+        input: "`--determinism` with an open loop",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--determinism", "--concurrency", "4", "--rate", "2"],
+        message: "--rate: --determinism runs closed loops (one request at a time, then --concurrency at once); drop --rate",
+        code: 2,
+    },
+    Case {
+        input: "`--determinism` with host sampling",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--determinism", "--concurrency", "4", "--sampling", "temperature=0.7"],
+        message: "--sampling: samples on the host (the candle engine); --determinism compares a server's greedy outputs",
+        code: 2,
+    },
+    Case {
+        input: "`--determinism` with a temperature above 0",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--determinism", "--concurrency", "4", "--extra-body", r#"{"temperature": 0.7}"#],
+        message: "--extra-body: sets temperature 0.7; --determinism compares greedy outputs (temperature 0)",
+        code: 2,
+    },
+    Case {
+        input: "`--determinism` for a duration",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--determinism", "--concurrency", "4", "--duration", "30s"],
+        message: "--duration: --determinism sends the same prompts in both passes; give --requests N instead",
+        code: 2,
+    },
+    Case {
+        input: "`--determinism` with fewer prompts than slots",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--determinism", "--concurrency", "4", "--requests", "2"],
+        message: "--requests 2: fewer than --concurrency 4, so the loaded pass would never have 4 in flight; give --requests 4 or more",
+        code: 2,
+    },
+    Case {
+        input: "`--determinism` of conversations",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--api", "chat", "--determinism", "--concurrency", "4", "--conversations", "4", "--turns", "2"],
+        message: "--turns: a conversation resends its replies, so the second pass's prompts would follow the first pass's outputs; --determinism sends single prompts",
+        code: 2,
+    },
+    Case {
+        input: "`--determinism` of an API without output",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--api", "embeddings", "--determinism", "--concurrency", "4"],
+        message: "--api embeddings: generates no output to compare; --determinism takes completions, chat, responses or messages",
+        code: 2,
+    },
+    Case {
+        input: "`--determinism` with a CSV summary",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--determinism", "--concurrency", "4", "--format", "csv"],
+        message: "--format csv: --determinism prints md or json",
+        code: 2,
+    },
+    Case {
+        input: "`sweep --determinism`",
+        args: &["sweep", "--endpoint", "http://127.0.0.1:9", "--determinism", "--concurrency", "4"],
+        message: "--determinism: not a sweep's flag; run infertop --endpoint URL --determinism --concurrency N",
+        code: 2,
+    },
     // ---- record files
     Case {
         input: "`--record` is a directory",
@@ -366,6 +468,54 @@ const CASES: &[Case] = &[
         input: "`report` of a record in a newer format",
         args: &["report", "newer-format.jsonl"],
         message: "newer-format.jsonl: record format 99 (written by infertop 9.0.0) is newer than this infertop reads (format 1); read it with a newer infertop",
+        code: 2,
+    },
+    Case {
+        input: "`report --slice` of no length",
+        args: &["report", "run.jsonl", "--slice", "0s"],
+        message: "--slice: `0s` is not a window length (give a positive duration such as 10s, 5m or 1h)",
+        code: 2,
+    },
+    Case {
+        input: "`report --slice` that is not a duration",
+        args: &["report", "run.jsonl", "--slice", "hourly"],
+        message: "--slice: `hourly` is not a window length (give a positive duration such as 10s, 5m or 1h)",
+        code: 2,
+    },
+    Case {
+        input: "`report --slice` too fine for the run",
+        args: &["report", "run.jsonl", "--slice", "1us"],
+        message: "--slice 1.00µs: the run's 34.5 s would make more than 100000 windows; give --slice 1ms or longer",
+        code: 2,
+    },
+    Case {
+        input: "`report --slice` in llm-d's format",
+        args: &["report", "run.jsonl", "--slice", "10s", "--format", "llm-d"],
+        message: "--slice: llm-d's report has no windows; use --format md, json or csv",
+        code: 2,
+    },
+    Case {
+        input: "`report --slice` with a flag of the summary's",
+        args: &["report", "run.jsonl", "--slice", "10s", "--plot", "run.svg"],
+        message: "the argument '--slice <DUR>' cannot be used with '--plot <PLOT>' (see infertop --help)",
+        code: 2,
+    },
+    Case {
+        input: "`report --slice` of a sweep's record",
+        args: &["report", "sweep.jsonl", "--slice", "10s"],
+        message: "sweep.jsonl: a sweep's record; --slice takes a run's record (report the sweep without --slice for its table of cells)",
+        code: 2,
+    },
+    Case {
+        input: "`report --slice` of a record without requests",
+        args: &["report", "no-requests.jsonl", "--slice", "10s"],
+        message: "no-requests.jsonl: no requests in the record (nothing to slice)",
+        code: 2,
+    },
+    Case {
+        input: "`report --slice` of a record written before requests carried their time",
+        args: &["report", "untimed.jsonl", "--slice", "10s"],
+        message: "untimed.jsonl: written before request lines carried their time (t_s), so it cannot be sliced by time; report it without --slice",
         code: 2,
     },
     Case {
@@ -623,6 +773,67 @@ const CASES: &[Case] = &[
         message: "--batch: with --endpoint every request is one sequence; sweep --concurrency (or --rate) instead",
         code: 2,
     },
+    // ---- repeated runs
+    Case {
+        input: "`--runs 1`",
+        args: &[H, "--runs", "1", "--requests", "5"],
+        message: "--runs: `1` is not a number of runs (give 2 or more: the spread across runs needs two)",
+        code: 2,
+    },
+    Case {
+        input: "`--runs 0`",
+        args: &[H, "--runs", "0", "--requests", "5"],
+        message: "--runs: `0` is not a number of runs (give 2 or more: the spread across runs needs two)",
+        code: 2,
+    },
+    Case {
+        input: "`--cooldown` that is not a duration",
+        args: &[H, "--runs", "3", "--requests", "5", "--cooldown", "soon"],
+        message: "--cooldown: `soon` is not a duration (e.g. 200ms, 1.5s)",
+        code: 2,
+    },
+    Case {
+        input: "`--cooldown` without `--runs`",
+        args: &[H, "--requests", "5", "--cooldown", "10s"],
+        message: "--runs <N> is needed by the flags given (see infertop --help)",
+        code: 2,
+    },
+    Case {
+        input: "`--runs` of a run with no end",
+        args: &[H, "--runs", "3"],
+        message: "--runs 3: each run needs an end to be repeated; give --requests N or --duration D",
+        code: 2,
+    },
+    Case {
+        input: "`--runs` whose runs are all warmup",
+        args: &[H, "--runs", "3", "--requests", "2", "--warmup", "2"],
+        message: "--requests 2: each run's first --warmup 2 are warmup, leaving none to compare across runs; give more than 2",
+        code: 2,
+    },
+    Case {
+        input: "`--runs` with `--jsonl`",
+        args: &["--runs", "3", "--requests", "5", "--jsonl"],
+        message: "--jsonl with --runs: the runs' record is not streamed; write it with --record FILE and follow that file (infertop follow FILE)",
+        code: 2,
+    },
+    Case {
+        input: "`--runs` of a shard",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--runs", "3", "--requests", "8", "--shard", "0/2", "--concurrency", "2"],
+        message: "--shard, --start-at, --clock-ref with --runs: repeated runs are sent from one generator, one after another; repeat the sharded run itself",
+        code: 2,
+    },
+    Case {
+        input: "`sweep` with `--runs`",
+        args: &["sweep", "--batch", "1,2", "--runs", "3"],
+        message: "--runs: a sweep measures each cell once; repeat a run (infertop --runs N …), or run the sweep again",
+        code: 2,
+    },
+    Case {
+        input: "`report --plot` of repeated runs",
+        args: &["report", "runs.jsonl", "--plot", "runs.svg"],
+        message: "--plot: runs.jsonl is a record of repeated runs (--runs), which has no plot; report it without --plot",
+        code: 2,
+    },
     // ---- a server without the API asked for (checked before anything is sent)
     Case {
         input: "a server without the completions route (the default `--api`)",
@@ -726,6 +937,28 @@ fn make_fixtures(d: &Path) {
         d.join("newer-format.jsonl"),
         "{\"type\":\"header\",\"infertop_version\":\"9.0.0\",\"record_format\":99}\n",
     );
+    // Records for `report --slice`: a run of one request that ended at 1.5 s of 34.5, a
+    // sweep's, one without requests, one whose request line has no time; and one of repeated
+    // runs (`--runs`), for `report --plot`.
+    let header = r#"{"type":"header","infertop_version":"0.1.0","record_format":1}"#;
+    let request = r#"{"type":"request","index":0,"warmup":false,"batch":1,"prompt_tokens":16,"output_tokens":4,"ttft_s":0.03,"tpot_s":0.01,"e2e_s":0.06,"output_hash":"0000000000000000""#;
+    write(
+        d.join("run.jsonl"),
+        format!("{header}\n{request},\"t_s\":1.5}}\n{{\"type\":\"footer\",\"stop\":\"duration_limit\",\"elapsed_s\":34.5,\"summary\":{{}}}}\n"),
+    );
+    write(
+        d.join("sweep.jsonl"),
+        format!("{header}\n{{\"type\":\"sweep\",\"cells\":[]}}\n"),
+    );
+    write(
+        d.join("runs.jsonl"),
+        format!("{header}\n{{\"type\":\"sweep\",\"cells\":[],\"repeat\":{{\"runs\":3,\"cooldown_s\":0.0}}}}\n"),
+    );
+    write(
+        d.join("no-requests.jsonl"),
+        format!("{header}\n{{\"type\":\"footer\",\"stop\":\"user_stop\",\"elapsed_s\":3.0,\"summary\":{{}}}}\n"),
+    );
+    write(d.join("untimed.jsonl"), format!("{header}\n{request}}}\n"));
     write(d.join("prompts.txt"), "hello\n");
     write(
         d.join("binary.txt"),

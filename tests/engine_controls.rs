@@ -51,6 +51,8 @@ fn http_config(url: &str, traffic: TrafficPlan, api: Api, concurrency: usize) ->
         shape: Default::default(),
         start_at: None,
         prompt_salt: 0,
+        cancel: None,
+        canary: None,
     }
 }
 

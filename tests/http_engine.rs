@@ -307,6 +307,8 @@ fn config(url: &str, requests: u64) -> HttpConfig {
         shape: Default::default(),
         start_at: None,
         prompt_salt: 0,
+        cancel: None,
+        canary: None,
     }
 }
 

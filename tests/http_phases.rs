@@ -58,6 +58,8 @@ fn config(url: &str, concurrency: usize, requests: u64, preconnect: bool) -> Htt
         shape: Default::default(),
         start_at: None,
         prompt_salt: 0,
+        cancel: None,
+        canary: None,
     }
 }
 

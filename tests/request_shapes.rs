@@ -46,6 +46,8 @@ fn config(url: &str, api: Api, requests: u64) -> HttpConfig {
         reset_prefix_cache: false,
         start_at: None,
         prompt_salt: 0,
+        cancel: None,
+        canary: None,
         shape: Shape {
             batch: 1,
             ..Shape::default()
@@ -541,8 +543,8 @@ fn embeddings_and_rerank_are_timed_whole_with_their_batch() {
         );
         assert!(s.steady.get(infertop::stats::Metric::Tpot).n == 0);
         assert!(s.steady.get(infertop::stats::Metric::DecodeTokS).n == 0);
-        // The printed summary shows it (as the README says: prefill tok/s is the input
-        // throughput of a pooling run).
+        // The printed summary shows it (as docs/measure-a-server.md says: prefill tok/s is the
+        // input throughput of a pooling run).
         let table = s.render(infertop::summary::SummaryFormat::Md);
         let row = table
             .lines()

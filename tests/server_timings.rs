@@ -78,6 +78,8 @@ fn config(url: &str, concurrency: usize, requests: u64) -> HttpConfig {
         shape: Default::default(),
         start_at: None,
         prompt_salt: 0,
+        cancel: None,
+        canary: None,
     }
 }
 

@@ -494,6 +494,8 @@ fn the_http_engines_calibration() {
         shape: Default::default(),
         start_at: None,
         prompt_salt: 0,
+        cancel: None,
+        canary: None,
     };
     let (tx, rx) = bounded(1024);
     let (ctl, ctl_rx) = unbounded::<Control>();

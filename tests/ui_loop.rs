@@ -394,3 +394,125 @@ fn a_sweep_in_the_dashboard_takes_real_controls_through_one_channel() {
     assert!(app.events.iter().any(|e| e.text == LOAD_KEYS_OFF));
     assert!(app.events.iter().any(|e| e.text == "paused"));
 }
+
+/// `--runs N` in the dashboard: the runs go one after another on the one channel, the header
+/// says which run and shows the cooldown between two as such, the charts go on across runs
+/// (the first run's requests are still drawn in the second), the table starts again with each
+/// run, and the grid has a line per run.
+#[test]
+fn repeated_runs_in_the_dashboard_keep_their_charts_and_show_the_cooldown() {
+    use infertop::event::{CellParams, Notice, RequestDone, RunPhase};
+    use infertop::record::line::{RepeatConfig, SweepConfig};
+    use infertop::sweep::engine::{self, StartCell};
+    use infertop::sweep::fold::SweepFold;
+
+    let params = CellParams {
+        batch: 1,
+        ..CellParams::default()
+    };
+    let (ev_tx, ev_rx) = unbounded();
+    let (ctl_tx, ctl_rx) = unbounded();
+    let start: StartCell = Box::new(|_, _, tx: Sender<Event>, _rx: Receiver<Control>| {
+        Ok(engine::CellHandle::thread(thread::spawn(move || {
+            let _ = tx.send(run_info());
+            for index in 0..3 {
+                let _ = tx.send(Event::RequestStarted {
+                    index,
+                    warmup: false,
+                    prompt_tokens: 8,
+                    output_tokens: 4,
+                    batch: 1,
+                });
+                let _ = tx.send(Event::RequestDone(Box::new(RequestDone {
+                    index,
+                    batch: 1,
+                    prompt_tokens: 8,
+                    output_tokens: 4,
+                    ttft_s: 0.01,
+                    tpot_s: Some(0.002),
+                    e2e_s: 0.016,
+                    ..Default::default()
+                })));
+            }
+            let _ = tx.send(Event::Finished(StopReason::RequestLimit));
+        })))
+    });
+    let cells = engine::Cells::Repeat {
+        params: params.clone(),
+        runs: 2,
+        cooldown: Duration::from_millis(600),
+    };
+    let runs = engine::spawn(cells, start, ev_tx, ctl_rx).unwrap();
+    let mut app = App::default();
+    app.sweep = Some(SweepFold::new(
+        SweepConfig {
+            cells: vec![params; 2],
+            repeat: Some(RepeatConfig {
+                runs: 2,
+                cooldown_s: 0.6,
+            }),
+            ..SweepConfig::default()
+        },
+        Default::default(),
+    ));
+    let mut terminal = Terminal::new(Coalesce::new(TestBackend::new(100, 30))).unwrap();
+    let mut input = Script::new(&[press('q')], Duration::from_millis(2500));
+    // What the dashboard showed as the cooldown began, and what the charts held as the second
+    // run began.
+    let mut in_cooldown: Option<String> = None;
+    let mut charted_at_second: Option<(usize, u64)> = None;
+    let mut on_event = |ev: &Event, app: &mut App| match ev {
+        Event::Notice(n) if matches!(n.as_ref(), Notice::Cooldown(_)) => {
+            assert_eq!(app.phase, RunPhase::Cooldown);
+            let mut t = Terminal::new(TestBackend::new(100, 30)).unwrap();
+            t.draw(|f| infertop::ui::render::render(f, app)).unwrap();
+            let buf = t.backend().buffer();
+            let mut text = String::new();
+            for y in 0..buf.area.height {
+                for x in 0..buf.area.width {
+                    text.push_str(buf[(x, y)].symbol());
+                }
+                text.push('\n');
+            }
+            in_cooldown = Some(text);
+        }
+        Event::CellStarted(c) if c.cell == 1 => {
+            charted_at_second = Some((app.requests.len(), app.run.requests_done));
+        }
+        _ => {}
+    };
+    let stop = run_app(
+        &mut terminal,
+        &mut input,
+        &ev_rx,
+        &ctl_tx,
+        &mut app,
+        &options(Signals::none()),
+        STOP_WAIT,
+        &mut on_event,
+    )
+    .unwrap();
+    runs.join().unwrap();
+    // Both runs ended as asked before q closed the dashboard.
+    assert_eq!(stop, StopReason::RequestLimit);
+    let cooling = in_cooldown.expect("a cooldown between the runs");
+    assert!(cooling.contains(" COOLDOWN "), "{cooling}");
+    assert!(
+        cooling.contains("run 1/2 · cooldown 0.6 s left"),
+        "{cooling}"
+    );
+    assert!(app
+        .events
+        .iter()
+        .any(|e| e.text == "run 1 ended; 0.6 s of cooldown before the next"));
+    // The second run begins with the first's requests on the charts and a fresh table.
+    assert_eq!(charted_at_second, Some((3, 0)));
+    let fold = app.sweep.as_ref().unwrap();
+    assert_eq!(fold.results.len(), 2);
+    assert_eq!(app.requests.len(), 6);
+    let text = screen(&terminal);
+    assert!(text.contains("run 2/2"), "{text}");
+    assert!(text.contains("Runs · 2 of 2"), "{text}");
+    assert!(text.contains("+ run 1 "), "{text}");
+    assert!(text.contains("+ run 2 "), "{text}");
+}

@@ -1091,6 +1091,81 @@ fn the_ttft_split_on_a_key() {
     );
 }
 
+/// `f` twice on a run whose server drafts: each request's acceptance with its percentiles and
+/// the TPOT of each band of acceptance (here 10 requests at 90 % accepted with TPOT 10 ms and
+/// 10 at 20 % with 30 ms), the token-weighted share and the correlation in the title; a third
+/// `f` goes back to the percentiles. A server that drafts nothing is never offered the view.
+#[test]
+fn speculative_decoding_on_a_key() {
+    use infertop::event::{ClientDetail, ServerTimings};
+    use infertop::ui::keys::Action;
+    let mut s = Sim::default();
+    s.start(0, 128, 16);
+    for i in 0..20u64 {
+        let (accepted, tpot) = if i % 2 == 0 { (9, 0.010) } else { (2, 0.030) };
+        let mut t = ServerTimings {
+            source: "llama.cpp".into(),
+            prefill_s: Some(0.040),
+            draft_tokens: Some(10),
+            draft_accepted: Some(accepted),
+            ..Default::default()
+        };
+        t.join_ttft(0.050);
+        s.apply(Event::RequestDone(Box::new(RequestDone {
+            index: i,
+            batch: 1,
+            prompt_tokens: 128,
+            output_tokens: 16,
+            ttft_s: 0.050,
+            tpot_s: Some(tpot),
+            e2e_s: 0.050 + 15.0 * tpot,
+            output_hash: "0".into(),
+            client: Some(Box::new(ClientDetail {
+                endpoint: "http://127.0.0.1:8080".into(),
+                server: Some(t),
+                ..Default::default()
+            })),
+            ..Default::default()
+        })));
+    }
+    s.app.update(Action::ToggleSplit);
+    s.app.refresh();
+    let text = text_of(draw(&s.app, 80, 24).backend().buffer());
+    assert!(text.contains("f drafts"), "the footer offers it: {text}");
+    s.app.update(Action::ToggleSplit);
+    s.app.refresh();
+    let text = text_of(draw(&s.app, 100, 30).backend().buffer());
+    for want in [
+        "Speculative decoding",
+        "20 steady",
+        "55% of 200 accepted",
+        "TPOT r -1.00",
+        "accepted",
+        "TPOT <25%",
+        "30.0ms",
+        "TPOT >=75%",
+        "10.0ms",
+        "f latency",
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+    s.app.update(Action::ToggleSplit);
+    s.app.refresh();
+    let text = text_of(draw(&s.app, 80, 24).backend().buffer());
+    assert!(text.contains("Percentiles"), "{text}");
+    // The TTFT split of a server that drafts nothing goes straight back.
+    let mut s = Sim::default();
+    s.start(0, 128, 16);
+    split_waves(&mut s);
+    s.app.update(Action::ToggleSplit);
+    s.app.refresh();
+    let text = text_of(draw(&s.app, 80, 24).backend().buffer());
+    assert!(
+        text.contains("f latency") && !text.contains("f drafts"),
+        "{text}"
+    );
+}
+
 /// With `--baseline` the table compares the live run with the baseline, and `f` still shows
 /// the split when asked (the footer offers it); `f` again brings the baseline's columns back.
 #[test]

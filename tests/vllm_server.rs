@@ -263,12 +263,17 @@ fn speculative_decoding_is_what_the_server_reports() {
     ]) else {
         return;
     };
-    let (code, lines, stderr) = run(&server.url, &["--requests", "6", "-p", "32", "-n", "32"]);
+    let (code, lines, stderr) = run(
+        &server.url,
+        &["--requests", "6", "--warmup", "0", "-p", "32", "-n", "32"],
+    );
     assert_eq!(code, Some(0), "{stderr}");
     let done = requests(&lines);
     assert_eq!(done.len(), 6, "{stderr}");
     let mut accepted_any = false;
-    for r in done {
+    let mut totals = [0u64; 3];
+    let mut itls = 0;
+    for r in &done {
         let s = &r["client"]["server"];
         let count = |k: &str| s[k].as_u64().unwrap_or_else(|| panic!("no {k}: {r}"));
         let (drafted, accepted, steps) = (
@@ -279,14 +284,33 @@ fn speculative_decoding_is_what_the_server_reports() {
         assert!(accepted <= drafted, "{r}");
         assert!(steps + accepted <= 32, "{r}");
         accepted_any |= accepted > 0;
-        let chunks: u64 = r["client"]["chunk_tokens"]
+        totals = [totals[0] + drafted, totals[1] + accepted, totals[2] + steps];
+        let chunk_tokens: Vec<u64> = r["client"]["chunk_tokens"]
             .as_array()
             .unwrap_or_else(|| panic!("{r}"))
             .iter()
             .map(|t| t.as_u64().unwrap())
-            .sum();
-        assert_eq!(chunks, 32, "{r}");
+            .collect();
+        assert_eq!(chunk_tokens.iter().sum::<u64>(), 32, "{r}");
+        // Every token after the first chunk is an ITL sample (a chunk of k tokens is k).
+        itls += 32 - chunk_tokens[0];
     }
     // A random model's greedy output repeats itself: n-gram drafts are accepted.
     assert!(accepted_any, "{stderr}");
+    let summary = lines.last().unwrap();
+    let spec = &summary["speculative_decoding"];
+    assert_eq!(spec["source"], "vllm", "{summary}");
+    assert_eq!(spec["requests"], 6, "{spec}");
+    assert_eq!(
+        [
+            &spec["drafted_tokens"],
+            &spec["accepted_tokens"],
+            &spec["verify_steps"]
+        ]
+        .map(|v| v.as_u64()),
+        totals.map(Some),
+        "{spec}"
+    );
+    assert_eq!(spec["accepted_per_step_per_request"]["n"], 6, "{spec}");
+    assert_eq!(summary["metrics"]["itl_s"]["n"], itls, "{summary}");
 }

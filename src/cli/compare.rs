@@ -65,6 +65,16 @@ pub fn compare(args: &CompareArgs) -> Result<i32, Failure> {
         }
         match read(p).map_err(Failure::usage)? {
             AnyRecord::Run(r) => runs.push(*r),
+            // Repeated runs (`--runs`): their requests pooled, compared as one run's.
+            AnyRecord::Sweep(s) if s.config.repeat.is_some() => {
+                say!(
+                    "infertop: {}: {} runs, their steady requests pooled (the spread across runs: infertop report {})",
+                    p.display(),
+                    s.cells.len(),
+                    p.display()
+                );
+                runs.push(crate::sweep::repeat::pooled(*s, p));
+            }
             AnyRecord::Sweep(s) => sweeps.push(*s),
         }
     }

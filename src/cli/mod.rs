@@ -43,7 +43,7 @@ pub enum Command {
     /// List the CPU and GPUs (through NVML).
     Devices(devices::DevicesArgs),
     /// Recompute the summary from a record (JSONL) file, with warmup/settling, goodput, roofline,
-    /// cost, and an optional plot.
+    /// cost, and an optional plot; or every statistic per window of the run (--slice).
     Report(report::ReportArgs),
     /// Compare records: steady-state percentiles, bootstrap CIs of the median differences, and
     /// whether the generated outputs differ (exit code 3 if they do).
@@ -69,6 +69,15 @@ pub enum Command {
     Agent(crate::plan::opts::AgentOpts),
 }
 
+/// A run, or with `--determinism` a run's two passes compared.
+fn run(opts: &RunArgs) -> Result<i32, Failure> {
+    if opts.server.determinism {
+        crate::session::determinism::run(opts)
+    } else {
+        crate::session::run::run(opts)
+    }
+}
+
 /// Parses the command line and runs; returns the process exit code.
 pub fn main() -> i32 {
     let cli = match Cli::try_parse() {
@@ -84,8 +93,8 @@ pub fn main() -> i32 {
         }
     };
     let result = match cli.command {
-        None => crate::session::run::run(&cli.run),
-        Some(Command::Run(args)) => crate::session::run::run(&args),
+        None => run(&cli.run),
+        Some(Command::Run(args)) => run(&args),
         Some(Command::Presets) => print_stdout(&presets_table()).map(|_| EXIT_OK),
         Some(Command::MakeModel(args)) => make_model(&args).map(|_| EXIT_OK),
         Some(Command::Devices(args)) => devices::devices(&args),
@@ -94,6 +103,10 @@ pub fn main() -> i32 {
         Some(Command::Sweep(args)) if args.run.output.jsonl => Err(Failure::usage(
             "--jsonl: a sweep does not stream its record; write it with --record FILE and \
              follow that file (infertop follow FILE)",
+        )),
+        Some(Command::Sweep(args)) if args.run.server.determinism => Err(Failure::usage(
+            "--determinism: not a sweep's flag; run infertop --endpoint URL --determinism \
+             --concurrency N",
         )),
         Some(Command::Sweep(args)) => crate::session::sweep::sweep(&args),
         Some(Command::Watch(args)) => crate::session::watch::watch(&args),

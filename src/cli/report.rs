@@ -1,5 +1,7 @@
 //! `infertop report`: the summary a run printed, recomputed from its record, with settling,
-//! goodput, roofline, cost and an optional plot; for a sweep's record, its table and findings.
+//! goodput, roofline, cost and an optional plot; for a sweep's record, its table and findings;
+//! for a record of repeated runs (`--runs N`), each run and every statistic across them;
+//! with `--slice DUR`, every statistic per window of the run instead (`record::slice`).
 
 use std::path::PathBuf;
 
@@ -52,6 +54,32 @@ pub struct ReportArgs {
     /// server's metrics.
     #[arg(long, value_name = "OUT.json")]
     pub trace: Option<PathBuf>,
+    /// Every statistic per window of DUR (e.g. 10s, 5m, 1h) of the run, to see drift over a
+    /// soak: a row per window instead of the summary. Windows are taken on the run's clock
+    /// from its start, by when each request ENDED (one that started in a window and ended in
+    /// the next is the next one's); the last is partial when the run ends inside it, and a
+    /// window without requests is a row with n = 0. Per window: requests completed, failed
+    /// and warmup (in no statistic), TTFT, TPOT, E2E and ITL (ITL needs --jsonl-steps) as
+    /// mean and p50/p90/p95/p99/max, output tok/s and requests/s over the window's length.
+    /// md: a table; json: an array of windows; csv: a row per window. Several records are
+    /// sliced as one run; a sweep's record is refused.
+    #[arg(
+        long,
+        value_name = "DUR",
+        value_parser = slice_length,
+        conflicts_with_all = ["plot", "trace", "slo", "cost_per_hour", "peak_bw", "peak_flops", "device_name"]
+    )]
+    pub slice: Option<f64>,
+}
+
+/// `--slice`: a positive duration, as every duration flag takes one (`args::duration`).
+fn slice_length(s: &str) -> Result<f64, String> {
+    match args::duration(s) {
+        Ok(d) if d.as_secs_f64() > 0.0 => Ok(d.as_secs_f64()),
+        _ => Err(format!(
+            "`{s}` is not a window length (give a positive duration such as 10s, 5m or 1h)"
+        )),
+    }
 }
 
 /// `report --format`: infertop's own (the run's summary formats) or llm-d's exchange format.
@@ -89,6 +117,9 @@ pub fn report(args: &ReportArgs) -> Result<i32, Failure> {
                 r.display()
             )));
         }
+    }
+    if let Some(width_s) = args.slice {
+        return report_slices(args, width_s);
     }
     let opts = ReportOptions {
         slo: args.slo,
@@ -134,6 +165,18 @@ pub fn report(args: &ReportArgs) -> Result<i32, Failure> {
                 ReportFormat::Json => SweepFormat::Json,
                 ReportFormat::Csv => SweepFormat::Csv,
             };
+            if sweep.config.repeat.is_some() {
+                if args.plot.is_some() {
+                    return Err(Failure::usage(format!(
+                        "--plot: {} is a record of repeated runs (--runs), which has no plot; report it without --plot",
+                        path.display()
+                    )));
+                }
+                let text =
+                    crate::sweep::repeat::report_runs(&sweep, args.slo, args.format.summary());
+                print_stdout(&text)?;
+                return Ok(EXIT_OK);
+            }
             let text = crate::sweep::report::report_sweep(
                 &sweep,
                 args.slo,
@@ -164,8 +207,58 @@ pub fn report(args: &ReportArgs) -> Result<i32, Failure> {
         print_stdout(&(br.to_string() + "\n"))?;
         return Ok(EXIT_OK);
     }
-    print_stdout(&report.render(args.format.summary()))?;
+    let mut text = report.render(args.format.summary());
+    if let Some(d) = &rec.determinism {
+        with_determinism(&mut text, args.format.summary(), d);
+    }
+    print_stdout(&text)?;
     Ok(EXIT_OK)
+}
+
+/// `--slice DUR`: the record (or the records, as one run) per window, read in one pass.
+fn report_slices(args: &ReportArgs, width_s: f64) -> Result<i32, Failure> {
+    if args.format == ReportFormat::LlmD {
+        return Err(Failure::usage(
+            "--slice: llm-d's report has no windows; use --format md, json or csv",
+        ));
+    }
+    let sliced = crate::record::slice::slice(&args.records, width_s).map_err(Failure::usage)?;
+    let text = match args.format {
+        ReportFormat::Json | ReportFormat::LlmD => sliced.to_json().to_string() + "\n",
+        ReportFormat::Csv => sliced.to_csv(),
+        ReportFormat::Md => sliced.to_markdown(),
+    };
+    print_stdout(&text)?;
+    // Markdown carries the notes; JSON and CSV are rows only.
+    if args.format != ReportFormat::Md {
+        for n in &sliced.notes {
+            say!("infertop: note: {n}");
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+/// A `--determinism` record's comparison after the report: its section in markdown, a
+/// `determinism` key in JSON (CSV has no room for it: said on stderr).
+fn with_determinism(
+    text: &mut String,
+    format: SummaryFormat,
+    d: &crate::determinism::DeterminismSummary,
+) {
+    use crate::determinism::render;
+    match format {
+        SummaryFormat::Md => text.push_str(&render::markdown(d)),
+        SummaryFormat::Json => {
+            if let Ok(serde_json::Value::Object(mut obj)) = serde_json::from_str(text) {
+                obj.insert(
+                    "determinism".into(),
+                    serde_json::to_value(d).unwrap_or_default(),
+                );
+                *text = serde_json::Value::Object(obj).to_string() + "\n";
+            }
+        }
+        SummaryFormat::Csv => say!("infertop: note: {}", render::verdict(d)),
+    }
 }
 
 /// `--trace OUT`: the record's trace, or one line saying why not (before the report prints).

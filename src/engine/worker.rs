@@ -20,6 +20,7 @@ use crate::traffic::TrafficPlan;
 use crate::util::{fnv1a, format, one_line};
 
 /// Everything the worker needs, planned from the flags (`plan::engine`).
+#[derive(Clone)]
 pub struct WorkerConfig {
     pub model: ModelSpec,
     pub device: DeviceSpec,

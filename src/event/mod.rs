@@ -22,11 +22,12 @@ mod traffic;
 
 pub use model::{KvWindow, ModelInfo, ModelSource};
 pub use request::{
-    ClientDetail, ConnectionUse, HttpPhases, Origin, OutputParts, RequestDone, RequestFailed,
+    CanaryDone, ClientDetail, ConnectionUse, HttpPhases, Origin, OutputParts, RequestCancelled,
+    RequestDone, RequestFailed,
 };
 pub use server::{
-    GpuFigures, HostFigures, NodeTelemetry, ServerHistograms, ServerQuantiles, ServerSignals,
-    ServerWindow, SignalHistograms,
+    CancelCheck, GpuFigures, HostFigures, NodeTelemetry, ServerGauges, ServerHistograms,
+    ServerQuantiles, ServerSignals, ServerWindow, SignalHistograms,
 };
 pub use steps::{recycle, spare_steps, DecodeStep, StepBatch, STEP_BATCH};
 pub use sweep::{CellLen, CellParams, CellStart, FloatDtype};
@@ -48,6 +49,8 @@ pub enum RunPhase {
     Warmup,
     Running,
     Paused,
+    /// `--runs N --cooldown D`: idle between two runs.
+    Cooldown,
     Stopped,
     Error,
 }
@@ -148,6 +151,11 @@ pub enum Event {
     /// a latency sample. Its decode steps, if any, went out as they arrived; the statistics
     /// leave them out.
     RequestFailed(Box<RequestFailed>),
+    /// A request the client cancelled on purpose (`--cancel`): counted apart, never a latency
+    /// sample or a failure; its decode steps, if any, went out as they arrived and are left out.
+    RequestCancelled(Box<RequestCancelled>),
+    /// A canary request ended (`--probe`): counted apart from the run's requests.
+    Canary(Box<CanaryDone>),
     Telemetry(Box<Sample>),
     Paused,
     Resumed,
@@ -183,6 +191,19 @@ pub enum Notice {
     /// Something the client saw a server do that shapes what is measured (it closes
     /// connections after every response; its outputs carry no text), said once a run.
     ServerNote(ServerNote),
+    /// What the server did after the run's cancellations (`--cancel`): back at its baseline
+    /// of running requests and KV-cache usage, or not.
+    CancelCheck(CancelCheck),
+    /// `--runs N --cooldown D`: the idle time between two runs begins.
+    Cooldown(Cooldown),
+}
+
+/// `--runs N --cooldown D`: the idle time between two runs begins, after run `after_run`
+/// (0-based) ended; the next starts `seconds` later (unless stopped meanwhile).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Cooldown {
+    pub after_run: usize,
+    pub seconds: f64,
 }
 
 /// What the client saw a server do, once: `what` names it for scripts (`closes-connections`,

@@ -121,6 +121,10 @@ pub struct Origin {
     /// The row's time in the trace (seconds from its start), when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at_s: Option<f64>,
+    /// The pass of a `--determinism` run the request belongs to, named by its load:
+    /// `concurrency 1` (alone), then `concurrency N`; both passes send the same prompts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pass: Option<String>,
 }
 
 /// A request measured by a client of a serving endpoint: where it went, how late it was sent,
@@ -146,6 +150,11 @@ pub struct ClientDetail {
     /// running usage (`--chunk-usage`; speculative decoding); empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub chunk_tokens: Vec<u32>,
+    /// With the output's text recorded (`text`: `--record-tokens`, `--determinism`): its
+    /// length in bytes after each content chunk, so the text splits into the pieces it was
+    /// streamed in (each of `chunk_tokens` tokens, 1 where that is empty); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub text_ends: Vec<u32>,
     /// The server's `finish_reason` (`length`, `stop`, ...), when it sent one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
@@ -250,6 +259,45 @@ pub struct RequestFailed {
     /// The model (or adapter) it went to, when the run sends to several.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+}
+
+/// A request the client abandoned on purpose (`--cancel`), by closing its stream: neither a
+/// latency sample nor a failure, counted apart.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestCancelled {
+    pub index: u64,
+    pub warmup: bool,
+    /// From the (scheduled) send to the cancel.
+    pub elapsed_s: f64,
+    /// Its TTFT, when its first token came before the cancel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_s: Option<f64>,
+    /// Token chunks that came before the cancel.
+    pub content_chunks: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// A canary request's result (`--probe`): a small request of a fixed size sent beside the main
+/// load, in none of the run's statistics.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CanaryDone {
+    /// 0-based, the canaries' own count.
+    pub index: u64,
+    pub prompt_tokens: usize,
+    pub output_tokens: usize,
+    /// Its send → first token; `None` when it failed before one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpot_s: Option<f64>,
+    /// Its send → its end (or its failure).
+    pub e2e_s: f64,
+    /// Why it failed, when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl RequestDone {

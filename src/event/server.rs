@@ -278,3 +278,86 @@ impl ServerHistograms {
         self.ttft.is_empty() && self.itl.is_empty() && self.e2e.is_empty()
     }
 }
+
+/// A server's gauges at one moment: requests running and waiting, KV-cache usage (0 to 1);
+/// `None` where it does not export one.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerGauges {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_usage: Option<f64>,
+}
+
+impl ServerGauges {
+    /// `running 0, waiting 0, KV 0.0%` (what it exports).
+    pub fn words(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(r) = self.running {
+            parts.push(format!("running {r}"));
+        }
+        if let Some(w) = self.waiting {
+            parts.push(format!("waiting {w}"));
+        }
+        if let Some(k) = self.kv_usage {
+            parts.push(format!("KV {:.1}%", k * 100.0));
+        }
+        parts.join(", ")
+    }
+}
+
+/// What the server did after the cancellations: its gauges before the run and once it ended,
+/// and how long they took to come back.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CancelCheck {
+    /// Requests cancelled in the run.
+    pub cancelled: u64,
+    /// The server's gauges before the first request; `None`: its metrics could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<ServerGauges>,
+    /// Its gauges at the last read after the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<ServerGauges>,
+    /// Seconds from the run's last request to the first read that was back at the baseline;
+    /// `None`: not back within `settle_s` (or not known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub back_after_s: Option<f64>,
+    /// How long the client waited for it.
+    pub settle_s: f64,
+    /// Why nothing is known, when nothing is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown: Option<String>,
+}
+
+impl CancelCheck {
+    /// Whether the server is known not to have come back: a leak, or work still going on.
+    pub fn leaked(&self) -> bool {
+        self.unknown.is_none() && self.back_after_s.is_none()
+    }
+
+    /// One line for the events pane, stderr and the summary.
+    pub fn words(&self) -> String {
+        let n = self.cancelled;
+        if let Some(why) = &self.unknown {
+            return format!("{n} requests cancelled; what the server did after is unknown: {why}");
+        }
+        let (Some(b), Some(a)) = (&self.baseline, &self.after) else {
+            return format!("{n} requests cancelled");
+        };
+        match self.back_after_s {
+            Some(s) => format!(
+                "{n} requests cancelled; the server came back to its baseline {:.1}s after the run ({})",
+                s,
+                a.words()
+            ),
+            None => format!(
+                "{n} requests cancelled; the server did NOT come back to its baseline within {:.0}s: {} against {} before the run (a leak under cancellation?)",
+                self.settle_s,
+                a.words(),
+                b.words()
+            ),
+        }
+    }
+}

@@ -377,7 +377,7 @@ const GEMMA2: ArchRow = ArchRow {
 /// 3. Its checks: a golden fixture written by transformers (`scripts/make_golden_fixtures.py`
 ///    into `tests/fixtures/golden/<name>`, listed in `tests/golden.rs`), a preset in
 ///    `model/presets.rs` where a published shape is worth benchmarking, and its name in the
-///    README's lists of architectures.
+///    lists of architectures in README.md and docs/measure-a-model.md.
 pub static ARCHITECTURES: &[ArchRow] = &[
     LLAMA,
     ArchRow {

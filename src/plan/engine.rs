@@ -18,7 +18,8 @@ use crate::model::{self, DeviceSpec, ModelSpec};
 use crate::telemetry;
 use crate::traffic::TrafficPlan;
 
-/// The engine a run drives (a sweep plans one per cell).
+/// The engine a run drives (a sweep plans one per cell; `--runs` runs one N times).
+#[derive(Clone)]
 pub enum EnginePlan {
     Candle(Box<WorkerConfig>),
     Http(Box<HttpConfig>),
@@ -35,6 +36,14 @@ impl EnginePlan {
                 EnginePlan::Http(cfg)
             }
             candle => candle,
+        }
+    }
+
+    /// What the engine sends: its requests, their limit and warmup.
+    pub fn traffic(&self) -> &TrafficPlan {
+        match self {
+            EnginePlan::Candle(w) => &w.traffic,
+            EnginePlan::Http(h) => &h.traffic,
         }
     }
 
@@ -183,7 +192,45 @@ fn http_config(
         shape: shape(opts)?,
         start_at: None,
         prompt_salt: 0,
+        cancel: cancel_plan(opts)?,
+        canary: canary_plan(opts)?,
     })
+}
+
+/// `--probe`, checked against the API: a canary is a small generation.
+fn canary_plan(opts: &RunOpts) -> Result<Option<http::canary::CanaryPlan>, Failure> {
+    let Some(plan) = opts.server.probe else {
+        return Ok(None);
+    };
+    if opts.server.api.takes_batch() {
+        return Err(Failure::usage(format!(
+            "--probe: --api {} generates nothing to time a canary by; use --api completions, chat, responses or messages",
+            opts.server.api.name()
+        )));
+    }
+    Ok(Some(plan))
+}
+
+/// `--cancel`, with where the server's metrics are read (`--server-metrics`, else each
+/// endpoint's `/metrics`).
+fn cancel_plan(opts: &RunOpts) -> Result<Option<http::cancel::CancelPlan>, Failure> {
+    let s = &opts.server;
+    let Some(plan) = &s.cancel else {
+        return Ok(None);
+    };
+    if opts.traffic.turns.is_some() {
+        return Err(Failure::usage(
+            "--cancel: not with --turns (each turn of a conversation builds on the one before); cancel single requests",
+        ));
+    }
+    let given = if s.server_metrics.is_empty() {
+        vec![String::new()]
+    } else {
+        s.server_metrics.clone()
+    };
+    let mut plan = plan.clone();
+    plan.metrics = super::server_metrics_urls(&given, &s.endpoint)?;
+    Ok(Some(plan))
 }
 
 /// `--tools`, `--tool-choice`, `--tool-time`, weighted `--served-model` and a pooling API's
@@ -236,6 +283,7 @@ fn shape(opts: &RunOpts) -> Result<http::Shape, Failure> {
         },
         batch: opts.workload.batch,
         api_picked: None,
+        pass: None,
     })
 }
 

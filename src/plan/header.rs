@@ -88,6 +88,8 @@ pub fn header(opts: &RunOpts, engine: &EnginePlan, slo: Slo) -> Header {
             tool_time: h.shape.tool_time.as_ref().map(|t| t.describe()),
             extra_body: h.shape.extra.body.clone().map(serde_json::Value::Object),
             headers: h.shape.extra.described_headers(),
+            cancel: h.cancel.as_ref().map(|c| c.words()),
+            probe: h.canary.as_ref().map(|c| c.words()),
             concurrency: h.concurrency,
             rate: h.rate,
             burstiness: h.rate.map(|_| h.burstiness),

@@ -7,11 +7,13 @@
 //! sources (`follow`), a watch's nodes, name and header (`watch`). `session` carries the plans
 //! out; `cli` only parses and dispatches.
 
+pub mod determinism;
 pub mod engine;
 pub mod follow;
 pub mod header;
 pub mod opts;
 mod prompts;
+pub mod repeat;
 pub mod replay;
 pub mod shard;
 pub mod sweep;
@@ -75,6 +77,8 @@ pub struct RunPlan {
     /// A run of several generators (`--shard`) or at a time (`--start-at`): the clock to
     /// measure and the time to start at; what to say before it starts.
     pub spread: shard::Spread,
+    /// `--runs N`: the run repeated, with a cooldown between runs.
+    pub repeat: Option<repeat::Repeat>,
 }
 
 /// Plans a run: every flag and file checked.
@@ -86,6 +90,7 @@ pub fn run(opts: &RunOpts) -> Result<RunPlan, Failure> {
     let screen = screen_for_run(opts, slo)?;
     let server_metrics = server_metrics_urls(&opts.server.server_metrics, &opts.server.endpoint)?;
     let header = header::header(opts, &engine, slo);
+    let repeat = repeat::plan(opts, &engine, &header)?;
     Ok(RunPlan {
         telemetry: telemetry(
             opts,
@@ -105,6 +110,7 @@ pub fn run(opts: &RunOpts) -> Result<RunPlan, Failure> {
         faults: opts.fault.unwrap_or_default(),
         engine,
         spread,
+        repeat,
     })
 }
 

@@ -1,5 +1,5 @@
 //! The flags of everything that runs load or draws a screen, as clap groups: one struct per
-//! `--help` heading (model, workload, traffic, server, output, display), flattened into `run`,
+//! `--help` heading (model, workload, traffic, server, output, display, repetitions), flattened into `run`,
 //! `sweep` and, for the display, `watch`. The planner reads these and nothing else; `cli` only parses
 //! them and dispatches.
 
@@ -123,6 +123,19 @@ pub struct ServerOpts {
     /// routing, tenants, a gateway's key). The record keeps them, credentials masked.
     #[arg(long = "header", value_name = "'NAME: VALUE'", requires = "endpoint", value_parser = crate::engine::http::extra::parse_header)]
     pub headers: Vec<(hyper::header::HeaderName, hyper::header::HeaderValue)>,
+    /// With --endpoint: cancel a share of the steady requests as users do, by closing the
+    /// stream at the first token (after=ttft) or a time after the send (after=0.5s), e.g.
+    /// share=0.1,after=ttft (drawn by --seed). Cancelled requests are counted apart, in no
+    /// statistic; after the run, the server's /metrics (--server-metrics URLs, else each
+    /// endpoint's) say whether its running requests and KV cache came back to where they were.
+    #[arg(long, value_name = "share=S,after=ttft|DUR", requires = "endpoint", value_parser = crate::engine::http::cancel::CancelPlan::parse)]
+    pub cancel: Option<crate::engine::http::cancel::CancelPlan>,
+    /// With --endpoint: a canary lane beside the load: a small request of a fixed size every
+    /// so often from a client of its own, e.g. every=1s,prompt=32,output=8, its TTFT and E2E
+    /// shown and recorded apart (in no statistic of the run): what a user's small request
+    /// waits while the load runs.
+    #[arg(long, value_name = "every=DUR,prompt=N,output=N", requires = "endpoint", value_parser = crate::engine::http::canary::CanaryPlan::parse)]
+    pub probe: Option<crate::engine::http::canary::CanaryPlan>,
     /// With --endpoint: bearer token (default: $OPENAI_API_KEY); never recorded or printed.
     #[arg(long, value_name = "KEY", requires = "endpoint", value_parser = values::secret)]
     pub api_key: Option<values::Secret>,
@@ -137,6 +150,12 @@ pub struct ServerOpts {
     /// 1 burstier, above 1 more regular; the mean rate stays --rate).
     #[arg(long, value_name = "B", default_value = "1", value_parser = values::burstiness, requires = "rate")]
     pub burstiness: f64,
+    /// With --endpoint: send the same --requests prompts greedily twice, one at a time and
+    /// then --concurrency (> 1) at once, and compare each prompt's output between the two
+    /// passes: how many differ and at which token each first diverges (exit 3 when any does).
+    /// Headless only, for now.
+    #[arg(long)]
+    pub determinism: bool,
     /// With --endpoint: also read the server's Prometheus metrics every second (default: every
     /// endpoint's /metrics; repeat the flag for several URLs, which add up) and show and record
     /// them beside the client's numbers.
@@ -314,6 +333,20 @@ fn time_scale(s: &str) -> Result<f64, String> {
     }
 }
 
+/// Repeating the whole run.
+#[derive(Args, Debug, Clone, Default)]
+#[command(next_help_heading = "Repetitions")]
+pub struct RepeatOpts {
+    /// Repeat the whole run N times (N ≥ 2; the same flags and seed, so the same requests, each
+    /// run with its own warmup), then print every headline statistic per run with its mean,
+    /// standard deviation, coefficient of variation and 95 % confidence interval across runs.
+    #[arg(long, value_name = "N", value_parser = values::runs)]
+    pub runs: Option<usize>,
+    /// With --runs: idle time between two runs, e.g. 10s (default 0s).
+    #[arg(long, value_name = "DURATION", value_parser = values::cooldown, requires = "runs")]
+    pub cooldown: Option<Duration>,
+}
+
 /// Everything a run takes: `infertop [run]`, and the base of every sweep cell.
 #[derive(Args, Debug, Clone)]
 pub struct RunOpts {
@@ -329,6 +362,8 @@ pub struct RunOpts {
     pub output: OutputOpts,
     #[command(flatten)]
     pub display: DisplayOpts,
+    #[command(flatten)]
+    pub repeat: RepeatOpts,
     /// Test-only fault injection, hidden from --help: `panic@N` or `error@N` makes the worker
     /// panic or fail in request N (0-based, after its prefill), `ui-panic@N` makes the dashboard
     /// thread panic when request N finishes. The fault tests use it to check that a failure
@@ -411,6 +446,14 @@ pub struct WatchOpts {
     /// scrapes to FILE as a record that `report` and `compare` read.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// A canary lane: a small completions request of a fixed size every so often to the first
+    /// node's server, e.g. every=5s,prompt=32,output=8: what a user's request waits there, the
+    /// one request the watch sends (its TTFT and E2E shown and recorded beside the metrics).
+    #[arg(long, value_name = "every=DUR,prompt=N,output=N", value_parser = crate::engine::http::canary::CanaryPlan::parse)]
+    pub probe: Option<crate::engine::http::canary::CanaryPlan>,
+    /// With --probe: the model the canaries ask for (default: the first of /v1/models).
+    #[arg(long, value_name = "NAME", requires = "probe")]
+    pub probe_model: Option<String>,
     #[command(flatten)]
     pub display: DisplayOpts,
 }

@@ -145,6 +145,9 @@ impl Args for SweepArgs {
         .mut_arg("record", |a| {
             a.help("Write one JSONL record of every cell (flushed after every request)")
         })
+        // A run's repetitions: refused in a sweep (`check`), so not offered.
+        .mut_arg("runs", |a| a.hide(true))
+        .mut_arg("cooldown", |a| a.hide(true))
     }
 
     fn augment_args_for_update(cmd: Command) -> Command {
@@ -388,6 +391,11 @@ fn repetitions(a: &SweepArgs) -> Result<u64, Failure> {
 fn check(a: &SweepArgs) -> Result<(), Failure> {
     let w = &a.run.workload;
     let s = &a.run.server;
+    if a.run.repeat.runs.is_some() {
+        return Err(Failure::usage(
+            "--runs: a sweep measures each cell once; repeat a run (infertop --runs N …), or run the sweep again",
+        ));
+    }
     if s.shard.is_some() || s.start_at.is_some() || s.clock_ref.is_some() {
         return Err(Failure::usage(
             "--shard, --start-at, --clock-ref: a sweep runs from one generator; shard a run (infertop --endpoint … --shard K/N) instead",
@@ -541,6 +549,7 @@ pub fn plan(a: &SweepArgs) -> Result<SweepPlan, Failure> {
             .precision
             .map(|_| a.opts.max_repetitions.unwrap_or(100)),
         search,
+        repeat: None,
     };
     let requests = warmup + Repetitions::of(&config).max;
     let planned: Vec<(RunOpts, Result<EnginePlan, Failure>)> = specs

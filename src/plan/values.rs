@@ -51,6 +51,31 @@ pub fn duration(s: &str) -> Result<Duration, String> {
     parse_duration_s(s).map(Duration::from_secs_f64)
 }
 
+/// `--cooldown`: a duration, or none (`0`, `0s`: the default).
+pub fn cooldown(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let zero = ["ms", "us", "µs", "s", "m", "h", ""].iter().any(|unit| {
+        t.strip_suffix(unit)
+            .and_then(|n| n.trim().parse::<f64>().ok())
+            == Some(0.0)
+    });
+    if zero {
+        return Ok(Duration::ZERO);
+    }
+    let secs = parse_duration_s(s)?;
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("`{s}` is too long a duration"))
+}
+
+/// `--runs`: how many times the run is repeated, 2 or more.
+pub fn runs(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n >= 2 => Ok(n),
+        _ => Err(format!(
+            "`{s}` is not a number of runs (give 2 or more: the spread across runs needs two)"
+        )),
+    }
+}
+
 /// Requests per second (`--rate`): a number > 0.
 pub fn rate(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
@@ -239,6 +264,20 @@ pub fn list_rate(s: &str) -> Result<f64, String> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_cooldown_may_be_none() {
+        for zero in ["0", "0s", "0ms", " 0.0 s"] {
+            assert_eq!(cooldown(zero), Ok(Duration::ZERO), "{zero}");
+        }
+        assert_eq!(cooldown("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(cooldown("2m"), Ok(Duration::from_secs(120)));
+        assert!(cooldown("-1s").is_err());
+        assert!(cooldown("soon").is_err());
+        assert!(cooldown("1e300h").is_err());
+        assert_eq!(runs("2"), Ok(2));
+        assert!(runs("1").is_err() && runs("0").is_err() && runs("x").is_err());
+    }
 
     #[test]
     fn served_models_take_a_name_or_weights() {

@@ -18,8 +18,7 @@ use crate::stats::{median_in_place, percentile_sorted, Metric, Part, SettleRule,
 use crate::summary::format_value;
 use crate::util::SplitMix64;
 
-/// `infertop compare` exit code when generated outputs differ between runs.
-pub const EXIT_OUTPUTS_DIFFER: i32 = 3;
+pub use crate::exit::EXIT_OUTPUTS_DIFFER;
 
 /// Bootstrap parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -180,6 +179,10 @@ pub struct Pair {
     /// The part whose median moved most (`queue_s`, `prefill_s`, `network_client_s`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub split_moved_most: Option<String>,
+    /// Speculative decoding by the servers' count, when either drafted: each request's
+    /// acceptance (%) and accepted tokens per verify step.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub spec: Vec<FigureChange>,
 }
 
 /// Each part of the TTFT in both runs, with the bootstrap verdict on its median; empty unless
@@ -434,12 +437,18 @@ fn samples(rec: &Record, m: Metric) -> Vec<f64> {
         .collect()
 }
 
+/// A request's place in its run: its index, and in a `--determinism` record its pass (where
+/// each index comes once per pass).
+fn place(r: &crate::event::RequestDone) -> (u64, Option<&str>) {
+    (r.index, r.origin.as_ref().and_then(|o| o.pass.as_deref()))
+}
+
 fn output_check(base: &Record, other: &Record) -> OutputCheck {
-    let by_index: std::collections::HashMap<u64, &crate::event::RequestDone> =
-        base.requests.iter().map(|r| (r.index, r)).collect();
+    let by_place: std::collections::HashMap<(u64, Option<&str>), &crate::event::RequestDone> =
+        base.requests.iter().map(|r| (place(r), r)).collect();
     let mut check = OutputCheck::default();
     for r in &other.requests {
-        let Some(b) = by_index.get(&r.index) else {
+        let Some(b) = by_place.get(&place(r)) else {
             continue;
         };
         check.compared += 1;
@@ -566,6 +575,50 @@ fn reasoning_changes(base: &Record, other: &Record, opts: &CompareOptions) -> Ve
     ]
 }
 
+/// Speculative decoding of both runs by their servers' count, when either drafted.
+fn spec_changes(base: &Record, other: &Record, opts: &CompareOptions) -> Vec<FigureChange> {
+    let timings = |q: &crate::event::RequestDone| {
+        q.client
+            .as_ref()
+            .and_then(|c| c.server.clone())
+            .filter(|t| t.draft_tokens.is_some())
+    };
+    let take = |r: &Record, f: &dyn Fn(&crate::event::ServerTimings) -> Option<f64>| {
+        r.steady()
+            .filter_map(|q| timings(q).and_then(|t| f(&t)))
+            .collect::<Vec<f64>>()
+    };
+    let acceptance = |t: &crate::event::ServerTimings| t.acceptance_rate().map(|a| a * 100.0);
+    let per_step = |t: &crate::event::ServerTimings| match (t.draft_accepted, t.spec_steps) {
+        (Some(a), Some(n)) if n > 0 => Some(a as f64 / n as f64),
+        _ => None,
+    };
+    let (a, b) = (take(base, &acceptance), take(other, &acceptance));
+    if a.is_empty() && b.is_empty() {
+        return Vec::new();
+    }
+    let mut out = vec![figure(
+        "acceptance_pct",
+        "acceptance (%)",
+        &a,
+        &b,
+        false,
+        opts,
+    )];
+    let (a, b) = (take(base, &per_step), take(other, &per_step));
+    if !a.is_empty() || !b.is_empty() {
+        out.push(figure(
+            "accepted_per_step",
+            "accepted per verify step",
+            &a,
+            &b,
+            false,
+            opts,
+        ));
+    }
+    out
+}
+
 /// Every model either run sent to, its figures in both.
 fn model_changes(base: &Record, other: &Record, opts: &CompareOptions) -> Vec<ModelChange> {
     let mut names: Vec<String> = base
@@ -658,6 +711,7 @@ pub fn compare_records(records: &[Record], opts: &CompareOptions) -> Comparison 
                 outputs: output_check(base, other),
                 ttft_split,
                 split_moved_most,
+                spec: spec_changes(base, other, opts),
             });
         }
     }
@@ -927,6 +981,15 @@ impl Comparison {
                 }
             }
             out.push_str(&split_markdown(p));
+            if !p.spec.is_empty() {
+                out.push_str(&format!(
+                    "\n### Speculative decoding (the servers' count, steady requests)\n\n| figure | {0} p50 | {1} p50 | {0} p99 | {1} p99 | n {0} / {1} | median change |\n|---|---:|---:|---:|---:|---:|---|\n",
+                    p.base, p.other
+                ));
+                for f in &p.spec {
+                    out.push_str(&figure_row(&f.label, f));
+                }
+            }
             out.push_str("\n### Outputs\n\n");
             let oc = &p.outputs;
             if oc.compared == 0 {
@@ -983,5 +1046,24 @@ mod tests {
         let few = bootstrap_median_diff(&a[..2], &b[..2], &o).unwrap();
         assert_eq!(verdict(&few), Verdict::TooFewRequests);
         assert!(bootstrap_median_diff(&[], &b, &o).is_none());
+    }
+
+    /// A `--determinism` record has each index once per pass: requests match by both.
+    #[test]
+    fn outputs_match_by_index_and_pass() {
+        use crate::event::{Origin, RequestDone};
+        let done = |index: u64, pass: &str, hash: &str| RequestDone {
+            index,
+            output_hash: hash.into(),
+            origin: Some(Box::new(Origin {
+                pass: Some(pass.into()),
+                ..Origin::default()
+            })),
+            ..RequestDone::default()
+        };
+        let mut rec = Record::new(std::path::Path::new("determinism.jsonl"));
+        rec.requests = vec![done(0, "concurrency 1", "a"), done(0, "concurrency 4", "b")];
+        let check = output_check(&rec, &rec);
+        assert_eq!((check.compared, check.differing), (2, 0));
     }
 }

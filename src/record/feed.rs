@@ -454,6 +454,30 @@ impl Feeder {
                     RunEvent::ServerNote(n) => {
                         Some(Event::Notice(Box::new(crate::event::Notice::ServerNote(n))))
                     }
+                    RunEvent::Canary(c) => Some(Event::Canary(Box::new(c))),
+                    RunEvent::CancelCheck(c) => Some(Event::Notice(Box::new(
+                        crate::event::Notice::CancelCheck(c),
+                    ))),
+                    RunEvent::Cooldown(c) => {
+                        Some(Event::Notice(Box::new(crate::event::Notice::Cooldown(c))))
+                    }
+                    RunEvent::RequestCancelled(c) => {
+                        // Started when it was sent, as a failed request's line says it.
+                        let start = (t - finite(c.elapsed_s)).max(self.barrier);
+                        self.ensure_run_started(start);
+                        let (prompt_tokens, output_tokens, batch) = self.configured_lengths();
+                        self.hold(
+                            start,
+                            Event::RequestStarted {
+                                index: c.index,
+                                warmup: c.warmup,
+                                prompt_tokens,
+                                output_tokens,
+                                batch,
+                            },
+                        );
+                        Some(Event::RequestCancelled(Box::new(c)))
+                    }
                     RunEvent::Other => None,
                 };
                 if let Some(ev) = event {
@@ -519,6 +543,8 @@ impl Feeder {
             }
             // A watch's own lines: its screen reads them (`session::replay`), a run's does not.
             Line::NodeMetrics(_) | Line::ScrapeFailed(_) => {}
+            // What a `--determinism` run found: `report` prints it, no screen folds it.
+            Line::Determinism(_) => {}
             Line::Sweep(config) => {
                 self.release(f64::INFINITY, out);
                 self.warmup = config.warmup;

@@ -37,6 +37,8 @@ pub enum Line {
     Cell(CellLine),
     /// A sweep cell ended: how, and the summary it printed.
     CellEnd(CellEnd),
+    /// What a `--determinism` run found (before its footer).
+    Determinism(Box<crate::determinism::DeterminismSummary>),
     /// A `type` this version does not know (written by a newer one): skipped.
     #[serde(other)]
     Unknown,
@@ -169,6 +171,12 @@ pub struct RunConfig {
     /// `--header`s sent with every request, `Name: value`, credentials as `***`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub headers: Vec<String>,
+    /// `--cancel`: which requests the client abandoned, and when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel: Option<String>,
+    /// `--probe`: the canary lane beside the load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<String>,
     /// `--tool-time`: the simulated tool's time in a conversation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tool_time: Option<String>,
@@ -284,6 +292,16 @@ pub enum RunEvent {
     ApiPicked(crate::event::ApiPicked),
     /// What the client saw a server do, said once: `what`, `words`.
     ServerNote(crate::event::ServerNote),
+    /// A request the client cancelled on purpose (`--cancel`): `index`, `elapsed_s`, `ttft_s`.
+    RequestCancelled(crate::event::RequestCancelled),
+    /// A canary request ended (`--probe`): `index`, `ttft_s`, `e2e_s`, `error`.
+    Canary(crate::event::CanaryDone),
+    /// What the server did after the run's cancellations: `cancelled`, `baseline`, `after`,
+    /// `back_after_s`.
+    CancelCheck(crate::event::CancelCheck),
+    /// `--runs N --cooldown D`: the idle time after run `after_run` (0-based) begins, for
+    /// `seconds`.
+    Cooldown(crate::event::Cooldown),
     /// An event this version does not know: kept in the count, otherwise skipped.
     #[serde(other)]
     Other,
@@ -376,6 +394,18 @@ pub struct SweepConfig {
     /// absent for a grid.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub search: Option<SearchConfig>,
+    /// `--runs N`: the cells are N runs of one workload (a run repeated, not a grid).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<RepeatConfig>,
+}
+
+/// `--runs N --cooldown D`: how a run was repeated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RepeatConfig {
+    pub runs: usize,
+    /// Idle seconds between two runs.
+    pub cooldown_s: f64,
 }
 
 /// How a `--find-max` sweep searches: per workload, the highest load on `axis` within

@@ -51,7 +51,7 @@ pub struct Merged {
 }
 
 /// How the time axes are aligned when the records do not all say their clocks, in one
-/// sentence (report and the README say it).
+/// sentence (report and docs/records-and-reports.md say it).
 pub const ALIGNMENT: &str = "each record keeps its own clock (seconds since its own start); \
      the union is aligned at the starts, so no synchronized clocks are needed";
 

@@ -1,7 +1,8 @@
 //! Run records: the JSONL writer (`writer`), the one reader of the format and the record read
 //! whole (`reader`), a record's lines as the run's events (`feed`, which `replay`, `follow` and
 //! `report` all fold), the summary every mode prints, reports (settling, goodput, roofline,
-//! cost, plots), comparisons, merges of several records and Perfetto traces. The format is
+//! cost, plots), every statistic per window of run time (`slice`), comparisons, merges of
+//! several records and Perfetto traces. The format is
 //! documented in `docs/record-format.md`.
 //!
 //! A record is JSON lines, each with a `type`:
@@ -18,6 +19,7 @@ pub mod merge;
 pub mod plot;
 pub mod reader;
 pub mod report;
+pub mod slice;
 pub mod trace;
 pub mod writer;
 

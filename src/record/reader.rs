@@ -42,7 +42,12 @@ pub fn line_time(line: &Line) -> Option<f64> {
         Line::NodeMetrics(n) => Some(n.t_s),
         Line::ScrapeFailed(f) => Some(f.t_s),
         Line::Footer(f) => Some(f.elapsed_s),
-        Line::Header(_) | Line::Sweep(_) | Line::Cell(_) | Line::CellEnd(_) | Line::Unknown => None,
+        Line::Header(_)
+        | Line::Sweep(_)
+        | Line::Cell(_)
+        | Line::CellEnd(_)
+        | Line::Determinism(_)
+        | Line::Unknown => None,
     }
 }
 
@@ -328,6 +333,8 @@ pub struct Record {
     pub run: RunFold,
     /// The run's own ITL, from the footer of a record without step lines.
     pub footer_itl: FooterItl,
+    /// What a `--determinism` run found (its `determinism` line).
+    pub determinism: Option<crate::determinism::DeterminismSummary>,
     feeder: Feeder,
     fed: Vec<Fed>,
 }
@@ -426,6 +433,7 @@ impl Record {
             Line::ServerMetrics(m) => self.server_metrics.push(m.clone()),
             Line::Step(s) => self.steps.push(*s),
             Line::Footer(f) => self.footer = Some(f.clone()),
+            Line::Determinism(d) => self.determinism = Some(d.as_ref().clone()),
             Line::NodeMetrics(_) | Line::ScrapeFailed(_) => {}
             Line::Sweep(_) | Line::Cell(_) | Line::CellEnd(_) | Line::Unknown => {}
         }

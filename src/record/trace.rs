@@ -454,6 +454,27 @@ fn run_track(out: &mut Vec<TraceEvent>, g: &Gathered) {
                 format!("server: {}", n.what),
                 serde_json::to_value(n).unwrap_or_default(),
             )),
+            RunEvent::RequestCancelled(c) => marks.push(Mark::Instant(
+                t,
+                format!("cancelled #{}", c.index),
+                serde_json::to_value(c).unwrap_or_default(),
+            )),
+            RunEvent::Canary(c) => marks.push(Mark::Instant(
+                t,
+                format!("canary #{}", c.index),
+                serde_json::to_value(c).unwrap_or_default(),
+            )),
+            RunEvent::CancelCheck(c) => marks.push(Mark::Instant(
+                t,
+                "after cancellation".into(),
+                serde_json::to_value(c).unwrap_or_default(),
+            )),
+            RunEvent::Cooldown(c) => marks.push(Mark::Slice(
+                t,
+                ns(*t_s + c.seconds).max(t),
+                format!("cooldown after run {}", c.after_run + 1),
+                serde_json::to_value(c).unwrap_or_default(),
+            )),
             RunEvent::WorkloadChanged { detail } => marks.push(Mark::Instant(
                 t,
                 format!(

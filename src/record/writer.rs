@@ -152,6 +152,11 @@ impl Recorder {
                 }));
                 self.flush();
             }
+            Event::Canary(c) => self.line(&event(RunEvent::Canary(c.as_ref().clone()))),
+            Event::RequestCancelled(c) => {
+                self.line(&event(RunEvent::RequestCancelled(c.as_ref().clone())));
+                self.flush();
+            }
             Event::DecodeSteps(steps) if self.steps => {
                 for s in steps {
                     self.line(&Line::Step(StepLine {
@@ -178,6 +183,8 @@ impl Recorder {
                     Notice::PrefixCacheReset(c) => RunEvent::PrefixCacheReset(c.clone()),
                     Notice::ApiPicked(a) => RunEvent::ApiPicked(a.clone()),
                     Notice::ServerNote(n) => RunEvent::ServerNote(n.clone()),
+                    Notice::CancelCheck(c) => RunEvent::CancelCheck(c.clone()),
+                    Notice::Cooldown(c) => RunEvent::Cooldown(*c),
                 }));
                 self.flush();
             }

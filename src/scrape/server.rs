@@ -82,9 +82,19 @@ pub mod names {
         "sglang:num_requests_total",
         "tgi_request_success",
     ];
-    pub const SPEC_DRAFTS: &[&str] = &["vllm:spec_decode_num_drafts_total"];
-    pub const SPEC_DRAFT_TOKENS: &[&str] = &["vllm:spec_decode_num_draft_tokens_total"];
-    pub const SPEC_ACCEPTED: &[&str] = &["vllm:spec_decode_num_accepted_tokens_total"];
+    /// llama.cpp's server names its counters as vLLM does (verify steps as `drafts`).
+    pub const SPEC_DRAFTS: &[&str] = &[
+        "vllm:spec_decode_num_drafts_total",
+        "llamacpp:spec_decode_num_drafts_total",
+    ];
+    pub const SPEC_DRAFT_TOKENS: &[&str] = &[
+        "vllm:spec_decode_num_draft_tokens_total",
+        "llamacpp:spec_decode_num_draft_tokens_total",
+    ];
+    pub const SPEC_ACCEPTED: &[&str] = &[
+        "vllm:spec_decode_num_accepted_tokens_total",
+        "llamacpp:spec_decode_num_accepted_tokens_total",
+    ];
     pub const SPEC_ACCEPT_LENGTH: &[&str] = &["sglang:spec_accept_length"];
     pub const FLOPS: &[&str] = &["vllm:estimated_flops_per_gpu_total"];
     pub const READ_BYTES: &[&str] = &["vllm:estimated_read_bytes_per_gpu_total"];
@@ -635,6 +645,24 @@ vllm:e2e_request_latency_seconds_bucket{le="+Inf",model_name="m"} 30.0
         let err = parse("vllm:num_requests_running 1\nvllm:num_requests_waiting{a=\"1\" 2\n")
             .unwrap_err();
         assert_eq!(err.line, 2, "{err}");
+    }
+
+    /// llama.cpp's server names its speculative decoding counters as vLLM does: a window
+    /// has its drafted and accepted tokens and verify steps, and the acceptance.
+    #[test]
+    fn llama_cpp_speculative_counters() {
+        let page = |k: f64| {
+            format!(
+                "llamacpp:requests_processing 1\nllamacpp:spec_decode_num_draft_tokens_total {}\nllamacpp:spec_decode_num_accepted_tokens_total {}\nllamacpp:spec_decode_num_drafts_total {}\n",
+                110.0 * k,
+                55.0 * k,
+                38.0 * k
+            )
+        };
+        let (a, b) = (parse(&page(1.0)).unwrap(), parse(&page(2.0)).unwrap());
+        let w = window(&a, &b, 1.0);
+        assert_eq!(w.signals.spec_accepted_tokens, Some(55.0));
+        assert_eq!(w.signals.spec_accept_rate(), Some(0.5));
     }
 
     fn signals_page(k: f64) -> String {

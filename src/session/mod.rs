@@ -1,13 +1,17 @@
 //! Sessions: a plan (`plan`) carried out, nothing decided here. Each starts the producers (an
 //! engine, the telemetry thread, the metrics scraper, a record's player or follower), consumes
 //! their one event stream (a screen, or headless lines), writes the record as it goes, and
-//! prints the summary at the end: `run`, `sweep`, `watch`, `replay`, `follow`, and `agent`
+//! prints the summary at the end: `run` (and `determinism`, a run's two passes compared;
+//! `repeat`, a run N times), `sweep`, `watch`, `replay`, `follow`, and `agent`
 //! (which serves this machine's figures instead); `metrics` serves the client's own figures
 //! as Prometheus text while a run or sweep goes on.
 
 pub mod agent;
+pub mod determinism;
 pub mod follow;
+mod lines;
 pub mod metrics;
+pub mod repeat;
 pub mod replay;
 pub mod run;
 pub mod sweep;

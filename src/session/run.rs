@@ -45,7 +45,10 @@ pub fn run(opts: &RunOpts) -> Result<i32, Failure> {
     execute(plan, &signals)
 }
 
-fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
+fn execute(mut plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
+    if let Some(repeat) = plan.repeat.take() {
+        return super::repeat::execute(plan, repeat, signals);
+    }
     let RunPlan {
         mut engine,
         mut header,
@@ -56,6 +59,7 @@ fn execute(plan: RunPlan, signals: &Signals) -> Result<i32, Failure> {
         faults,
         jsonl,
         spread,
+        repeat: _,
     } = plan;
     let slo = header.config.slo;
     let entered = Instant::now();
@@ -275,9 +279,9 @@ fn headless(
         super::metrics::observe(metrics, &ev);
         run.apply(&ev);
         if lines {
-            print_line(&mut stdout.lock(), &ev, steps, t_s);
+            super::lines::print_line(&mut stdout.lock(), &ev, steps, t_s);
         } else {
-            say_aside(&ev);
+            super::lines::say_aside(&ev);
         }
     }
     if run.failed_requests > 0 {
@@ -291,44 +295,4 @@ fn headless(
     }
     let stop = consumer.interrupted.clone().unwrap_or(StopReason::UserStop);
     (run.outcome(stop), consumer.asked_at)
-}
-
-/// The headless line of an event, if it has one: requests (flushed), failures, steps with
-/// `--jsonl-steps`; warnings and server notes go to stderr.
-pub(crate) fn print_line(out: &mut impl Write, ev: &Event, steps: bool, t_s: f64) {
-    match ev {
-        Event::DecodeSteps(batch) if steps => {
-            for s in batch {
-                let line =
-                    crate::record::writer::step_line(s.index, s.step, s.itl_s, s.gpu_s(), t_s);
-                let _ = writeln!(out, "{line}");
-            }
-        }
-        Event::RequestDone(r) => {
-            let _ = writeln!(out, "{}", crate::record::writer::request_line(r, t_s));
-            let _ = out.flush();
-        }
-        Event::RequestFailed(f) => {
-            let _ = writeln!(out, "{}", crate::record::writer::failed_line(f, t_s));
-            let _ = out.flush();
-        }
-        other => say_aside(other),
-    }
-}
-
-/// What a headless run says on stderr whatever stdout carries: warnings, and what the client
-/// saw a server do.
-fn say_aside(ev: &Event) {
-    match ev {
-        Event::Error {
-            message,
-            fatal: false,
-        } => say!("infertop: warning: {message}"),
-        Event::Notice(n) => {
-            if let crate::event::Notice::ServerNote(note) = n.as_ref() {
-                say!("infertop: note: {}", note.words);
-            }
-        }
-        _ => {}
-    }
 }

@@ -63,15 +63,7 @@ fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
     // A server that cannot empty its prefix cache is known before anything runs (every cell
     // empties it again as it starts).
     super::check_cache_reset(&reset_prefix_cache, api_key.as_deref(), &extra)?;
-    let mut recorder = match &outputs.record {
-        Some(path) => {
-            let mut r = Recorder::create(path, header.clone(), outputs.jsonl_steps)
-                .map_err(Failure::usage)?;
-            r.write_line(&Line::Sweep(config.clone()));
-            Some(r)
-        }
-        None => None,
-    };
+    let mut recorder = recorder(&outputs, &header, &config)?;
     let metrics = outputs
         .metrics_listen
         .map(super::metrics::MetricsListener::start)
@@ -163,6 +155,22 @@ fn execute(plan: SweepPlan, signals: &Signals) -> Result<i32, Failure> {
 /// the candle engine's cells of one model and dtype on one `ModelHost`, so the model is
 /// loaded once for them (the host of the last group is dropped, and its model freed, before
 /// the next group's loads).
+/// The sweep's record (`--record`), its grid written after the header; a run repeated
+/// (`--runs`) writes the same.
+pub(super) fn recorder(
+    outputs: &crate::plan::Outputs,
+    header: &crate::record::line::Header,
+    config: &SweepConfig,
+) -> Result<Option<Recorder>, Failure> {
+    let Some(path) = &outputs.record else {
+        return Ok(None);
+    };
+    let mut r =
+        Recorder::create(path, header.clone(), outputs.jsonl_steps).map_err(Failure::usage)?;
+    r.write_line(&Line::Sweep(config.clone()));
+    Ok(Some(r))
+}
+
 fn cell_starter(cells: CellPlans) -> sweep::engine::StartCell {
     let mut grid: Vec<Option<Result<EnginePlan, String>>> = Vec::new();
     let mut probes = None;
@@ -233,7 +241,7 @@ fn peak(
 
 /// One step of consuming the sweep's stream, the same headless and in the dashboard: the
 /// record gets the event (and a closed cell's end line), the fold's wishes are sent.
-fn after_event(
+pub(super) fn after_event(
     fold: &mut SweepFold,
     ev: &Event,
     recorder: Option<&mut Recorder>,
@@ -327,7 +335,7 @@ fn headless(
 /// In a terminal: the dashboard folds the stream (its `sweep`), the grid fills in where the
 /// events pane was, and pause, reset and quit reach the cell's engine through the sweep's.
 #[allow(clippy::too_many_arguments)]
-fn dashboard(
+pub(super) fn dashboard(
     fold: SweepFold,
     screen: ScreenPlan,
     events: &Receiver<Event>,

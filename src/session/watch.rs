@@ -128,10 +128,12 @@ pub fn watch(args: &WatchOpts) -> Result<i32, Failure> {
             .collect(),
         recorder,
         last_t_s: 0.0,
+        canary: crate::stats::CanaryStats::default(),
     }));
     let (tx, rx) = crossbeam_channel::unbounded::<WatchEvent>();
     let stop = Arc::new(AtomicBool::new(false));
     let interval = args.interval;
+    let canary_tx = tx.clone();
     let thread = {
         let (stop, book) = (stop.clone(), book.clone());
         std::thread::Builder::new()
@@ -153,6 +155,9 @@ pub fn watch(args: &WatchOpts) -> Result<i32, Failure> {
             })
             .map_err(|e| Failure::runtime(format!("watch: cannot start the scraper: {e}")))?
     };
+    if let Some(plan) = args.probe {
+        start_canary(plan, args, &nodes, book.clone(), canary_tx, started)?;
+    }
     let config = crate::ui::watch::WatchConfig {
         url: shown,
         server: server.clone(),
@@ -176,13 +181,28 @@ pub fn watch(args: &WatchOpts) -> Result<i32, Failure> {
         Ok(reason) => (reason, Ok(())),
         Err(f) => (StopReason::Error, Err(f)),
     };
-    let (total, per_node, record_error) = match book.lock() {
+    let Finished {
+        total,
+        nodes: per_node,
+        record_error,
+        canary,
+    } = match book.lock() {
         Ok(mut b) => b.finish(&stop_reason, started.elapsed().as_secs_f64()),
         Err(poisoned) => poisoned
             .into_inner()
             .finish(&stop_reason, started.elapsed().as_secs_f64()),
     };
-    let text = summary(&total, &per_node, args.format);
+    let mut text = summary(&total, &per_node, args.format);
+    if let Some(c) = canary {
+        text.push_str(&match args.format {
+            WatchFormat::Text => crate::summary::canary_markdown(&c),
+            WatchFormat::Json => {
+                let mut v = c.to_json();
+                v["type"] = "canary_summary".into();
+                format!("{v}\n")
+            }
+        });
+    }
     if dashboard {
         // The terminal may have hung up (SIGHUP): nothing better to do with a failed write.
         let mut out = std::io::stdout().lock();
@@ -210,6 +230,17 @@ struct Book {
     nodes: Vec<NodeBook>,
     recorder: Option<Recorder>,
     last_t_s: f64,
+    /// The canary lane's figures (`--probe`).
+    canary: crate::stats::CanaryStats,
+}
+
+/// What the book hands back at the end: the whole watch's window, each node's (with its
+/// failed scrapes), the record's error if it could not be finished, and the canary lane's.
+struct Finished {
+    total: Window,
+    nodes: Vec<(String, Window, u64)>,
+    record_error: Option<String>,
+    canary: Option<crate::stats::CanarySummary>,
 }
 
 struct NodeBook {
@@ -297,12 +328,22 @@ impl Book {
         }
     }
 
+    /// A canary ended at `t_s`: recorded, and the view's event.
+    fn canary(&mut self, t_s: f64, done: Box<crate::event::CanaryDone>) -> WatchEvent {
+        self.canary.record(&done);
+        self.line(Line::Event(crate::record::line::EventLine {
+            t_s,
+            event: crate::record::line::RunEvent::Canary(done.as_ref().clone()),
+        }));
+        WatchEvent::Canary {
+            t_s,
+            done,
+            summary: Box::new(self.canary.summary().unwrap_or_default()),
+        }
+    }
+
     /// The whole watch (and each node's), and the record's footer written.
-    fn finish(
-        &mut self,
-        stop: &StopReason,
-        elapsed_s: f64,
-    ) -> (Window, Vec<(String, Window, u64)>, Option<String>) {
+    fn finish(&mut self, stop: &StopReason, elapsed_s: f64) -> Finished {
         let total = self.total.window(&self.server);
         let nodes: Vec<(String, Window, u64)> = if self.several {
             self.nodes
@@ -319,12 +360,71 @@ impl Book {
         let mut error = None;
         if let Some(mut r) = self.recorder.take() {
             let summary = crate::record::RunSummary::from_stats(&crate::stats::RunStats::new())
-                .with_server(Some(self.total.summary(&self.server)));
+                .with_server(Some(self.total.summary(&self.server)))
+                .with_canary(self.canary.summary());
             r.finish(stop, elapsed_s, &summary);
             error = r.error().map(str::to_string);
         }
-        (total, nodes, error)
+        Finished {
+            total,
+            nodes,
+            record_error: error,
+            canary: self.canary.summary(),
+        }
     }
+}
+
+/// `--probe`: the canary lane on a thread of its own, sending to the first node's server; a
+/// thread hands each result to the book (record, summary) and the view.
+fn start_canary(
+    plan: crate::engine::http::canary::CanaryPlan,
+    args: &WatchOpts,
+    nodes: &[crate::scrape::Node],
+    book: Arc<Mutex<Book>>,
+    tx: crossbeam_channel::Sender<WatchEvent>,
+    started: Instant,
+) -> Result<(), Failure> {
+    let Some(metrics) = nodes.iter().find_map(|n| n.metrics.as_ref()) else {
+        return Err(Failure::usage(
+            "--probe: no server to send canaries to (watch a server's metrics URL)",
+        ));
+    };
+    let base = metrics.origin().ascii_serialization();
+    let endpoint = crate::engine::http::Endpoint::parse(&base)
+        .map_err(|e| Failure::usage(format!("--probe: {e}")))?;
+    let (etx, erx) = crossbeam_channel::unbounded::<crate::event::Event>();
+    crate::engine::http::canary::spawn(
+        plan,
+        endpoint,
+        args.probe_model.clone(),
+        std::env::var("OPENAI_API_KEY").ok(),
+        etx,
+    )
+    .map_err(|e| Failure::runtime(format!("--probe: cannot start the canary lane: {e}")))?;
+    std::thread::Builder::new()
+        .name("infertop-canary-book".into())
+        .spawn(move || {
+            for ev in erx {
+                let ev = match ev {
+                    crate::event::Event::Canary(done) => {
+                        let t_s = started.elapsed().as_secs_f64();
+                        match book.lock() {
+                            Ok(mut b) => b.canary(t_s, done),
+                            Err(_) => return,
+                        }
+                    }
+                    crate::event::Event::Error { message, .. } => {
+                        WatchEvent::CanaryFailed { message }
+                    }
+                    _ => continue,
+                };
+                if tx.send(ev).is_err() {
+                    return;
+                }
+            }
+        })
+        .map_err(|e| Failure::runtime(format!("--probe: cannot start the canary lane: {e}")))?;
+    Ok(())
 }
 
 /// Frames per second of the live screen when `--fps` is not given: its figures change once a
@@ -440,6 +540,27 @@ fn watch_lines(
                 },
                 WatchFormat::Json,
             ) => print_stdout(&failed_json(*t_s, Some(node), exporter.as_deref(), message))?,
+            (WatchEvent::Canary { t_s, done, .. }, WatchFormat::Text) => {
+                let ms = |v: f64| format!("{:.1} ms", v * 1e3);
+                match &done.error {
+                    Some(e) => say!("infertop: canary #{} failed: {e}", done.index),
+                    None => print_stdout(&format!(
+                        "{:>8.1}s canary #{}: TTFT {}, E2E {}, {} tokens\n",
+                        t_s,
+                        done.index,
+                        done.ttft_s.map_or("-".into(), ms),
+                        ms(done.e2e_s),
+                        done.output_tokens
+                    ))?,
+                }
+            }
+            (WatchEvent::Canary { t_s, done, .. }, WatchFormat::Json) => {
+                let mut v = serde_json::to_value(done.as_ref()).unwrap_or_default();
+                v["type"] = "canary".into();
+                v["t_s"] = (*t_s).into();
+                print_stdout(&format!("{v}\n"))?
+            }
+            (WatchEvent::CanaryFailed { message }, _) => say!("infertop: warning: {message}"),
         }
         if let WatchEvent::Telemetry { node, .. } = &ev {
             let key = format!("{node} ");

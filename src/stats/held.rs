@@ -87,6 +87,9 @@ pub struct Held {
     pub tokens: f64,
     /// Sequences that met the SLO, inside the interval.
     pub met_seqs: f64,
+    /// Requests that completed (failed ones held a slot but are not counted), inside the
+    /// interval.
+    pub requests: f64,
 }
 
 impl Held {
@@ -100,6 +103,10 @@ impl Held {
 
     pub fn goodput_seq_s(&self) -> f64 {
         self.met_seqs / self.seconds()
+    }
+
+    pub fn requests_s(&self) -> f64 {
+        self.requests / self.seconds()
     }
 }
 
@@ -140,16 +147,22 @@ pub fn held(spans: &[Span], load: Load) -> Option<Held> {
     }
     let mut tokens = 0.0;
     let mut met_seqs = 0.0;
+    let mut requests = 0.0;
     for s in spans {
         let inside = share(s.start_s, s.end_s, from_s, to_s);
         tokens += s.tokens as f64 * inside;
         met_seqs += s.met_seqs as f64 * inside;
+        // A span with a TTFT completed (a failed one has none).
+        if s.ttft_s.is_some() {
+            requests += inside;
+        }
     }
     Some(Held {
         from_s,
         to_s,
         tokens,
         met_seqs,
+        requests,
     })
 }
 

@@ -2,13 +2,15 @@
 //! computes them over bounded windows (`window`, sorted by `radix`, answered from bucket
 //! counts when pushed faster than read: `coarse`), the run's table (`run`), per endpoint
 //! (`endpoints`) and per model (`models`), thinking and answering apart (`shapes`), HTTP
-//! phases (`phases`), the TTFT split by the server's own timings (`split`), the split by cache
+//! phases (`phases`), the TTFT split by the server's own timings (`split`), speculative
+//! decoding by the server's count (`spec`), the split by cache
 //! and turn (`breakdown`), the server's own histograms summed over windows (`server`),
 //! settling (`steady`), SLOs and goodput (`slo`, `goodput`), the interval a load was held
 //! (`held`), the roofline (`roofline`), chart scales (`scale`), the per-request slices of the
 //! charts (`slices`), and the client's figures as Prometheus text (`exposition`).
 
 pub mod breakdown;
+pub mod canary;
 mod coarse;
 mod endpoints;
 pub mod exposition;
@@ -18,6 +20,7 @@ mod models;
 mod percentile;
 pub mod phases;
 mod radix;
+pub mod repeat;
 pub mod roofline;
 mod run;
 pub mod scale;
@@ -25,11 +28,13 @@ mod server;
 pub mod shapes;
 pub mod slices;
 mod slo;
+pub mod spec;
 pub mod split;
 pub mod steady;
 mod window;
 
 pub use breakdown::{Breakdown, BreakdownSummary, CacheOutcome};
+pub use canary::{CanaryStats, CanarySummary};
 pub use endpoints::{EndpointStats, EndpointSummary};
 pub use models::{ModelStats, ModelSummary};
 pub use percentile::{median, median_in_place, percentile_sorted};
@@ -43,6 +48,7 @@ pub use server::{
 };
 pub use shapes::{ShapeStats, ShapeSummary};
 pub use slo::{ntpot, parse_duration_s, Goodput, Limit, Slo, SloMetric};
+pub use spec::{SpecStats, SpecSummary};
 pub use split::{Part, SplitStats, SplitSummary};
 pub use steady::{settle_point, warmup_cost_s, SettleRule};
 pub use window::Window;
@@ -62,6 +68,16 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// JSON as the summary's sections write it: every figure with n, or `{"n": 0}` when there
+    /// were no samples.
+    pub fn to_json(&self) -> serde_json::Value {
+        if self.n == 0 {
+            return serde_json::json!({"n": 0});
+        }
+        serde_json::json!({"mean": self.mean, "p50": self.p50, "p90": self.p90, "p95": self.p95,
+            "p99": self.p99, "max": self.max, "n": self.n})
+    }
+
     /// The summary of arbitrary samples; for records, reports and tests, not per frame.
     pub fn of(samples: &[f64]) -> Summary {
         let mut w = Window::new(samples.len().max(1));

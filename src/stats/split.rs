@@ -196,9 +196,9 @@ impl SplitSummary {
         let mut m = serde_json::Map::new();
         m.insert("requests".into(), self.requests.into());
         m.insert("source".into(), self.source.clone().into());
-        m.insert("ttft_s".into(), summary_json(&self.ttft));
+        m.insert("ttft_s".into(), self.ttft.to_json());
         for p in Part::ALL {
-            m.insert(p.key().into(), summary_json(&self.get(p)));
+            m.insert(p.key().into(), self.get(p).to_json());
         }
         m.insert("cached_tokens".into(), self.cached_tokens.into());
         m.insert("computed_tokens".into(), self.computed_tokens.into());
@@ -210,14 +210,6 @@ impl SplitSummary {
         m.insert("grows_with_load".into(), self.grows.map(|p| p.key()).into());
         serde_json::Value::Object(m)
     }
-}
-
-fn summary_json(s: &Summary) -> serde_json::Value {
-    if s.n == 0 {
-        return serde_json::json!({"n": 0});
-    }
-    serde_json::json!({"mean": s.mean, "p50": s.p50, "p90": s.p90, "p95": s.p95,
-        "p99": s.p99, "max": s.max, "n": s.n})
 }
 
 /// The last request's split, for the dashboard's bar.

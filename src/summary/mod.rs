@@ -10,7 +10,7 @@ use crate::event::ServerQuantiles;
 
 use crate::stats::{
     EndpointSummary, Metric, ModelSummary, Part, PhaseSummary, RunStats, ServerSpanSummary,
-    ShapeSummary, SplitSummary, Summary, Table, WindowKind,
+    ShapeSummary, SpecSummary, SplitSummary, Summary, Table, WindowKind,
 };
 
 /// `--format` of runs and `report`.
@@ -43,6 +43,12 @@ pub struct RunSummary {
     /// are in no latency statistic. Not reset by `r`.
     #[serde(default)]
     pub failed_requests: u64,
+    /// Requests the client cancelled on purpose (`--cancel`): in no statistic, not failures.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cancelled_requests: u64,
+    /// What the server did after the cancellations, when the run checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cancel_check: Option<crate::event::CancelCheck>,
     /// A server run's figures per endpoint (empty for the candle engine).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub endpoints: Vec<EndpointSummary>,
@@ -69,6 +75,14 @@ pub struct RunSummary {
     /// `ttft_split`), when the server sent them.
     #[serde(skip)]
     pub split: Option<SplitSummary>,
+    /// The canary lane's requests (`--probe`), apart from the run's (`to_json` writes it as
+    /// `canary`).
+    #[serde(skip)]
+    pub canary: Option<crate::stats::CanarySummary>,
+    /// Speculative decoding by the server's own count (`to_json` writes it as
+    /// `speculative_decoding`), when it drafted.
+    #[serde(skip)]
+    pub spec: Option<SpecSummary>,
 }
 
 /// Steady requests against an SLO: met, missed, failed (a miss), and the share met.
@@ -104,6 +118,8 @@ impl RunSummary {
             warmup: stats.warmup_table(),
             resources: Default::default(),
             failed_requests: 0,
+            cancelled_requests: 0,
+            cancel_check: None,
             endpoints: Vec::new(),
             models: Vec::new(),
             reasoning: None,
@@ -112,7 +128,21 @@ impl RunSummary {
             phases: None,
             goodput: None,
             split: None,
+            spec: None,
+            canary: None,
         }
+    }
+
+    /// The summary with the canary lane's figures.
+    pub fn with_canary(mut self, canary: Option<crate::stats::CanarySummary>) -> RunSummary {
+        self.canary = canary;
+        self
+    }
+
+    /// The summary with speculative decoding by the server's own count.
+    pub fn with_spec(mut self, spec: Option<SpecSummary>) -> RunSummary {
+        self.spec = spec;
+        self
     }
 
     /// The summary with the TTFT split by the server's own timings.
@@ -165,6 +195,17 @@ impl RunSummary {
         self
     }
 
+    /// The summary with the requests cancelled on purpose and what the server did after.
+    pub fn with_cancelled(
+        mut self,
+        cancelled: u64,
+        check: Option<crate::event::CancelCheck>,
+    ) -> RunSummary {
+        self.cancelled_requests = cancelled;
+        self.cancel_check = check;
+        self
+    }
+
     /// The summary with the number of failed requests.
     pub fn with_failures(mut self, failed_requests: u64) -> RunSummary {
         self.failed_requests = failed_requests;
@@ -197,6 +238,13 @@ impl RunSummary {
             "resources": self.resources,
             "failed_requests": self.failed_requests,
         });
+        if self.cancelled_requests > 0 {
+            out["cancelled_requests"] = self.cancelled_requests.into();
+        }
+        if let Some(c) = &self.cancel_check {
+            out["after_cancellation"] = serde_json::to_value(c).unwrap_or_default();
+            out["after_cancellation"]["leaked"] = c.leaked().into();
+        }
         if !self.endpoints.is_empty() {
             out["endpoints"] = self
                 .endpoints
@@ -268,6 +316,12 @@ impl RunSummary {
         if let Some(split) = &self.split {
             out["ttft_split"] = split.to_json();
         }
+        if let Some(spec) = &self.spec {
+            out["speculative_decoding"] = spec.to_json();
+        }
+        if let Some(c) = &self.canary {
+            out["canary"] = c.to_json();
+        }
         out
     }
 
@@ -292,6 +346,15 @@ impl RunSummary {
                 self.failed_requests,
                 100.0 * self.failed_requests as f64 / ended as f64
             ));
+        }
+        if self.cancelled_requests > 0 {
+            out.push_str(&format!(
+                "{} cancelled on purpose (--cancel), in no statistic below\n",
+                self.cancelled_requests
+            ));
+        }
+        if let Some(c) = &self.cancel_check {
+            out.push_str(&format!("after the cancellations: {}\n", c.words()));
         }
         out.push('\n');
         out.push_str("| metric | mean | p50 | p90 | p95 | p99 | max | n |\n");
@@ -323,6 +386,12 @@ impl RunSummary {
         out.push_str(&self.phases_markdown());
         if let Some(split) = &self.split {
             out.push_str(&split_markdown(split));
+        }
+        if let Some(spec) = &self.spec {
+            out.push_str(&spec_markdown(spec));
+        }
+        if let Some(c) = &self.canary {
+            out.push_str(&canary_markdown(c));
         }
         out.push_str(&self.server_markdown());
         if let Some(b) = &self.breakdown {
@@ -575,6 +644,13 @@ impl RunSummary {
                 rows.push(row("split", p.key(), &split.get(p)));
             }
         }
+        if let Some(spec) = &self.spec {
+            rows.push(row("spec", "acceptance", &spec.acceptance));
+            rows.push(row("spec", "accepted_per_step", &spec.accepted_per_step));
+            for b in &spec.tpot_by_acceptance {
+                rows.push(row("spec", &format!("tpot_s@{}", b.label), &b.tpot));
+            }
+        }
         if let Some(srv) = &self.server {
             // The server's histograms have no mean, p95 or max.
             for (m, q) in server_pairs(srv) {
@@ -665,6 +741,113 @@ pub fn split_markdown(split: &SplitSummary) -> String {
     out
 }
 
+/// The canary lane: its small requests' latency beside the run's, which it is not part of.
+pub fn canary_markdown(c: &crate::stats::CanarySummary) -> String {
+    let mut out = format!(
+        "\ncanary lane (--probe; in no figure above): {} completed, {} failed{}\n\n",
+        c.completed,
+        c.failed,
+        c.last_error
+            .as_ref()
+            .map_or(String::new(), |e| format!(" (last: {e})"))
+    );
+    out.push_str("| canary | mean | p50 | p90 | p95 | p99 | max | n |\n");
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (label, m, s) in [
+        ("TTFT", Metric::Ttft, &c.ttft),
+        ("TPOT", Metric::Tpot, &c.tpot),
+        ("E2E", Metric::E2e, &c.e2e),
+    ] {
+        out.push_str(&md_row(label, m, s));
+    }
+    out
+}
+
+/// Speculative decoding as the server counted it: each request's acceptance and accepted
+/// tokens per verify step with their percentiles, and the TPOT by band of acceptance.
+pub fn spec_markdown(spec: &SpecSummary) -> String {
+    let pct = |v: f64| format!("{:.1}%", 100.0 * v);
+    let num = |v: f64| format!("{v:.2}");
+    let mut out = format!(
+        "\nspeculative decoding, as the server counted it ({}; {} steady requests, {} of them drafted nothing): {} of {} drafted tokens accepted",
+        spec.source, spec.requests, spec.undrafted, spec.accepted, spec.drafted
+    );
+    if let Some(a) = spec.token_acceptance() {
+        out.push_str(&format!(" ({})", pct(a)));
+    }
+    if let Some(a) = spec.mean_accepted_per_step() {
+        out.push_str(&format!(
+            "; {} verify steps, {} accepted a step ({} tokens a step)",
+            spec.steps,
+            num(a),
+            num(a + 1.0)
+        ));
+    }
+    out.push_str("\n\n| per request | mean | p50 | p90 | p99 | max | n |\n");
+    out.push_str("|---|---:|---:|---:|---:|---:|---:|\n");
+    let row = |label: &str, s: &Summary, f: &dyn Fn(f64) -> String| {
+        if s.n == 0 {
+            return format!("| {label} | - | - | - | - | - | 0 |\n");
+        }
+        format!(
+            "| {label} | {} | {} | {} | {} | {} | {} |\n",
+            f(s.mean),
+            f(s.p50),
+            f(s.p90),
+            f(s.p99),
+            f(s.max),
+            s.n
+        )
+    };
+    out.push_str(&row(
+        "acceptance (accepted / drafted)",
+        &spec.acceptance,
+        &pct,
+    ));
+    // llama.cpp counts its verify steps only server-wide (`/metrics`): no row.
+    if spec.accepted_per_step.n > 0 {
+        out.push_str(&row(
+            "accepted per verify step",
+            &spec.accepted_per_step,
+            &num,
+        ));
+    }
+    let ms = |v: f64| format_value(Metric::Tpot, v);
+    out.push_str("\nTPOT by acceptance (each request's accepted / drafted)\n\n");
+    out.push_str("| acceptance | TPOT p50 | TPOT p90 | TPOT p99 | n |\n");
+    out.push_str("|---|---:|---:|---:|---:|\n");
+    for b in &spec.tpot_by_acceptance {
+        let t = &b.tpot;
+        if t.n == 0 {
+            out.push_str(&format!("| {} | - | - | - | 0 |\n", b.label));
+        } else {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} |\n",
+                b.label,
+                ms(t.p50),
+                ms(t.p90),
+                ms(t.p99),
+                t.n
+            ));
+        }
+    }
+    match spec.tpot_correlation {
+        Some(r) => out.push_str(&format!(
+            "\nTPOT against acceptance: Pearson's r = {r:+.2} ({})\n",
+            if r < 0.0 {
+                "the more a request had accepted, the faster its tokens"
+            } else {
+                "no speed-up from acceptance"
+            }
+        )),
+        None => out.push_str(&format!(
+            "\nTPOT against acceptance: too few requests, or no spread, for a correlation (at least {})\n",
+            crate::stats::spec::MIN_CORRELATED
+        )),
+    }
+    out
+}
+
 /// The client's metrics that a server's histograms also measure, with the server's figures.
 pub fn server_pairs(srv: &ServerSpanSummary) -> [(Metric, Option<ServerQuantiles>); 3] {
     [
@@ -674,7 +857,8 @@ pub fn server_pairs(srv: &ServerSpanSummary) -> [(Metric, Option<ServerQuantiles
     ]
 }
 
-fn summary_json(s: &Summary) -> serde_json::Value {
+/// A summary as JSON: its figures, or `null`s with `n: 0` when it has no samples.
+pub(crate) fn summary_json(s: &Summary) -> serde_json::Value {
     if s.n == 0 {
         return serde_json::json!({"mean": null, "p50": null, "p90": null, "p95": null, "p99": null, "max": null, "n": 0});
     }
@@ -709,6 +893,10 @@ pub fn format_value(m: Metric, v: f64) -> String {
     } else {
         format!("{v:.1}")
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

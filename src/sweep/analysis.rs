@@ -1050,6 +1050,7 @@ mod tests {
             decode_tok_s: Some(tok_s),
             output_tok_s: Some(tok_s),
             goodput_seq_s: Some(tok_s / 32.0),
+            requests_s: Some(tok_s / 32.0),
             slo_met_share: Some(1.0),
             peak_memory_bytes: None,
             decode_bw_bytes_s: Some(tok_s * 1e6 / batch as f64),
@@ -1060,6 +1061,7 @@ mod tests {
             models: Vec::new(),
             reasoning: None,
             ttft_split: None,
+            spec: None,
         }
     }
 

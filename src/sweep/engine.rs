@@ -10,14 +10,18 @@
 //! chooses the next load from it. Data still flows one way: measurements as events from the
 //! engines to the fold, and decisions as controls from the fold back, as the stopping rule's
 //! `EndCell` already did.
+//!
+//! `--runs N` is a sequence of this kind too: one cell's workload N times (`Cells::Repeat`),
+//! with `--cooldown` of idle time between two runs, announced as a notice so every consumer
+//! shows and records it.
 
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 
 use super::search::{with_load, Search};
-use crate::event::{CellParams, CellStart, Control, Event, StopReason};
+use crate::event::{CellParams, CellStart, Control, Cooldown, Event, Notice, StopReason};
 use crate::record::line::SearchConfig;
 
 /// The sweep engine thread's name (an engine thread: see `util::quiet_engine_panics`).
@@ -89,11 +93,28 @@ pub enum Cells {
     Grid(Vec<CellParams>),
     /// `--find-max`: per workload, probes chosen from the verdicts on the last ones.
     Search(SearchConfig),
+    /// `--runs N`: the one workload `runs` times, idle for `cooldown` between two runs.
+    Repeat {
+        params: CellParams,
+        runs: usize,
+        cooldown: Duration,
+    },
 }
 
 /// What a load key gets in a sweep: each cell's workload is its place in the grid.
 pub const LOAD_KEYS_OFF: &str =
     "load keys are off in a sweep: each cell runs the workload of its place in the grid";
+
+/// What a load key gets with `--runs`: the runs are comparable only if they send the same.
+pub const LOAD_KEYS_OFF_RUNS: &str =
+    "load keys are off with --runs: every run sends the same workload, so that the runs compare";
+
+/// The sweep engine's channels, and what it answers a load key with.
+struct Link<'a> {
+    tx: &'a Sender<Event>,
+    control: &'a Receiver<Control>,
+    keys_off: &'static str,
+}
 
 /// Starts the sweep on its thread. It ends with `Event::Finished`, after every cell's own.
 pub fn spawn(
@@ -125,19 +146,39 @@ fn run(
     tx: &Sender<Event>,
     control: &Receiver<Control>,
 ) -> StopReason {
+    let link = Link {
+        tx,
+        control,
+        keys_off: match cells {
+            Cells::Repeat { .. } => LOAD_KEYS_OFF_RUNS,
+            _ => LOAD_KEYS_OFF,
+        },
+    };
+    let link = &link;
     match cells {
         Cells::Grid(cells) => {
             for (cell, params) in cells.iter().enumerate() {
                 let mut verdict = None;
-                if let Some(stop) = one_cell(
-                    cell,
-                    cells.len(),
-                    params,
-                    &mut start,
-                    tx,
-                    control,
-                    &mut verdict,
-                ) {
+                if let Some(stop) =
+                    one_cell(cell, cells.len(), params, &mut start, link, &mut verdict)
+                {
+                    return stop;
+                }
+            }
+        }
+        Cells::Repeat {
+            params,
+            runs,
+            cooldown,
+        } => {
+            for run in 0..runs {
+                if run > 0 {
+                    if let Some(stop) = cool_down(run - 1, cooldown, link) {
+                        return stop;
+                    }
+                }
+                let mut verdict = None;
+                if let Some(stop) = one_cell(run, runs, &params, &mut start, link, &mut verdict) {
                     return stop;
                 }
             }
@@ -150,7 +191,7 @@ fn run(
                     let params = with_load(workload, search.axis, load);
                     let mut early = None;
                     if let Some(stop) =
-                        one_cell(cell, cell + 1, &params, &mut start, tx, control, &mut early)
+                        one_cell(cell, cell + 1, &params, &mut start, link, &mut early)
                     {
                         return stop;
                     }
@@ -172,7 +213,7 @@ fn run(
                     };
                     let mut early = None;
                     if let Some(stop) =
-                        one_cell(cell, cell + 1, &params, &mut start, tx, control, &mut early)
+                        one_cell(cell, cell + 1, &params, &mut start, link, &mut early)
                     {
                         return stop;
                     }
@@ -192,6 +233,33 @@ fn run(
     StopReason::RequestLimit
 }
 
+/// `--cooldown`: idle for `cooldown` after run `after_run` (nothing at 0), said first; returns
+/// the stop the consumer asked for meanwhile (then no more runs). Pause and reset have no run to
+/// reach: they are let go.
+fn cool_down(after_run: usize, cooldown: Duration, link: &Link) -> Option<StopReason> {
+    if cooldown.is_zero() {
+        return None;
+    }
+    let _ = link
+        .tx
+        .send(Event::Notice(Box::new(Notice::Cooldown(Cooldown {
+            after_run,
+            seconds: cooldown.as_secs_f64(),
+        }))));
+    let until = Instant::now() + cooldown;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        match link.control.recv_timeout(left.min(POLL)) {
+            Ok(Control::Stop(reason)) => return Some(reason),
+            Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => return Some(StopReason::UserStop),
+        }
+    }
+}
+
 /// Runs one cell to its end; returns the stop the consumer asked for, if it did (then no more
 /// cells run). A verdict on the cell that came before its engine was seen to end is kept in
 /// `verdict`.
@@ -200,10 +268,10 @@ fn one_cell(
     cells: usize,
     params: &CellParams,
     start: &mut StartCell,
-    tx: &Sender<Event>,
-    control: &Receiver<Control>,
+    link: &Link,
     verdict: &mut Option<(usize, bool)>,
 ) -> Option<StopReason> {
+    let tx = link.tx;
     let _ = tx.send(Event::CellStarted(Box::new(CellStart {
         cell,
         cells,
@@ -221,7 +289,7 @@ fn one_cell(
             return None;
         }
     };
-    let stop = drive(&mut handle, &cell_tx, tx, control, verdict);
+    let stop = drive(&mut handle, &cell_tx, link, verdict);
     handle.join();
     stop
 }
@@ -253,13 +321,12 @@ fn verdict(
 fn drive(
     handle: &mut CellHandle,
     cell: &Sender<Control>,
-    tx: &Sender<Event>,
-    control: &Receiver<Control>,
+    link: &Link,
     verdict: &mut Option<(usize, bool)>,
 ) -> Option<StopReason> {
     let mut stop: Option<StopReason> = None;
     while !handle.is_finished() {
-        match control.recv_timeout(POLL) {
+        match link.control.recv_timeout(POLL) {
             Ok(Control::Stop(reason)) => {
                 let _ = cell.send(Control::Stop(reason.clone()));
                 stop = Some(reason);
@@ -277,8 +344,8 @@ fn drive(
                 | Control::AdjustOutputTokens(_)
                 | Control::AdjustPromptTokens(_),
             ) => {
-                let _ = tx.send(Event::Error {
-                    message: LOAD_KEYS_OFF.into(),
+                let _ = link.tx.send(Event::Error {
+                    message: link.keys_off.into(),
                     fatal: false,
                 });
             }
@@ -352,6 +419,86 @@ mod tests {
         }
         h.join().unwrap();
         cells
+    }
+
+    /// `--runs 3 --cooldown`: the one workload three times, a notice and the idle time between
+    /// two runs; a stop during a cooldown ends the runs there.
+    #[test]
+    fn repeated_runs_are_the_same_cell_with_a_cooldown_between() {
+        let cooldown = Duration::from_millis(150);
+        let params = CellParams {
+            batch: 2,
+            ..CellParams::default()
+        };
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (_ctl_tx, ctl_rx) = crossbeam_channel::unbounded();
+        let cells = Cells::Repeat {
+            params: params.clone(),
+            runs: 3,
+            cooldown,
+        };
+        let h = spawn(cells, instant(), tx, ctl_rx).unwrap();
+        let mut seen = Vec::new();
+        let mut ended_at = None;
+        while let Ok(ev) = rx.recv() {
+            match ev {
+                Event::CellStarted(c) => {
+                    assert_eq!((c.cells, &c.params), (3, &params));
+                    if let Some(at) = ended_at.take() {
+                        let idle = Instant::now().duration_since(at);
+                        assert!(idle >= cooldown, "{idle:?}");
+                    }
+                    seen.push(format!("run {}", c.cell));
+                }
+                Event::Notice(n) => match *n {
+                    Notice::Cooldown(c) => {
+                        assert_eq!(c.seconds, 0.15);
+                        ended_at = Some(Instant::now());
+                        seen.push(format!("cooldown after {}", c.after_run));
+                    }
+                    other => panic!("{other:?}"),
+                },
+                Event::Finished(StopReason::RequestLimit) => seen.push("finished".into()),
+                other => panic!("{other:?}"),
+            }
+        }
+        h.join().unwrap();
+        assert_eq!(
+            seen,
+            [
+                "run 0",
+                "finished",
+                "cooldown after 0",
+                "run 1",
+                "finished",
+                "cooldown after 1",
+                "run 2",
+                "finished",
+                "finished"
+            ]
+        );
+
+        // A stop while cooling down: no more runs.
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (ctl_tx, ctl_rx) = crossbeam_channel::unbounded();
+        let cells = Cells::Repeat {
+            params,
+            runs: 3,
+            cooldown: Duration::from_secs(30),
+        };
+        let started = Instant::now();
+        let h = spawn(cells, instant(), tx, ctl_rx).unwrap();
+        let mut runs = 0;
+        while let Ok(ev) = rx.recv() {
+            match ev {
+                Event::CellStarted(_) => runs += 1,
+                Event::Notice(_) => ctl_tx.send(Control::Stop(StopReason::UserStop)).unwrap(),
+                _ => {}
+            }
+        }
+        h.join().unwrap();
+        assert_eq!(runs, 1);
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 
     #[test]

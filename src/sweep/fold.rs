@@ -195,7 +195,7 @@ impl SweepFold {
                     last_verdict: None,
                     in_flight: Default::default(),
                 });
-                let row = GridRow::of(c.cell, c.cells, &c.params, None, None);
+                let row = self.row(c.cell, c.cells, &c.params, None, None);
                 match self.grid.iter_mut().find(|r| r.cell == c.cell) {
                     Some(r) => *r = row,
                     None => self.grid.push(row),
@@ -515,12 +515,29 @@ impl SweepFold {
         } else {
             self.config.cells.len()
         };
-        let row = GridRow::of(open.cell, cells, &open.params, Some(&result), probe);
+        let row = self.row(open.cell, cells, &open.params, Some(&result), probe);
         match self.grid.iter_mut().find(|r| r.cell == open.cell) {
             Some(r) => *r = row,
             None => self.grid.push(row),
         }
         self.results.push(result);
+    }
+
+    /// The grid's row of a cell: a run of `--runs N` is named by its number (every run has
+    /// the one workload).
+    fn row(
+        &self,
+        cell: usize,
+        cells: usize,
+        params: &CellParams,
+        result: Option<&CellResult>,
+        probe: Option<bool>,
+    ) -> GridRow {
+        let mut row = GridRow::of(cell, cells, params, result, probe);
+        if self.config.repeat.is_some() {
+            row.label = format!("run {}", cell + 1);
+        }
+        row
     }
 
     /// A probe's verdict folded into its workload's search (the engine's twin), for the view.

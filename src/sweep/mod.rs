@@ -5,6 +5,8 @@
 //! A sweep is an engine like the others (`engine`): it sequences the cells on the one event
 //! channel, each cell's engine speaking the run protocol; the consumer (headless or the
 //! dashboard) folds the stream with `fold::SweepFold`, one `fold::RunFold` per cell.
+//!
+//! `--runs N` (`repeat`) is carried out by the same machinery: N cells of one workload.
 
 pub mod analysis;
 pub mod engine;
@@ -13,6 +15,7 @@ pub mod fold;
 pub use crate::stats::held;
 pub mod plot;
 pub mod record;
+pub mod repeat;
 pub mod report;
 pub mod search;
 pub mod sustain;
@@ -391,6 +394,9 @@ pub struct CellResult {
     /// Sequences per second that met every limit of the SLO (with no SLO: every sequence), on
     /// the same basis as `output_tok_s`.
     pub goodput_seq_s: Option<f64>,
+    /// Requests that completed per second, on the same basis as `output_tok_s`.
+    #[serde(default)]
+    pub requests_s: Option<f64>,
     /// A server cell: how long its load was held (what `output_tok_s` divides by); `None` when
     /// it never was (fewer requests than the concurrency) or the record has no request times.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -421,6 +427,22 @@ pub struct CellResult {
     /// summary writes it).
     #[serde(skip_serializing_if = "Option::is_none", serialize_with = "split_json")]
     pub ttft_split: Option<crate::stats::SplitSummary>,
+    /// A server cell whose server drafted: speculative decoding by its count (as a run's
+    /// summary writes it).
+    #[serde(
+        rename = "speculative_decoding",
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "spec_json"
+    )]
+    pub spec: Option<crate::stats::SpecSummary>,
+}
+
+fn spec_json<S: serde::Serializer>(
+    spec: &Option<crate::stats::SpecSummary>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    spec.as_ref().map(|t| t.to_json()).serialize(s)
 }
 
 fn split_json<S: serde::Serializer>(
@@ -468,11 +490,16 @@ impl CellResult {
         let held = load_of(&params)
             .filter(|_| measured)
             .and_then(|load| held::held(&tally.spans, load));
-        let (output_tok_s, goodput_seq_s) = match &held {
-            Some(h) => (Some(h.output_tok_s()), Some(h.goodput_seq_s())),
+        let (output_tok_s, goodput_seq_s, requests_s) = match &held {
+            Some(h) => (
+                Some(h.output_tok_s()),
+                Some(h.goodput_seq_s()),
+                Some(h.requests_s()),
+            ),
             None => (
                 per_s(tally.output_tokens).filter(|_| measured),
                 per_s(tally.met_seqs).filter(|_| measured),
+                per_s(tally.steady).filter(|_| measured),
             ),
         };
         let wall_output_tok_s = if is_server(&params) && measured {
@@ -501,6 +528,7 @@ impl CellResult {
             decode_tok_s: p50(Metric::DecodeTokS),
             output_tok_s,
             goodput_seq_s,
+            requests_s,
             held_s: held.map(|h| h.seconds()),
             wall_output_tok_s,
             slo_met_share: {
@@ -517,6 +545,7 @@ impl CellResult {
             reasoning: summary.reasoning.clone(),
             models: summary.models.clone(),
             ttft_split: summary.split.clone(),
+            spec: summary.spec.clone(),
             params,
         }
     }

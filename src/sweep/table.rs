@@ -265,6 +265,7 @@ impl SweepTable<'_> {
             ));
         }
         out.push_str(&self.split_markdown());
+        out.push_str(&self.spec_markdown());
         if let Some(why) = &self.interrupted {
             out.push_str(&format!(
                 "\nThe sweep was {why}; {} cell{} not run.\n",
@@ -309,6 +310,49 @@ impl SweepTable<'_> {
             }
             row.push_str(&format!(" {} |\n", split.grows.map_or("-", |p| p.label())));
             out.push_str(&row);
+        }
+        out
+    }
+
+    /// Speculative decoding in each cell whose server drafted: acceptance (the cell's
+    /// token-weighted share, and each request's at p50 and p90),
+    /// accepted per verify step, and the TPOT beside it, so a rising load's effect on drafting
+    /// shows cell by cell.
+    fn spec_markdown(&self) -> String {
+        if self.cells.iter().all(|c| c.spec.is_none()) {
+            return String::new();
+        }
+        let mut out = String::from(
+            "\nSpeculative decoding, by the server's count:\n\n| cell | conc | rate | n | accepted / drafted | acceptance p50 | p90 | accepted per step | TPOT p50 (ms) | TPOT vs acceptance r |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        );
+        let pct = |v: f64| format!("{:.1}%", 100.0 * v);
+        for c in self.cells {
+            let Some(spec) = &c.spec else { continue };
+            let p = &c.params;
+            let acc = &spec.acceptance;
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                c.cell,
+                p.concurrency.map_or("-".into(), |x| x.to_string()),
+                p.rate.map_or("-".into(), |x| x.to_string()),
+                spec.requests,
+                spec.token_acceptance().map_or("-".into(), |a| format!(
+                    "{} ({})",
+                    spec.accepted,
+                    pct(a)
+                )),
+                if acc.n == 0 { "-".into() } else { pct(acc.p50) },
+                if acc.n == 0 { "-".into() } else { pct(acc.p90) },
+                spec.mean_accepted_per_step()
+                    .map_or("-".into(), |a| format!("{a:.2}")),
+                if c.tpot.n == 0 {
+                    "-".into()
+                } else {
+                    ms(c.tpot.p50)
+                },
+                spec.tpot_correlation
+                    .map_or("-".into(), |r| format!("{r:+.2}")),
+            ));
         }
         out
     }
@@ -559,6 +603,7 @@ mod tests {
             decode_tok_s: None,
             output_tok_s: None,
             goodput_seq_s: None,
+            requests_s: None,
             held_s: None,
             wall_output_tok_s: None,
             slo_met_share: None,
@@ -569,6 +614,7 @@ mod tests {
             models: Vec::new(),
             reasoning: None,
             ttft_split: None,
+            spec: None,
         };
         let findings = Findings {
             axis: LoadAxis::Batch,

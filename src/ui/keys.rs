@@ -144,7 +144,7 @@ impl Action {
             Action::ToggleSplit,
             "split",
             &["f"],
-            "table: TTFT as queue | prefill | network+client",
+            "table: TTFT queue | prefill | network; drafts",
         ),
         (Action::Help, "help", &["?"], "this help"),
         (

@@ -199,6 +199,10 @@ pub struct Figures {
     pub in_flight: u64,
     pub failed_requests: u64,
     pub error_rate: f64,
+    /// Requests cancelled on purpose (`--cancel`).
+    pub cancelled_requests: u64,
+    /// The canary lane (`--probe`), once a canary has ended.
+    pub canary: Option<crate::stats::CanarySummary>,
     pub send_delay_p99_s: Option<f64>,
     pub current: Option<CurrentRequest>,
     /// The newest request's TTFT and TPOT, and the newest decode step's ITL.
@@ -248,6 +252,61 @@ pub enum KeyOutcome {
     None,
     Quit,
     Send(Control),
+}
+
+/// What the table shows, one at a time: the percentiles (their columns as `ServerColumns`
+/// says), the client's HTTP phases (`h`), where the TTFT went by the server's own timings
+/// (`f`), or the server's speculative decoding (`f` again, when it drafts). Each key's view
+/// replaces whatever the table showed, and the same key brings the percentiles back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TableView {
+    #[default]
+    Percentiles,
+    Phases,
+    Split,
+    Drafts,
+}
+
+impl TableView {
+    /// The view after `h`.
+    pub fn after_phases(self) -> TableView {
+        match self {
+            TableView::Phases => TableView::Percentiles,
+            _ => TableView::Phases,
+        }
+    }
+
+    /// The view after `f`: the split, then the drafts (`drafts`: the server has said what it
+    /// drafted), then the percentiles.
+    pub fn after_split(self, drafts: bool) -> TableView {
+        match self {
+            TableView::Split if drafts => TableView::Drafts,
+            TableView::Split | TableView::Drafts => TableView::Percentiles,
+            TableView::Percentiles | TableView::Phases => TableView::Split,
+        }
+    }
+}
+
+/// The percentile table's columns with `--server-metrics`: the client's beside the server's
+/// own (the default), a row per server (with several), or the client's alone; `s` steps
+/// through them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ServerColumns {
+    #[default]
+    VsServer,
+    PerServer,
+    Client,
+}
+
+impl ServerColumns {
+    /// The columns after `s`; `servers`: how many servers' metrics are read.
+    pub fn next(self, servers: usize) -> ServerColumns {
+        match self {
+            ServerColumns::VsServer if servers > 1 => ServerColumns::PerServer,
+            ServerColumns::VsServer | ServerColumns::PerServer => ServerColumns::Client,
+            ServerColumns::Client => ServerColumns::VsServer,
+        }
+    }
 }
 
 /// Settings the dashboard starts with (validated before the terminal is touched).
@@ -323,6 +382,8 @@ pub struct App {
     pub now: Duration,
     /// When the run stopped; elapsed time freezes there.
     pub finished_at: Option<Duration>,
+    /// `--runs N --cooldown D`: when the cooldown under way ends (dashboard clock).
+    pub cooldown_until: Option<Duration>,
 
     // View.
     pub window: WindowKind,
@@ -351,26 +412,21 @@ pub struct App {
     figures_stale: bool,
     urgent: bool,
     outlier_burst: Option<OutlierBurst>,
-    /// Whether the table shows the client's percentiles beside the server's own (when the run
-    /// has `--server-metrics`; `s` toggles).
-    pub server_columns: bool,
+    /// What the table shows (`h`, `f`), and the percentiles' columns with the server's
+    /// metrics (`s`).
+    pub table_view: TableView,
+    pub server_columns: ServerColumns,
     /// Steady TTFT by turn and cache outcome, and the lengths (refreshed with the table).
     pub breakdown: crate::stats::BreakdownSummary,
     /// Thinking and answering apart, and the tool calls (refreshed with the table).
     pub reasoning: crate::stats::ShapeSummary,
     /// Every figure per model (refreshed with the table).
     pub models: Vec<crate::stats::ModelSummary>,
-    /// Whether the table shows the client's HTTP phases instead (`h`; a server run's), and
-    /// their figures, refreshed with the table.
-    pub phase_rows: bool,
+    /// The figures of the table's other views, refreshed with the table while shown: the
+    /// client's HTTP phases, where the TTFT went, the server's drafts.
     pub phases: Option<crate::stats::PhaseSummary>,
-    /// Whether the table shows where the TTFT went by the server's own timings (`f`; servers
-    /// that report them), and its figures, refreshed with the table.
-    pub split_rows: bool,
     pub split: Option<crate::stats::SplitSummary>,
-    /// With several servers' metrics: the table's rows are the servers (their own TTFT, ITL
-    /// and E2E over the steady state) instead of the metrics (`s` cycles to it).
-    pub server_nodes: bool,
+    pub spec: Option<crate::stats::SpecSummary>,
     /// A sweep's fold (`infertop sweep` in a terminal): its cells so far and the grid; `run`
     /// is then the open cell's.
     pub sweep: Option<crate::sweep::fold::SweepFold>,
@@ -425,6 +481,7 @@ impl App {
             events: Ring::new(EVENT_HISTORY),
             now: Duration::ZERO,
             finished_at: None,
+            cooldown_until: None,
             window: WindowKind::Steady,
             include_warmup: false,
             show_help: false,
@@ -442,15 +499,14 @@ impl App {
             figures_stale: true,
             urgent: false,
             outlier_burst: None,
-            server_columns: true,
+            table_view: TableView::Percentiles,
+            server_columns: ServerColumns::VsServer,
             breakdown: Default::default(),
             reasoning: Default::default(),
             models: Vec::new(),
-            phase_rows: false,
-            split_rows: false,
             split: None,
+            spec: None,
             phases: None,
-            server_nodes: false,
             sweep: None,
             producer: Producer::Engine,
             changes: Changes::default(),
@@ -478,6 +534,19 @@ impl App {
             Some(s) => s.live(),
             None => self.run.live(),
         }
+    }
+
+    /// `--runs N`: the run under way (1-based) and N; `None` for a run or a sweep.
+    pub fn repeat_position(&self) -> Option<(usize, usize)> {
+        let sweep = self.sweep.as_ref()?;
+        let runs = sweep.config.repeat?.runs;
+        Some((sweep.grid.last().map_or(1, |r| r.cell + 1), runs))
+    }
+
+    /// Seconds left of the cooldown between two runs, while one is under way.
+    pub fn cooldown_left_s(&self) -> Option<f64> {
+        let until = self.cooldown_until?;
+        Some(until.saturating_sub(self.now).as_secs_f64())
     }
 
     /// Whether the load keys (output, prompt, load) reach an engine that acts on them: a live
@@ -548,7 +617,7 @@ impl App {
             // the buckets, each counted on its own.
             Event::RequestStarted { .. } | Event::PrefillDone { .. } | Event::DecodeSteps(_) => {}
             Event::RequestDone(_) => self.changes.requests += 1,
-            Event::RequestFailed(_) => {}
+            Event::RequestFailed(_) | Event::RequestCancelled(_) | Event::Canary(_) => {}
             Event::Telemetry(_) => self.changes.telemetry += 1,
             _ => self.changes.rare += 1,
         }
@@ -644,7 +713,32 @@ impl App {
             }
             Event::Telemetry(sample) => self.telemetry_sample(sample),
             Event::ServerMetrics(_) => self.dirty = true,
-            Event::Notice(n) => self.log(Level::Info, notice_words(n)),
+            Event::Canary(_) => self.figures_stale = true,
+            Event::RequestCancelled(c) => {
+                // Cancelled on purpose (`--cancel`): counted in the header, not logged one by one.
+                if self.current.as_ref().is_some_and(|r| r.index == c.index) {
+                    self.current = None;
+                }
+                self.figures_stale = true;
+            }
+            Event::Notice(n) => {
+                let level = match n.as_ref() {
+                    crate::event::Notice::CancelCheck(c) if c.leaked() => Level::Warn,
+                    _ => Level::Info,
+                };
+                if let crate::event::Notice::Cooldown(c) = n.as_ref() {
+                    // A replayed record says how long: whatever it says, no panic here.
+                    let idle = Duration::try_from_secs_f64(c.seconds).unwrap_or_default();
+                    self.cooldown_until = self.now.checked_add(idle);
+                    self.phase = RunPhase::Cooldown;
+                    self.invalidate();
+                }
+                self.log(level, notice_words(n))
+            }
+            Event::CellStarted(c) if self.repeat_position().is_some() => {
+                self.next_run(c.cell == 0);
+                self.log(Level::Info, format!("run {}/{}", c.cell + 1, c.cells));
+            }
             Event::CellStarted(c) => {
                 self.cell_started();
                 let search = self
@@ -708,13 +802,17 @@ impl App {
                 self.current = None;
                 self.decode_tok_s = None;
                 let ended = self.sweep.as_ref().and_then(|s| s.last_result());
+                let what = match self.repeat_position() {
+                    Some(_) => "run",
+                    None => "cell",
+                };
                 let text = match ended {
                     Some(r) => format!(
-                        "cell {} ended: {}",
+                        "{what} {} ended: {}",
                         r.cell + 1,
                         r.reason.as_deref().unwrap_or("measured")
                     ),
-                    None => format!("cell ended: {}", reason.words()),
+                    None => format!("{what} ended: {}", reason.words()),
                 };
                 self.log(Level::Info, text);
             }
@@ -722,6 +820,7 @@ impl App {
                 // The last table is exact, whatever the run's length.
                 self.invalidate();
                 self.finished_at = Some(self.now);
+                self.cooldown_until = None;
                 self.current = None;
                 self.decode_tok_s = None;
                 self.phase = if self.run.failed.is_some() {
@@ -750,6 +849,28 @@ impl App {
         self.warmup_seen = false;
         self.warmup_done = false;
         self.pending_boundary = false;
+        self.invalidate();
+    }
+
+    /// The next run of `--runs N` begins: its statistics start again as the fold's run does,
+    /// but the charts go on (the runs are one workload, and their drift from run to run is
+    /// what they show), as do the events pane and the grid.
+    fn next_run(&mut self, first: bool) {
+        self.current = None;
+        self.loading = None;
+        self.finished_at = None;
+        self.cooldown_until = None;
+        self.decode_tok_s = None;
+        // After the first, nothing loads: the model (or server) is the last run's, and the
+        // charts stay up.
+        self.phase = if first {
+            RunPhase::Loading
+        } else {
+            RunPhase::Running
+        };
+        self.warmup_seen = false;
+        self.warmup_done = false;
+        self.figures_stale = true;
         self.invalidate();
     }
 
@@ -988,11 +1109,12 @@ impl App {
         self.changes.figures += 1;
         // A few µs with full 100k windows (sorted blocks, BENCHMARKS.md).
         self.table = self.run.stats.table(self.window, self.include_warmup);
-        if self.phase_rows {
+        if self.table_view == TableView::Phases {
             self.phases = self.run.phases.summary();
         }
-        if self.split_rows {
+        if matches!(self.table_view, TableView::Split | TableView::Drafts) {
             self.split = self.run.split.summary();
+            self.spec = self.run.spec.summary();
         }
         self.dists = DIST_METRICS
             .iter()
@@ -1010,6 +1132,8 @@ impl App {
             in_flight: self.run.in_flight(),
             failed_requests: self.run.failed_requests,
             error_rate: self.run.error_rate(),
+            cancelled_requests: self.run.cancelled_requests,
+            canary: self.run.canary.summary(),
             send_delay_p99_s: self.run.send_delay_p99_s,
             current: self.current.clone(),
             last_ttft_s: last.map(|p| p.ttft_s),
@@ -1074,7 +1198,11 @@ impl App {
                 | Action::LoadLess
         );
         if load_key && live && !self.takes_load_keys() {
-            self.log(Level::Warn, crate::sweep::engine::LOAD_KEYS_OFF.into());
+            let why = match self.repeat_position() {
+                Some(_) => crate::sweep::engine::LOAD_KEYS_OFF_RUNS,
+                None => crate::sweep::engine::LOAD_KEYS_OFF,
+            };
+            self.log(Level::Warn, why.into());
             return KeyOutcome::None;
         }
         match action {
@@ -1109,25 +1237,16 @@ impl App {
                 KeyOutcome::None
             }
             Action::ToggleServer => {
-                // Client vs server, then (with several servers) each server's rows, then the
-                // client's table.
-                if self.server_columns && !self.server_nodes && self.run.server.nodes.len() > 1 {
-                    self.server_nodes = true;
-                } else {
-                    self.server_columns = !self.server_columns;
-                    self.server_nodes = false;
-                }
+                self.server_columns = self.server_columns.next(self.run.server.nodes.len());
                 KeyOutcome::None
             }
             Action::TogglePhases => {
-                self.phase_rows = !self.phase_rows;
-                self.split_rows = false;
+                self.table_view = self.table_view.after_phases();
                 self.dirty = true;
                 KeyOutcome::None
             }
             Action::ToggleSplit => {
-                self.split_rows = !self.split_rows;
-                self.phase_rows = false;
+                self.table_view = self.table_view.after_split(self.run.spec.has_samples());
                 self.dirty = true;
                 KeyOutcome::None
             }
@@ -1203,12 +1322,39 @@ pub fn notice_words(n: &crate::event::Notice) -> String {
         ),
         Notice::ApiPicked(a) => format!("--api auto: {} ({})", a.api, a.why),
         Notice::ServerNote(n) => n.words.clone(),
+        Notice::CancelCheck(c) => c.words(),
+        Notice::Cooldown(c) => format!(
+            "run {} ended; {} s of cooldown before the next",
+            c.after_run + 1,
+            c.seconds
+        ),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One view at a time: `h` and `f` each replace whatever the table showed and bring the
+    /// percentiles back; `f` offers the drafts only when the server drafts. `s` steps the
+    /// percentiles' columns, through a row per server only with several.
+    #[test]
+    fn the_table_shows_one_view_at_a_time() {
+        use TableView::*;
+        assert_eq!(Percentiles.after_phases(), Phases);
+        assert_eq!(Phases.after_phases(), Percentiles);
+        assert_eq!(Split.after_phases(), Phases);
+        assert_eq!(Phases.after_split(false), Split);
+        assert_eq!(Split.after_split(false), Percentiles);
+        assert_eq!(Split.after_split(true), Drafts);
+        assert_eq!(Drafts.after_split(true), Percentiles);
+        assert_eq!(Drafts.after_phases(), Phases);
+        use ServerColumns::*;
+        assert_eq!(VsServer.next(1), Client);
+        assert_eq!(VsServer.next(3), PerServer);
+        assert_eq!(PerServer.next(3), Client);
+        assert_eq!(Client.next(3), VsServer);
+    }
     use crate::event::StopReason;
 
     /// A short request shows only its number; one that runs long shows where it is.

@@ -375,7 +375,8 @@ impl Theme {
             Loading => self.badge_loading,
             Warmup => self.badge_warmup,
             Running => self.badge_running,
-            Paused => self.badge_paused,
+            // Idle on purpose, as a pause is.
+            Paused | Cooldown => self.badge_paused,
             Stopped => self.badge_stopped,
             Error => self.badge_error,
         }

@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests (each test binary uses what it needs).
 #![allow(dead_code)]
 
+pub mod cancel_server;
 pub mod capacity_server;
 pub mod nvml_sim;
 pub mod pty;

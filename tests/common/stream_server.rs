@@ -15,7 +15,9 @@
 //! the steps after it as the decode; a `hop` it spends before its clock starts (a gateway's)
 //! it does not report. `Dialect::Sglang` is a shape check of the parser only: it puts a
 //! `meta_info` object in the shape of SGLang's native `/generate` API on the OpenAI usage
-//! chunk, which SGLang's own OpenAI-compatible routes do not send.
+//! chunk, which SGLang's own OpenAI-compatible routes do not send. `start_stepped` makes the
+//! TTFT grow by a step every so many requests (the k-th completion it streams, from 0, waits
+//! `ttft + step × (k / every)`): runs of a repeated benchmark that differ by a known amount.
 // Each test binary that includes this uses part of it.
 #![allow(dead_code)]
 
@@ -56,6 +58,8 @@ pub fn start_counted(timing: Timing, keep_alive: bool) -> std::io::Result<Counte
         resets: Arc::default(),
         connections: Arc::default(),
         report: None,
+        stepped: None,
+        streamed: Arc::default(),
     };
     let connections = served.connections.clone();
     let url = serve(served)?;
@@ -107,6 +111,8 @@ pub fn start_reporting(opts: Options, report: Reporting) -> std::io::Result<Serv
         resets: Arc::default(),
         connections: Arc::default(),
         report: Some(report),
+        stepped: None,
+        streamed: Arc::default(),
     };
     let resets = served.resets.clone();
     let url = serve(served)?;
@@ -135,10 +141,28 @@ pub fn start_with(opts: Options) -> std::io::Result<Server> {
         resets: Arc::default(),
         connections: Arc::default(),
         report: None,
+        stepped: None,
+        streamed: Arc::default(),
     };
     let resets = served.resets.clone();
     let url = serve(served)?;
     Ok(Server { url, resets })
+}
+
+/// Starts a server whose TTFT grows by `step` every `every` completions it streams (the
+/// first `every` at `timing.ttft`); returns its base URL.
+pub fn start_stepped(timing: Timing, every: usize, step: Duration) -> std::io::Result<String> {
+    serve(Served {
+        timing,
+        keep_alive: false,
+        slots: None,
+        reset_route: None,
+        resets: Arc::default(),
+        connections: Arc::default(),
+        report: None,
+        stepped: Some((every.max(1), step)),
+        streamed: Arc::default(),
+    })
 }
 
 /// Slots as a counting semaphore.
@@ -172,6 +196,10 @@ struct Served {
     resets: Arc<AtomicUsize>,
     connections: Arc<AtomicUsize>,
     report: Option<Reporting>,
+    /// The TTFT's step and how many completions apart (`start_stepped`).
+    stepped: Option<(usize, Duration)>,
+    /// Completions streamed so far.
+    streamed: Arc<AtomicUsize>,
 }
 
 fn serve(served: Served) -> std::io::Result<String> {
@@ -236,7 +264,12 @@ fn answer(conn: TcpStream, s: &Served) -> std::io::Result<()> {
             slots.take();
         }
         let report = s.report.map(|r| (r, queued.elapsed()));
-        let streamed = stream(&mut out, s.timing, s.keep_alive, report);
+        let k = s.streamed.fetch_add(1, Ordering::SeqCst);
+        let mut timing = s.timing;
+        if let Some((every, step)) = s.stepped {
+            timing.ttft += step * (k / every) as u32;
+        }
+        let streamed = stream(&mut out, timing, s.keep_alive, report);
         if let Some(slots) = &s.slots {
             slots.give();
         }

@@ -13,7 +13,7 @@ use super::request;
 use super::schedule::{Scheduler, Unit};
 use super::{request_done, send_token, what_to_send, Endpoint, Events, HttpConfig, Shared};
 use crate::engine::control::Inbox;
-use crate::event::{Event, Origin, RequestFailed, StopReason};
+use crate::event::{Event, Origin, RequestCancelled, RequestFailed, StopReason};
 
 /// A launched request, as the loop remembers it.
 pub(super) struct Launched {
@@ -102,6 +102,24 @@ fn ended(
             let done = request_done(cfg.record_tokens, &launched, m);
             let _ = tx.send(Event::RequestDone(Box::new(done)));
         }
+        Err(RequestError {
+            cancelled: Some(c), ..
+        }) => {
+            // On purpose: neither completed nor failed, for the scheduler as for the stats.
+            schedule.ended(0, 0, None, cfg);
+            shared
+                .cancelled
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let _ = tx.send(Event::RequestCancelled(Box::new(RequestCancelled {
+                index: launched.index,
+                warmup: launched.warmup,
+                elapsed_s: launched.scheduled.elapsed().as_secs_f64(),
+                ttft_s: c.ttft_s,
+                content_chunks: c.content_chunks,
+                endpoint: Some(launched.endpoint.display().to_string()),
+                model: launched.model,
+            })));
+        }
         Err(f) => {
             schedule.ended(0, 1, Some(f.reason.clone()), cfg);
             let _ = tx.send(Event::RequestFailed(Box::new(RequestFailed {
@@ -161,10 +179,22 @@ fn launch(
         requested_prompt_tokens: prompt_tokens,
         exact_prompt,
         scheduled,
-        origin: what.origin,
+        origin: match &cfg.shape.pass {
+            Some(pass) => Some(Origin {
+                pass: Some(pass.clone()),
+                ..what.origin.unwrap_or_default()
+            }),
+            None => what.origin,
+        },
         model: chosen.map(str::to_string),
     };
     let shared = shared.clone();
+    // Warmup is never cancelled: the steady requests are the ones a user cancels.
+    let cancel = cfg
+        .cancel
+        .as_ref()
+        .filter(|c| !warmup && c.picks(cfg.traffic.seed, index))
+        .map(|c| c.after);
     let start = if cfg.open_loop() {
         request::Start::Due(scheduled)
     } else {
@@ -179,6 +209,7 @@ fn launch(
             &ask,
             start,
             shared.timeout,
+            cancel,
             |token| send_token(&events, index, token),
         )
         .await;

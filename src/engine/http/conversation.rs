@@ -271,6 +271,8 @@ async fn converse(
                 &ask,
                 request::Start::Launched(scheduled),
                 shared.timeout,
+                // A conversation's turns build on each other: none is cancelled.
+                None,
                 |token| send_token(&events, index, token),
             )
             .await;

@@ -20,6 +20,8 @@
 
 pub mod api;
 pub mod cache;
+pub mod canary;
+pub mod cancel;
 pub mod clock;
 mod completions;
 pub mod conn;
@@ -151,6 +153,11 @@ pub struct HttpConfig {
     /// same prompts (a server's prompt cache made a probe's first requests fast and its TTFT
     /// "grow" through it). 0 for a run.
     pub prompt_salt: u64,
+    /// `--cancel`: which requests the client abandons, when, and where the server says what it
+    /// did after.
+    pub cancel: Option<cancel::CancelPlan>,
+    /// `--probe`: a canary lane of small requests beside the load.
+    pub canary: Option<canary::CanaryPlan>,
 }
 
 /// What requests carry beyond their prompt and lengths, planned from the flags.
@@ -173,6 +180,9 @@ pub struct Shape {
     pub batch: usize,
     /// Why the API is the one it is (`--api auto`'s pick), said when the run starts.
     pub api_picked: Option<String>,
+    /// The `--determinism` pass these requests belong to (`concurrency 1`, `concurrency N`),
+    /// carried in each request's origin; `None` in any other run.
+    pub pass: Option<String>,
 }
 
 /// The salt of the model draws, so they are a stream of their own beside the lengths'.
@@ -450,6 +460,8 @@ struct Shared {
     events: Events,
     /// What the run has said of its outputs (`say_output_notes`).
     said: Said,
+    /// Requests cancelled on purpose so far (`--cancel`).
+    cancelled: std::sync::atomic::AtomicU64,
 }
 
 async fn run(
@@ -498,6 +510,11 @@ async fn drive(mut cfg: HttpConfig, tx: &Events, inbox: &mut Inbox) -> Result<St
         model = prepared => model?,
         stop = stopped(inbox) => return Ok(stop),
     };
+    // The server's gauges before the first request, for what it does after cancellations.
+    let cancel_baseline = match &cfg.cancel {
+        Some(plan) => Some(cancel::gauges(&client, &plan.metrics).await),
+        None => None,
+    };
     let late = match wait_for_start(&mut cfg, inbox).await {
         Waited::Stopped(reason) => return Ok(reason),
         Waited::OnTime => None,
@@ -528,16 +545,53 @@ async fn drive(mut cfg: HttpConfig, tx: &Events, inbox: &mut Inbox) -> Result<St
         timeout: cfg.request_timeout,
         events: tx.clone(),
         said: Said::default(),
+        cancelled: Default::default(),
     });
     // Dropped (and so stopped) when the run returns.
     let mut probe = JoinSet::new();
     probe.spawn(probe::watch(tx.sender(), probe::EVERY, calibration));
     probe.spawn(events::flush_every(tx.clone()));
-    if cfg.traffic.conversations.is_some() {
-        conversation::run(cfg, shared, model, tx, inbox).await
-    } else {
-        completions::run(cfg, shared, model, tx, inbox).await
+    if let Some(plan) = cfg.canary {
+        probe.spawn(canary::run(
+            canary::Lane {
+                plan,
+                endpoint: cfg.endpoints[0].clone(),
+                api: cfg.api,
+                model: model.clone(),
+                api_key: cfg.api_key.clone(),
+                timeout: cfg.request_timeout,
+                extra: cfg.shape.extra.clone(),
+                words: match &cfg.prompts {
+                    Prompts::Words(w) => Some(w.clone()),
+                    _ => None,
+                },
+                chunk_usage: cfg.chunk_usage,
+                chunk_timings: cfg.chunk_timings,
+                seed: cfg.traffic.seed,
+            },
+            tx.clone(),
+        ));
     }
+    let plan = cfg.cancel.clone();
+    let stop = if cfg.traffic.conversations.is_some() {
+        conversation::run(cfg, shared.clone(), model, tx, inbox).await
+    } else {
+        completions::run(cfg, shared.clone(), model, tx, inbox).await
+    }?;
+    // What the server did after the cancellations, unless the user asked to stop now.
+    let cancelled = shared.cancelled.load(std::sync::atomic::Ordering::Relaxed);
+    if let (Some(plan), Some(baseline)) = (plan, cancel_baseline) {
+        if cancelled > 0 && matches!(stop, StopReason::RequestLimit | StopReason::DurationLimit) {
+            let check = tokio::select! {
+                c = cancel::check(&client, &plan, baseline, cancelled) => Some(c),
+                _ = stopped(inbox) => None,
+            };
+            if let Some(c) = check {
+                let _ = tx.send(Event::Notice(Box::new(Notice::CancelCheck(c))));
+            }
+        }
+    }
+    Ok(stop)
 }
 
 /// What the connection pool learnt of the servers, said once each (before the result of the
@@ -915,7 +969,15 @@ fn send_token(events: &Events, index: u64, token: Token) {
         Token::First { ttft_s } => {
             let _ = events.send(Event::PrefillDone { index, ttft_s });
         }
-        Token::Step { step, itl_s } => events.step(DecodeStep::new(index, step, itl_s, None)),
+        Token::Steps {
+            first_step,
+            tokens,
+            itl_s,
+        } => {
+            for step in first_step..first_step.saturating_add(tokens) {
+                events.step(DecodeStep::new(index, step, itl_s, None));
+            }
+        }
     }
 }
 
@@ -962,6 +1024,11 @@ fn request_done(record_tokens: bool, launched: &Launched, m: Measured) -> Reques
             content_chunks: m.content_chunks,
             chunk_tokens: if m.chunk_tokens.iter().any(|&t| t > 1) {
                 m.chunk_tokens
+            } else {
+                Vec::new()
+            },
+            text_ends: if record_tokens {
+                m.text_ends
             } else {
                 Vec::new()
             },
@@ -1036,6 +1103,8 @@ mod tests {
             reset_prefix_cache: false,
             start_at: None,
             prompt_salt: 0,
+            cancel: None,
+            canary: None,
             shape: Default::default(),
         }
     }

@@ -11,7 +11,8 @@ use crate::event::{HttpPhases, OutputParts};
 pub struct Measured {
     /// Scheduled send → first content chunk.
     pub ttft_s: f64,
-    /// One interval per content chunk after the first.
+    /// One interval per token after the first chunk: a chunk of `k` tokens is `k` of its gap
+    /// divided by `k`.
     pub itls_s: Vec<f64>,
     /// Scheduled send → end of stream (`[DONE]`).
     pub e2e_s: f64,
@@ -25,6 +26,9 @@ pub struct Measured {
     pub chunk_tokens: Vec<u32>,
     pub finish_reason: Option<String>,
     pub text: String,
+    /// `text`'s length in bytes after each content chunk (one entry per `chunk_tokens` entry),
+    /// so the text splits into the pieces it came in.
+    pub text_ends: Vec<u32>,
     /// The usage chunk's `prompt_tokens_details.cached_tokens`.
     pub cached_tokens: Option<usize>,
     /// From the first content chunk to the second.
@@ -48,6 +52,17 @@ pub struct Measured {
 pub struct RequestError {
     pub reason: String,
     pub status: Option<u16>,
+    /// Set when the client cancelled it on purpose (`--cancel`): no failure.
+    pub cancelled: Option<Cancelled>,
+}
+
+/// How far a request the client cancelled had got.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Cancelled {
+    /// Its TTFT, when the first token came before the cancel.
+    pub ttft_s: Option<f64>,
+    /// Token chunks that came before the cancel.
+    pub content_chunks: usize,
 }
 
 impl RequestError {
@@ -55,6 +70,16 @@ impl RequestError {
         RequestError {
             reason: reason.into(),
             status: None,
+            cancelled: None,
+        }
+    }
+
+    /// The client cancelled it, as `--cancel` asked.
+    pub(super) fn cancelled(how: Cancelled) -> RequestError {
+        RequestError {
+            reason: "cancelled by the client (--cancel)".into(),
+            status: None,
+            cancelled: Some(how),
         }
     }
 }
@@ -64,6 +89,12 @@ impl RequestError {
 pub enum Token {
     /// The first: the request's start → now.
     First { ttft_s: f64 },
-    /// Chunk `step` (1 for the second chunk) after the first, `itl_s` after the one before.
-    Step { step: u32, itl_s: f64 },
+    /// A later chunk of `tokens` tokens, each `itl_s` after the one before (the chunk's gap
+    /// shared out): steps `first_step` to `first_step + tokens - 1` (1 for the first token
+    /// after the first chunk).
+    Steps {
+        first_step: u32,
+        tokens: u32,
+        itl_s: f64,
+    },
 }

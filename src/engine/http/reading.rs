@@ -9,9 +9,12 @@
 //! text, or a character split over two tokens, is still a token: its chunk's text is empty, and
 //! only the count says it. A role-only, empty or usage-only chunk is not.
 //!
-//! The TTFT ends at the first token chunk, each later one is an ITL; a chunk of several tokens
-//! (speculative decoding, held-back bytes) is one interval and says its count
-//! (`Measured::chunk_tokens`). A stream that ended properly whose tokens only the final usage
+//! The TTFT ends at the first token chunk; each later chunk ends an interval. A chunk of `k`
+//! tokens (speculative decoding, held-back bytes) that came `d` after the one before is `k`
+//! ITLs of `d / k`: every token is one ITL sample, so the ITL percentiles weigh tokens, not
+//! chunks, and the ITLs of a request add up to E2E − TTFT, as its TPOT does. The extra tokens
+//! of the first chunk came with the first token, and are no ITL. Each chunk's count is kept
+//! (`Measured::chunk_tokens`), so the chunking itself is still in the record. A stream that ended properly whose tokens only the final usage
 //! counted (no chunk said it carried one) is complete: its first token is known at its end.
 
 use std::time::Instant;
@@ -19,6 +22,10 @@ use std::time::Instant;
 use super::outcome::{Measured, RequestError, Token};
 use super::parts::Tally;
 use super::sse::{Chunk, SseLines};
+
+/// The most ITL samples one chunk is split into: a chunk that says it carried more (a whole
+/// output in its last chunk) is that many intervals, however long it says it was.
+const MAX_STEPS_PER_CHUNK: usize = 4096;
 
 /// A stream being read.
 #[derive(Debug)]
@@ -112,10 +119,16 @@ impl Reading {
                 Token::First { ttft_s: at_s }
             }
             Some(prev) => {
-                let itl_s = at.saturating_duration_since(prev).as_secs_f64();
-                out.itls_s.push(itl_s);
-                Token::Step {
-                    step: out.itls_s.len() as u32,
+                let gap_s = at.saturating_duration_since(prev).as_secs_f64();
+                out.ttst_s.get_or_insert(gap_s);
+                let k = u32::try_from(tokens).unwrap_or(u32::MAX);
+                let itl_s = gap_s / f64::from(k);
+                let first_step = out.itls_s.len() as u32 + 1;
+                out.itls_s
+                    .extend(std::iter::repeat_n(itl_s, tokens.min(MAX_STEPS_PER_CHUNK)));
+                Token::Steps {
+                    first_step,
+                    tokens: k.min(MAX_STEPS_PER_CHUNK as u32),
                     itl_s,
                 }
             }
@@ -131,6 +144,8 @@ impl Reading {
             out.text.push_str(call.name.as_deref().unwrap_or_default());
             out.text.push_str(&call.arguments);
         }
+        out.text_ends
+            .push(u32::try_from(out.text.len()).unwrap_or(u32::MAX));
         out.answer.push_str(&chunk.text);
         Some(token)
     }
@@ -195,7 +210,6 @@ impl Reading {
             self.out.ttft_s = self.since(finished);
         }
         self.out.e2e_s = self.since(finished);
-        self.out.ttst_s = self.out.itls_s.first().copied();
         self.out.parts = self.tally.finish(self.out.finish_reason.as_deref());
         self.out.tool_calls = self.tally.tool_calls();
         Ok(self.out)
@@ -302,6 +316,51 @@ mod tests {
         assert_eq!(m.chunk_tokens, [1, 2]);
         assert_eq!(m.usage_completion_tokens, Some(3));
         assert!(m.server.is_some());
+    }
+
+    /// A chunk of three tokens 30 ms after the one before is three ITLs of 10 ms, steps 2 to 4
+    /// (speculative decoding): the ITLs add up to E2E − TTFT; TTST is the first gap, whole.
+    #[test]
+    fn a_chunk_of_several_tokens_is_an_itl_per_token() {
+        let t0 = Instant::now();
+        let mut r = Reading::new(t0, true, Measured::default());
+        let chunk = |n: usize| {
+            api::decode(
+                Api::Completions,
+                &format!(
+                    r#"{{"choices":[{{"text":"x","index":0,"finish_reason":null}}],"usage":{{"completion_tokens":{n},"prompt_tokens":3}}}}"#
+                ),
+            )
+            .unwrap()
+        };
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut tokens: Vec<Token> = Vec::new();
+        tokens.extend(r.chunk(&chunk(1), at(10)));
+        tokens.extend(r.chunk(&chunk(2), at(20)));
+        tokens.extend(r.chunk(&chunk(5), at(50)));
+        r.done(at(50));
+        let m = r.finish(at(50), &SseLines::new()).unwrap();
+        assert_eq!(m.chunk_tokens, [1, 1, 3]);
+        assert_eq!(
+            m.itls_s.iter().map(|&v| ms(v)).collect::<Vec<_>>(),
+            [10.0; 4]
+        );
+        assert_eq!(ms(m.itls_s.iter().sum::<f64>()), ms(m.e2e_s - m.ttft_s));
+        assert_eq!(m.ttst_s.map(ms), Some(10.0));
+        match tokens.as_slice() {
+            [Token::First { .. }, Token::Steps {
+                first_step: 1,
+                tokens: 1,
+                ..
+            }, Token::Steps {
+                first_step: 2,
+                tokens: 3,
+                itl_s,
+            }] => {
+                assert_eq!(ms(*itl_s), 10.0)
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     /// Without a running count asked for, llama.cpp's finishing chunk (a choice with empty

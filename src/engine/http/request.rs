@@ -13,8 +13,9 @@ use reqwest::{Client, Url};
 use serde_json::Value;
 
 use super::api::{self, Api, Ask};
+use super::cancel::After;
 use super::conn::{Exchange, Origin, Pool};
-use super::outcome::{Measured, RequestError, Token};
+use super::outcome::{Cancelled, Measured, RequestError, Token};
 use super::reading::Reading;
 use super::sse::{excerpt, Data, SseLines};
 use crate::event::HttpPhases;
@@ -83,6 +84,8 @@ pub struct Progress {
     pub sent: Option<Instant>,
     pub headers: bool,
     pub content_chunks: usize,
+    /// The TTFT, once the first token came.
+    pub ttft_s: Option<f64>,
 }
 
 /// When a request's time starts.
@@ -99,7 +102,8 @@ pub enum Start {
 
 /// Sends `ask` to `endpoint` and reads the whole stream, timed from `start`; `on_token` hears
 /// of each content chunk as it arrives (the TTFT, then each step's interval), so that a
-/// dashboard sees a long stream live.
+/// dashboard sees a long stream live. `cancel`: the client abandons it (closes its stream) at
+/// its first token or that long after `start`, as `--cancel` asks.
 #[allow(clippy::too_many_arguments)]
 pub async fn measure(
     pool: &Arc<Pool>,
@@ -108,11 +112,43 @@ pub async fn measure(
     ask: &Ask,
     start: Start,
     timeout: Duration,
+    cancel: Option<After>,
     on_token: impl FnMut(Token),
 ) -> Result<Measured, RequestError> {
     let mut progress = Progress::default();
-    let run = stream(pool, endpoint, api_key, ask, start, &mut progress, on_token);
-    match tokio::time::timeout(timeout, run).await {
+    let t0 = match start {
+        Start::Due(t) | Start::Launched(t) => t,
+    };
+    let at_first = cancel == Some(After::FirstToken);
+    let outcome = {
+        let run = stream(
+            pool,
+            endpoint,
+            api_key,
+            ask,
+            start,
+            at_first,
+            &mut progress,
+            on_token,
+        );
+        let timed = tokio::time::timeout(timeout, run);
+        tokio::pin!(timed);
+        match cancel {
+            Some(After::Elapsed(d)) => tokio::select! {
+                r = &mut timed => Some(r),
+                _ = tokio::time::sleep_until((t0 + d).into()) => None,
+            },
+            _ => Some(timed.await),
+        }
+    };
+    let Some(outcome) = outcome else {
+        // Its time is up: the stream is dropped, and with it the connection.
+        return Err(RequestError::cancelled(Cancelled {
+            ttft_s: progress.ttft_s,
+            content_chunks: progress.content_chunks,
+        }));
+    };
+    match outcome {
         Ok(r) => r,
         Err(_) => {
             let at = match (progress.headers, progress.content_chunks) {
@@ -128,12 +164,14 @@ pub async fn measure(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn stream(
     pool: &Arc<Pool>,
     endpoint: &Endpoint,
     api_key: Option<&str>,
     ask: &Ask,
     start: Start,
+    cancel_at_first: bool,
     progress: &mut Progress,
     mut on_token: impl FnMut(Token),
 ) -> Result<Measured, RequestError> {
@@ -199,6 +237,7 @@ async fn stream(
         return Err(RequestError {
             reason: format!("HTTP {}{detail}", status.as_u16()),
             status: Some(status.as_u16()),
+            cancelled: None,
         });
     }
 
@@ -254,6 +293,16 @@ async fn stream(
             if let Some(token) = reading.chunk(&chunk, end) {
                 progress.content_chunks = reading.token_chunks();
                 on_token(token);
+                if let Token::First { ttft_s } = token {
+                    progress.ttft_s = Some(ttft_s);
+                    if cancel_at_first {
+                        // Returning drops the body and the lease: the connection closes.
+                        return Err(RequestError::cancelled(Cancelled {
+                            ttft_s: Some(ttft_s),
+                            content_chunks: progress.content_chunks,
+                        }));
+                    }
+                }
             }
         }
         if ended {

@@ -441,6 +441,8 @@ mod tests {
             reset_prefix_cache: false,
             start_at: None,
             prompt_salt: 0,
+            cancel: None,
+            canary: None,
             shape: Default::default(),
         }
     }

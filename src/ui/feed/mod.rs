@@ -496,6 +496,13 @@ impl FeedScreen {
                 f.index = id(ids, f.index, true);
                 Some(Event::RequestFailed(f))
             }
+            // Each source's canaries are its own: merged, their indexes would collide.
+            Event::Canary(_) => Some(event.clone()),
+            Event::RequestCancelled(c) => {
+                let mut c = c.clone();
+                c.index = id(ids, c.index, true);
+                Some(Event::RequestCancelled(c))
+            }
             Event::ServerMetrics(_) => {
                 if !self.server_noted {
                     self.server_noted = true;

@@ -46,7 +46,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
 /// A sweep in a terminal: the grid filling in, one line per cell (`+` measured, `!` SLO missed
 /// by some requests, `x` failed or stopped, `>` running; plain ASCII, so every terminal and
 /// `--ascii` draw the same), with TPOT and TTFT p50 and the throughput, so the curve so far
-/// reads down the lines. The newest cells are kept in view.
+/// reads down the lines. The newest cells are kept in view. `--runs N` has a line per run.
 fn sweep_grid(frame: &mut Frame, app: &App, grid: &[GridRow], rect: Rect) {
     let theme = app.theme();
     let cells = grid.first().map_or(0, |c| c.cells);
@@ -57,6 +57,7 @@ fn sweep_grid(frame: &mut Frame, app: &App, grid: &[GridRow], rect: Rect) {
         .filter(|s| s.config.search.is_some())
         .map(|s| s.search.as_ref());
     let title = match search {
+        None if app.repeat_position().is_some() => format!("Runs · {done} of {cells}"),
         None => format!("Sweep · {done} of {cells} cells"),
         Some(None) => "Search · first probe".to_string(),
         Some(Some(v)) => {

@@ -8,7 +8,7 @@ use ratatui::Frame;
 
 use crate::event::RunPhase;
 use crate::ui::keys::Action;
-use crate::ui::state::App;
+use crate::ui::state::{App, ServerColumns, TableView};
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     let theme = app.theme();
@@ -30,26 +30,27 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         items.push((vec![Action::ResetStats], "reset"));
     }
     if app.run.server.last.is_some() && app.baseline.is_none() {
-        let what = if app.server_columns && !app.server_nodes && app.run.server.nodes.len() > 1 {
-            "per server"
-        } else if app.server_columns {
-            "client table"
-        } else {
-            "vs server"
+        let what = match app.server_columns.next(app.run.server.nodes.len()) {
+            ServerColumns::PerServer => "per server",
+            ServerColumns::Client => "client table",
+            ServerColumns::VsServer => "vs server",
         };
         items.push((vec![Action::ToggleServer], what));
     }
     // The phases and the split are offered with a baseline too (they replace its columns
     // while shown).
     if app.run.phases.has_samples() {
-        let what = if app.phase_rows { "latency" } else { "phases" };
+        let what = match app.table_view.after_phases() {
+            TableView::Phases => "phases",
+            _ => "latency",
+        };
         items.push((vec![Action::TogglePhases], what));
     }
     if app.run.split.has_samples() {
-        let what = if app.split_rows {
-            "latency"
-        } else {
-            "TTFT split"
+        let what = match app.table_view.after_split(app.run.spec.has_samples()) {
+            TableView::Split => "TTFT split",
+            TableView::Drafts => "drafts",
+            TableView::Percentiles | TableView::Phases => "latency",
         };
         items.push((vec![Action::ToggleSplit], what));
     }

@@ -115,13 +115,27 @@ fn top_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
 fn status_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
     let theme = app.theme();
     let (dim, text) = (theme.dim, theme.text);
-    let mut first = vec![
+    let mut first = Vec::new();
+    // `--runs N`: which run, and the idle time between two, before anything else.
+    if let Some((run, runs)) = app.repeat_position() {
+        first.push(Span::styled(" run ", dim));
+        first.push(Span::styled(format!("{run}/{runs}"), text));
+        if app.phase == RunPhase::Cooldown {
+            let left = app.cooldown_left_s().unwrap_or(0.0);
+            first.push(Span::styled(sep.to_string(), dim));
+            first.push(Span::styled("cooldown ", dim));
+            first.push(Span::styled(format!("{left:.1} s"), text));
+            first.push(Span::styled(" left", dim));
+        }
+        first.push(Span::styled(sep.trim_end().to_string(), dim));
+    }
+    first.extend([
         Span::styled(" elapsed ", dim),
         Span::styled(format::elapsed(app.elapsed()), text),
         Span::styled(sep.to_string(), dim),
         Span::styled(app.figures.requests_done.to_string(), text),
         Span::styled(" requests", dim),
-    ];
+    ]);
     let warmup = app.figures.warmup_requests;
     if warmup > 0 {
         first.push(Span::styled(format!(" ({warmup} warmup)"), dim));
@@ -182,6 +196,24 @@ fn status_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
                 "",
             );
         }
+        let cancelled = app.figures.cancelled_requests;
+        if cancelled > 0 {
+            part(String::new(), cancelled.to_string(), " cancelled");
+        }
+        // The canary lane: what a small request waits beside the load.
+        if let Some(c) = app.figures.canary.as_ref().filter(|c| c.ttft.n > 0) {
+            let d = |v: f64| format::duration(v, app.glyphs.ascii);
+            let failed = if c.failed > 0 {
+                format!(", {} failed", c.failed)
+            } else {
+                String::new()
+            };
+            part(
+                "canary TTFT ".into(),
+                d(c.ttft.p50),
+                &format!(" p99 {} (n {}{failed})", d(c.ttft.p99), c.ttft.n),
+            );
+        }
         if let Some(d) = app.figures.send_delay_p99_s {
             part(
                 "send delay p99 ".into(),
@@ -212,7 +244,12 @@ fn status_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
     } else if let Some(c) = &app.figures.current {
         parts.push(vec![Span::styled(c.progress(app.elapsed()), dim)]);
     }
-    let stop = app.run.stop.as_ref().map(|reason| {
+    // A run of several ends when the last does: the others' ends are in the events pane.
+    let stopped = match app.repeat_position() {
+        Some(_) => app.stop_reason(),
+        None => app.run.stop.clone(),
+    };
+    let stop = stopped.as_ref().map(|reason| {
         vec![
             Span::styled(sep.to_string(), dim),
             Span::styled(reason.words(), text),

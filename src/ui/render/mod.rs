@@ -469,6 +469,7 @@ fn phase_label(phase: RunPhase) -> &'static str {
         RunPhase::Warmup => "WARMUP",
         RunPhase::Running => "RUNNING",
         RunPhase::Paused => "PAUSED",
+        RunPhase::Cooldown => "COOLDOWN",
         RunPhase::Stopped => "STOPPED",
         RunPhase::Error => "ERROR",
     }

@@ -15,7 +15,7 @@ use super::panel::Panel;
 use crate::event::ServerQuantiles;
 use crate::stats::{Metric, Part, Phase, SplitSummary, Summary};
 use crate::ui::keys::Action;
-use crate::ui::state::App;
+use crate::ui::state::{App, ServerColumns, TableView};
 use crate::util::format;
 
 const HEADINGS: [&str; 8] = ["", "mean", "p50", "p90", "p95", "p99", "max", "n"];
@@ -27,11 +27,11 @@ const SERVER_HEADINGS: [&str; 8] = [
 ];
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
-    if let (true, Some(phases)) = (app.phase_rows, &app.phases) {
-        return render_phases(frame, app, rect, phases);
-    }
-    if let (true, Some(split)) = (app.split_rows, &app.split) {
-        return render_split(frame, app, rect, split);
+    match (app.table_view, &app.phases, &app.split, &app.spec) {
+        (TableView::Phases, Some(phases), _, _) => return render_phases(frame, app, rect, phases),
+        (TableView::Split, _, Some(split), _) => return render_split(frame, app, rect, split),
+        (TableView::Drafts, _, _, Some(spec)) => return render_spec(frame, app, rect, spec),
+        _ => {}
     }
     let theme = app.theme();
     let ascii = app.glyphs.ascii;
@@ -72,8 +72,10 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     if let Some(base) = &app.baseline {
         block = block.title_bottom(Line::styled(format!("baseline: {}", base.name), theme.dim));
     }
-    let server = app.server_columns && app.baseline.is_none() && app.run.server.last.is_some();
-    if server && app.server_nodes && app.run.server.nodes.len() > 1 {
+    let server = app.server_columns != ServerColumns::Client
+        && app.baseline.is_none()
+        && app.run.server.last.is_some();
+    if server && app.server_columns == ServerColumns::PerServer && app.run.server.nodes.len() > 1 {
         server_nodes(frame, app, block, rect);
         return;
     }
@@ -500,6 +502,75 @@ fn render_split(frame: &mut Frame, app: &App, rect: Rect, split: &SplitSummary) 
     }
     let mut widths = vec![Constraint::Length(14)];
     widths.extend([Constraint::Fill(1); 7]);
+    let table = Table::new(rows, widths).header(header).column_spacing(1);
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    frame.render_widget(table, inner);
+}
+
+const SPEC_HEADINGS: [&str; 6] = ["", "p50", "p90", "p99", "max", "n"];
+
+/// `f` a second time, when the server drafts: its speculative decoding by its own count per
+/// request (steady requests since the last reset): each request's acceptance and accepted
+/// tokens per verify step, then the TPOT of each band of acceptance that has requests, so a
+/// glance says whether accepted drafts made tokens faster; the token-weighted acceptance and
+/// the correlation of TPOT with acceptance in the title.
+fn render_spec(frame: &mut Frame, app: &App, rect: Rect, spec: &crate::stats::SpecSummary) {
+    let theme = app.theme();
+    let sep = app.glyphs.sep;
+    let ascii = app.glyphs.ascii;
+    let share = spec
+        .token_acceptance()
+        .map_or("nothing drafted".to_string(), |a| {
+            format!("{:.0}% of {} accepted", 100.0 * a, spec.drafted)
+        });
+    let r = spec
+        .tpot_correlation
+        .map_or(String::new(), |r| format!(" {sep} TPOT r {r:+.2}"));
+    let block = panel(
+        app,
+        format!(
+            "Speculative decoding {sep} {} {sep} {} steady {sep} {share}{r}",
+            spec.source, spec.requests
+        ),
+    );
+    let header = Row::new(
+        SPEC_HEADINGS
+            .iter()
+            .map(|h| Cell::from(Line::from(*h).right_aligned())),
+    )
+    .style(theme.table_header);
+    let cell = |text: String, style| Cell::from(Line::styled(text, style).right_aligned());
+    let mut rows = Vec::new();
+    let mut push = |label: String, s: &Summary, f: &dyn Fn(f64) -> String, style| {
+        let mut cells = vec![Cell::from(Span::styled(label, style))];
+        for v in [s.p50, s.p90, s.p99, s.max] {
+            cells.push(if s.n == 0 {
+                cell("- ".into(), theme.dim)
+            } else {
+                cell(format!("{} ", f(v)), theme.text)
+            });
+        }
+        cells.push(cell(format!("{} ", s.n), theme.dim));
+        rows.push(Row::new(cells));
+    };
+    let pct = |v: f64| format!("{:.0}%", 100.0 * v);
+    let num = |v: f64| format!("{v:.2}");
+    let dur = |v: f64| format::duration(v, ascii);
+    push("accepted".into(), &spec.acceptance, &pct, theme.tpot);
+    if spec.accepted_per_step.n > 0 {
+        push("acc/step".into(), &spec.accepted_per_step, &num, theme.tpot);
+    }
+    for b in spec.tpot_by_acceptance.iter().filter(|b| b.tpot.n > 0) {
+        let band = if b.lo.is_none() {
+            "undrafted"
+        } else {
+            &b.label
+        };
+        push(format!("TPOT {band}"), &b.tpot, &dur, theme.dim);
+    }
+    let mut widths = vec![Constraint::Length(14)];
+    widths.extend([Constraint::Fill(1); 5]);
     let table = Table::new(rows, widths).header(header).column_spacing(1);
     let inner = block.inner(rect);
     frame.render_widget(block, rect);

@@ -220,6 +220,29 @@ fn header(frame: &mut Frame, s: &WatchState, rect: Rect) {
         }
         None => second.push(Span::styled("scrape ok", theme.text)),
     }
+    // The canary lane: the one request the watch sends.
+    if let Some(c) = s.canary.as_ref().filter(|c| c.ttft.n > 0) {
+        second.push(sep());
+        second.push(Span::styled("canary TTFT ", theme.dim));
+        second.push(Span::styled(dur(s, c.ttft.p50), theme.text));
+        second.push(Span::styled(
+            format!(
+                " p99 {} E2E {} (n {}{})",
+                dur(s, c.ttft.p99),
+                dur(s, c.e2e.p50),
+                c.ttft.n,
+                if c.failed > 0 {
+                    format!(", {} failed", c.failed)
+                } else {
+                    String::new()
+                }
+            ),
+            theme.dim,
+        ));
+    } else if let Some(m) = &s.canary_failed {
+        second.push(sep());
+        second.push(Span::styled(format!("canary: {m}"), theme.event_warn));
+    }
     if s.paused {
         second.push(sep());
         second.push(Span::styled(

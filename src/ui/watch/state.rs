@@ -48,6 +48,14 @@ pub enum WatchEvent {
         node: String,
         telemetry: Box<NodeTelemetry>,
     },
+    /// A canary request ended (`--probe`), with the lane's figures so far.
+    Canary {
+        t_s: f64,
+        done: Box<crate::event::CanaryDone>,
+        summary: Box<crate::stats::CanarySummary>,
+    },
+    /// The canary lane could not start (no model to ask for).
+    CanaryFailed { message: String },
 }
 
 /// The settings the screen starts with.
@@ -240,6 +248,9 @@ pub struct WatchState {
     pub selected: usize,
     pub pane: Pane,
     pub paused: bool,
+    /// The canary lane's figures (`--probe`), and why it stopped when it did.
+    pub canary: Option<crate::stats::CanarySummary>,
+    pub canary_failed: Option<String>,
     /// Windows that arrived while paused, in order.
     held: VecDeque<(f64, ServerWindow)>,
     pub show_help: bool,
@@ -274,6 +285,8 @@ impl WatchState {
             selected: 0,
             pane: Pane::default(),
             paused: false,
+            canary: None,
+            canary_failed: None,
             held: VecDeque::new(),
             show_help: false,
         }
@@ -407,6 +420,8 @@ impl WatchState {
                 n.telemetry = Some(*telemetry);
                 n.telemetry_t_s = t_s;
             }
+            WatchEvent::Canary { summary, .. } => self.canary = Some(*summary),
+            WatchEvent::CanaryFailed { message } => self.canary_failed = Some(message),
         }
     }
 
