@@ -36,9 +36,9 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded};
 use infertop::engine::http::{self, Api, Endpoint, HttpConfig};
-use infertop::engine::workload::LenSpec;
 use infertop::event::{ConnectionUse, Control, Event, HttpPhases};
 use infertop::stats::Summary;
+use infertop::traffic::len::LenSpec;
 use infertop::traffic::TrafficPlan;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};

@@ -607,10 +607,11 @@ fn set_nice(nice: i32) {
 /// Differences between processes (which dominate run-to-run noise on this machine) cancel.
 fn inproc(s: &Settings) {
     use infertop::engine::worker::{self, WorkerConfig};
-    use infertop::engine::workload::{LenSpec, PromptSource, Workload};
+    use infertop::engine::workload::{PromptSource, Workload};
     use infertop::event::{Control, Event, StopReason};
     use infertop::model::{DeviceSpec, ModelSpec};
     use infertop::stats::RunStats;
+    use infertop::traffic::len::LenSpec;
     use infertop::ui::render::render;
     use infertop::ui::{App, AppConfig};
     use ratatui::backend::CrosstermBackend;

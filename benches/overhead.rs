@@ -15,11 +15,12 @@ use std::time::{Duration, Instant};
 
 use candle_core::{DType, Device, Tensor, D};
 use infertop::engine::worker::{self, WorkerConfig};
-use infertop::engine::workload::{LenSpec, PromptSource, Workload};
+use infertop::engine::workload::{PromptSource, Workload};
 use infertop::event::{Control, Event};
 use infertop::model::{self, DeviceSpec, ModelSpec};
 use infertop::stats::RunStats;
 use infertop::telemetry::{self, TelemetryDevice};
+use infertop::traffic::len::LenSpec;
 use infertop::traffic::TrafficPlan;
 
 const PROMPT: usize = 64;

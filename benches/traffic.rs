@@ -17,11 +17,11 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded};
 use infertop::engine::http::{self, Api, Endpoint, HttpConfig};
-use infertop::engine::workload::LenSpec;
 use infertop::event::{Control, Event};
 use infertop::stats::Summary;
 use infertop::telemetry::alloc::current_bytes;
 use infertop::traffic::dataset::{self, ReadOptions};
+use infertop::traffic::len::LenSpec;
 use infertop::traffic::TrafficPlan;
 use infertop::traffic::{DatasetPlan, Order, RequestSource};
 

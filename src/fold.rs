@@ -7,8 +7,8 @@ use crate::event::{Event, RequestDone, RunInfo, StopReason};
 use crate::exit::{EXIT_FAILURE, EXIT_OK};
 use crate::signals::Signals;
 use crate::stats::{
-    Breakdown, EndpointStats, Goodput, ModelStats, PhaseStats, RunStats, ServerSteady, ShapeStats,
-    Slo, SpecStats, SplitStats, Window, RECENT_REQUESTS,
+    Breakdown, EndpointStats, ModelStats, PhaseStats, RunStats, ServerSteady, ShapeStats, Slo,
+    SloCounts, SpecStats, SplitStats, Window, RECENT_REQUESTS,
 };
 use crate::summary::resources::Resources;
 use crate::summary::GoodputSummary;
@@ -79,7 +79,7 @@ pub struct RunFold {
     pub slo: Slo,
     /// Steady requests that ended, against the SLO (GuideLLM's rules: failures are misses,
     /// requests cut off by the run's end are not counted). Reset by `r`.
-    pub goodput: Goodput,
+    pub goodput: SloCounts,
     /// Set by `Event::Finished`: the engine has stopped and says why.
     pub stop: Option<StopReason>,
     /// The fatal error that ended the run, if one did.
@@ -184,7 +184,7 @@ impl RunFold {
                 self.spec.reset();
                 self.canary.reset();
                 self.server.reset();
-                self.goodput = Goodput::default();
+                self.goodput = SloCounts::default();
                 for steps in self.pending_steps.values_mut() {
                     steps.clear();
                 }

@@ -1,6 +1,7 @@
 //! Small helpers every module may use: one-line error text, a seeded generator, a hash, and the
 //! number formatters (`format`). A leaf module, like `event`.
 
+pub mod exposition;
 pub mod format;
 
 /// Prints a line to stderr, ignoring failure: stderr may be a terminal that has hung up, and

@@ -6,9 +6,10 @@ use std::time::{Duration, Instant};
 
 use candle_core::DType;
 use infertop::engine::worker::{self, WorkerConfig};
-use infertop::engine::workload::{LenSpec, PromptSource, Workload};
+use infertop::engine::workload::{PromptSource, Workload};
 use infertop::event::{Control, Event, StopReason};
 use infertop::model::{DeviceSpec, ModelSpec};
+use infertop::traffic::len::LenSpec;
 use infertop::traffic::TrafficPlan;
 
 fn config(requests: Option<u64>) -> WorkerConfig {

@@ -16,9 +16,10 @@ use common::traffic_server::{Timing, TrafficServer};
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use infertop::engine::http::{self, Api, Endpoint, HttpConfig};
 use infertop::engine::worker::{self, WorkerConfig};
-use infertop::engine::workload::{LenSpec, PromptSource, Workload};
+use infertop::engine::workload::{PromptSource, Workload};
 use infertop::event::{Control, Event, StopReason};
 use infertop::model::{DeviceSpec, ModelSpec};
+use infertop::traffic::len::LenSpec;
 use infertop::traffic::{synthetic_conversations, Conversations, TrafficPlan, Turns};
 
 fn server() -> TrafficServer {

@@ -2,9 +2,9 @@
 //! or a one-line error, never panic, and what they accept round-trips.
 #![allow(clippy::unwrap_used)]
 
-use infertop::engine::workload::LenSpec;
 use infertop::model::ArchConfig;
 use infertop::stats::{parse_duration_s, Slo};
+use infertop::traffic::len::LenSpec;
 use proptest::prelude::*;
 
 fn config() -> ProptestConfig {

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use assert_cmd::prelude::*;
 use crossbeam_channel::{bounded, unbounded};
 use infertop::engine::http::{self, Api, Endpoint, HttpConfig};
-use infertop::engine::workload::LenSpec;
 use infertop::event::{Control, Event, RequestDone, RequestFailed, StopReason};
+use infertop::traffic::len::LenSpec;
 use infertop::traffic::TrafficPlan;
 use serde_json::Value;
 
@@ -488,7 +488,7 @@ fn a_tokenizer_makes_prompts_of_exact_length() {
     let mut cfg = config(&server.url(), 4);
     cfg.traffic.prompt = Some(LenSpec::parse("5,100,37,1000").unwrap());
     cfg.prompts = infertop::engine::http::Prompts::Words(std::sync::Arc::new(
-        infertop::engine::http::PromptWords::from_tokenizer(&tk).unwrap(),
+        infertop::traffic::words::PromptWords::from_tokenizer(&tk).unwrap(),
     ));
     let events = run_engine(cfg);
     let mut asked: Vec<usize> = done(&events)
@@ -689,7 +689,7 @@ fn the_summary_breaks_latency_and_errors_down_per_endpoint() {
     };
     assert!(row(&f).ttft_s.p50 < 0.050, "{:?}", row(&f).ttft_s);
     assert!(row(&s).ttft_s.p50 >= 0.080, "{:?}", row(&s).ttft_s);
-    let md = summary.render(infertop::record::SummaryFormat::Md);
+    let md = summary.render(infertop::summary::SummaryFormat::Md);
     assert!(md.contains("| endpoint | n | failed |"), "{md}");
     assert!(md.contains(&format!("| {b} | 0 | 3 | - |")), "{md}");
     let json = summary.to_json();

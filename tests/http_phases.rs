@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded};
 use infertop::engine::http::{self, Api, Endpoint, HttpConfig};
-use infertop::engine::workload::LenSpec;
 use infertop::event::{ConnectionUse, Control, Event, HttpPhases, RequestDone};
+use infertop::traffic::len::LenSpec;
 use infertop::traffic::TrafficPlan;
 
 const TTFT: Duration = Duration::from_millis(60);

@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 use candle_core::DType;
 use crossbeam_channel::{bounded, unbounded, Receiver};
 use infertop::engine::worker::{self, WorkerConfig};
-use infertop::engine::workload::{LenSpec, PromptSource, Workload};
+use infertop::engine::workload::{PromptSource, Workload};
 use infertop::event::{Control, Event};
 use infertop::model::{DeviceSpec, ModelSpec};
+use infertop::traffic::len::LenSpec;
 use infertop::traffic::TrafficPlan;
 
 fn collect(rx: &Receiver<Event>) -> Vec<Event> {

@@ -526,7 +526,7 @@ fn a_replayed_sweep_folds_its_cells_as_the_sweep_did() {
     for (cell, result) in recorded.cells.iter().zip(&sweep.results) {
         let end = cell.end.as_ref().unwrap();
         assert_eq!(result.status, end.status);
-        let summary: infertop::record::RunSummary =
+        let summary: infertop::summary::RunSummary =
             infertop::record::reader::Record::summary(&cell.record);
         assert_eq!(
             result.tpot,

@@ -16,9 +16,9 @@ use assert_cmd::prelude::*;
 use common::shapes_server::{ShapesServer, Truth};
 use crossbeam_channel::{bounded, unbounded};
 use infertop::engine::http::{self, Api, Endpoint, HttpConfig, Shape, ToolChoice, Tools};
-use infertop::engine::workload::LenSpec;
 use infertop::event::{Control, Event, RequestDone};
 use infertop::fold::RunFold;
+use infertop::traffic::len::LenSpec;
 use infertop::traffic::TrafficPlan;
 use serde_json::{json, Value};
 
@@ -120,7 +120,7 @@ fn fold(events: &[Event]) -> RunFold {
 
 fn tools() -> Arc<Tools> {
     Arc::new(Tools {
-        defs: infertop::engine::http::api::parse_tools(
+        defs: infertop::traffic::tools::parse_tools(
             r#"[{"type":"function","function":{"name":"get_weather","description":"d","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}]"#,
         )
         .unwrap(),

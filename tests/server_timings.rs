@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded};
 use infertop::engine::http::{self, Api, Endpoint, HttpConfig};
-use infertop::engine::workload::LenSpec;
 use infertop::event::{Control, Event, RequestDone, ServerTimings};
 use infertop::fold::RunFold;
 use infertop::stats::{Part, SplitSummary, Summary};
+use infertop::traffic::len::LenSpec;
 use infertop::traffic::TrafficPlan;
 use stream_server::{Dialect, Options, Reporting, Timing};
 

@@ -458,8 +458,8 @@ fn a_server_that_never_answers_the_check_of_its_api() {
 fn the_http_engines_calibration() {
     use crossbeam_channel::{bounded, unbounded};
     use infertop::engine::http::{self, Api, Endpoint, HttpConfig};
-    use infertop::engine::workload::LenSpec;
     use infertop::event::{Control, Event, StopReason};
+    use infertop::traffic::len::LenSpec;
     use infertop::traffic::TrafficPlan;
 
     let _one = serial();

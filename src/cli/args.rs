@@ -3,7 +3,6 @@
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 
-pub use crate::plan::values::*;
 use crate::util::one_line;
 
 /// clap's error as one line. A value our parser refused reads `--flag: <our message>`; a value

@@ -4,7 +4,9 @@ use std::path::{Path, PathBuf};
 
 use clap::Args;
 
-use super::{args, print_stdout, say, Failure};
+use super::{print_stdout, say};
+use crate::exit::Failure;
+use crate::plan::values;
 use crate::record::compare::{compare_records, CompareFormat, CompareOptions};
 use crate::sweep::record::{read, AnyRecord, SweepRecord};
 
@@ -17,7 +19,7 @@ pub struct CompareArgs {
     #[arg(long, value_enum, default_value_t = CompareFormat::Md)]
     pub format: CompareFormat,
     /// Bootstrap resamples.
-    #[arg(long, default_value = "2000", value_parser = args::positive_usize)]
+    #[arg(long, default_value = "2000", value_parser = values::positive_usize)]
     pub resamples: usize,
     /// Bootstrap seed.
     #[arg(long, default_value_t = 0)]

@@ -2,7 +2,8 @@
 
 use clap::Args;
 
-use super::{print_stdout, Failure};
+use super::print_stdout;
+use crate::exit::Failure;
 use crate::exit::EXIT_OK;
 use crate::telemetry;
 

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{say, Failure};
+use super::say;
+use crate::exit::Failure;
 use crate::model::{self, presets};
 use crate::util::format;
 

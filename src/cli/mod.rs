@@ -13,10 +13,9 @@ mod report;
 
 use clap::{Parser, Subcommand};
 
-pub use crate::event::EVENT_QUEUE;
-pub use crate::exit::Failure;
-pub use crate::exit::{EXIT_FAILURE, EXIT_OK, EXIT_USAGE};
-pub use crate::plan::RunOpts as RunArgs;
+use crate::exit::Failure;
+use crate::exit::{EXIT_OK, EXIT_USAGE};
+use crate::plan::RunOpts;
 pub use make_model::{make_model, presets_table, MakeModelArgs};
 
 pub(crate) use crate::session::print_stdout;
@@ -29,13 +28,13 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
     #[command(flatten)]
-    pub run: RunArgs,
+    pub run: RunOpts,
 }
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the benchmark (the default): the dashboard in a terminal, JSON lines otherwise.
-    Run(Box<RunArgs>),
+    Run(Box<RunOpts>),
     /// List the synthetic presets with their parameters and memory.
     Presets,
     /// Write a synthetic model as a Hugging Face directory (or a GGUF file).
@@ -70,7 +69,7 @@ pub enum Command {
 }
 
 /// A run, or with `--determinism` a run's two passes compared.
-fn run(opts: &RunArgs) -> Result<i32, Failure> {
+fn run(opts: &RunOpts) -> Result<i32, Failure> {
     if opts.server.determinism {
         crate::session::determinism::run(opts)
     } else {

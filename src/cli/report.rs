@@ -7,11 +7,13 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::{args, print_stdout, say, Failure};
+use super::{print_stdout, say};
+use crate::exit::Failure;
 use crate::exit::EXIT_OK;
+use crate::plan::values;
 use crate::record::report::{Report, ReportOptions};
-use crate::record::SummaryFormat;
 use crate::stats::{roofline, SettleRule, Slo};
+use crate::summary::SummaryFormat;
 use crate::sweep::record::{read, AnyRecord};
 use crate::sweep::table::SweepFormat;
 
@@ -34,7 +36,7 @@ pub struct ReportArgs {
     #[arg(long, value_parser = Slo::parse)]
     pub slo: Option<Slo>,
     /// Hardware cost per hour (any currency) for the cost per million output tokens.
-    #[arg(long, value_parser = args::cost)]
+    #[arg(long, value_parser = values::cost)]
     pub cost_per_hour: Option<f64>,
     /// Peak memory bandwidth for the roofline, e.g. 3.35TB/s (a bare number is GB/s).
     #[arg(long, value_parser = roofline::parse_bandwidth)]
@@ -43,7 +45,7 @@ pub struct ReportArgs {
     #[arg(long, value_parser = roofline::parse_flops)]
     pub peak_flops: Option<f64>,
     /// Take peak figures from the known-device table, e.g. "H100", "A100 80GB PCIe", "L4".
-    #[arg(long, value_parser = args::known_device)]
+    #[arg(long, value_parser = values::known_device)]
     pub device_name: Option<String>,
     /// Do not run the short CPU bandwidth/FLOP probe for CPU records.
     #[arg(long)]
@@ -72,9 +74,9 @@ pub struct ReportArgs {
     pub slice: Option<f64>,
 }
 
-/// `--slice`: a positive duration, as every duration flag takes one (`args::duration`).
+/// `--slice`: a positive duration, as every duration flag takes one (`values::duration`).
 fn slice_length(s: &str) -> Result<f64, String> {
-    match args::duration(s) {
+    match values::duration(s) {
         Ok(d) if d.as_secs_f64() > 0.0 => Ok(d.as_secs_f64()),
         _ => Err(format!(
             "`{s}` is not a window length (give a positive duration such as 10s, 5m or 1h)"

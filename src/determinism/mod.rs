@@ -26,9 +26,6 @@ use serde::{Deserialize, Serialize};
 
 pub use fold::DeterminismFold;
 
-/// The exit code when an output differs between the passes: `compare`'s for changed outputs.
-pub use crate::exit::EXIT_OUTPUTS_DIFFER;
-
 /// The name of a pass, as each request's `origin.pass` and the tables say it.
 pub fn pass_name(concurrency: usize) -> String {
     format!("concurrency {concurrency}")

@@ -7,7 +7,7 @@
 //!   are not passed on then; a paused engine starts nothing until resumed.
 //! - `EndCell` (a sweep's cell has measured enough) is `Intent::Drain`: start nothing more, let
 //!   what is in flight end and count, then stop at the request limit. The cell's drain is part
-//!   of what it measured (`sweep::held`).
+//!   of what it measured (`stats::held`).
 //! - `Stop` and a closed channel stop at once: what is in flight is not a measurement.
 //! - `CellVerdict` is the sweep engine's (its search), never a cell's.
 //!

@@ -9,7 +9,7 @@ use candle_core::Device;
 /// Records GPU time of one region at a time. On CPU every method is a no-op returning `None`.
 pub struct GpuTimer {
     #[cfg(feature = "cuda")]
-    inner: Option<cuda::Events>,
+    inner: Option<cuda::EventPair>,
 }
 
 impl GpuTimer {
@@ -17,7 +17,7 @@ impl GpuTimer {
         #[cfg(feature = "cuda")]
         {
             GpuTimer {
-                inner: cuda::Events::new(device),
+                inner: cuda::EventPair::new(device),
             }
         }
         #[cfg(not(feature = "cuda"))]
@@ -93,15 +93,15 @@ mod cuda {
     use candle_core::cuda_backend::cudarc::driver::{sys, CudaEvent, CudaStream};
     use candle_core::Device;
 
-    pub struct Events {
+    pub struct EventPair {
         stream: Arc<CudaStream>,
         start: CudaEvent,
         stop: CudaEvent,
         ok: bool,
     }
 
-    impl Events {
-        pub fn new(device: &Device) -> Option<Events> {
+    impl EventPair {
+        pub fn new(device: &Device) -> Option<EventPair> {
             let cuda = device.as_cuda_device().ok()?;
             let stream = cuda.cuda_stream();
             let ctx = stream.context();
@@ -109,7 +109,7 @@ mod cuda {
             let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
             let start = ctx.new_event(flags).ok()?;
             let stop = ctx.new_event(flags).ok()?;
-            Some(Events {
+            Some(EventPair {
                 stream,
                 start,
                 stop,

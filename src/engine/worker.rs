@@ -10,12 +10,13 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::control::{Inbox, Intent};
 use super::timer::{device_memory, GpuTimer};
-use super::workload::{doubled, Dialogue, RequestShape, Sampler, Sampling, Workload};
+use super::workload::{Dialogue, RequestShape, Sampler, Sampling, Workload};
 use crate::event::{
     Control, DecodeStep, Event, ModelLoaded, Notice, RequestDone, RunInfo, StepBatch, StopReason,
 };
 use crate::model::{self, CausalLm, DeviceSpec, ModelSpec};
 use crate::telemetry::alloc;
+use crate::traffic::len::doubled;
 use crate::traffic::TrafficPlan;
 use crate::util::{fnv1a, format, one_line};
 

@@ -3,7 +3,6 @@
 use std::sync::Arc;
 
 use crate::event::Origin;
-pub use crate::traffic::len::{doubled, doubling_factor, LenSpec};
 use crate::traffic::{Conversations, TrafficPlan};
 use crate::util::SplitMix64;
 
@@ -514,6 +513,7 @@ mod sampling_tests {
 #[allow(clippy::unwrap_used)]
 mod dialogue_tests {
     use super::*;
+    use crate::traffic::len::LenSpec;
     use crate::traffic::{Conversation, Prompt, Turn, Turns};
 
     fn turn(user: Prompt) -> Turn {

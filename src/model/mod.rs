@@ -16,7 +16,7 @@ use std::sync::Arc;
 use candle_core::{DType, Device};
 use candle_nn::VarBuilder;
 
-pub use crate::event::ModelInfo;
+use crate::event::ModelInfo;
 use crate::util::one_line;
 pub use arch::CausalLm;
 pub use architectures::Arch;

@@ -11,7 +11,7 @@ use super::{EnginePlan, RunPlan};
 use crate::determinism::pass_name;
 use crate::engine::http::{Api, HttpConfig};
 use crate::exit::Failure;
-use crate::record::SummaryFormat;
+use crate::summary::SummaryFormat;
 
 /// Prompts per pass without `--requests`: this many times the concurrency, so that most of
 /// the loaded pass runs with every slot full.

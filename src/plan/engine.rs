@@ -11,11 +11,12 @@ use super::opts::RunOpts;
 use super::prompts::{load_tokenizer, prompt_source, prompt_texts, tokenizer_flag};
 use crate::engine::http::{self, HttpConfig};
 use crate::engine::worker::{self, WorkerConfig};
-use crate::engine::workload::{LenSpec, PromptSource, Workload};
+use crate::engine::workload::{PromptSource, Workload};
 use crate::event::{Control, Event, WorkloadDesc};
 use crate::exit::Failure;
 use crate::model::{self, DeviceSpec, ModelSpec};
 use crate::telemetry;
+use crate::traffic::len::LenSpec;
 use crate::traffic::TrafficPlan;
 
 /// The engine a run drives (a sweep plans one per cell; `--runs` runs one N times).
@@ -146,7 +147,7 @@ fn plan_http(opts: &RunOpts) -> Result<HttpConfig, Failure> {
         )),
         None => match (&tokenizer, &opts.model.tokenizer) {
             (Some(tk), Some(path)) => {
-                let words = http::PromptWords::from_tokenizer(tk).map_err(|why| {
+                let words = crate::traffic::words::PromptWords::from_tokenizer(tk).map_err(|why| {
                     Failure::usage(format!(
                         "--tokenizer {}: cannot make prompts of exact length with it ({why}); drop --tokenizer for approximate prompts",
                         path.display()
@@ -249,7 +250,7 @@ fn shape(opts: &RunOpts) -> Result<http::Shape, Failure> {
             let text = std::fs::read_to_string(path).map_err(|e| {
                 Failure::usage(format!("--tools {}", crate::util::io_error(path, &e)))
             })?;
-            let defs = http::api::parse_tools(&text)
+            let defs = crate::traffic::tools::parse_tools(&text)
                 .map_err(|e| Failure::usage(format!("--tools {}: {e}", path.display())))?;
             if defs.is_empty() {
                 return Err(Failure::usage(format!(

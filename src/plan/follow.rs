@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::opts::FollowOpts;
 use crate::exit::Failure;
-use crate::record::SummaryFormat;
+use crate::summary::SummaryFormat;
 use crate::ui::Look;
 
 /// A follow, planned.

@@ -27,8 +27,8 @@ use std::time::Duration;
 
 use crate::exit::Failure;
 use crate::record::line::Header;
-use crate::record::SummaryFormat;
 use crate::stats::Slo;
+use crate::summary::SummaryFormat;
 use crate::telemetry::TelemetryDevice;
 use crate::ui::{AppConfig, Look};
 

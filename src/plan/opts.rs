@@ -12,11 +12,12 @@ use clap::Args;
 use super::values;
 use crate::engine::http::{Api, Endpoint};
 use crate::engine::worker;
-use crate::engine::workload::{LenSpec, Sampling};
+use crate::engine::workload::Sampling;
 use crate::model::DeviceSpec;
-use crate::record::SummaryFormat;
 use crate::stats::Slo;
+use crate::summary::SummaryFormat;
 use crate::traffic::dataset::{self, Format};
+use crate::traffic::len::LenSpec;
 use crate::traffic::{Order, SharedPrefix, ThinkTime, Turns, DEFAULT_BLOCK_SIZE};
 use crate::ui::ColorMode;
 

@@ -9,7 +9,7 @@ use super::opts::ReplayOpts;
 use crate::exit::Failure;
 use crate::record::feed::Speed;
 use crate::record::line::Header;
-use crate::record::SummaryFormat;
+use crate::summary::SummaryFormat;
 use crate::ui::{AppConfig, Look};
 
 /// A replay, planned.

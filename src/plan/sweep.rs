@@ -11,7 +11,6 @@ use clap::{ArgMatches, Args, Command, FromArgMatches};
 use super::engine::EnginePlan;
 use super::opts::RunOpts;
 use super::{header, telemetry, values, Outputs, ScreenPlan, Telemetry};
-use crate::engine::workload::LenSpec;
 use crate::event::CellParams;
 use crate::event::FloatDtype;
 use crate::exit::Failure;
@@ -21,6 +20,7 @@ use crate::stats::Slo;
 use crate::sweep::search::{with_load, without_load};
 use crate::sweep::table::SweepFormat;
 use crate::sweep::{len_axis, Axes, CellSpec, LoadAxis, Repetitions};
+use crate::traffic::len::LenSpec;
 
 /// `--find-max`: the load a search varies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]

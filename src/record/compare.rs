@@ -18,7 +18,7 @@ use crate::stats::{median_in_place, percentile_sorted, Metric, Part, SettleRule,
 use crate::summary::format_value;
 use crate::util::SplitMix64;
 
-pub use crate::exit::EXIT_OUTPUTS_DIFFER;
+use crate::exit::EXIT_OUTPUTS_DIFFER;
 
 /// Bootstrap parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]

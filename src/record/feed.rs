@@ -810,7 +810,7 @@ pub fn footer_model_itl(summary: &serde_json::Value) -> Vec<(String, Summary)> {
 mod tests {
     use super::*;
     use crate::record::line::{EventLine, Footer, RequestLine, StepLine};
-    use crate::record::{RunSummary, SummaryFormat};
+    use crate::summary::{RunSummary, SummaryFormat};
 
     fn done(index: u64, e2e_s: f64) -> crate::event::RequestDone {
         crate::event::RequestDone {

@@ -373,7 +373,7 @@ pub struct Footer {
 }
 
 /// One cell of a sweep (the protocol's, since a sweep's engine announces each cell).
-pub use crate::event::{CellLen, CellParams};
+use crate::event::CellParams;
 
 /// How a sweep's cells are measured, and the grid (`{"type":"sweep", ...}`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

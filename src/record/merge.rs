@@ -19,7 +19,7 @@
 
 use super::line::{FailedLine, Header, Line, RequestLine};
 use super::reader::Record;
-use super::RunSummary;
+use crate::summary::RunSummary;
 use crate::traffic::Shard;
 
 /// One record of a merge, as its own row.

@@ -1,8 +1,8 @@
 //! Run records: the JSONL writer (`writer`), the one reader of the format and the record read
 //! whole (`reader`), a record's lines as the run's events (`feed`, which `replay`, `follow` and
-//! `report` all fold), the summary every mode prints, reports (settling, goodput, roofline,
-//! cost, plots), every statistic per window of run time (`slice`), comparisons, merges of
-//! several records and Perfetto traces. The format is
+//! `report` all fold), reports (settling, goodput, roofline, cost, plots), every statistic per
+//! window of run time (`slice`), comparisons, merges of several records and Perfetto traces.
+//! The summary every mode prints, which a record's footer keeps, is `summary`'s. The format is
 //! documented in `docs/record-format.md`.
 //!
 //! A record is JSON lines, each with a `type`:
@@ -23,5 +23,4 @@ pub mod slice;
 pub mod trace;
 pub mod writer;
 
-pub use crate::summary::{resources, RunSummary, SummaryFormat};
 pub use writer::Recorder;

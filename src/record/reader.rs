@@ -21,7 +21,7 @@ use crate::stats::{Metric, Slo};
 
 use super::feed::{Fed, Feeder, FooterItl};
 use super::line::{EventLine, Footer, Header, Line, RunEvent, StepLine};
-use super::RunSummary;
+use crate::summary::RunSummary;
 
 /// One line of a record as written (`None`: not whole JSON, at most the last line of a record
 /// cut off by a crash). Surrounding whitespace is ignored.
@@ -378,16 +378,6 @@ impl Record {
             path: path.to_path_buf(),
             ..Record::default()
         }
-    }
-
-    /// Folds the lines `parse_lines` read from `path`, in order.
-    pub fn from_lines(path: &Path, lines: Vec<Option<Line>>) -> Record {
-        let mut rec = Record::new(path);
-        for line in lines {
-            rec.push(line);
-        }
-        rec.finish();
-        rec
     }
 
     /// Takes one line in (`None`: not whole JSON): kept as written, and its events folded.

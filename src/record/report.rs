@@ -7,11 +7,11 @@ use serde_json::Value;
 
 use super::line::Header;
 use super::reader::Record;
-use super::{RunSummary, SummaryFormat};
 use crate::event::RequestDone;
 use crate::stats::goodput::{self, Goodput};
 use crate::stats::roofline::{self, Peak};
 use crate::stats::{median, settle_point, warmup_cost_s, SettleRule, Slo};
+use crate::summary::{RunSummary, SummaryFormat};
 use crate::util::format::{ms, percent, si_unit};
 
 /// What the report is asked to add to the summary.

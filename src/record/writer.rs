@@ -10,7 +10,7 @@ use super::line::{
     CellLine, ErrorDetail, EventLine, FailedLine, Footer, Header, Line, RequestLine, RunEvent,
     ServerMetricsLine, StepLine,
 };
-use super::RunSummary;
+use crate::summary::RunSummary;
 
 /// The request line both stdout and the record carry.
 pub fn request_line(r: &RequestDone, t_s: f64) -> String {

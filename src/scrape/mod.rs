@@ -1,7 +1,8 @@
 //! What serving engines and exporters publish as Prometheus text, read as per-window figures
 //! (`watch`, `--server-metrics`).
 //!
-//! - `text`: the exposition format, line by line, without copying;
+//! - `text`: the exposition format, line by line, without copying (`util::exposition` writes
+//!   it);
 //! - `server`: a server's page as vLLM, SGLang, TGI and llama.cpp's server name its figures
 //!   (requests running and waiting, KV-cache usage, preemptions, prefix-cache hits, TTFT /
 //!   inter-token / E2E / queue / prefill / decode histograms, lengths, speculative decoding,

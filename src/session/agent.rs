@@ -8,41 +8,32 @@
 //! anyone who can reach the port can read the figures. Without a driver it still serves the
 //! host's figures, with `infertop_agent_nvml_available 0` and the reason in a comment.
 
-use std::fmt::Write as _;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use crate::event::Sample;
 use crate::exit::{Failure, EXIT_OK};
 use crate::plan::opts::AgentOpts;
 use crate::scrape::exporter as names;
+use crate::session::page_server::{MakePage, PageServer};
 use crate::signals::Signals;
 use crate::telemetry::nvml::{self, Nvml};
+use crate::util::exposition::{labels, Kind, Labels, Page};
 use crate::util::say;
 
-/// Connections served at once; more are answered 503 at once.
-const MAX_CONNECTIONS: usize = 16;
-/// A request's head must arrive within this long.
-const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// The kernel's clock ticks per second in /proc/stat (USER_HZ, 100 on Linux).
 const USER_HZ: f64 = 100.0;
 
 /// `infertop agent`.
 pub fn agent(args: &AgentOpts) -> Result<i32, Failure> {
     let addr = SocketAddr::new(args.bind, args.port);
-    let listener = TcpListener::bind(addr).map_err(|e| {
+    let server = PageServer::bind(addr).map_err(|e| {
         Failure::runtime(format!(
             "agent: cannot listen on {addr} ({}); pick another --port or --bind",
             crate::util::one_line(&e.to_string())
         ))
     })?;
-    let local = listener.local_addr().unwrap_or(addr);
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| Failure::runtime(format!("agent: {e}")))?;
+    let local = server.local;
     let signals =
         Signals::register().map_err(|e| Failure::runtime(format!("cannot watch signals: {e}")))?;
     let nvml = nvml::init().map_err(|reason| nvml::unavailable_message(&reason));
@@ -61,59 +52,16 @@ pub fn agent(args: &AgentOpts) -> Result<i32, Failure> {
             ": anyone who can reach this address can read it"
         }
     );
-    let nvml = Arc::new(Mutex::new(Gpus {
+    let gpus = Mutex::new(Gpus {
         nvml,
         said: Vec::new(),
         lost: Vec::new(),
-    }));
-    let busy = Arc::new(AtomicUsize::new(0));
-    let mut warned = None;
-    while signals.stop_reason().is_none() {
-        match listener.accept() {
-            Ok((conn, _)) => {
-                if busy.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
-                    let _ = respond(conn, "503 Service Unavailable", "busy, try again\n");
-                    continue;
-                }
-                busy.fetch_add(1, Ordering::Relaxed);
-                let (nvml, held) = (nvml.clone(), busy.clone());
-                let spawned = std::thread::Builder::new()
-                    .name("infertop-agent".into())
-                    .spawn(move || {
-                        let _ = serve(conn, &nvml);
-                        held.fetch_sub(1, Ordering::Relaxed);
-                    });
-                if spawned.is_err() {
-                    busy.fetch_sub(1, Ordering::Relaxed);
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            // Out of file descriptors, a connection reset before it was taken: said once a
-            // minute at most, and the agent goes on.
-            Err(e) => {
-                if warned.is_none_or(|t: std::time::Instant| t.elapsed() >= Duration::from_secs(60))
-                {
-                    say!("infertop agent: warning: accept failed ({e}); going on");
-                    warned = Some(std::time::Instant::now());
-                }
-                std::thread::sleep(Duration::from_millis(100));
-            }
-        }
-    }
+    });
+    let page: MakePage = Arc::new(move || scrape(&gpus));
+    server.serve("infertop-agent", Some("infertop agent"), page, &|| {
+        signals.stop_reason().is_some()
+    });
     Ok(signals.exit_code().unwrap_or(EXIT_OK))
-}
-
-fn respond(mut conn: TcpStream, status: &str, body: &str) -> std::io::Result<()> {
-    write!(
-        conn,
-        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )?;
-    conn.flush()
 }
 
 /// NVML as the agent holds it, the GPUs whose failure it has said on stderr (once each),
@@ -128,114 +76,55 @@ struct Gpus {
 /// not asked again.
 pub type LostGpu = (u32, String);
 
-/// One request: its head read, `/metrics` (or `/`) answered, anything else 404.
-fn serve(mut conn: TcpStream, gpus: &Mutex<Gpus>) -> std::io::Result<()> {
-    conn.set_nonblocking(false)?;
-    conn.set_read_timeout(Some(READ_TIMEOUT))?;
-    let mut head = Vec::with_capacity(1024);
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
-        let n = conn.read(&mut buf)?;
-        if n == 0 {
-            break;
+/// One scrape's page; a GPU that could not be read is said on stderr, once.
+fn scrape(gpus: &Mutex<Gpus>) -> String {
+    let mut guard = gpus.lock().unwrap_or_else(|p| p.into_inner());
+    let Gpus { nvml, lost, .. } = &mut *guard;
+    let (page, failed) = page(nvml, lost);
+    for (index, reason) in failed {
+        if !guard.said.contains(&index) {
+            guard.said.push(index);
+            say!("infertop agent: GPU {index}: {reason}; its figures are left out, the others are served");
         }
-        head.extend_from_slice(&buf[..n]);
     }
-    let head = String::from_utf8_lossy(&head);
-    let mut first = head.lines().next().unwrap_or("").split_whitespace();
-    let (method, path) = (first.next().unwrap_or(""), first.next().unwrap_or(""));
-    let path = path.split('?').next().unwrap_or("");
-    if method != "GET" {
-        return respond(conn, "405 Method Not Allowed", "GET /metrics\n");
-    }
-    if path != "/metrics" && path != "/" {
-        return respond(conn, "404 Not Found", "the figures are at /metrics\n");
-    }
-    let page = {
-        let mut guard = gpus.lock().unwrap_or_else(|p| p.into_inner());
-        let Gpus { nvml, lost, .. } = &mut *guard;
-        let (page, failed) = page(nvml, lost);
-        for (index, reason) in failed {
-            if !guard.said.contains(&index) {
-                guard.said.push(index);
-                say!("infertop agent: GPU {index}: {reason}; its figures are left out, the others are served");
-            }
-        }
-        page
-    };
-    respond(conn, "200 OK", &page)
+    page
 }
 
 /// The whole page: NVML's figures per GPU (or why there are none) and the host's, with the
 /// GPUs that could not be read (NVML index, why), which the page also says in comments. A GPU
 /// in `lost` is not asked; one found lost now is added to it.
 pub fn page(nvml: &Result<Nvml, String>, lost: &mut Vec<LostGpu>) -> (String, Vec<(u32, String)>) {
-    let mut out = String::with_capacity(4096);
+    let mut out = Page::with_capacity(4096);
     let mut failed = Vec::new();
+    const NVML_HELP: &str = "1 when NVML could be read";
     match nvml {
         Ok(n) => {
-            gauge(
-                &mut out,
-                names::AGENT_NVML,
-                "1 when NVML could be read",
-                &[((String::new()), 1.0)],
-            );
+            out.single(names::AGENT_NVML, NVML_HELP, Kind::Gauge, 1.0);
             failed = gpu_figures(&mut out, n, lost);
         }
         Err(message) => {
-            let _ = writeln!(out, "# {}", crate::util::one_line(message));
-            gauge(
-                &mut out,
-                names::AGENT_NVML,
-                "1 when NVML could be read",
-                &[(String::new(), 0.0)],
-            );
+            out.comment(message);
+            out.single(names::AGENT_NVML, NVML_HELP, Kind::Gauge, 0.0);
         }
     }
     host_figures(&mut out);
-    (out, failed)
-}
-
-fn escape(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-/// One metric: HELP, TYPE and a line per label set (`labels` as written inside the braces).
-fn gauge(out: &mut String, name: &str, help: &str, samples: &[(String, f64)]) {
-    if samples.is_empty() {
-        return;
-    }
-    let kind = if name.ends_with("_total") {
-        "counter"
-    } else {
-        "gauge"
-    };
-    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    for (labels, v) in samples {
-        if labels.is_empty() {
-            let _ = writeln!(out, "{name} {v}");
-        } else {
-            let _ = writeln!(out, "{name}{{{labels}}} {v}");
-        }
-    }
+    (out.finish(), failed)
 }
 
 /// Every GPU's figures, read through `telemetry::nvml` as the sampler reads them. A GPU that
 /// cannot be read (fallen off the bus, driver gone) gets a comment line and no figures, and is
 /// returned with the reason; the others are served. A GPU in `lost` is not asked at all; one
 /// that answers GPU_IS_LOST now joins it.
-fn gpu_figures(out: &mut String, nvml: &Nvml, lost: &mut Vec<LostGpu>) -> Vec<(u32, String)> {
+fn gpu_figures(out: &mut Page, nvml: &Nvml, lost: &mut Vec<LostGpu>) -> Vec<(u32, String)> {
     let mut failed = Vec::new();
     let count = match nvml::device_count(nvml) {
         Ok(count) => count,
         Err(reason) => {
-            let _ = writeln!(out, "# {}", crate::util::one_line(&reason));
+            out.comment(&reason);
             return failed;
         }
     };
-    type Series = Vec<(String, f64)>;
+    type Series = Vec<(Labels, f64)>;
     let (mut util, mut mem_util, mut used, mut total, mut power, mut clock, mut temp): (
         Series,
         Series,
@@ -248,13 +137,13 @@ fn gpu_figures(out: &mut String, nvml: &Nvml, lost: &mut Vec<LostGpu>) -> Vec<(u
     let pid = std::process::id();
     for i in 0..count {
         if let Some((_, reason)) = lost.iter().find(|(index, _)| *index == i) {
-            let _ = writeln!(out, "# GPU {i}: {}", crate::util::one_line(reason));
+            out.comment(&format!("GPU {i}: {reason}"));
             failed.push((i, reason.clone()));
             continue;
         }
         let mut s = Sample::default();
         if let Err(e) = nvml::read_index(nvml, i, pid, &mut s) {
-            let _ = writeln!(out, "# GPU {i}: {}", crate::util::one_line(&e.message));
+            out.comment(&format!("GPU {i}: {}", e.message));
             if e.gpu_lost {
                 lost.push((i, e.message.clone()));
             }
@@ -262,11 +151,11 @@ fn gpu_figures(out: &mut String, nvml: &Nvml, lost: &mut Vec<LostGpu>) -> Vec<(u
             continue;
         }
         let (name, uuid) = nvml::identity(nvml, i);
-        let labels = format!(
-            "gpu=\"{i}\",uuid=\"{}\",name=\"{}\"",
-            escape(uuid.as_deref().unwrap_or_default()),
-            escape(name.as_deref().unwrap_or_default())
-        );
+        let labels = labels(&[
+            ("gpu", &i.to_string()),
+            ("uuid", uuid.as_deref().unwrap_or_default()),
+            ("name", name.as_deref().unwrap_or_default()),
+        ]);
         let push = |series: &mut Series, v: Option<f64>| {
             if let Some(v) = v {
                 series.push((labels.clone(), v));
@@ -280,96 +169,91 @@ fn gpu_figures(out: &mut String, nvml: &Nvml, lost: &mut Vec<LostGpu>) -> Vec<(u
         push(&mut clock, s.sm_clock_mhz.map(f64::from));
         push(&mut temp, s.temperature_c.map(f64::from));
     }
-    gauge(
-        out,
+    out.family(
         names::AGENT_GPU_UTIL,
         "Percent of time a kernel ran (NVML)",
+        Kind::Gauge,
         &util,
     );
-    gauge(
-        out,
+    out.family(
         names::AGENT_GPU_MEM_UTIL,
         "Percent of time memory was read or written (NVML)",
+        Kind::Gauge,
         &mem_util,
     );
-    gauge(
-        out,
+    out.family(
         names::AGENT_GPU_MEM_USED,
         "Device memory used, bytes (NVML)",
+        Kind::Gauge,
         &used,
     );
-    gauge(
-        out,
+    out.family(
         names::AGENT_GPU_MEM_TOTAL,
         "Device memory, bytes (NVML)",
+        Kind::Gauge,
         &total,
     );
-    gauge(
-        out,
+    out.family(
         names::AGENT_GPU_POWER,
         "Power draw, watts (NVML)",
+        Kind::Gauge,
         &power,
     );
-    gauge(
-        out,
+    out.family(
         names::AGENT_GPU_SM_CLOCK,
         "SM clock, MHz (NVML)",
+        Kind::Gauge,
         &clock,
     );
-    gauge(
-        out,
+    out.family(
         names::AGENT_GPU_TEMPERATURE,
         "GPU temperature, degrees Celsius (NVML)",
+        Kind::Gauge,
         &temp,
     );
     failed
 }
 
 /// CPU seconds busy and in all (from /proc/stat), memory (/proc/meminfo), load (/proc/loadavg).
-fn host_figures(out: &mut String) {
+fn host_figures(out: &mut Page) {
     if let Some((busy, all)) = std::fs::read_to_string("/proc/stat")
         .ok()
         .and_then(|s| cpu_seconds(&s))
     {
-        gauge(
-            out,
+        out.single(
             names::AGENT_CPU_BUSY,
             "CPU seconds not idle or waiting on I/O, all CPUs",
-            &[(String::new(), busy)],
+            Kind::Counter,
+            busy,
         );
-        gauge(
-            out,
+        out.single(
             names::AGENT_CPU_ALL,
             "CPU seconds, all CPUs",
-            &[(String::new(), all)],
+            Kind::Counter,
+            all,
         );
     }
     if let Some((total, available)) = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|s| memory(&s))
     {
-        gauge(
-            out,
-            names::AGENT_MEM_TOTAL,
-            "Memory, bytes",
-            &[(String::new(), total)],
-        );
-        gauge(
-            out,
+        out.single(names::AGENT_MEM_TOTAL, "Memory, bytes", Kind::Gauge, total);
+        out.single(
             names::AGENT_MEM_AVAILABLE,
             "Memory available, bytes",
-            &[(String::new(), available)],
+            Kind::Gauge,
+            available,
         );
     }
     if let Some(load) = std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
     {
-        gauge(
-            out,
+        out.single(
             names::AGENT_LOAD1,
             "Load average over one minute",
-            &[(String::new(), load)],
+            Kind::Gauge,
+            load,
         );
     }
 }

@@ -13,15 +13,17 @@
 use std::time::Instant;
 
 use super::{since, Consumer, Producers, Received};
-use crate::determinism::{self, render, DeterminismFold, EXIT_OUTPUTS_DIFFER};
+use crate::determinism::{self, render, DeterminismFold};
 use crate::engine::http::{self, HttpConfig};
 use crate::event::{CellParams, Control, Event, StopReason};
+use crate::exit::EXIT_OUTPUTS_DIFFER;
 use crate::exit::{Failure, EXIT_FAILURE, EXIT_OK};
 use crate::plan::determinism::{settle_api, DeterminismPlan};
 use crate::plan::{self, RunOpts};
 use crate::record::line::{Line, RunClock};
-use crate::record::{Recorder, SummaryFormat};
+use crate::record::Recorder;
 use crate::signals::Signals;
+use crate::summary::SummaryFormat;
 use crate::sweep::engine::{self as sequencer, CellHandle, Cells, StartCell};
 use crate::util::say;
 

@@ -130,7 +130,7 @@ pub fn follow(opts: &FollowOpts) -> Result<i32, Failure> {
     drop(rx);
     shown?;
     let mut text = screen.summary().render(format);
-    if screen.merged() && format == crate::record::SummaryFormat::Md {
+    if screen.merged() && format == crate::summary::SummaryFormat::Md {
         text.push_str(&sources_markdown(&screen));
     }
     print_stdout(&text)?;

@@ -11,6 +11,7 @@ pub mod determinism;
 pub mod follow;
 mod lines;
 pub mod metrics;
+mod page_server;
 pub mod repeat;
 pub mod replay;
 pub mod run;
@@ -231,7 +232,7 @@ pub(crate) fn dashboard(
     (result, app)
 }
 
-pub use crate::signals::STOP_GRACE;
+use crate::signals::STOP_GRACE;
 
 /// What a headless consumer got from the channel.
 #[derive(Debug)]

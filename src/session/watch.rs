@@ -359,7 +359,7 @@ impl Book {
         };
         let mut error = None;
         if let Some(mut r) = self.recorder.take() {
-            let summary = crate::record::RunSummary::from_stats(&crate::stats::RunStats::new())
+            let summary = crate::summary::RunSummary::from_stats(&crate::stats::RunStats::new())
                 .with_server(Some(self.total.summary(&self.server)))
                 .with_canary(self.canary.summary());
             r.finish(stop, elapsed_s, &summary);

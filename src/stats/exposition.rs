@@ -9,9 +9,8 @@
 //! latency sample. ITL counts each step as it arrives (so a request cut later still counted
 //! its steps, as a server's histogram would).
 
-use std::fmt::Write as _;
-
 use crate::event::{Event, RequestDone, RequestFailed};
+use crate::util::exposition::{labels, Kind, Page};
 
 /// Upper bounds of the latency buckets, in seconds (as vLLM's own histograms have them, a
 /// little finer at the low end for ITL).
@@ -37,14 +36,14 @@ pub mod names {
 
 /// A cumulative histogram over `LATENCY_BUCKETS_S`.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Histogram {
+pub struct LatencyBuckets {
     /// Counts per bucket (not cumulative; the last is +Inf).
     counts: [u64; LATENCY_BUCKETS_S.len() + 1],
     sum: f64,
     count: u64,
 }
 
-impl Histogram {
+impl LatencyBuckets {
     pub fn observe(&mut self, v: f64) {
         if !v.is_finite() || v < 0.0 {
             return;
@@ -59,17 +58,8 @@ impl Histogram {
         self.count
     }
 
-    fn write(&self, out: &mut String, name: &str, help: &str) {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        let mut cumulative = 0;
-        for (i, le) in LATENCY_BUCKETS_S.iter().enumerate() {
-            cumulative += self.counts[i];
-            let _ = writeln!(out, "{name}_bucket{{le=\"{le}\"}} {cumulative}");
-        }
-        cumulative += self.counts[LATENCY_BUCKETS_S.len()];
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {cumulative}");
-        let _ = writeln!(out, "{name}_sum {}", self.sum);
-        let _ = writeln!(out, "{name}_count {}", self.count);
+    fn write(&self, page: &mut Page, name: &str, help: &str) {
+        page.histogram(name, help, &LATENCY_BUCKETS_S, &self.counts, self.sum);
     }
 }
 
@@ -101,15 +91,15 @@ pub fn time_to_answer_s(r: &RequestDone) -> Option<f64> {
 /// The client's figures, folded from its events.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ClientExposition {
-    ttft: Histogram,
-    time_to_answer: Histogram,
-    tpot: Histogram,
-    itl: Histogram,
-    e2e: Histogram,
-    send_lag: Histogram,
-    queue: Histogram,
-    prefill: Histogram,
-    rest: Histogram,
+    ttft: LatencyBuckets,
+    time_to_answer: LatencyBuckets,
+    tpot: LatencyBuckets,
+    itl: LatencyBuckets,
+    e2e: LatencyBuckets,
+    send_lag: LatencyBuckets,
+    queue: LatencyBuckets,
+    prefill: LatencyBuckets,
+    rest: LatencyBuckets,
     outcomes: [u64; OUTCOMES.len()],
     started: u64,
 }
@@ -166,8 +156,8 @@ impl ClientExposition {
 
     /// The exposition text (format 0.0.4).
     pub fn render(&self) -> String {
-        let mut out = String::with_capacity(16 * 1024);
-        let hists: [(&Histogram, &str, &str); 9] = [
+        let mut page = Page::with_capacity(16 * 1024);
+        let hists: [(&LatencyBuckets, &str, &str); 9] = [
             (
                 &self.ttft,
                 names::TTFT,
@@ -215,23 +205,26 @@ impl ClientExposition {
             ),
         ];
         for (h, name, help) in hists {
-            h.write(&mut out, name, help);
+            h.write(&mut page, name, help);
         }
-        let _ = writeln!(
-            out,
-            "# HELP {0} Requests ended, by outcome.\n# TYPE {0} counter",
-            names::REQUESTS
+        let by_outcome: Vec<_> = OUTCOMES
+            .iter()
+            .zip(self.outcomes)
+            .map(|(o, n)| (labels(&[("outcome", o)]), n as f64))
+            .collect();
+        page.family(
+            names::REQUESTS,
+            "Requests ended, by outcome.",
+            Kind::Counter,
+            &by_outcome,
         );
-        for (o, n) in OUTCOMES.iter().zip(self.outcomes) {
-            let _ = writeln!(out, "{}{{outcome=\"{o}\"}} {n}", names::REQUESTS);
-        }
-        let _ = writeln!(
-            out,
-            "# HELP {0} Requests started and not yet ended.\n# TYPE {0} gauge\n{0} {1}",
+        page.single(
             names::IN_FLIGHT,
-            self.in_flight()
+            "Requests started and not yet ended.",
+            Kind::Gauge,
+            self.in_flight() as f64,
         );
-        out
+        page.finish()
     }
 }
 
@@ -307,7 +300,7 @@ mod tests {
     /// A value on a bucket's bound falls in it (Prometheus' `le`), NaN and negatives nowhere.
     #[test]
     fn bounds_are_inclusive() {
-        let mut h = Histogram::default();
+        let mut h = LatencyBuckets::default();
         h.observe(0.001);
         h.observe(f64::NAN);
         h.observe(-1.0);

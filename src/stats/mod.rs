@@ -47,7 +47,7 @@ pub use server::{
     ServerSpan, ServerSpanSummary, ServerSteady,
 };
 pub use shapes::{ShapeStats, ShapeSummary};
-pub use slo::{ntpot, parse_duration_s, Goodput, Limit, Slo, SloMetric};
+pub use slo::{ntpot, parse_duration_s, Limit, Slo, SloCounts, SloMetric};
 pub use spec::{SpecStats, SpecSummary};
 pub use split::{Part, SplitStats, SplitSummary};
 pub use steady::{settle_point, warmup_cost_s, SettleRule};

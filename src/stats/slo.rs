@@ -5,7 +5,7 @@
 //! within its limit (`broken`). A request meets it (goodput) when its own values are:
 //! its TTFT, TPOT, NTPOT (E2E / output tokens, inference-perf's normalized TPOT) and E2E, and
 //! its slowest decode step for ITL (`met_by`). Goodput follows GuideLLM's rules: a failed
-//! request is a miss, and a request cut off by the run's end is not counted (`Goodput`).
+//! request is a miss, and a request cut off by the run's end is not counted (`SloCounts`).
 
 use serde::{Deserialize, Serialize};
 
@@ -335,10 +335,10 @@ pub fn parse_duration_s(text: &str) -> Result<f64, String> {
     Ok(v * scale)
 }
 
-/// Goodput over requests that ended, by GuideLLM's rules: a request that failed is a miss,
+/// The counts goodput is made of, over requests that ended, by GuideLLM's rules: a request that failed is a miss,
 /// one cut off by the run's end was never an outcome and is not counted.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Goodput {
+pub struct SloCounts {
     /// Requests that completed within every limit.
     pub met: u64,
     /// Requests that completed outside a limit.
@@ -347,7 +347,7 @@ pub struct Goodput {
     pub failed: u64,
 }
 
-impl Goodput {
+impl SloCounts {
     /// A completed request, within the SLO or not.
     pub fn completed(&mut self, met: bool) {
         if met {
@@ -471,7 +471,7 @@ mod tests {
 
     #[test]
     fn goodput_counts_failures_as_misses() {
-        let mut g = Goodput::default();
+        let mut g = SloCounts::default();
         assert_eq!(g.share(), None);
         g.completed(true);
         g.completed(true);

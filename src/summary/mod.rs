@@ -90,7 +90,7 @@ pub struct RunSummary {
 pub struct GoodputSummary {
     pub slo: crate::stats::Slo,
     #[serde(flatten)]
-    pub counts: crate::stats::Goodput,
+    pub counts: crate::stats::SloCounts,
 }
 
 impl GoodputSummary {

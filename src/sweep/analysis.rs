@@ -16,7 +16,8 @@ use serde::Serialize;
 
 use super::search::{axis_of, without_load, Search, SearchEnd};
 use super::{is_server, CellResult, LoadAxis};
-use crate::record::line::{CellParams, CellStatus, SearchConfig};
+use crate::event::CellParams;
+use crate::record::line::{CellStatus, SearchConfig};
 use crate::stats::roofline::Peak;
 use crate::stats::{Slo, SloMetric};
 

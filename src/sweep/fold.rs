@@ -344,16 +344,18 @@ impl SweepFold {
         };
         // The requests still in flight arrived and have not completed.
         let mut tally = open.tally.clone();
-        tally
-            .spans
-            .extend(open.in_flight.values().map(|&start_s| super::held::Span {
-                start_s,
-                end_s: f64::INFINITY,
-                tokens: 0,
-                met_seqs: 0,
-                warmup: false,
-                ttft_s: None,
-            }));
+        tally.spans.extend(
+            open.in_flight
+                .values()
+                .map(|&start_s| crate::stats::held::Span {
+                    start_s,
+                    end_s: f64::INFINITY,
+                    tokens: 0,
+                    met_seqs: 0,
+                    warmup: false,
+                    ttft_s: None,
+                }),
+        );
         CellResult::new(
             open.cell,
             open.params.clone(),

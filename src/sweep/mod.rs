@@ -12,7 +12,7 @@ pub mod analysis;
 pub mod engine;
 pub mod fold;
 /// The held interval of a cell's load (a statistic of its own, in `stats`).
-pub use crate::stats::held;
+use crate::stats::held;
 pub mod plot;
 pub mod record;
 pub mod repeat;
@@ -23,12 +23,12 @@ pub mod table;
 
 use serde::Serialize;
 
-use crate::engine::workload::LenSpec;
 use crate::event::{CellLen, CellParams, FloatDtype, ModelInfo, RequestDone, RequestFailed};
 use crate::record::compare::{bootstrap_median_ci, CompareOptions};
 use crate::record::line::{CellStatus, PrefixCache, SweepConfig};
-use crate::record::RunSummary;
 use crate::stats::{roofline, Metric, Slo, Summary};
+use crate::summary::RunSummary;
+use crate::traffic::len::LenSpec;
 
 /// Bootstrap resamples for the stopping rule (checked after every steady request).
 const PRECISION_RESAMPLES: usize = 1000;

@@ -10,11 +10,9 @@ use serde::Serialize;
 
 use super::table::BuildColumns;
 use super::{CellEnding, CellResult, CellTally};
-use crate::event::StopReason;
+use crate::event::{CellParams, StopReason};
 use crate::record::compare::{compare_records, CompareOptions, MetricChange, Verdict};
-use crate::record::line::{
-    CellEnd, CellParams, CellStatus, Footer, Header, Line, RunEvent, SweepConfig,
-};
+use crate::record::line::{CellEnd, CellStatus, Footer, Header, Line, RunEvent, SweepConfig};
 use crate::record::reader::{read_lines, Record};
 use crate::stats::Slo;
 
@@ -325,7 +323,7 @@ impl SweepComparison {
     /// `compare`'s exit code: 3 when any cell generated different outputs.
     pub fn exit_code(&self) -> i32 {
         if self.cells.iter().any(|c| c.outputs_differing > 0) {
-            crate::record::compare::EXIT_OUTPUTS_DIFFER
+            crate::exit::EXIT_OUTPUTS_DIFFER
         } else {
             0
         }

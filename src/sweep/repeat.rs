@@ -14,9 +14,9 @@ use serde_json::{json, Value};
 use super::CellResult;
 use crate::event::ModelInfo;
 use crate::record::line::{CellStatus, Header, RepeatConfig, SweepConfig};
-use crate::record::SummaryFormat;
 use crate::stats::repeat::{Spread, CONFIDENCE};
 use crate::stats::{Slo, Summary};
+use crate::summary::SummaryFormat;
 
 /// What a statistic measures, for its formatting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -525,7 +525,7 @@ mod tests {
     use crate::sweep::CellEnding;
 
     fn run(cell: usize, ttft: &[f64], status: CellStatus) -> CellResult {
-        let mut summary = crate::record::RunSummary::default();
+        let mut summary = crate::summary::RunSummary::default();
         summary
             .steady
             .set(crate::stats::Metric::Ttft, Summary::of(ttft));

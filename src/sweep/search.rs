@@ -21,7 +21,8 @@
 use serde::Serialize;
 
 use super::LoadAxis;
-use crate::record::line::{CellParams, SearchConfig};
+use crate::event::CellParams;
+use crate::record::line::SearchConfig;
 
 /// The axis a search varies.
 pub fn axis_of(config: &SearchConfig) -> LoadAxis {

@@ -19,7 +19,7 @@
 
 use serde::Serialize;
 
-use super::held::Span;
+use crate::stats::held::Span;
 use crate::stats::{median, percentile_sorted};
 
 /// Steady requests a cell needs before it is judged.

@@ -25,8 +25,8 @@ pub enum SweepFormat {
 
 impl SweepFormat {
     /// The run's summary format that goes with it (a cell's own summary in the record).
-    pub fn summary_format(self) -> crate::record::SummaryFormat {
-        use crate::record::SummaryFormat;
+    pub fn summary_format(self) -> crate::summary::SummaryFormat {
+        use crate::summary::SummaryFormat;
         match self {
             SweepFormat::Md => SummaryFormat::Md,
             SweepFormat::Csv => SummaryFormat::Csv,

@@ -136,7 +136,7 @@ impl Row {
     }
 }
 
-pub use crate::event::DatasetInfo;
+use crate::event::DatasetInfo;
 
 /// How to read a file.
 #[derive(Clone, Debug, Default)]

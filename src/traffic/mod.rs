@@ -21,7 +21,7 @@ pub use len::LenSpec;
 pub use plan::{request_rng, request_seed, TrafficPlan};
 pub use shard::Shard;
 
-pub use crate::event::Origin;
+use crate::event::Origin;
 use crate::util::SplitMix64;
 
 /// Mooncake's block: 512 tokens per hash id (Alibaba's traces use 16).

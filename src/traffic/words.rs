@@ -135,3 +135,31 @@ impl PromptWords {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approximate_prompts_have_the_asked_word_count_and_differ() {
+        let a = approximate_prompt(128, 1);
+        assert_eq!(a.split(' ').count(), 128);
+        assert_ne!(a, approximate_prompt(128, 2));
+        assert_eq!(approximate_prompt(0, 1), "");
+    }
+
+    #[test]
+    fn prompt_words_make_prompts_of_exactly_the_asked_tokens() {
+        let tk = crate::model::tokenizer::train_bpe(2048).unwrap();
+        let words = PromptWords::from_tokenizer(&tk).unwrap();
+        for (n, seed) in [(1, 1), (7, 2), (128, 3), (2048, 4)] {
+            let p = words.prompt(n, seed);
+            assert_eq!(
+                tk.encode(p.as_str(), false).unwrap().get_ids().len(),
+                n,
+                "{p}"
+            );
+        }
+        assert_ne!(words.prompt(64, 1), words.prompt(64, 2));
+    }
+}

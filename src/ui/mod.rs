@@ -12,7 +12,6 @@ pub mod buckets;
 pub mod coalesce;
 pub mod config;
 pub mod feed;
-pub use crate::util::format;
 pub mod keys;
 pub mod parts;
 pub mod render;

@@ -213,7 +213,7 @@ pub struct Figures {
     pub started_requests: u64,
     pub trace_covered_s: Option<f64>,
     /// Steady requests against the SLO, when there is one.
-    pub goodput: Option<crate::stats::Goodput>,
+    pub goodput: Option<crate::stats::SloCounts>,
 }
 
 /// How many times each kind of state the screen shows has changed: with the slices' and the

@@ -17,9 +17,10 @@ use std::time::{Duration, Instant};
 use reqwest::{Client, StatusCode};
 use serde_json::Value;
 
-use super::request::{describe, Endpoint};
+use super::request::Endpoint;
 use super::sse::excerpt;
 use crate::event::CacheReset;
+use crate::util::http_error;
 
 /// The routes tried, in order, with the server that has each.
 pub const RESET_ROUTES: [(&str, &str); 2] =
@@ -75,7 +76,7 @@ pub async fn reset_prefix_cache(
                 ResetError::Failed(format!(
                     "--reset-prefix-cache: {}: POST {route}: {}",
                     endpoint.display(),
-                    describe(e)
+                    http_error(e)
                 ))
             })?;
             let status = resp.status();
@@ -129,7 +130,7 @@ pub fn reset_all_blocking(
         .map_err(|e| ResetError::Failed(format!("cannot start the http client runtime: {e}")))?;
     rt.block_on(async {
         let client = extra.client().build().map_err(|e| {
-            ResetError::Failed(format!("cannot build the http client: {}", describe(e)))
+            ResetError::Failed(format!("cannot build the http client: {}", http_error(e)))
         })?;
         let mut done = Vec::new();
         for e in endpoints {

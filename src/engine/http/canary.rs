@@ -16,8 +16,9 @@ use tokio::task::JoinSet;
 use super::api::{Api, Ask};
 use super::conn::Pool;
 use super::events::Events;
-use super::request::{self, Endpoint, PromptWords};
+use super::request::{self, Endpoint};
 use crate::event::{CanaryDone, Event};
+use crate::traffic::words::PromptWords;
 
 /// `--probe`, parsed.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -113,7 +114,7 @@ impl Lane {
         let seed = crate::traffic::request_seed(self.seed ^ 0x6361_6e61_7279, index);
         let prompt = match &self.words {
             Some(w) => w.prompt(self.plan.prompt, seed),
-            None => request::approximate_prompt(self.plan.prompt, seed),
+            None => crate::traffic::words::approximate_prompt(self.plan.prompt, seed),
         };
         Ask {
             model: self.model.clone(),
@@ -201,15 +202,17 @@ async fn first_model(endpoint: &Endpoint, api_key: Option<&str>) -> Result<Strin
     if let Some(k) = api_key {
         req = req.bearer_auth(k);
     }
-    let resp = req
-        .send()
-        .await
-        .map_err(|e| format!("cannot list the models of {url} ({})", request::describe(e)))?;
+    let resp = req.send().await.map_err(|e| {
+        format!(
+            "cannot list the models of {url} ({})",
+            crate::util::http_error(e)
+        )
+    })?;
     let status = resp.status();
     let bytes = resp
         .bytes()
         .await
-        .map_err(|e| format!("{url} ({})", request::describe(e)))?;
+        .map_err(|e| format!("{url} ({})", crate::util::http_error(e)))?;
     let body: serde_json::Value = serde_json::from_slice(&bytes)
         .map_err(|_| format!("{url} answered {status} without a model list"))?;
     body["data"][0]["id"]

@@ -246,7 +246,7 @@ async fn measure(
             .map_err(|e| {
                 ClockError::Failed(format!(
                     "cannot read the clock of {shown} ({}); pass --clock-ref with a server this machine reaches, or local",
-                    super::request::describe(e)
+                    crate::util::http_error(e)
                 ))
             })?;
         let received = clock.now();
@@ -292,7 +292,7 @@ pub fn measure_blocking(url: &reqwest::Url, stop: &dyn Fn() -> bool) -> Result<O
             .map_err(|e| {
                 ClockError::Failed(format!(
                     "cannot build the http client: {}",
-                    super::request::describe(e)
+                    crate::util::http_error(e)
                 ))
             })?;
         measure(&client, url, stop).await

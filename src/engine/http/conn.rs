@@ -41,20 +41,20 @@ use reqwest::Url;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-pub use crate::event::ConnectionUse;
+use crate::event::ConnectionUse;
 use crate::event::ServerNote;
 use crate::util::error_line;
 
-/// Where a connection goes: requests to one origin share its kept connections.
+/// Where a connection goes: requests to one peer (scheme, host and port) share its kept connections.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Origin {
+pub struct Peer {
     pub tls: bool,
     pub host: String,
     pub port: u16,
 }
 
-impl Origin {
-    pub fn of(url: &Url) -> Result<Origin, String> {
+impl Peer {
+    pub fn of(url: &Url) -> Result<Peer, String> {
         let tls = match url.scheme() {
             "http" => false,
             "https" => true,
@@ -70,7 +70,7 @@ impl Origin {
         let port = url
             .port_or_known_default()
             .unwrap_or(if tls { 443 } else { 80 });
-        Ok(Origin { tls, host, port })
+        Ok(Peer { tls, host, port })
     }
 
     /// The `Host` header: the host, with the port when it is not the scheme's default.
@@ -275,7 +275,7 @@ struct Conn {
 /// response has been read to its end (dropping it closes the connection).
 pub struct Lease {
     conn: Conn,
-    origin: Origin,
+    origin: Peer,
 }
 
 /// Why a request got no response head.
@@ -324,8 +324,8 @@ struct Keeping {
 /// The engine's kept connections, per origin.
 #[derive(Default)]
 pub struct Pool {
-    idle: Mutex<HashMap<Origin, Vec<Conn>>>,
-    keeping: Mutex<HashMap<Origin, Keeping>>,
+    idle: Mutex<HashMap<Peer, Vec<Conn>>>,
+    keeping: Mutex<HashMap<Peer, Keeping>>,
     /// Open a spare when a server closes after every response (off: `--no-preconnect`, each
     /// request pays its own connect, as a new client's would).
     spares: bool,
@@ -345,14 +345,14 @@ impl Pool {
     }
 
     /// Connections kept idle for `origin` now.
-    pub fn idle(&self, origin: &Origin) -> usize {
+    pub fn idle(&self, origin: &Peer) -> usize {
         self.idle
             .lock()
             .map_or(0, |m| m.get(origin).map_or(0, Vec::len))
     }
 
     /// Whether the pool takes `origin` for a server that closes after every response.
-    pub fn closes_after_each(&self, origin: &Origin) -> bool {
+    pub fn closes_after_each(&self, origin: &Peer) -> bool {
         self.keeping
             .lock()
             .is_ok_and(|k| k.get(origin).is_some_and(|k| k.closes))
@@ -371,7 +371,7 @@ impl Pool {
     /// overflows the kernel's queues even on loopback, and a dropped SYN costs a second (the
     /// retransmission timeout). Returns how many opened (a server that refuses them fails the
     /// requests themselves, each with its reason).
-    pub async fn preopen(self: &Arc<Pool>, origin: &Origin, n: usize, timeout: Duration) -> usize {
+    pub async fn preopen(self: &Arc<Pool>, origin: &Peer, n: usize, timeout: Duration) -> usize {
         let mut opening = tokio::task::JoinSet::new();
         let at_once = Arc::new(tokio::sync::Semaphore::new(PREOPEN_AT_ONCE));
         for _ in 0..n {
@@ -401,7 +401,7 @@ impl Pool {
     /// Waits while a spare is being opened for `origin` and none is idle (at most
     /// `SPARE_WAIT`), so that a closed loop's next request starts its clock on an open
     /// connection, as it would on a server that keeps them.
-    pub async fn spare_ready(&self, origin: &Origin) {
+    pub async fn spare_ready(&self, origin: &Peer) {
         let deadline = Instant::now() + SPARE_WAIT;
         while self.idle(origin) == 0 {
             let Some(ready) = self.spare_coming(origin) else {
@@ -427,7 +427,7 @@ impl Pool {
     /// many times it went.
     pub async fn send(
         self: &Arc<Pool>,
-        origin: &Origin,
+        origin: &Peer,
         req: Request<Full<Bytes>>,
     ) -> Result<(Response<Incoming>, Lease, Exchange), SendError> {
         let mut attempts = 0;
@@ -517,7 +517,7 @@ impl Pool {
     }
 
     /// Opens a connection for the next request to `origin`, in the background.
-    fn open_spare(self: &Arc<Pool>, origin: &Origin) {
+    fn open_spare(self: &Arc<Pool>, origin: &Peer) {
         if !self.spares {
             return;
         }
@@ -547,7 +547,7 @@ impl Pool {
     /// `CLOSES_AFTER` of them, with none ever carrying a second request, the server is taken
     /// for one that closes after every response, and the pool says so once. From then on each
     /// such close is replaced by a spare.
-    fn closed_at_once(self: &Arc<Pool>, origin: &Origin) {
+    fn closed_at_once(self: &Arc<Pool>, origin: &Peer) {
         let spares = self.spares;
         let (said, closes) = self
             .keeping(origin, |k| {
@@ -580,7 +580,7 @@ impl Pool {
         }
     }
 
-    fn keeping<T>(&self, origin: &Origin, f: impl FnOnce(&mut Keeping) -> T) -> Option<T> {
+    fn keeping<T>(&self, origin: &Peer, f: impl FnOnce(&mut Keeping) -> T) -> Option<T> {
         let mut k = self.keeping.lock().ok()?;
         Some(f(k.entry(origin.clone()).or_default()))
     }
@@ -606,7 +606,7 @@ impl Pool {
     /// its response ended is counted (`closed_at_once`). With none idle while spares are being
     /// opened, it waits for one (at most `SPARE_WAIT`) rather than open another: two requests
     /// woken by one spare must not leave the second to open its own.
-    async fn take(self: &Arc<Pool>, origin: &Origin) -> Option<Conn> {
+    async fn take(self: &Arc<Pool>, origin: &Peer) -> Option<Conn> {
         let deadline = Instant::now() + SPARE_WAIT;
         loop {
             let popped = {
@@ -638,7 +638,7 @@ impl Pool {
     }
 
     /// What tells of the next spare for `origin`, when one is being opened.
-    fn spare_coming(&self, origin: &Origin) -> Option<Arc<tokio::sync::Notify>> {
+    fn spare_coming(&self, origin: &Peer) -> Option<Arc<tokio::sync::Notify>> {
         let keeping = self.keeping.lock().ok()?;
         keeping
             .get(origin)
@@ -648,7 +648,7 @@ impl Pool {
 
     /// Opens a connection: the name lookup, the TCP connect (each address in turn), the TLS
     /// handshake, each timed.
-    async fn open(self: &Arc<Pool>, origin: &Origin) -> Result<Conn, String> {
+    async fn open(self: &Arc<Pool>, origin: &Peer) -> Result<Conn, String> {
         let t0 = Instant::now();
         let (addrs, dns): (Vec<SocketAddr>, Option<Duration>) = match origin.host.parse::<IpAddr>()
         {
@@ -781,17 +781,17 @@ mod tests {
 
     #[test]
     fn origins_and_host_headers() {
-        let o = Origin::of(&Url::parse("http://127.0.0.1:8000/v1/completions").unwrap()).unwrap();
+        let o = Peer::of(&Url::parse("http://127.0.0.1:8000/v1/completions").unwrap()).unwrap();
         assert_eq!(
             (o.tls, o.port, o.host_header()),
             (false, 8000, "127.0.0.1:8000".into())
         );
-        let o = Origin::of(&Url::parse("https://api.example.com/v1").unwrap()).unwrap();
+        let o = Peer::of(&Url::parse("https://api.example.com/v1").unwrap()).unwrap();
         assert_eq!(
             (o.tls, o.port, o.host_header()),
             (true, 443, "api.example.com".into())
         );
-        let o = Origin::of(&Url::parse("http://[::1]:80/").unwrap()).unwrap();
+        let o = Peer::of(&Url::parse("http://[::1]:80/").unwrap()).unwrap();
         assert_eq!(o.host_header(), "[::1]");
         assert_eq!(o.host, "::1");
     }
@@ -811,7 +811,7 @@ mod tests {
     /// A server on loopback that answers each request with `Keep-Alive` and a short body and
     /// closes its connections as `closing` says. Returns its origin and the count of
     /// connections it accepted.
-    async fn closing_server(closing: Closing) -> (Origin, Arc<std::sync::atomic::AtomicUsize>) {
+    async fn closing_server(closing: Closing) -> (Peer, Arc<std::sync::atomic::AtomicUsize>) {
         use std::sync::atomic::AtomicUsize;
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -843,7 +843,7 @@ mod tests {
                 });
             }
         });
-        let origin = Origin {
+        let origin = Peer {
             tls: false,
             host: "127.0.0.1".into(),
             port,
@@ -851,7 +851,7 @@ mod tests {
         (origin, accepted)
     }
 
-    fn request(origin: &Origin) -> Request<Full<Bytes>> {
+    fn request(origin: &Peer) -> Request<Full<Bytes>> {
         Request::post("/v1/completions")
             .header(hyper::header::HOST, origin.host_header())
             .header(hyper::header::CONTENT_LENGTH, 2)
@@ -869,7 +869,7 @@ mod tests {
     /// Sends `n` requests one after another, each read to its end: how each got its connection.
     async fn one_after_another(
         pool: &Arc<Pool>,
-        origin: &Origin,
+        origin: &Peer,
         n: usize,
     ) -> Vec<(ConnectionUse, u32)> {
         let mut seen = Vec::new();

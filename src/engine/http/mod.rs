@@ -46,19 +46,20 @@ use crossbeam_channel::{Receiver, Sender};
 use tokio::task::JoinSet;
 
 use crate::engine::control::Inbox;
-use crate::engine::workload::{doubled, doubling_factor};
 use crate::event::{
     ApiPicked, ClientDetail, Control, DecodeStep, Event, ModelInfo, Notice, Origin, RequestDone,
     RunInfo, StopReason, TrafficInfo, WorkloadDesc,
 };
 use crate::traffic::dataset::Role;
+use crate::traffic::len::{doubled, doubling_factor};
+use crate::traffic::words::PromptWords;
 use crate::traffic::{Prompt, RequestSource, ThinkTime, TrafficPlan};
 use crate::util::fnv1a;
 pub use api::{Api, Message, ToolCall, ToolChoice, Tools};
 use completions::Launched;
 use events::Events;
 use outcome::{Measured, Token};
-pub use request::{Endpoint, PromptWords};
+pub use request::Endpoint;
 use schedule::MAX_CONCURRENCY;
 pub use schedule::{open_loop_due_s, GIVE_UP_AFTER_FAILURES};
 
@@ -209,7 +210,7 @@ impl Shape {
 
     /// The tools of a request: its row's (with `--tool-choice`), else `--tools`.
     fn tools_for(&self, row_tools: Option<&str>) -> Option<Arc<Tools>> {
-        match row_tools.map(api::parse_tools) {
+        match row_tools.map(crate::traffic::tools::parse_tools) {
             Some(Ok(defs)) => Some(Arc::new(Tools {
                 defs,
                 choice: self.tool_choice.clone(),
@@ -364,10 +365,10 @@ async fn preconnect(cfg: &HttpConfig, pool: &Arc<conn::Pool>) {
     if n == 0 || cfg.endpoints.is_empty() {
         return;
     }
-    let mut per_origin: Vec<(conn::Origin, usize)> = Vec::new();
+    let mut per_origin: Vec<(conn::Peer, usize)> = Vec::new();
     for i in 0..n {
         let endpoint = &cfg.endpoints[i % cfg.endpoints.len()];
-        let Ok(origin) = conn::Origin::of(&endpoint.url("/")) else {
+        let Ok(origin) = conn::Peer::of(&endpoint.url("/")) else {
             continue;
         };
         match per_origin.iter_mut().find(|(o, _)| *o == origin) {
@@ -497,7 +498,12 @@ async fn drive(mut cfg: HttpConfig, tx: &Events, inbox: &mut Inbox) -> Result<St
         .tcp_nodelay(true)
         .pool_max_idle_per_host(cfg.in_flight_cap().min(4096))
         .build()
-        .map_err(|e| format!("cannot build the http client: {}", request::describe(e)))?;
+        .map_err(|e| {
+            format!(
+                "cannot build the http client: {}",
+                crate::util::http_error(e)
+            )
+        })?;
     let pool = Arc::new(conn::Pool::new(cfg.preconnect));
     // The server found out and the first connections opened, or a stop meanwhile: a server
     // that answers slowly (or a listen queue that drops SYNs) must not hold a Ctrl-C.
@@ -890,7 +896,10 @@ fn one_prompt(cfg: &HttpConfig, index: u64) -> WhatToSend {
             true,
         ),
         (None, None) => (
-            request::approximate_prompt(made_up_tokens, salted(rng.next_u64(), cfg.prompt_salt)),
+            crate::traffic::words::approximate_prompt(
+                made_up_tokens,
+                salted(rng.next_u64(), cfg.prompt_salt),
+            ),
             made_up_tokens,
             false,
         ),

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::api::{self, Api, Ask};
 use super::cancel::After;
-use super::conn::{Exchange, Origin, Pool};
+use super::conn::{Exchange, Peer, Pool};
 use super::outcome::{Cancelled, Measured, RequestError, Token};
 use super::reading::Reading;
 use super::sse::{excerpt, Data, SseLines};
@@ -178,7 +178,7 @@ async fn stream(
     let path = ask.api.path();
     let body = serde_json::to_vec(&ask.body()).map_err(|e| RequestError::new(e.to_string()))?;
     let url = endpoint.url(path);
-    let origin = Origin::of(&url).map_err(RequestError::new)?;
+    let origin = Peer::of(&url).map_err(RequestError::new)?;
     let (scheduled, due) = match start {
         Start::Due(due) => (due, due),
         Start::Launched(launched) => {
@@ -360,7 +360,7 @@ async fn whole_body(
 /// them), and the user's `--header`s.
 fn post(
     url: &Url,
-    origin: &Origin,
+    origin: &Peer,
     api: Api,
     api_key: Option<&str>,
     session: Option<&str>,
@@ -461,9 +461,9 @@ pub async fn first_model(
         (None, _) => {}
     }
     let fetch = async {
-        let resp = req.send().await.map_err(describe)?;
+        let resp = req.send().await.map_err(crate::util::http_error)?;
         let status = resp.status();
-        let body = resp.bytes().await.map_err(describe)?;
+        let body = resp.bytes().await.map_err(crate::util::http_error)?;
         if !status.is_success() {
             return Err(format!(
                 "HTTP {}: {}",
@@ -500,10 +500,6 @@ pub async fn first_model(
         Err(_) => Err("timed out after 10 s".into()),
     }
 }
-
-pub use crate::util::http_error as describe;
-
-pub use crate::traffic::words::{approximate_prompt, PromptWords};
 
 #[cfg(test)]
 mod tests {
@@ -550,28 +546,5 @@ mod tests {
         .body();
         assert_eq!(plain["prompt"], "hi");
         assert!(plain.get("ignore_eos").is_none());
-    }
-
-    #[test]
-    fn approximate_prompts_have_the_asked_word_count_and_differ() {
-        let a = approximate_prompt(128, 1);
-        assert_eq!(a.split(' ').count(), 128);
-        assert_ne!(a, approximate_prompt(128, 2));
-        assert_eq!(approximate_prompt(0, 1), "");
-    }
-
-    #[test]
-    fn prompt_words_make_prompts_of_exactly_the_asked_tokens() {
-        let tk = crate::model::tokenizer::train_bpe(2048).unwrap();
-        let words = PromptWords::from_tokenizer(&tk).unwrap();
-        for (n, seed) in [(1, 1), (7, 2), (128, 3), (2048, 4)] {
-            let p = words.prompt(n, seed);
-            assert_eq!(
-                tk.encode(p.as_str(), false).unwrap().get_ids().len(),
-                n,
-                "{p}"
-            );
-        }
-        assert_ne!(words.prompt(64, 1), words.prompt(64, 2));
     }
 }

@@ -13,8 +13,10 @@ use reqwest::Client;
 use serde_json::{json, Value};
 use tokio::task::JoinSet;
 
-use super::request::{describe, Endpoint, PromptWords};
+use super::request::Endpoint;
 use super::sse::excerpt;
+use crate::traffic::words::PromptWords;
+use crate::util::http_error;
 
 /// The paths tried, in order.
 const PATHS: [&str; 2] = ["/tokenize", "/extras/tokenize"];
@@ -99,9 +101,9 @@ impl ServerTokenizer {
         if let Some(key) = &self.api_key {
             req = req.bearer_auth(key);
         }
-        let resp = req.send().await.map_err(describe)?;
+        let resp = req.send().await.map_err(http_error)?;
         let status = resp.status();
-        let bytes = resp.bytes().await.map_err(describe)?;
+        let bytes = resp.bytes().await.map_err(http_error)?;
         if !status.is_success() {
             return Err(format!(
                 "HTTP {}: {}",

@@ -207,7 +207,7 @@ impl FeedScreen {
     /// The summary the dashboard's fold gives, as the run printed it: the record's footer ITL
     /// where the record has no steps (`record::reader::summary`, as `report` takes it); a
     /// merge without every source's steps has no ITL.
-    pub fn summary(&self) -> crate::record::RunSummary {
+    pub fn summary(&self) -> crate::summary::RunSummary {
         let mut s = crate::record::reader::summary(&self.app.run, &self.itl);
         if self.itl_left_out() {
             s.steady.set(Metric::Itl, Summary::default());

@@ -29,7 +29,8 @@ use serde_json::Value;
 
 use super::messages::ANTHROPIC_VERSION;
 use super::Api;
-use crate::engine::http::request::{describe, Endpoint};
+use crate::engine::http::request::Endpoint;
+use crate::util::http_error;
 
 /// How long one probe may take (servers answer it in milliseconds).
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -155,7 +156,7 @@ pub async fn probe(
             api.name(),
             endpoint.display(),
             api.path(),
-            describe(e)
+            http_error(e)
         ))
     })?;
     let status = resp.status();
@@ -337,7 +338,7 @@ pub fn resolve_blocking(
         .map_err(|e| DetectError::Failed(format!("cannot start the http client runtime: {e}")))?;
     rt.block_on(async {
         let client = extra.client().build().map_err(|e| {
-            DetectError::Failed(format!("cannot build the http client: {}", describe(e)))
+            DetectError::Failed(format!("cannot build the http client: {}", http_error(e)))
         })?;
         let all = async {
             let mut picked: Option<Picked> = None;

@@ -224,8 +224,6 @@ pub struct Tools {
     pub choice: Option<ToolChoice>,
 }
 
-pub use crate::traffic::tools::{parse_tools, tool_definitions};
-
 /// The function of an OpenAI tool definition: `(name, description, parameters)`.
 fn function_of(def: &Value) -> (String, Value, Value) {
     let f = def.get("function").unwrap_or(def);
