@@ -3,6 +3,7 @@
 
 pub mod exposition;
 pub mod format;
+pub mod table;
 
 /// Prints a line to stderr, ignoring failure: stderr may be a terminal that has hung up, and
 /// `eprintln!` would panic there before the record is closed.

@@ -4,6 +4,7 @@
 
 use super::{DeterminismSummary, Divergence, Kind};
 use crate::util::format::ms;
+use crate::util::table::{or_missing, TextTable};
 
 /// Rows of changed outputs the markdown shows; the JSON and the record have them all.
 pub const ROWS_SHOWN: usize = 20;
@@ -37,17 +38,21 @@ pub fn markdown(s: &DeterminismSummary) -> String {
         s.prompts, s.concurrency
     ));
     out.push_str(&format!("{}\n\n", verdict(s)));
-    out.push_str("| outputs | n |\n|---|---:|\n");
-    out.push_str(&format!("| compared | {} of {} |\n", s.compared, s.prompts));
-    out.push_str(&format!("| identical | {} |\n", s.identical));
-    out.push_str(&format!("| differ in a token | {} |\n", s.differ));
-    out.push_str(&format!("| differ in length only | {} |\n", s.length_only));
+    let mut outputs = TextTable::new().left(["outputs"]).right(["n"]);
+    outputs.row([
+        "compared".into(),
+        format!("{} of {}", s.compared, s.prompts),
+    ]);
+    outputs.row(["identical".into(), s.identical.to_string()]);
+    outputs.row(["differ in a token".into(), s.differ.to_string()]);
+    outputs.row(["differ in length only".into(), s.length_only.to_string()]);
     if s.not_compared > 0 {
-        out.push_str(&format!(
-            "| not compared (failed or not sent) | {} |\n",
-            s.not_compared
-        ));
+        outputs.row([
+            "not compared (failed or not sent)".into(),
+            s.not_compared.to_string(),
+        ]);
     }
+    out.push_str(&outputs.markdown());
     out.push_str(&format!(
         "\nGreedy (temperature 0{}), at most {} tokens of each output compared.\n",
         s.seed.map(|x| format!(", seed {x}")).unwrap_or_default(),
@@ -59,14 +64,21 @@ pub fn markdown(s: &DeterminismSummary) -> String {
         );
     }
     if !s.divergences.is_empty() {
-        out.push_str(&format!(
-            "\n| prompt | differs in | at token | tokens alone / at {c} | alone | at {c} |\n",
-            c = s.concurrency
-        ));
-        out.push_str("|---:|---|---:|---|---|---|\n");
+        let c = s.concurrency;
+        let mut t = TextTable::new()
+            .right(["prompt"])
+            .left(["differs in"])
+            .right(["at token"])
+            .left([
+                format!("tokens alone / at {c}"),
+                "alone".into(),
+                format!("at {c}"),
+            ]);
         for d in s.divergences.iter().take(ROWS_SHOWN) {
-            out.push_str(&row(d));
+            t.row(row(d));
         }
+        out.push('\n');
+        out.push_str(&t.markdown());
         if s.divergences.len() > ROWS_SHOWN {
             out.push_str(&format!(
                 "\n… and {} more (`--format json`, or the record's `determinism` line, has them all)\n",
@@ -74,29 +86,35 @@ pub fn markdown(s: &DeterminismSummary) -> String {
             ));
         }
     }
-    out.push_str(
-        "\n| pass | completed | failed | TTFT p50 | TTFT p99 | TPOT p50 | E2E p50 | E2E p99 |\n",
-    );
-    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
-    let cell = |v: Option<f64>| v.map_or_else(|| "-".to_string(), ms);
+    let mut passes = TextTable::new().left(["pass"]).right([
+        "completed",
+        "failed",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "E2E p50",
+        "E2E p99",
+    ]);
+    let cell = |v: Option<f64>| or_missing(v.map(ms));
     for p in &s.passes {
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            p.pass,
-            p.completed,
-            p.failed,
+        passes.row([
+            p.pass.clone(),
+            p.completed.to_string(),
+            p.failed.to_string(),
             cell(p.ttft_p50_s),
             cell(p.ttft_p99_s),
             cell(p.tpot_p50_s),
             cell(p.e2e_p50_s),
-            cell(p.e2e_p99_s)
-        ));
+            cell(p.e2e_p99_s),
+        ]);
     }
+    out.push('\n');
+    out.push_str(&passes.markdown());
     out
 }
 
 /// A changed output's row: the text both had before the divergence, then each one's.
-fn row(d: &Divergence) -> String {
+fn row(d: &Divergence) -> [String; 6] {
     let kind = match d.kind {
         Kind::Tokens => "a token",
         Kind::Length => "length",
@@ -108,15 +126,14 @@ fn row(d: &Divergence) -> String {
             format!("`…{}⟨{}⟩…`", shown(&d.before), shown(after))
         }
     };
-    format!(
-        "| {} | {kind} | {} | {} / {} | {} | {} |\n",
-        d.index,
-        d.at_token,
-        d.alone_tokens,
-        d.loaded_tokens,
+    [
+        d.index.to_string(),
+        kind.to_string(),
+        d.at_token.to_string(),
+        format!("{} / {}", d.alone_tokens, d.loaded_tokens),
         side(&d.alone),
-        side(&d.loaded)
-    )
+        side(&d.loaded),
+    ]
 }
 
 /// Text as it can stand in a markdown table cell inside backticks: control characters escaped

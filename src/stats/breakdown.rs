@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Summary, Window, REQUEST_WINDOW};
 use crate::event::RequestDone;
+use crate::util::table::TextTable;
 
 /// Turns kept apart; later turns share the last row (`8+`).
 pub const TURN_ROWS: usize = 8;
@@ -168,39 +169,30 @@ impl BreakdownSummary {
     /// The markdown section `report` and the summary print.
     pub fn markdown(&self) -> String {
         let mut out = String::new();
-        let ms = |s: &Summary| {
-            format!(
-                "{:.3} | {:.3} | {:.3} | {}",
-                s.p50 * 1e3,
-                s.p90 * 1e3,
-                s.p99 * 1e3,
-                s.n
-            )
+        let row = |label: String, s: &Summary, scale: f64, digits: usize| {
+            let f = |v: f64| format!("{:.digits$}", v * scale);
+            [label, f(s.p50), f(s.p90), f(s.p99), s.n.to_string()]
         };
+        let quantiles = ["p50", "p90", "p99", "n"];
         if self.prompt_tokens.n > 0 {
-            out.push_str(
-                "\n| lengths (steady) | p50 | p90 | p99 | n |\n|---|---:|---:|---:|---:|\n",
-            );
-            for (name, s) in [
-                ("prompt tokens", &self.prompt_tokens),
-                ("output tokens", &self.output_tokens),
-            ] {
-                out.push_str(&format!(
-                    "| {name} | {:.0} | {:.0} | {:.0} | {} |\n",
-                    s.p50, s.p90, s.p99, s.n
-                ));
-            }
+            let mut t = TextTable::new().left(["lengths (steady)"]).right(quantiles);
+            t.row(row("prompt tokens".into(), &self.prompt_tokens, 1.0, 0));
+            t.row(row("output tokens".into(), &self.output_tokens, 1.0, 0));
+            out.push('\n');
+            out.push_str(&t.markdown());
         }
         if self.has_splits() {
-            out.push_str(
-                "\n| TTFT (ms, steady) by | p50 | p90 | p99 | n |\n|---|---:|---:|---:|---:|\n",
-            );
+            let mut t = TextTable::new()
+                .left(["TTFT (ms, steady) by"])
+                .right(quantiles);
             for (o, s) in &self.ttft_by_cache {
-                out.push_str(&format!("| cache {} | {} |\n", o.name(), ms(s)));
+                t.row(row(format!("cache {}", o.name()), s, 1e3, 3));
             }
-            for (t, s) in &self.ttft_by_turn {
-                out.push_str(&format!("| turn {t} | {} |\n", ms(s)));
+            for (turn, s) in &self.ttft_by_turn {
+                t.row(row(format!("turn {turn}"), s, 1e3, 3));
             }
+            out.push('\n');
+            out.push_str(&t.markdown());
             let mut shares = Vec::new();
             if let Some(h) = self.hit_share {
                 shares.push(format!("{:.1} % of requests hit the cache", h * 100.0));

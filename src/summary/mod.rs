@@ -7,6 +7,7 @@ pub mod resources;
 use serde::{Deserialize, Serialize};
 
 use crate::event::ServerQuantiles;
+use crate::util::table::{or_missing, TextTable};
 
 use crate::stats::{
     EndpointSummary, Metric, ModelSummary, Part, PhaseSummary, RunStats, ServerSpanSummary,
@@ -357,18 +358,17 @@ impl RunSummary {
             out.push_str(&format!("after the cancellations: {}\n", c.words()));
         }
         out.push('\n');
-        out.push_str("| metric | mean | p50 | p90 | p95 | p99 | max | n |\n");
-        out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        let mut t = stat_table("metric");
         for &m in &Metric::ALL {
-            let s = self.steady.get(m);
-            out.push_str(&md_row(m.label(), m, &s));
+            t.row(stat_row(m.label(), m, &self.steady.get(m)));
         }
         if self.warmup_requests > 0 {
             for m in [Metric::Ttft, Metric::E2e] {
-                let s = self.warmup.get(m);
-                out.push_str(&md_row(&format!("{} (warmup)", m.label()), m, &s));
+                let label = format!("{} (warmup)", m.label());
+                t.row(stat_row(&label, m, &self.warmup.get(m)));
             }
         }
+        out.push_str(&t.markdown());
         if let Some(g) = &self.goodput {
             out.push_str(&format!(
                 "\nGoodput: {} met the SLO, {} missed it, {} failed (a miss), of {} steady requests that ended ({})\n",
@@ -411,24 +411,23 @@ impl RunSummary {
             "\nHTTP phases (steady requests): {} on kept connections, {} on preopened ones, {} opened their own while timed (their connect is in their TTFT)\n\n",
             c.reused, c.preopened, c.new
         );
-        out.push_str("| phase | p50 | p90 | p99 | max | n | what |\n");
-        out.push_str("|---|---:|---:|---:|---:|---:|---|\n");
-        for (phase, s) in &p.rows {
-            if s.n == 0 {
-                continue;
-            }
-            let f = |v: f64| format_value(Metric::Ttft, v);
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} |\n",
-                phase.label(),
+        let mut t = TextTable::new()
+            .left(["phase"])
+            .right(["p50", "p90", "p99", "max", "n"])
+            .left(["what"]);
+        let f = |v: f64| format_value(Metric::Ttft, v);
+        for (phase, s) in p.rows.iter().filter(|(_, s)| s.n > 0) {
+            t.row([
+                phase.label().to_string(),
                 f(s.p50),
                 f(s.p90),
                 f(s.p99),
                 f(s.max),
-                s.n,
-                phase.meaning()
-            ));
+                s.n.to_string(),
+                phase.meaning().to_string(),
+            ]);
         }
+        out.push_str(&t.markdown());
         out
     }
 
@@ -442,30 +441,35 @@ impl RunSummary {
             "\nthe server's own view: {} histograms over {} windows ({:.0} s) after warmup, {} requests, {} preemptions (histogram_quantile: as fine as its buckets)\n\n",
             srv.server, srv.windows, srv.seconds, srv.requests, srv.preemptions
         );
-        out.push_str("| metric | client p50 | server p50 | client − server | client p99 | server p99 | client − server | n client / server |\n");
-        out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        let mut t = TextTable::new().left(["metric"]).right([
+            "client p50",
+            "server p50",
+            "client − server",
+            "client p99",
+            "server p99",
+            "client − server",
+            "n client / server",
+        ]);
         for (m, q) in server_pairs(srv) {
             let c = self.steady.get(m);
-            let cell = |v: Option<f64>| v.map_or("-".to_string(), |v| format_value(m, v));
+            let cell = |v: Option<f64>| or_missing(v.map(|v| format_value(m, v)));
             let client = |v: f64| (c.n > 0).then_some(v);
-            let gap = |a: Option<f64>, b: Option<f64>| match (a, b) {
-                (Some(a), Some(b)) => format!("{:+.3} ms", (a - b) * 1e3),
-                _ => "-".to_string(),
+            let gap = |a: Option<f64>, b: Option<f64>| {
+                or_missing(a.zip(b).map(|(a, b)| format!("{:+.3} ms", (a - b) * 1e3)))
             };
             let (s50, s99) = (q.map(|q| q.p50), q.map(|q| q.p99));
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} / {} |\n",
-                m.label(),
+            t.row([
+                m.label().to_string(),
                 cell(client(c.p50)),
                 cell(s50),
                 gap(client(c.p50), s50),
                 cell(client(c.p99)),
                 cell(s99),
                 gap(client(c.p99), s99),
-                c.n,
-                q.map_or(0, |q| q.n),
-            ));
+                format!("{} / {}", c.n, q.map_or(0, |q| q.n)),
+            ]);
         }
+        out.push_str(&t.markdown());
         out
     }
 
@@ -486,21 +490,18 @@ impl RunSummary {
             "\nthinking and answering (steady requests): {} of {} reasoned (tokens: {from}), {} made tool calls, {} ended in a tool call, {} never answered\n\n",
             r.reasoning_requests, r.requests, r.tool_call_requests, r.ended_in_tool_call, r.no_answer
         );
-        out.push_str("| metric | mean | p50 | p90 | p95 | p99 | max | n |\n");
-        out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
-        out.push_str(&md_row(
-            "TTFT (any token)",
-            Metric::Ttft,
-            &self.steady.get(Metric::Ttft),
-        ));
-        out.push_str(&md_row("TTFA (first answer)", Metric::Ttft, &r.ttfa_s));
-        out.push_str(&md_row("reasoning time", Metric::Ttft, &r.reasoning_s));
-        out.push_str(&md_row("answer time", Metric::Ttft, &r.answer_s));
-        out.push_str(&md_row(
-            "reasoning tokens",
-            Metric::PrefillTokS,
-            &r.reasoning_tokens,
-        ));
+        let mut t = stat_table("metric");
+        let ttft = self.steady.get(Metric::Ttft);
+        for (label, m, s) in [
+            ("TTFT (any token)", Metric::Ttft, &ttft),
+            ("TTFA (first answer)", Metric::Ttft, &r.ttfa_s),
+            ("reasoning time", Metric::Ttft, &r.reasoning_s),
+            ("answer time", Metric::Ttft, &r.answer_s),
+            ("reasoning tokens", Metric::PrefillTokS, &r.reasoning_tokens),
+        ] {
+            t.row(stat_row(label, m, s));
+        }
+        out.push_str(&t.markdown());
         out
     }
 
@@ -509,38 +510,38 @@ impl RunSummary {
         if self.models.is_empty() {
             return String::new();
         }
-        let mut out = String::from(
-            "
-| model | n | failed | out tokens | TTFT p50 | TTFT p99 | TTFA p50 | TPOT p50 | TPOT p99 | ITL p50 | ITL p99 | E2E p50 | E2E p99 |
-|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|
-",
-        );
-        let ms = |s: &Summary, v: f64| {
-            if s.n == 0 {
-                "-".to_string()
-            } else {
-                format_value(Metric::Ttft, v)
-            }
-        };
+        let mut t = TextTable::new().left(["model"]).right([
+            "n",
+            "failed",
+            "out tokens",
+            "TTFT p50",
+            "TTFT p99",
+            "TTFA p50",
+            "TPOT p50",
+            "TPOT p99",
+            "ITL p50",
+            "ITL p99",
+            "E2E p50",
+            "E2E p99",
+        ]);
         for m in &self.models {
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                m.model,
-                m.requests,
-                m.failed,
-                m.output_tokens,
-                ms(&m.ttft_s, m.ttft_s.p50),
-                ms(&m.ttft_s, m.ttft_s.p99),
-                ms(&m.ttfa_s, m.ttfa_s.p50),
-                ms(&m.tpot_s, m.tpot_s.p50),
-                ms(&m.tpot_s, m.tpot_s.p99),
-                ms(&m.itl_s, m.itl_s.p50),
-                ms(&m.itl_s, m.itl_s.p99),
-                ms(&m.e2e_s, m.e2e_s.p50),
-                ms(&m.e2e_s, m.e2e_s.p99),
-            ));
+            t.row([
+                m.model.clone(),
+                m.requests.to_string(),
+                m.failed.to_string(),
+                m.output_tokens.to_string(),
+                ms_of(&m.ttft_s, m.ttft_s.p50),
+                ms_of(&m.ttft_s, m.ttft_s.p99),
+                ms_of(&m.ttfa_s, m.ttfa_s.p50),
+                ms_of(&m.tpot_s, m.tpot_s.p50),
+                ms_of(&m.tpot_s, m.tpot_s.p99),
+                ms_of(&m.itl_s, m.itl_s.p50),
+                ms_of(&m.itl_s, m.itl_s.p99),
+                ms_of(&m.e2e_s, m.e2e_s.p50),
+                ms_of(&m.e2e_s, m.e2e_s.p99),
+            ]);
         }
-        out
+        format!("\n{}", t.markdown())
     }
 
     /// Per endpoint, when requests went to more than one (one endpoint is the table above).
@@ -548,34 +549,23 @@ impl RunSummary {
         if self.endpoints.len() < 2 {
             return String::new();
         }
-        let mut out = String::from(
-            "
-| endpoint | n | failed | TTFT p50 | TTFT p99 | TPOT p50 | TPOT p99 | E2E p50 | E2E p99 |
-|---|---:|---:|---:|---:|---:|---:|---:|---:|
-",
-        );
-        let ms = |s: &Summary, v: f64| {
-            if s.n == 0 {
-                "-".to_string()
-            } else {
-                format_value(Metric::Ttft, v)
-            }
-        };
+        let mut t = TextTable::new().left(["endpoint"]).right([
+            "n", "failed", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "E2E p50", "E2E p99",
+        ]);
         for e in &self.endpoints {
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                e.endpoint,
-                e.requests,
-                e.failed,
-                ms(&e.ttft_s, e.ttft_s.p50),
-                ms(&e.ttft_s, e.ttft_s.p99),
-                ms(&e.tpot_s, e.tpot_s.p50),
-                ms(&e.tpot_s, e.tpot_s.p99),
-                ms(&e.e2e_s, e.e2e_s.p50),
-                ms(&e.e2e_s, e.e2e_s.p99),
-            ));
+            t.row([
+                e.endpoint.clone(),
+                e.requests.to_string(),
+                e.failed.to_string(),
+                ms_of(&e.ttft_s, e.ttft_s.p50),
+                ms_of(&e.ttft_s, e.ttft_s.p99),
+                ms_of(&e.tpot_s, e.tpot_s.p50),
+                ms_of(&e.tpot_s, e.tpot_s.p99),
+                ms_of(&e.e2e_s, e.e2e_s.p50),
+                ms_of(&e.e2e_s, e.e2e_s.p99),
+            ]);
         }
-        out
+        format!("\n{}", t.markdown())
     }
 
     fn to_csv(&self) -> String {
@@ -679,33 +669,40 @@ impl RunSummary {
 /// Where the TTFT went, by the server's own timings: each part's percentiles, its share of
 /// the TTFT's median, and how it moves with the requests in flight.
 pub fn split_markdown(split: &SplitSummary) -> String {
-    let f = |v: f64| format_value(Metric::Ttft, v);
     let mut out = format!(
         "\nwhere the TTFT went, by the server's own timings ({}; {} steady requests; prompt tokens {} cached, {} computed)\n\n",
         split.source, split.requests, split.cached_tokens, split.computed_tokens
     );
-    out.push_str(
-        "| part | p50 | p90 | p99 | max | n | of TTFT p50 | per request in flight | what |\n",
-    );
-    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    let mut table = TextTable::new()
+        .left(["part"])
+        .right([
+            "p50",
+            "p90",
+            "p99",
+            "max",
+            "n",
+            "of TTFT p50",
+            "per request in flight",
+        ])
+        .left(["what"]);
+    let figures = |s: &Summary| {
+        let f = |v: f64| or_missing((s.n > 0).then(|| format_value(Metric::Ttft, v)));
+        [f(s.p50), f(s.p90), f(s.p99), f(s.max), s.n.to_string()]
+    };
     let t = split.ttft;
     if t.n > 0 {
-        out.push_str(&format!(
-            "| TTFT | {} | {} | {} | {} | {} | 100% | | the client's, of these requests |\n",
-            f(t.p50),
-            f(t.p90),
-            f(t.p99),
-            f(t.max),
-            t.n
-        ));
+        let mut row = vec!["TTFT".to_string()];
+        row.extend(figures(&t));
+        row.extend(["100%", "", "the client's, of these requests"].map(String::from));
+        table.row(row);
     }
     for p in Part::ALL {
         let s = split.get(p);
+        let mut row = vec![p.label().to_string()];
+        row.extend(figures(&s));
         if s.n == 0 {
-            out.push_str(&format!(
-                "| {} | - | - | - | - | 0 | | | not sent by this server |\n",
-                p.label()
-            ));
+            row.extend(["", "", "not sent by this server"].map(String::from));
+            table.row(row);
             continue;
         }
         let share = match (p, split.share(p)) {
@@ -718,17 +715,10 @@ pub fn split_markdown(split: &SplitSummary) -> String {
             .find(|(q, _)| *q == p)
             .and_then(|(_, s)| *s)
             .map_or(String::new(), |s| format!("{:+.3} ms", s * 1e3));
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {share} | {slope} | {} |\n",
-            p.label(),
-            f(s.p50),
-            f(s.p90),
-            f(s.p99),
-            f(s.max),
-            s.n,
-            p.meaning()
-        ));
+        row.extend([share, slope, p.meaning().to_string()]);
+        table.row(row);
     }
+    out.push_str(&table.markdown());
     match split.grows {
         Some(p) => out.push_str(&format!(
             "\nthe part that grows with the load: {} (the steepest rise per request in flight)\n",
@@ -751,15 +741,15 @@ pub fn canary_markdown(c: &crate::stats::CanarySummary) -> String {
             .as_ref()
             .map_or(String::new(), |e| format!(" (last: {e})"))
     );
-    out.push_str("| canary | mean | p50 | p90 | p95 | p99 | max | n |\n");
-    out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+    let mut t = stat_table("canary");
     for (label, m, s) in [
         ("TTFT", Metric::Ttft, &c.ttft),
         ("TPOT", Metric::Tpot, &c.tpot),
         ("E2E", Metric::E2e, &c.e2e),
     ] {
-        out.push_str(&md_row(label, m, s));
+        t.row(stat_row(label, m, s));
     }
+    out.push_str(&t.markdown());
     out
 }
 
@@ -783,54 +773,49 @@ pub fn spec_markdown(spec: &SpecSummary) -> String {
             num(a + 1.0)
         ));
     }
-    out.push_str("\n\n| per request | mean | p50 | p90 | p99 | max | n |\n");
-    out.push_str("|---|---:|---:|---:|---:|---:|---:|\n");
+    let mut t = TextTable::new()
+        .left(["per request"])
+        .right(["mean", "p50", "p90", "p99", "max", "n"]);
     let row = |label: &str, s: &Summary, f: &dyn Fn(f64) -> String| {
-        if s.n == 0 {
-            return format!("| {label} | - | - | - | - | - | 0 |\n");
-        }
-        format!(
-            "| {label} | {} | {} | {} | {} | {} | {} |\n",
-            f(s.mean),
-            f(s.p50),
-            f(s.p90),
-            f(s.p99),
-            f(s.max),
-            s.n
-        )
+        let mut row = vec![label.to_string()];
+        row.extend(
+            [s.mean, s.p50, s.p90, s.p99, s.max].map(|v| or_missing((s.n > 0).then(|| f(v)))),
+        );
+        row.push(s.n.to_string());
+        row
     };
-    out.push_str(&row(
+    t.row(row(
         "acceptance (accepted / drafted)",
         &spec.acceptance,
         &pct,
     ));
     // llama.cpp counts its verify steps only server-wide (`/metrics`): no row.
     if spec.accepted_per_step.n > 0 {
-        out.push_str(&row(
+        t.row(row(
             "accepted per verify step",
             &spec.accepted_per_step,
             &num,
         ));
     }
+    out.push_str("\n\n");
+    out.push_str(&t.markdown());
     let ms = |v: f64| format_value(Metric::Tpot, v);
     out.push_str("\nTPOT by acceptance (each request's accepted / drafted)\n\n");
-    out.push_str("| acceptance | TPOT p50 | TPOT p90 | TPOT p99 | n |\n");
-    out.push_str("|---|---:|---:|---:|---:|\n");
+    let mut bands = TextTable::new()
+        .left(["acceptance"])
+        .right(["TPOT p50", "TPOT p90", "TPOT p99", "n"]);
     for b in &spec.tpot_by_acceptance {
         let t = &b.tpot;
-        if t.n == 0 {
-            out.push_str(&format!("| {} | - | - | - | 0 |\n", b.label));
-        } else {
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} |\n",
-                b.label,
-                ms(t.p50),
-                ms(t.p90),
-                ms(t.p99),
-                t.n
-            ));
-        }
+        let f = |v: f64| or_missing((t.n > 0).then(|| ms(v)));
+        bands.row([
+            b.label.to_string(),
+            f(t.p50),
+            f(t.p90),
+            f(t.p99),
+            t.n.to_string(),
+        ]);
     }
+    out.push_str(&bands.markdown());
     match spec.tpot_correlation {
         Some(r) => out.push_str(&format!(
             "\nTPOT against acceptance: Pearson's r = {r:+.2} ({})\n",
@@ -867,21 +852,25 @@ pub(crate) fn summary_json(s: &Summary) -> serde_json::Value {
     })
 }
 
-fn md_row(label: &str, m: Metric, s: &Summary) -> String {
-    if s.n == 0 {
-        return format!("| {label} | - | - | - | - | - | - | 0 |\n");
-    }
-    let f = |v: f64| format_value(m, v);
-    format!(
-        "| {label} | {} | {} | {} | {} | {} | {} | {} |\n",
-        f(s.mean),
-        f(s.p50),
-        f(s.p90),
-        f(s.p95),
-        f(s.p99),
-        f(s.max),
-        s.n
-    )
+/// The table of a statistic's mean, percentiles, max and n, first column `first`.
+fn stat_table(first: &str) -> TextTable {
+    TextTable::new()
+        .left([first])
+        .right(["mean", "p50", "p90", "p95", "p99", "max", "n"])
+}
+
+/// A `stat_table` row: every figure missing when there are no samples.
+fn stat_row(label: &str, m: Metric, s: &Summary) -> Vec<String> {
+    let f = |v: f64| (s.n > 0).then(|| format_value(m, v));
+    let mut row = vec![label.to_string()];
+    row.extend([s.mean, s.p50, s.p90, s.p95, s.p99, s.max].map(|v| or_missing(f(v))));
+    row.push(s.n.to_string());
+    row
+}
+
+/// A latency of a per-model or per-endpoint statistic, missing when it has no samples.
+fn ms_of(s: &Summary, v: f64) -> String {
+    or_missing((s.n > 0).then(|| format_value(Metric::Ttft, v)))
 }
 
 /// A value in a report table: latencies as `util::format::ms` (`12.345 ms`), rates in full to
