@@ -8,26 +8,14 @@ use std::time::Instant;
 use tokio::task::JoinSet;
 
 use super::api::Ask;
+use super::finished::{request_done, send_token, Launched};
 use super::outcome::{Measured, RequestError};
+use super::prompts::what_to_send;
 use super::request;
 use super::schedule::{Scheduler, Unit};
-use super::{request_done, send_token, what_to_send, Endpoint, Events, HttpConfig, Shared};
+use super::{Events, HttpConfig, Shared};
 use crate::engine::control::Inbox;
 use crate::event::{Event, Origin, RequestCancelled, RequestFailed, StopReason};
-
-/// A launched request, as the loop remembers it.
-pub(super) struct Launched {
-    pub index: u64,
-    pub warmup: bool,
-    pub endpoint: Endpoint,
-    pub requested_prompt_tokens: usize,
-    /// The prompt is `requested_prompt_tokens` long in the server's tokenizer.
-    pub exact_prompt: bool,
-    pub scheduled: Instant,
-    pub origin: Option<Origin>,
-    /// The model it went to, when the run sends to several.
-    pub model: Option<String>,
-}
 
 type Task = (Launched, Result<Measured, RequestError>);
 

@@ -21,10 +21,11 @@ use tokio::task::JoinSet;
 
 use super::api::Ask;
 use super::api::{Message, ToolCall};
-use super::completions::Launched;
+use super::finished::{request_done, send_token, Launched};
+use super::prompts::render;
 use super::request;
 use super::schedule::{Scheduler, Unit};
-use super::{render, request_done, send_token, Events, HttpConfig, Prompts, Shared};
+use super::{Events, HttpConfig, Prompts, Shared};
 use crate::engine::control::Inbox;
 use crate::event::{Event, Origin, RequestFailed, StopReason};
 use crate::traffic::{Conversation, Conversations};
