@@ -1,8 +1,7 @@
-//! One table layer for what infertop prints as text: a header of named, aligned columns and
-//! rows of cells, rendered as a markdown table (what `report`, `compare` and the summaries
-//! print) or as aligned plain text. A cell without a value is `MISSING`, written in one place
-//! rather than typed as `"-"` in every renderer; a computing function hands over values and
-//! the renderer decides how they look.
+//! One table layer for the tables infertop prints: a header of named, aligned columns and rows
+//! of cells, rendered as a markdown table (what `report`, `compare` and the summaries print). A
+//! cell without a value is `MISSING`, written in one place rather than typed as `"-"` in every
+//! renderer; a computing function hands over values and the renderer decides how they look.
 
 /// What a cell without a value shows.
 pub const MISSING: &str = "-";
@@ -55,10 +54,6 @@ impl TextTable {
         self.rows.push(cells);
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty()
-    }
-
     /// A markdown table: `| a | b |` lines, `---:` under right-aligned columns; an empty cell
     /// is `| |`.
     pub fn markdown(&self) -> String {
@@ -74,47 +69,6 @@ impl TextTable {
         out.push('\n');
         for r in &self.rows {
             md_line(&mut out, r.iter().map(String::as_str));
-        }
-        out
-    }
-
-    /// Plain text: each column as wide as its widest cell (counted in characters), two spaces
-    /// between columns, no trailing spaces.
-    pub fn text(&self) -> String {
-        let width = |i: usize| {
-            let head = self.columns[i].0.chars().count();
-            self.rows
-                .iter()
-                .map(|r| r[i].chars().count())
-                .fold(head, usize::max)
-        };
-        let widths: Vec<usize> = (0..self.columns.len()).map(width).collect();
-        let mut out = String::new();
-        let header: Vec<&str> = self.columns.iter().map(|(n, _)| n.as_str()).collect();
-        for cells in std::iter::once(header).chain(
-            self.rows
-                .iter()
-                .map(|r| r.iter().map(String::as_str).collect()),
-        ) {
-            let mut line = String::new();
-            for (i, c) in cells.iter().enumerate() {
-                if i > 0 {
-                    line.push_str("  ");
-                }
-                let pad = widths[i].saturating_sub(c.chars().count());
-                match self.columns[i].1 {
-                    Align::Left => {
-                        line.push_str(c);
-                        line.extend(std::iter::repeat_n(' ', pad));
-                    }
-                    Align::Right => {
-                        line.extend(std::iter::repeat_n(' ', pad));
-                        line.push_str(c);
-                    }
-                }
-            }
-            out.push_str(line.trim_end());
-            out.push('\n');
         }
         out
     }
@@ -153,14 +107,5 @@ mod tests {
             "| metric | p50 | n |\n|---|---:|---:|\n| TTFT | 12.000 ms | 3 |\n\
              | E2E | - | |\n| short | | |\n"
         );
-    }
-
-    #[test]
-    fn text_is_aligned_by_characters() {
-        let mut t = TextTable::new().left(["what"]).right(["Δ"]);
-        t.row(["µs".into(), "+1".into()]);
-        t.row(["longer".into(), "-10".into()]);
-        assert_eq!(t.text(), "what      Δ\nµs       +1\nlonger  -10\n");
-        assert!(!table().is_empty() && TextTable::new().is_empty());
     }
 }
