@@ -21,9 +21,10 @@ use infertop::stats::{
     RunStats, Window, RECENT_REQUESTS, RECENT_STEPS, REQUEST_WINDOW, STEP_WINDOW,
 };
 use infertop::telemetry::alloc::current_bytes;
+use infertop::ui::log::EVENT_HISTORY;
+use infertop::ui::outliers::OUTLIER_WINDOW;
 use infertop::ui::state::{
-    MemoryPoint, RequestPoint, StepPoint, EVENT_HISTORY, MEMORY_HISTORY, OUTLIER_WINDOW,
-    REQUEST_HISTORY, STEP_HISTORY,
+    MemoryPoint, RequestPoint, StepPoint, MEMORY_HISTORY, REQUEST_HISTORY, STEP_HISTORY,
 };
 use infertop::ui::{App, AppConfig};
 

@@ -348,7 +348,7 @@ fn follow(dir: &Path, seconds: u64) {
         "follow: {SOURCES} sources x {RATE} requests/s for {seconds} s: {folded} of {} requests \
          folded, table n {}",
         SOURCES as u64 * total,
-        screen.app.table.get(infertop::stats::Metric::Ttft).n
+        screen.app.views.table.get(infertop::stats::Metric::Ttft).n
     );
     println!(
         "follow: UI work per frame (drain + refresh + draw 200x60): p50 {:.2} ms, p99 {:.2} ms, \

@@ -64,6 +64,8 @@ pub struct RunFold {
     pub last_failure: Option<String>,
     /// Whether the request in flight is warmup: its decode steps are counted with it.
     in_flight_warmup: bool,
+    /// Where the run is in its warmup, as the requests started tell it.
+    pub warmup: WarmupProgress,
     /// Decode steps of requests in flight, by request: their ITLs enter the statistics when
     /// the request completes, and never when it fails (a failed request is no sample). One
     /// entry per request in flight (a map: a server run has a thousand at once); emptied at a
@@ -106,6 +108,7 @@ impl RunFold {
             Event::RunStarted(info) => {
                 self.server = ServerSteady::new(info.warmup_requests);
                 self.info = Some(info.as_ref().clone());
+                self.warmup.newest = info.warmup_requests > 0;
             }
             Event::RequestStarted {
                 index,
@@ -114,6 +117,7 @@ impl RunFold {
                 ..
             } => {
                 self.in_flight_warmup = *warmup;
+                self.warmup.started(*index, *warmup);
                 self.started_requests += 1;
                 // Room for the steps it will send (the first token is not a step), so the
                 // list is not grown step by step.
@@ -312,6 +316,29 @@ impl RunFold {
             stop: self.stop.clone().unwrap_or(asked),
             failed: self.failed.clone(),
         }
+    }
+}
+
+/// Where a run is in its warmup, as the requests started tell it (the engines start every
+/// warmup request before the first steady one).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WarmupProgress {
+    /// Whether a warmup request has started.
+    pub seen: bool,
+    /// The first steady request to start after warmup ones: where the steady state begins.
+    pub steady_from: Option<u64>,
+    /// Whether the newest request to start is warmup (before any: whether the run has warmup).
+    pub newest: bool,
+}
+
+impl WarmupProgress {
+    fn started(&mut self, index: u64, warmup: bool) {
+        if warmup {
+            self.seen = true;
+        } else if self.seen && self.steady_from.is_none() {
+            self.steady_from = Some(index);
+        }
+        self.newest = warmup;
     }
 }
 

@@ -139,7 +139,7 @@ fn the_replayed_dashboards_table_is_reports() {
         let screen = replay_into_screen(&path);
         let report = infertop::record::reader::summary_of(&path).unwrap();
         // The table the dashboard draws at the end, exactly (every f64 bit).
-        assert_eq!(screen.app.table, report.steady, "{name}");
+        assert_eq!(screen.app.views.table, report.steady, "{name}");
         assert_eq!(screen.summary(), report, "{name}");
         assert!(
             !screen.app.run.live(),

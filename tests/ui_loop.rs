@@ -320,8 +320,9 @@ fn a_worker_that_vanishes_is_an_error_on_screen() {
 #[test]
 fn a_sweep_in_the_dashboard_takes_real_controls_through_one_channel() {
     use infertop::record::line::SweepConfig;
-    use infertop::sweep::engine::{self, StartCell, LOAD_KEYS_OFF};
+    use infertop::sweep::engine::{self, StartCell};
     use infertop::sweep::fold::SweepFold;
+    use infertop::sweep::fold::LOAD_KEYS_OFF;
     use infertop::sweep::CellSpec;
     use infertop::traffic::LenSpec;
 

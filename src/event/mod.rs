@@ -198,6 +198,36 @@ pub enum Notice {
     Cooldown(Cooldown),
 }
 
+impl Notice {
+    /// In words, as the events pane and a run's or sweep's progress lines show it:
+    /// `loaded synthetic:tiny (f32) in 0.02 s, 6.2MiB of weights`.
+    pub fn words(&self) -> String {
+        match self {
+            Notice::ModelLoaded(m) => format!(
+                "loaded {} ({}) in {:.2} s, {} of weights",
+                m.model,
+                m.dtype,
+                m.load_s,
+                crate::util::format::bytes(m.bytes)
+            ),
+            Notice::PrefixCacheReset(c) => format!(
+                "prefix cache of {} emptied ({}, {:.0} ms)",
+                c.endpoint,
+                c.via,
+                c.seconds * 1e3
+            ),
+            Notice::ApiPicked(a) => format!("--api auto: {} ({})", a.api, a.why),
+            Notice::ServerNote(n) => n.words.clone(),
+            Notice::CancelCheck(c) => c.words(),
+            Notice::Cooldown(c) => format!(
+                "run {} ended; {} s of cooldown before the next",
+                c.after_run + 1,
+                c.seconds
+            ),
+        }
+    }
+}
+
 /// `--runs N --cooldown D`: the idle time between two runs begins, after run `after_run`
 /// (0-based) ended; the next starts `seconds` later (unless stopped meanwhile).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]

@@ -210,7 +210,7 @@ fn headless(
         match &ev {
             Event::CellStarted(c) => say!("infertop: run {}/{}", c.cell + 1, c.cells),
             Event::Notice(n) if matches!(n.as_ref(), Notice::Cooldown(_)) => {
-                say!("infertop: {}", crate::ui::state::notice_words(n))
+                say!("infertop: {}", n.words())
             }
             Event::Notice(n) => match n.as_ref() {
                 Notice::ServerNote(note) if noted.contains(&note.what) => {}

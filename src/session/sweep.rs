@@ -301,7 +301,7 @@ fn headless(
             Event::CellStarted(c) if c.cell == 0 => {
                 say!("infertop: {}", opening_line(&fold.config));
             }
-            Event::Notice(n) => say!("infertop: {}", crate::ui::state::notice_words(n)),
+            Event::Notice(n) => say!("infertop: {}", n.words()),
             _ => {}
         }
         if let Some(result) = after_event(&mut fold, &ev, recorder.as_deref_mut(), metrics, t_s) {

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 
+use super::fold::{LOAD_KEYS_OFF, LOAD_KEYS_OFF_RUNS};
 use super::search::{with_load, Search};
 use crate::event::{CellParams, CellStart, Control, Cooldown, Event, Notice, StopReason};
 use crate::record::line::SearchConfig;
@@ -100,14 +101,6 @@ pub enum Cells {
         cooldown: Duration,
     },
 }
-
-/// What a load key gets in a sweep: each cell's workload is its place in the grid.
-pub const LOAD_KEYS_OFF: &str =
-    "load keys are off in a sweep: each cell runs the workload of its place in the grid";
-
-/// What a load key gets with `--runs`: the runs are comparable only if they send the same.
-pub const LOAD_KEYS_OFF_RUNS: &str =
-    "load keys are off with --runs: every run sends the same workload, so that the runs compare";
 
 /// The sweep engine's channels, and what it answers a load key with.
 struct Link<'a> {

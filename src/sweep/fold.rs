@@ -116,6 +116,14 @@ struct Stamped {
     last_steady: bool,
 }
 
+/// What a load key gets in a sweep: each cell's workload is its place in the grid.
+pub const LOAD_KEYS_OFF: &str =
+    "load keys are off in a sweep: each cell runs the workload of its place in the grid";
+
+/// What a load key gets with `--runs`: the runs are comparable only if they send the same.
+pub const LOAD_KEYS_OFF_RUNS: &str =
+    "load keys are off with --runs: every run sends the same workload, so that the runs compare";
+
 /// The fold of a sweep's events.
 #[derive(Clone, Debug)]
 pub struct SweepFold {
@@ -418,6 +426,32 @@ impl SweepFold {
     /// The end line of the cell that just closed, for the record (once).
     pub fn take_closed(&mut self) -> Option<CellEnd> {
         self.closed.take()
+    }
+
+    /// `--runs N`: the run under way (1-based) and N; `None` for a sweep.
+    pub fn runs(&self) -> Option<(usize, usize)> {
+        let runs = self.config.repeat?.runs;
+        Some((self.grid.last().map_or(1, |r| r.cell + 1), runs))
+    }
+
+    /// What a load key gets: the cells' workloads are the sweep's, not the keys'.
+    pub fn load_keys_off(&self) -> &'static str {
+        match self.config.repeat {
+            Some(_) => LOAD_KEYS_OFF_RUNS,
+            None => LOAD_KEYS_OFF,
+        }
+    }
+
+    /// A cell as the progress lines name it: `run 2/3` (`--runs`), `probe 4` (a search, whose
+    /// cells are not planned ahead), `cell 2/6`.
+    pub fn cell_name(&self, cell: usize) -> String {
+        if let Some(repeat) = self.config.repeat {
+            format!("run {}/{}", cell + 1, repeat.runs)
+        } else if self.config.search.is_some() {
+            format!("probe {}", cell + 1)
+        } else {
+            format!("cell {}/{}", cell + 1, self.config.cells.len())
+        }
     }
 
     /// The result of the cell that closed last.

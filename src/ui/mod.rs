@@ -13,6 +13,8 @@ pub mod coalesce;
 pub mod config;
 pub mod feed;
 pub mod keys;
+pub mod log;
+pub mod outliers;
 pub mod parts;
 pub mod render;
 pub mod ring;
@@ -21,6 +23,7 @@ pub mod source;
 pub mod state;
 pub mod theme;
 mod tty;
+pub mod views;
 pub mod watch;
 
 use std::io::Write;

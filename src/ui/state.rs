@@ -9,16 +9,18 @@ use std::time::Duration;
 use crate::event::Sample;
 use crate::event::{Control, Event, RequestDone, RunInfo, RunPhase, WorkloadDesc};
 use crate::fold::RunFold;
-use crate::stats::scale::Histogram;
 use crate::stats::slices::{SliceMetric, Slices};
-use crate::stats::{Metric, Slo, Summary, Table, Window, WindowKind};
+use crate::stats::{Metric, Slo, WindowKind};
 
 use super::buckets::Buckets;
 pub use super::buckets::RequestPoint;
 use super::keys::{Action, KeyMap};
+use super::log::{EventLog, Level};
+use super::outliers::Outliers;
 use super::ring::Ring;
 pub use super::source::Producer;
 use super::theme::{Glyphs, Theme};
+use super::views::{ServerColumns, TableView, Views};
 use crate::util::format;
 
 /// Per-request history kept for the sparklines: more than the widest terminal shows.
@@ -27,15 +29,6 @@ pub const REQUEST_HISTORY: usize = 1024;
 pub const STEP_HISTORY: usize = DECODE_RATE_STEPS;
 /// Memory samples kept for the memory-over-time bars.
 pub const MEMORY_HISTORY: usize = 1024;
-/// Lines kept in the events pane.
-pub const EVENT_HISTORY: usize = 200;
-/// Steady requests needed before a request above the running p99 counts as an outlier.
-pub const MIN_OUTLIER_N: usize = 20;
-/// An outlier must also be this far above the median: with a tight distribution, a request a
-/// hair above p99 is not news (about one in a hundred is there by definition).
-pub const OUTLIER_MIN_RATIO: f64 = 1.25;
-/// Steady requests of the current workload the outlier reference (p50, p99) is taken over.
-pub const OUTLIER_WINDOW: usize = 1000;
 /// Decode steps averaged for the header's current decode tok/s.
 pub const DECODE_RATE_STEPS: usize = 8;
 /// The figures on screen (the table, the header's counts and rates, the charts' `now`, the
@@ -45,16 +38,6 @@ pub const DECODE_RATE_STEPS: usize = 8;
 /// (window, warmup, reset) and the end of the run show at once. Every figure shown is exact
 /// at the moment it was taken.
 pub const FIGURES_HOLD: Duration = Duration::from_millis(500);
-/// Outliers within this long of the newest outlier line go into that line (counted, the worst
-/// one named) instead of a line each, so at a thousand requests a second the events pane does
-/// not scroll at every frame and other events stay in view.
-pub const OUTLIER_LINE_EVERY: Duration = Duration::from_secs(1);
-
-/// Bins of the distribution histograms the state keeps; the views merge neighbours to fit
-/// their width (120 divides evenly into 60, 40, 30, 24, 20, ... bins).
-pub const DIST_BINS: usize = 120;
-/// The metrics the distribution views show.
-pub const DIST_METRICS: [Metric; 3] = [Metric::Ttft, Metric::Tpot, Metric::Itl];
 
 /// What the chart area shows where there is no room for every view at once (the view key
 /// cycles it; at 200x60 the other views have panes of their own).
@@ -174,22 +157,6 @@ pub struct LoadingProgress {
     pub total: u64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Level {
-    Info,
-    Warn,
-    Error,
-}
-
-/// One line of the events pane.
-#[derive(Clone, Debug, PartialEq)]
-pub struct LogEntry {
-    /// Dashboard time when it happened.
-    pub at: Duration,
-    pub level: Level,
-    pub text: String,
-}
-
 /// The figures the text shows, taken together at most every `FIGURES_HOLD` (`refresh`), so
 /// that the header, the table and the charts' lines agree with each other.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -234,79 +201,12 @@ pub struct Changes {
     pub telemetry: u64,
 }
 
-/// The newest outlier line, while later outliers may still go into it.
-#[derive(Clone, Debug)]
-struct OutlierBurst {
-    /// Its number in the events ring.
-    line: u64,
-    since: Duration,
-    count: u32,
-    /// The worst so far: how far above its p99, and its words.
-    worst_ratio: f64,
-    worst: String,
-}
-
 /// What the loop does after a key: nothing more, quit, or send a message to the worker.
 #[derive(Clone, Debug, PartialEq)]
 pub enum KeyOutcome {
     None,
     Quit,
     Send(Control),
-}
-
-/// What the table shows, one at a time: the percentiles (their columns as `ServerColumns`
-/// says), the client's HTTP phases (`h`), where the TTFT went by the server's own timings
-/// (`f`), or the server's speculative decoding (`f` again, when it drafts). Each key's view
-/// replaces whatever the table showed, and the same key brings the percentiles back.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum TableView {
-    #[default]
-    Percentiles,
-    Phases,
-    Split,
-    Drafts,
-}
-
-impl TableView {
-    /// The view after `h`.
-    pub fn after_phases(self) -> TableView {
-        match self {
-            TableView::Phases => TableView::Percentiles,
-            _ => TableView::Phases,
-        }
-    }
-
-    /// The view after `f`: the split, then the drafts (`drafts`: the server has said what it
-    /// drafted), then the percentiles.
-    pub fn after_split(self, drafts: bool) -> TableView {
-        match self {
-            TableView::Split if drafts => TableView::Drafts,
-            TableView::Split | TableView::Drafts => TableView::Percentiles,
-            TableView::Percentiles | TableView::Phases => TableView::Split,
-        }
-    }
-}
-
-/// The percentile table's columns with `--server-metrics`: the client's beside the server's
-/// own (the default), a row per server (with several), or the client's alone; `s` steps
-/// through them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ServerColumns {
-    #[default]
-    VsServer,
-    PerServer,
-    Client,
-}
-
-impl ServerColumns {
-    /// The columns after `s`; `servers`: how many servers' metrics are read.
-    pub fn next(self, servers: usize) -> ServerColumns {
-        match self {
-            ServerColumns::VsServer if servers > 1 => ServerColumns::PerServer,
-            ServerColumns::VsServer | ServerColumns::PerServer => ServerColumns::Client,
-            ServerColumns::Client => ServerColumns::VsServer,
-        }
-    }
 }
 
 /// Settings the dashboard starts with (validated before the terminal is touched).
@@ -376,7 +276,7 @@ pub struct App {
     pub buckets: Buckets,
     pub telemetry: Option<Sample>,
     /// Oldest first; the pane shows them newest first.
-    pub events: Ring<LogEntry>,
+    pub events: EventLog,
 
     // Time, injected by `tick`.
     pub now: Duration,
@@ -391,18 +291,10 @@ pub struct App {
     pub show_help: bool,
     pub view: View,
 
-    // Caches filled by `refresh`.
-    pub table: Table,
-    /// Histograms of `DIST_METRICS` over the table's window, in that order.
-    pub dists: Vec<Option<Histogram>>,
-    /// Steady TTFT/TPOT of the current workload: a doubled prompt makes every request slower,
-    /// and none of them is an outlier, so the reference restarts at each workload change.
-    outlier_window_ttft: Window,
-    outlier_window_tpot: Window,
-    /// Detects when latency has settled (the same rule as `report`), per workload.
-    settle: crate::stats::steady::LiveSettle,
-    outlier_ttft: Summary,
-    outlier_tpot: Summary,
+    /// What the table and the panels show, computed at `refresh`.
+    pub views: Views,
+    /// The reference outliers and settling are judged by.
+    outliers: Outliers,
     pub decode_tok_s: Option<f64>,
     /// The header's and the charts' figures, taken with the table.
     pub figures: Figures,
@@ -411,22 +303,10 @@ pub struct App {
     figures_at: Option<Duration>,
     figures_stale: bool,
     urgent: bool,
-    outlier_burst: Option<OutlierBurst>,
     /// What the table shows (`h`, `f`), and the percentiles' columns with the server's
     /// metrics (`s`).
     pub table_view: TableView,
     pub server_columns: ServerColumns,
-    /// Steady TTFT by turn and cache outcome, and the lengths (refreshed with the table).
-    pub breakdown: crate::stats::BreakdownSummary,
-    /// Thinking and answering apart, and the tool calls (refreshed with the table).
-    pub reasoning: crate::stats::ShapeSummary,
-    /// Every figure per model (refreshed with the table).
-    pub models: Vec<crate::stats::ModelSummary>,
-    /// The figures of the table's other views, refreshed with the table while shown: the
-    /// client's HTTP phases, where the TTFT went, the server's drafts.
-    pub phases: Option<crate::stats::PhaseSummary>,
-    pub split: Option<crate::stats::SplitSummary>,
-    pub spec: Option<crate::stats::SpecSummary>,
     /// A sweep's fold (`infertop sweep` in a terminal): its cells so far and the grid; `run`
     /// is then the open cell's.
     pub sweep: Option<crate::sweep::fold::SweepFold>,
@@ -438,9 +318,6 @@ pub struct App {
 
     // Bookkeeping for events that are noticed rather than sent.
     pending_boundary: bool,
-    warmup_seen: bool,
-    warmup_done: bool,
-    last_warmup: bool,
     nvml_noted: bool,
 }
 
@@ -478,7 +355,7 @@ impl App {
             slices: Slices::default(),
             buckets: Buckets::default(),
             telemetry: None,
-            events: Ring::new(EVENT_HISTORY),
+            events: EventLog::default(),
             now: Duration::ZERO,
             finished_at: None,
             cooldown_until: None,
@@ -486,35 +363,20 @@ impl App {
             include_warmup: false,
             show_help: false,
             view: View::default(),
-            table: Table::default(),
-            dists: vec![None; DIST_METRICS.len()],
-            outlier_window_ttft: Window::new(OUTLIER_WINDOW),
-            outlier_window_tpot: Window::new(OUTLIER_WINDOW),
-            settle: Default::default(),
-            outlier_ttft: Summary::default(),
-            outlier_tpot: Summary::default(),
+            views: Views::default(),
+            outliers: Outliers::default(),
             decode_tok_s: None,
             figures: Figures::default(),
             figures_at: None,
             figures_stale: true,
             urgent: false,
-            outlier_burst: None,
             table_view: TableView::Percentiles,
             server_columns: ServerColumns::VsServer,
-            breakdown: Default::default(),
-            reasoning: Default::default(),
-            models: Vec::new(),
-            split: None,
-            spec: None,
-            phases: None,
             sweep: None,
             producer: Producer::Engine,
             changes: Changes::default(),
             dirty: true,
             pending_boundary: false,
-            warmup_seen: false,
-            warmup_done: false,
-            last_warmup: false,
             nvml_noted: false,
         }
     }
@@ -538,9 +400,7 @@ impl App {
 
     /// `--runs N`: the run under way (1-based) and N; `None` for a run or a sweep.
     pub fn repeat_position(&self) -> Option<(usize, usize)> {
-        let sweep = self.sweep.as_ref()?;
-        let runs = sweep.config.repeat?.runs;
-        Some((sweep.grid.last().map_or(1, |r| r.cell + 1), runs))
+        self.sweep.as_ref()?.runs()
     }
 
     /// Seconds left of the cooldown between two runs, while one is under way.
@@ -602,11 +462,7 @@ impl App {
 
     fn log(&mut self, level: Level, text: String) {
         self.changes.events += 1;
-        self.events.push(LogEntry {
-            at: self.now,
-            level,
-            text,
-        });
+        self.events.push(self.now, level, text);
     }
 
     /// Applies one event: first to the run's fold, then to the view. Pure: no I/O, no clock;
@@ -641,10 +497,7 @@ impl App {
                 output_tokens,
                 batch,
             } => {
-                if *warmup {
-                    self.warmup_seen = true;
-                } else if self.warmup_seen && !self.warmup_done {
-                    self.warmup_done = true;
+                if self.run.warmup.steady_from == Some(*index) {
                     self.log(
                         Level::Info,
                         format!(
@@ -653,7 +506,6 @@ impl App {
                         ),
                     );
                 }
-                self.last_warmup = *warmup;
                 self.current = Some(CurrentRequest {
                     index: *index,
                     warmup: *warmup,
@@ -733,24 +585,21 @@ impl App {
                     self.phase = RunPhase::Cooldown;
                     self.invalidate();
                 }
-                self.log(level, notice_words(n))
-            }
-            Event::CellStarted(c) if self.repeat_position().is_some() => {
-                self.next_run(c.cell == 0);
-                self.log(Level::Info, format!("run {}/{}", c.cell + 1, c.cells));
+                self.log(level, n.words())
             }
             Event::CellStarted(c) => {
-                self.cell_started();
-                let search = self
-                    .sweep
-                    .as_ref()
-                    .is_some_and(|s| s.config.search.is_some());
-                let text = if search {
-                    format!("probe {}: {}", c.cell + 1, c.params.words())
+                let sweep = self.sweep.as_ref();
+                let name = sweep.map_or_else(
+                    || format!("cell {}/{}", c.cell + 1, c.cells),
+                    |s| s.cell_name(c.cell),
+                );
+                if sweep.is_some_and(|s| s.runs().is_some()) {
+                    self.next_run(c.cell == 0);
+                    self.log(Level::Info, name);
                 } else {
-                    format!("cell {}/{}: {}", c.cell + 1, c.cells, c.params.words())
-                };
-                self.log(Level::Info, text);
+                    self.cell_started();
+                    self.log(Level::Info, format!("{name}: {}", c.params.words()));
+                }
             }
             Event::Paused => {
                 if self.worker_live() {
@@ -801,18 +650,17 @@ impl App {
                 self.invalidate();
                 self.current = None;
                 self.decode_tok_s = None;
-                let ended = self.sweep.as_ref().and_then(|s| s.last_result());
-                let what = match self.repeat_position() {
-                    Some(_) => "run",
-                    None => "cell",
-                };
+                let ended = self
+                    .sweep
+                    .as_ref()
+                    .and_then(|s| Some((s, s.last_result()?)));
                 let text = match ended {
-                    Some(r) => format!(
-                        "{what} {} ended: {}",
-                        r.cell + 1,
+                    Some((sweep, r)) => format!(
+                        "{} ended: {}",
+                        sweep.cell_name(r.cell),
                         r.reason.as_deref().unwrap_or("measured")
                     ),
-                    None => format!("{what} ended: {}", reason.words()),
+                    None => format!("cell ended: {}", reason.words()),
                 };
                 self.log(Level::Info, text);
             }
@@ -846,8 +694,6 @@ impl App {
         self.finished_at = None;
         self.decode_tok_s = None;
         self.phase = RunPhase::Loading;
-        self.warmup_seen = false;
-        self.warmup_done = false;
         self.pending_boundary = false;
         self.invalidate();
     }
@@ -868,8 +714,6 @@ impl App {
         } else {
             RunPhase::Running
         };
-        self.warmup_seen = false;
-        self.warmup_done = false;
         self.figures_stale = true;
         self.invalidate();
     }
@@ -893,15 +737,11 @@ impl App {
     }
 
     fn clear_outlier_reference(&mut self) {
-        self.settle.restart();
-        self.outlier_window_ttft.clear();
-        self.outlier_window_tpot.clear();
-        self.outlier_ttft = Summary::default();
-        self.outlier_tpot = Summary::default();
+        self.outliers.restart();
     }
 
     fn active_phase(&self) -> RunPhase {
-        if self.last_warmup {
+        if self.run.warmup.newest {
             RunPhase::Warmup
         } else {
             RunPhase::Running
@@ -911,7 +751,6 @@ impl App {
     fn run_started(&mut self, info: &RunInfo) {
         self.loading = None;
         self.workload = Some(info.workload.clone());
-        self.last_warmup = info.warmup_requests > 0;
         if self.phase == RunPhase::Loading {
             self.phase = self.active_phase();
         }
@@ -930,36 +769,21 @@ impl App {
     }
 
     fn request_done(&mut self, r: &RequestDone) {
-        let mut outlier = [false; 2];
-        if !r.warmup {
-            let checks = [
-                ("TTFT", Some(r.ttft_s), self.outlier_ttft),
-                ("TPOT", r.tpot_s, self.outlier_tpot),
-            ];
-            for (k, (name, value, reference)) in checks.into_iter().enumerate() {
-                let Some(value) = value else { continue };
-                if reference.n >= MIN_OUTLIER_N
-                    && value > reference.p99
-                    && value > OUTLIER_MIN_RATIO * reference.p50
-                {
-                    outlier[k] = true;
-                    let ascii = self.glyphs.ascii;
-                    let text = format!(
-                        "#{} {name} {} > p99 {}{}",
-                        r.index,
-                        format::duration(value, ascii),
-                        format::duration(reference.p99, ascii),
-                        self.context()
-                    );
-                    self.log_outlier(value / reference.p99, text);
-                }
-            }
-            self.outlier_window_ttft.push(r.ttft_s);
-            if let Some(tpot) = r.tpot_s {
-                self.outlier_window_tpot.push(tpot);
-            }
+        let judged = self.outliers.observe(r);
+        for e in judged.excess.iter().flatten() {
+            let ascii = self.glyphs.ascii;
+            let text = format!(
+                "#{} {} {} > p99 {}{}",
+                r.index,
+                e.metric,
+                format::duration(e.value_s, ascii),
+                format::duration(e.p99_s, ascii),
+                self.context()
+            );
+            self.events.outlier(self.now, e.value_s / e.p99_s, text);
+            self.changes.events += 1;
         }
-        if let Some(s) = self.settle.observe(r.index, r.tpot_s, r.e2e_s) {
+        if let Some(s) = judged.settled {
             let text = format!(
                 "settled at #{} (warmup cost {})",
                 s.at_index,
@@ -978,46 +802,13 @@ impl App {
             tpot_s: r.tpot_s,
             warmup: r.warmup,
             boundary: std::mem::take(&mut self.pending_boundary),
-            outlier_ttft: outlier[0],
-            outlier_tpot: outlier[1],
+            outlier_ttft: judged.excess[0].is_some(),
+            outlier_tpot: judged.excess[1].is_some(),
         };
         self.buckets.observe(t, &point);
         self.requests.push(point);
         self.current = self.current.take().filter(|c| c.index != r.index);
         self.dirty = true;
-    }
-
-    /// An outlier's line (`ratio`: how far above its p99): its own line, or, within
-    /// `OUTLIER_LINE_EVERY` of the newest outlier line and while that is still the newest
-    /// line, counted into it (`3 outliers, worst #12 TTFT ...`).
-    fn log_outlier(&mut self, ratio: f64, text: String) {
-        let newest = self.events.newest_number();
-        let now = self.now;
-        if let Some(b) = self.outlier_burst.as_mut().filter(|b| {
-            b.line == newest
-                && !self.events.is_empty()
-                && now.saturating_sub(b.since) < OUTLIER_LINE_EVERY
-        }) {
-            b.count += 1;
-            if ratio > b.worst_ratio {
-                b.worst_ratio = ratio;
-                b.worst = text;
-            }
-            let merged = format!("{} outliers, worst {}", b.count, b.worst);
-            if let Some(line) = self.events.last_mut() {
-                line.text = merged;
-                self.changes.events += 1;
-            }
-            return;
-        }
-        self.log(Level::Warn, text.clone());
-        self.outlier_burst = Some(OutlierBurst {
-            line: self.events.newest_number(),
-            since: now,
-            count: 1,
-            worst_ratio: ratio,
-            worst: text,
-        });
     }
 
     /// What the machine looked like at the last telemetry sample, for outlier lines.
@@ -1090,8 +881,7 @@ impl App {
     fn refresh_with(&mut self, now: bool) {
         self.buckets.update_mode(self.now.as_secs_f64());
         if self.dirty {
-            self.outlier_ttft = self.outlier_window_ttft.summary();
-            self.outlier_tpot = self.outlier_window_tpot.summary();
+            self.outliers.refresh();
             self.figures_stale = true;
             self.dirty = false;
         }
@@ -1108,22 +898,8 @@ impl App {
         self.figures_at = Some(self.now);
         self.changes.figures += 1;
         // A few µs with full 100k windows (sorted blocks, BENCHMARKS.md).
-        self.table = self.run.stats.table(self.window, self.include_warmup);
-        if self.table_view == TableView::Phases {
-            self.phases = self.run.phases.summary();
-        }
-        if matches!(self.table_view, TableView::Split | TableView::Drafts) {
-            self.split = self.run.split.summary();
-            self.spec = self.run.spec.summary();
-        }
-        self.dists = DIST_METRICS
-            .iter()
-            .map(|&m| {
-                self.run
-                    .stats
-                    .histogram(m, self.window, self.include_warmup, DIST_BINS)
-            })
-            .collect();
+        self.views
+            .refresh(&self.run, self.window, self.include_warmup, self.table_view);
         self.decode_tok_s = self.current_decode_rate();
         let last = self.requests.last();
         self.figures = Figures {
@@ -1143,9 +919,6 @@ impl App {
             trace_covered_s: self.run.trace_covered_s,
             goodput: (!self.slo.is_empty()).then_some(self.run.goodput),
         };
-        self.breakdown = self.run.breakdown.summary();
-        self.reasoning = self.run.shapes.summary();
-        self.models = self.run.models.summaries();
     }
 
     /// Tokens per second over the last few decode steps (all sequences of the batch).
@@ -1198,10 +971,7 @@ impl App {
                 | Action::LoadLess
         );
         if load_key && live && !self.takes_load_keys() {
-            let why = match self.repeat_position() {
-                Some(_) => crate::sweep::engine::LOAD_KEYS_OFF_RUNS,
-                None => crate::sweep::engine::LOAD_KEYS_OFF,
-            };
+            let why = self.sweep.as_ref().map_or("", |s| s.load_keys_off());
             self.log(Level::Warn, why.into());
             return KeyOutcome::None;
         }
@@ -1279,9 +1049,9 @@ impl App {
         let mut next = self.view.next();
         loop {
             let empty = match next {
-                View::Breakdown => !self.breakdown.has_splits(),
-                View::Thinking => !self.reasoning.has_parts(),
-                View::Models => self.models.is_empty(),
+                View::Breakdown => !self.views.breakdown.has_splits(),
+                View::Thinking => !self.views.reasoning.has_parts(),
+                View::Models => self.views.models.is_empty(),
                 _ => false,
             };
             if !empty {
@@ -1302,60 +1072,11 @@ pub fn memory_figure(s: &Sample) -> Option<u64> {
     s.device_used_bytes.or(s.alloc_bytes).or(s.rss_bytes)
 }
 
-/// An engine's notice in words, as the events pane and a sweep's progress lines show it:
-/// `loaded synthetic:tiny (f32) in 0.02 s, 6.2MiB of weights`.
-pub fn notice_words(n: &crate::event::Notice) -> String {
-    use crate::event::Notice;
-    match n {
-        Notice::ModelLoaded(m) => format!(
-            "loaded {} ({}) in {:.2} s, {} of weights",
-            m.model,
-            m.dtype,
-            m.load_s,
-            crate::util::format::bytes(m.bytes)
-        ),
-        Notice::PrefixCacheReset(c) => format!(
-            "prefix cache of {} emptied ({}, {:.0} ms)",
-            c.endpoint,
-            c.via,
-            c.seconds * 1e3
-        ),
-        Notice::ApiPicked(a) => format!("--api auto: {} ({})", a.api, a.why),
-        Notice::ServerNote(n) => n.words.clone(),
-        Notice::CancelCheck(c) => c.words(),
-        Notice::Cooldown(c) => format!(
-            "run {} ended; {} s of cooldown before the next",
-            c.after_run + 1,
-            c.seconds
-        ),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// One view at a time: `h` and `f` each replace whatever the table showed and bring the
-    /// percentiles back; `f` offers the drafts only when the server drafts. `s` steps the
-    /// percentiles' columns, through a row per server only with several.
-    #[test]
-    fn the_table_shows_one_view_at_a_time() {
-        use TableView::*;
-        assert_eq!(Percentiles.after_phases(), Phases);
-        assert_eq!(Phases.after_phases(), Percentiles);
-        assert_eq!(Split.after_phases(), Phases);
-        assert_eq!(Phases.after_split(false), Split);
-        assert_eq!(Split.after_split(false), Percentiles);
-        assert_eq!(Split.after_split(true), Drafts);
-        assert_eq!(Drafts.after_split(true), Percentiles);
-        assert_eq!(Drafts.after_phases(), Phases);
-        use ServerColumns::*;
-        assert_eq!(VsServer.next(1), Client);
-        assert_eq!(VsServer.next(3), PerServer);
-        assert_eq!(PerServer.next(3), Client);
-        assert_eq!(Client.next(3), VsServer);
-    }
     use crate::event::StopReason;
+    use crate::ui::outliers::MIN_OUTLIER_N;
 
     /// A short request shows only its number; one that runs long shows where it is.
     #[test]
@@ -1476,11 +1197,14 @@ mod tests {
         }
         app.apply(&done(0, false, 0.01));
         app.refresh();
-        assert_eq!(app.table.get(Metric::Itl).n, crate::stats::STEP_WINDOW);
+        assert_eq!(
+            app.views.table.get(Metric::Itl).n,
+            crate::stats::STEP_WINDOW
+        );
         app.apply(&Event::decode_step(1, 1, 0.5, None));
         app.apply(&done(1, false, 0.01));
         app.refresh();
-        assert_eq!(app.table.get(Metric::Itl).max, 0.5);
+        assert_eq!(app.views.table.get(Metric::Itl).max, 0.5);
     }
 
     /// A batch pushes only the steps the ring keeps, and they are the batch's newest: the
@@ -1511,7 +1235,7 @@ mod tests {
         at(&mut app, 1000);
         app.apply(&done(0, false, 0.01));
         app.refresh_paced();
-        assert_eq!(app.table.get(Metric::Ttft).n, 1);
+        assert_eq!(app.views.table.get(Metric::Ttft).n, 1);
         assert_eq!(app.figures.requests_done, 1);
         // Two more within the hold: not yet.
         at(&mut app, 1100);
@@ -1520,14 +1244,14 @@ mod tests {
         at(&mut app, 1400);
         app.apply(&done(2, false, 0.03));
         app.refresh_paced();
-        assert_eq!(app.table.get(Metric::Ttft).n, 1);
+        assert_eq!(app.views.table.get(Metric::Ttft).n, 1);
         assert_eq!(app.figures.requests_done, 1);
         assert_eq!(app.figures.last_ttft_s, Some(0.01));
         // Once the hold has passed: both, exactly.
         at(&mut app, 1500);
         app.refresh_paced();
-        assert_eq!(app.table.get(Metric::Ttft).n, 3);
-        assert_eq!(app.table.get(Metric::Ttft).max, 0.03);
+        assert_eq!(app.views.table.get(Metric::Ttft).n, 3);
+        assert_eq!(app.views.table.get(Metric::Ttft).max, 0.03);
         assert_eq!(app.figures.requests_done, 3);
         assert_eq!(app.figures.last_ttft_s, Some(0.03));
         // A key shows at once (the warmup request enters the table).
@@ -1535,13 +1259,13 @@ mod tests {
         app.apply(&done(3, true, 0.5));
         app.update(Action::ToggleWarmup);
         app.refresh_paced();
-        assert_eq!(app.table.get(Metric::Ttft).n, 4);
+        assert_eq!(app.views.table.get(Metric::Ttft).n, 4);
         // So does the end of the run.
         at(&mut app, 1700);
         app.apply(&done(4, false, 0.01));
         app.apply(&Event::Finished(StopReason::RequestLimit));
         app.refresh_paced();
-        assert_eq!(app.table.get(Metric::Ttft).n, 5);
+        assert_eq!(app.views.table.get(Metric::Ttft).n, 5);
         // A quiet spell, then a change: at the next frame.
         at(&mut app, 5000);
         app.apply(&done(5, false, 0.01));
@@ -1558,14 +1282,14 @@ mod tests {
             app.apply(&done(i, false, 0.010));
             app.refresh();
         }
-        let lines = app.events.len();
+        let lines = app.events.iter().len();
         app.tick(Duration::from_millis(10_000));
         app.apply(&done(100, false, 0.040));
         app.tick(Duration::from_millis(10_300));
         app.apply(&done(101, false, 0.090));
         app.tick(Duration::from_millis(10_600));
         app.apply(&done(102, false, 0.050));
-        assert_eq!(app.events.len(), lines + 1, "{:?}", warnings(&app));
+        assert_eq!(app.events.iter().len(), lines + 1, "{:?}", warnings(&app));
         let w = warnings(&app);
         assert!(
             w[0].starts_with("3 outliers, worst #101 TTFT 90.0ms > p99 "),
@@ -1584,16 +1308,16 @@ mod tests {
         let mut app = App::default();
         app.apply(&done(0, false, 0.01));
         app.refresh();
-        assert_eq!(app.table.get(Metric::Ttft).n, 1);
+        assert_eq!(app.views.table.get(Metric::Ttft).n, 1);
         // Without a refresh the table does not move: render reads a snapshot.
         app.apply(&done(1, false, 0.01));
-        assert_eq!(app.table.get(Metric::Ttft).n, 1);
+        assert_eq!(app.views.table.get(Metric::Ttft).n, 1);
         app.refresh();
-        assert_eq!(app.table.get(Metric::Ttft).n, 2);
+        assert_eq!(app.views.table.get(Metric::Ttft).n, 2);
         // Toggling the window marks the table stale.
         app.update(Action::ToggleWarmup);
         app.apply(&done(2, true, 0.5));
         app.refresh();
-        assert_eq!(app.table.get(Metric::Ttft).n, 3);
+        assert_eq!(app.views.table.get(Metric::Ttft).n, 3);
     }
 }

@@ -29,8 +29,9 @@ use ratatui::crossterm::event::KeyEvent;
 use ratatui::Frame;
 
 use super::keys::Action;
+use super::log::Level;
 use super::screen::Screen;
-use super::state::{App, KeyOutcome, Level, Producer};
+use super::state::{App, KeyOutcome, Producer};
 use crate::event::{Event, StopReason};
 use crate::record::feed::{FeedControl, FeedEvent, FooterItl, Note, Position, SourceState};
 use crate::record::line::Header;
@@ -624,15 +625,15 @@ impl FeedScreen {
         self.app.refresh();
         if let Some(itl) = self.itl.steady {
             if self.app.window == WindowKind::Steady && !self.app.include_warmup {
-                self.app.table.set(Metric::Itl, itl);
+                self.app.views.table.set(Metric::Itl, itl);
             }
         }
         if self.itl_left_out() {
-            self.app.table.set(Metric::Itl, Summary::default());
-            let at = crate::ui::state::DIST_METRICS
+            self.app.views.table.set(Metric::Itl, Summary::default());
+            let at = crate::ui::views::DIST_METRICS
                 .iter()
                 .position(|m| *m == Metric::Itl);
-            if let Some(d) = at.and_then(|i| self.app.dists.get_mut(i)) {
+            if let Some(d) = at.and_then(|i| self.app.views.dists.get_mut(i)) {
                 *d = None;
             }
         }
@@ -767,7 +768,7 @@ mod tests {
             .stats
             .summary(Metric::Itl, WindowKind::Steady, false);
         assert_eq!((itl.n, itl.max), (2, 0.5));
-        assert_eq!(s.app.table.get(Metric::Ttft).n, 2);
+        assert_eq!(s.app.views.table.get(Metric::Ttft).n, 2);
         assert_eq!(s.app.run.requests_done, 2);
         assert_eq!((s.sources[0].requests, s.sources[1].requests), (1, 1));
         assert_eq!(s.app.run.in_flight(), 0);
@@ -840,7 +841,7 @@ mod tests {
         // The run's own numbers, not a sequence of the merge's.
         assert!(s.ids.is_empty() && s.next_id == 0);
         s.refresh();
-        assert_eq!(s.app.table.get(Metric::Itl).n, 2);
+        assert_eq!(s.app.views.table.get(Metric::Itl).n, 2);
     }
 
     /// The clock is each source's own, aligned at their starts: the latest any has reached.
@@ -883,13 +884,13 @@ mod tests {
         s.apply(&run(0, 1.1, step(0, 0.004)));
         s.apply(&run(0, 1.2, done(0, 0.1)));
         s.refresh();
-        assert_eq!(s.app.table.get(Metric::Itl).n, 1);
+        assert_eq!(s.app.views.table.get(Metric::Itl).n, 1);
         s.apply(&run(1, 1.0, started(0)));
         s.apply(&run(1, 1.3, done(0, 0.1)));
         s.refresh();
-        assert_eq!(s.app.table.get(Metric::Itl).n, 0);
+        assert_eq!(s.app.views.table.get(Metric::Itl).n, 0);
         assert_eq!(s.summary().steady.get(Metric::Itl).n, 0);
-        assert_eq!(s.app.table.get(Metric::Ttft).n, 2);
+        assert_eq!(s.app.views.table.get(Metric::Ttft).n, 2);
         assert!(s
             .app
             .events

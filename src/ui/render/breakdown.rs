@@ -15,7 +15,7 @@ use crate::ui::state::App;
 use crate::util::format;
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
-    let b = &app.breakdown;
+    let b = &app.views.breakdown;
     let [turns, cache]: [Rect; 2] =
         Layout::horizontal([Constraint::Fill(3), Constraint::Fill(2)]).areas(rect);
     let turn_rows: Vec<(String, Summary)> = b

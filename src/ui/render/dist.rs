@@ -15,7 +15,8 @@ use ratatui::Frame;
 
 use super::panel;
 use crate::stats::Metric;
-use crate::ui::state::{App, DIST_BINS, DIST_METRICS};
+use crate::ui::state::App;
+use crate::ui::views::{DIST_BINS, DIST_METRICS};
 use crate::util::format;
 
 /// The most bins that fit `width` columns and divide the state's bins evenly.
@@ -38,10 +39,10 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect, metric: Metric) {
     let hist = DIST_METRICS
         .iter()
         .position(|m| *m == metric)
-        .and_then(|i| app.dists.get(i))
+        .and_then(|i| app.views.dists.get(i))
         .and_then(|h| h.as_ref())
         .filter(|h| h.n > 0);
-    let summary = app.table.get(metric);
+    let summary = app.views.table.get(metric);
     let mut block = panel(
         app,
         format!(

@@ -8,7 +8,8 @@ use ratatui::Frame;
 
 use super::{hint, panel};
 use crate::sweep::fold::GridRow;
-use crate::ui::state::{App, Level};
+use crate::ui::log::Level;
+use crate::ui::state::App;
 use crate::util::format;
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {

@@ -8,7 +8,8 @@ use ratatui::Frame;
 
 use crate::event::RunPhase;
 use crate::ui::keys::Action;
-use crate::ui::state::{App, ServerColumns, TableView};
+use crate::ui::state::App;
+use crate::ui::views::{ServerColumns, TableView};
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     let theme = app.theme();

@@ -65,7 +65,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
             theme.dim,
         ));
     }
-    let summary = app.table.get(Metric::Itl);
+    let summary = app.views.table.get(Metric::Itl);
     let fmt = |v: f64| format::duration(v, ascii);
     let mut figures = vec![
         Span::styled("now ", theme.dim),

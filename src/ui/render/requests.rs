@@ -160,7 +160,7 @@ fn render_metric(
         request_bars(app, width, style, &column)
     };
 
-    let summary = app.table.get(metric);
+    let summary = app.views.table.get(metric);
     let fmt = |v: f64| format::duration(v, ascii);
     let mut figures = vec![
         Span::styled("now ", theme.dim),

@@ -17,14 +17,14 @@ use crate::ui::state::App;
 use crate::util::format;
 
 pub fn render_thinking(frame: &mut Frame, app: &App, rect: Rect) {
-    let r = &app.reasoning;
+    let r = &app.views.reasoning;
     let [times, counts]: [Rect; 2] =
         Layout::horizontal([Constraint::Fill(3), Constraint::Fill(2)]).areas(rect);
     let time_rows: Vec<(String, Summary)> = if r.requests == 0 {
         Vec::new()
     } else {
         vec![
-            ("TTFT (any)".into(), app.table.get(Metric::Ttft)),
+            ("TTFT (any)".into(), app.views.table.get(Metric::Ttft)),
             ("TTFA (answer)".into(), r.ttfa_s),
             ("thinking".into(), r.reasoning_s),
             ("answering".into(), r.answer_s),
@@ -83,7 +83,7 @@ pub fn render_models(frame: &mut Frame, app: &App, rect: Rect) {
     let block = panel(app, format!("by model {} steady requests", app.glyphs.sep));
     let inner = block.inner(rect);
     frame.render_widget(block, rect);
-    if app.models.is_empty() {
+    if app.views.models.is_empty() {
         frame.render_widget(
             Paragraph::new(hint(
                 app,
@@ -105,6 +105,7 @@ pub fn render_models(frame: &mut Frame, app: &App, rect: Rect) {
         "n", "fail", "TTFT p50", "p99", "TTFA p50", "TPOT p50", "ITL p50", "E2E p50", "p99",
     ];
     let cells: Vec<(String, [String; 9])> = app
+        .views
         .models
         .iter()
         .map(|m| {

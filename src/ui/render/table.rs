@@ -15,7 +15,8 @@ use super::panel::Panel;
 use crate::event::ServerQuantiles;
 use crate::stats::{Metric, Part, Phase, SplitSummary, Summary};
 use crate::ui::keys::Action;
-use crate::ui::state::{App, ServerColumns, TableView};
+use crate::ui::state::App;
+use crate::ui::views::{ServerColumns, TableView};
 use crate::util::format;
 
 const HEADINGS: [&str; 8] = ["", "mean", "p50", "p90", "p95", "p99", "max", "n"];
@@ -27,7 +28,12 @@ const SERVER_HEADINGS: [&str; 8] = [
 ];
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
-    match (app.table_view, &app.phases, &app.split, &app.spec) {
+    match (
+        app.table_view,
+        &app.views.phases,
+        &app.views.split,
+        &app.views.spec,
+    ) {
         (TableView::Phases, Some(phases), _, _) => return render_phases(frame, app, rect, phases),
         (TableView::Split, _, Some(split), _) => return render_split(frame, app, rect, split),
         (TableView::Drafts, _, _, Some(spec)) => return render_spec(frame, app, rect, spec),
@@ -59,7 +65,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         );
     }
     let only_warmup = !app.include_warmup
-        && app.table.get(Metric::Ttft).n == 0
+        && app.views.table.get(Metric::Ttft).n == 0
         && app.figures.warmup_requests > 0;
     if only_warmup {
         if let Some(key) = app.keys.short_label(Action::ToggleWarmup) {
@@ -95,7 +101,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
             .map(|h| Cell::from(Line::from(*h).right_aligned())),
     )
     .style(theme.table_header);
-    let rows = app.table.rows.iter().map(|(metric, s)| {
+    let rows = app.views.table.rows.iter().map(|(metric, s)| {
         let limit = app.slo_limit(*metric);
         let mut cells = vec![Cell::from(Span::styled(metric.label(), theme.text))];
         if let Some(base) = &app.baseline {
@@ -140,6 +146,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     if server {
         // Both counts must show whole: the column is as wide as the widest.
         let widest = app
+            .views
             .table
             .rows
             .iter()
