@@ -21,11 +21,10 @@ use infertop::stats::{
     RunStats, Window, RECENT_REQUESTS, RECENT_STEPS, REQUEST_WINDOW, STEP_WINDOW,
 };
 use infertop::telemetry::alloc::current_bytes;
+use infertop::ui::charts::{MemoryPoint, StepPoint, MEMORY_HISTORY, REQUEST_HISTORY, STEP_HISTORY};
 use infertop::ui::log::EVENT_HISTORY;
 use infertop::ui::outliers::OUTLIER_WINDOW;
-use infertop::ui::state::{
-    MemoryPoint, RequestPoint, StepPoint, MEMORY_HISTORY, REQUEST_HISTORY, STEP_HISTORY,
-};
+use infertop::ui::state::RequestPoint;
 use infertop::ui::{App, AppConfig};
 
 fn rss_bytes() -> u64 {

@@ -478,7 +478,7 @@ fn repeated_runs_in_the_dashboard_keep_their_charts_and_show_the_cooldown() {
             in_cooldown = Some(text);
         }
         Event::CellStarted(c) if c.cell == 1 => {
-            charted_at_second = Some((app.requests.len(), app.run.requests_done));
+            charted_at_second = Some((app.charts.requests.len(), app.run.requests_done));
         }
         _ => {}
     };
@@ -510,7 +510,7 @@ fn repeated_runs_in_the_dashboard_keep_their_charts_and_show_the_cooldown() {
     assert_eq!(charted_at_second, Some((3, 0)));
     let fold = app.sweep.as_ref().unwrap();
     assert_eq!(fold.results.len(), 2);
-    assert_eq!(app.requests.len(), 6);
+    assert_eq!(app.charts.requests.len(), 6);
     let text = screen(&terminal);
     assert!(text.contains("run 2/2"), "{text}");
     assert!(text.contains("Runs · 2 of 2"), "{text}");

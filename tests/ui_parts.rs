@@ -164,7 +164,7 @@ fn check(seed: u64, rate: f64, steps: u32, frames: u64, calm_from: u64, quiet_fr
         let calm = frame >= calm_from;
         if frame == calm_from {
             app.view = View::Requests;
-            app.show_help = false;
+            app.face.show_help = false;
             (w, h) = (80, 24);
             terminal.backend_mut().inner_mut().resize(w, h);
         }

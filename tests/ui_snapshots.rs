@@ -275,7 +275,7 @@ fn steady_state() {
 #[test]
 fn per_request_columns_when_requests_are_slow() {
     let s = Sim::steady_with(0.25);
-    assert!(!s.app.buckets.by_time());
+    assert!(!s.app.charts.buckets.by_time());
     snap_both!("per_request", s.app);
 }
 
@@ -289,7 +289,7 @@ fn bucket_columns_keep_an_outlier() {
     s.requests(71, 4, 5);
     s.at(s.t + 0.2);
     s.app.refresh();
-    assert!(s.app.buckets.by_time());
+    assert!(s.app.charts.buckets.by_time());
     let theme = s.app.theme().clone();
     let terminal = draw(&s.app, 80, 24);
     let buf = terminal.backend().buffer();
@@ -388,7 +388,7 @@ fn too_small() {
 #[test]
 fn help_overlay() {
     let mut s = Sim::steady();
-    s.app.show_help = true;
+    s.app.face.show_help = true;
     insta::assert_snapshot!("help_80x24", draw(&s.app, 80, 24).backend());
 }
 

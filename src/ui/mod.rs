@@ -9,8 +9,10 @@
 //! (bounded) for its `Finished`, so the record closes with everything measured.
 
 pub mod buckets;
+pub mod charts;
 pub mod coalesce;
 pub mod config;
+pub mod face;
 pub mod feed;
 pub mod keys;
 pub mod log;

@@ -9,28 +9,19 @@ use std::time::Duration;
 use crate::event::Sample;
 use crate::event::{Control, Event, RequestDone, RunInfo, RunPhase, WorkloadDesc};
 use crate::fold::RunFold;
-use crate::stats::slices::{SliceMetric, Slices};
 use crate::stats::{Metric, Slo, WindowKind};
 
-use super::buckets::Buckets;
 pub use super::buckets::RequestPoint;
+use super::charts::{Charts, DECODE_RATE_STEPS};
+use super::face::Face;
 use super::keys::{Action, KeyMap};
 use super::log::{EventLog, Level};
 use super::outliers::Outliers;
-use super::ring::Ring;
 pub use super::source::Producer;
 use super::theme::{Glyphs, Theme};
 use super::views::{ServerColumns, TableView, Views};
 use crate::util::format;
 
-/// Per-request history kept for the sparklines: more than the widest terminal shows.
-pub const REQUEST_HISTORY: usize = 1024;
-/// Decode steps kept: the newest, for the header's decode rate and the last ITL.
-pub const STEP_HISTORY: usize = DECODE_RATE_STEPS;
-/// Memory samples kept for the memory-over-time bars.
-pub const MEMORY_HISTORY: usize = 1024;
-/// Decode steps averaged for the header's current decode tok/s.
-pub const DECODE_RATE_STEPS: usize = 8;
 /// The figures on screen (the table, the header's counts and rates, the charts' `now`, the
 /// distributions) change at most this often: a figure that changes at every frame (a count at
 /// 1,000 requests/s, the last request's TTFT) is unreadable, and each change is bytes on an
@@ -85,31 +76,6 @@ impl View {
             View::Models => "by model",
         }
     }
-}
-
-/// One decode step, for the header's decode rate and the last ITL.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct StepPoint {
-    pub request: u64,
-    pub step: u32,
-    pub itl_s: f64,
-    pub warmup: bool,
-}
-
-/// Memory at one telemetry sample: the most telling figure available.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct MemoryPoint {
-    pub t_s: f64,
-    pub bytes: u64,
-}
-
-/// GPU state at one telemetry sample (NVML), for the over-time strips beside the latency.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct GpuPoint {
-    pub util_pct: Option<u32>,
-    pub power_w: Option<f64>,
-    pub sm_clock_mhz: Option<u32>,
-    pub temperature_c: Option<u32>,
 }
 
 /// The request being run now.
@@ -248,10 +214,7 @@ impl Default for AppConfig {
 #[derive(Clone, Debug)]
 pub struct App {
     // Configuration.
-    pub keys: KeyMap,
-    pub themes: Vec<Theme>,
-    pub theme_index: usize,
-    pub glyphs: Glyphs,
+    pub face: Face,
     pub slo: Slo,
     pub output_step: i64,
     pub baseline: Option<Baseline>,
@@ -265,15 +228,8 @@ pub struct App {
     pub loading: Option<LoadingProgress>,
     pub workload: Option<WorkloadDesc>,
     pub current: Option<CurrentRequest>,
-    pub requests: Ring<RequestPoint>,
-    pub steps: Ring<StepPoint>,
-    pub memory: Ring<MemoryPoint>,
-    /// GPU utilisation, power, clock and temperature per sample (only while NVML reports).
-    pub gpu: Ring<GpuPoint>,
-    /// p50/p99 bands and the ITL heatmap, per slice of dashboard time.
-    pub slices: Slices,
-    /// The per-request charts' columns once requests outpace them: buckets of dashboard time.
-    pub buckets: Buckets,
+    /// The charts' histories: per request, per step, per telemetry sample, per slice of time.
+    pub charts: Charts,
     pub telemetry: Option<Sample>,
     /// Oldest first; the pane shows them newest first.
     pub events: EventLog,
@@ -288,7 +244,6 @@ pub struct App {
     // View.
     pub window: WindowKind,
     pub include_warmup: bool,
-    pub show_help: bool,
     pub view: View,
 
     /// What the table and the panels show, computed at `refresh`.
@@ -329,16 +284,8 @@ impl Default for App {
 
 impl App {
     pub fn new(config: AppConfig) -> App {
-        let themes = if config.themes.is_empty() {
-            vec![Theme::fallback()]
-        } else {
-            config.themes
-        };
         App {
-            keys: config.keys,
-            themes,
-            theme_index: 0,
-            glyphs: Glyphs::new(config.ascii),
+            face: Face::new(config.keys, Glyphs::new(config.ascii), config.themes),
             slo: config.slo,
             baseline: config.baseline,
             output_step: config.output_step,
@@ -348,12 +295,7 @@ impl App {
             loading: None,
             workload: None,
             current: None,
-            requests: Ring::new(REQUEST_HISTORY),
-            steps: Ring::new(STEP_HISTORY),
-            memory: Ring::new(MEMORY_HISTORY),
-            gpu: Ring::new(MEMORY_HISTORY),
-            slices: Slices::default(),
-            buckets: Buckets::default(),
+            charts: Charts::default(),
             telemetry: None,
             events: EventLog::default(),
             now: Duration::ZERO,
@@ -361,7 +303,6 @@ impl App {
             cooldown_until: None,
             window: WindowKind::Steady,
             include_warmup: false,
-            show_help: false,
             view: View::default(),
             views: Views::default(),
             outliers: Outliers::default(),
@@ -382,7 +323,7 @@ impl App {
     }
 
     pub fn theme(&self) -> &Theme {
-        &self.themes[self.theme_index % self.themes.len()]
+        self.face.theme()
     }
 
     /// Run time shown in the header: frozen once the run has stopped.
@@ -445,8 +386,7 @@ impl App {
     /// Sets the clock (time since the dashboard started).
     pub fn tick(&mut self, now: Duration) {
         self.now = now;
-        self.slices.advance(now.as_secs_f64());
-        self.buckets.advance(now.as_secs_f64());
+        self.charts.advance(now.as_secs_f64());
         if let Some(sweep) = self.sweep.as_mut() {
             sweep.tick(now.as_secs_f64(), &self.run);
         }
@@ -533,23 +473,9 @@ impl App {
                         c.steps = s.step;
                     }
                 }
-                self.slices.observe_all(
-                    self.now.as_secs_f64(),
-                    SliceMetric::Itl,
-                    steps.iter().map(|s| s.itl_s),
-                );
-                // Only a batch's newest steps can stay in the ring: the others are not
-                // pushed (at 100,000 steps a second, a push each was a few % of the CPU), so
-                // the ring's push count is not a step count (nothing reads it for steps).
-                let kept = steps.len().saturating_sub(self.steps.capacity());
-                for s in &steps[kept..] {
-                    self.steps.push(StepPoint {
-                        request: s.index,
-                        step: s.step,
-                        itl_s: s.itl_s,
-                        warmup: self.run.step_warmup(s.index),
-                    });
-                }
+                let run = &self.run;
+                self.charts
+                    .decode_steps(self.now.as_secs_f64(), steps, |i| run.step_warmup(i));
                 self.dirty = true;
             }
             Event::RequestDone(r) => self.request_done(r),
@@ -614,10 +540,7 @@ impl App {
                 self.log(Level::Info, "resumed".into());
             }
             Event::StatsReset => {
-                self.requests.clear();
-                self.steps.clear();
-                self.slices.clear();
-                self.buckets.clear();
+                self.charts.clear_requests();
                 self.clear_outlier_reference();
                 self.invalidate();
                 self.log(Level::Info, "statistics reset".into());
@@ -684,10 +607,7 @@ impl App {
     /// A sweep's next cell begins: the view starts over as the fold's run does (the events
     /// pane and the grid stay).
     fn cell_started(&mut self) {
-        self.requests.clear();
-        self.steps.clear();
-        self.slices.clear();
-        self.buckets.clear();
+        self.charts.clear_requests();
         self.clear_outlier_reference();
         self.current = None;
         self.loading = None;
@@ -771,7 +691,7 @@ impl App {
     fn request_done(&mut self, r: &RequestDone) {
         let judged = self.outliers.observe(r);
         for e in judged.excess.iter().flatten() {
-            let ascii = self.glyphs.ascii;
+            let ascii = self.face.glyphs.ascii;
             let text = format!(
                 "#{} {} {} > p99 {}{}",
                 r.index,
@@ -787,14 +707,9 @@ impl App {
             let text = format!(
                 "settled at #{} (warmup cost {})",
                 s.at_index,
-                format::duration(s.warmup_cost_s.max(0.0), self.glyphs.ascii)
+                format::duration(s.warmup_cost_s.max(0.0), self.face.glyphs.ascii)
             );
             self.log(Level::Info, text);
-        }
-        let t = self.now.as_secs_f64();
-        self.slices.observe(t, SliceMetric::Ttft, r.ttft_s);
-        if let Some(tpot) = r.tpot_s {
-            self.slices.observe(t, SliceMetric::Tpot, tpot);
         }
         let point = RequestPoint {
             index: r.index,
@@ -805,8 +720,7 @@ impl App {
             outlier_ttft: judged.excess[0].is_some(),
             outlier_tpot: judged.excess[1].is_some(),
         };
-        self.buckets.observe(t, &point);
-        self.requests.push(point);
+        self.charts.request(self.now.as_secs_f64(), point);
         self.current = self.current.take().filter(|c| c.index != r.index);
         self.dirty = true;
     }
@@ -850,18 +764,7 @@ impl App {
                 self.log(Level::Info, reason.clone());
             }
         }
-        if let Some(bytes) = memory_figure(s) {
-            self.memory.push(MemoryPoint { t_s: s.t_s, bytes });
-        }
-        let gpu = GpuPoint {
-            util_pct: s.gpu_util_pct,
-            power_w: s.power_w,
-            sm_clock_mhz: s.sm_clock_mhz,
-            temperature_c: s.temperature_c,
-        };
-        if gpu != GpuPoint::default() {
-            self.gpu.push(gpu);
-        }
+        self.charts.sample(s);
         self.telemetry = Some(s.clone());
     }
 
@@ -879,7 +782,7 @@ impl App {
     }
 
     fn refresh_with(&mut self, now: bool) {
-        self.buckets.update_mode(self.now.as_secs_f64());
+        self.charts.buckets.update_mode(self.now.as_secs_f64());
         if self.dirty {
             self.outliers.refresh();
             self.figures_stale = true;
@@ -901,7 +804,7 @@ impl App {
         self.views
             .refresh(&self.run, self.window, self.include_warmup, self.table_view);
         self.decode_tok_s = self.current_decode_rate();
-        let last = self.requests.last();
+        let last = self.charts.requests.last();
         self.figures = Figures {
             requests_done: self.run.requests_done,
             warmup_requests: self.run.stats.warmup_requests(),
@@ -914,7 +817,7 @@ impl App {
             current: self.current.clone(),
             last_ttft_s: last.map(|p| p.ttft_s),
             last_tpot_s: last.and_then(|p| p.tpot_s),
-            last_itl_s: self.steps.last().map(|s| s.itl_s),
+            last_itl_s: self.charts.steps.last().map(|s| s.itl_s),
             started_requests: self.run.started_requests,
             trace_covered_s: self.run.trace_covered_s,
             goodput: (!self.slo.is_empty()).then_some(self.run.goodput),
@@ -934,6 +837,7 @@ impl App {
             .unwrap_or(1)
             .max(1);
         let recent: Vec<f64> = self
+            .charts
             .steps
             .last_n(DECODE_RATE_STEPS)
             .map(|s| s.itl_s)
@@ -946,7 +850,7 @@ impl App {
     pub fn handle_key(&mut self, key: &ratatui::crossterm::event::KeyEvent) -> KeyOutcome {
         // Any key may open or close the help.
         self.changes.rare += 1;
-        match self.keys.action_over_help(key, &mut self.show_help) {
+        match self.face.action(key) {
             Some(action) => self.update(action),
             None => KeyOutcome::None,
         }
@@ -1021,11 +925,11 @@ impl App {
                 KeyOutcome::None
             }
             Action::NextTheme => {
-                self.theme_index = (self.theme_index + 1) % self.themes.len();
+                self.face.next_theme();
                 KeyOutcome::None
             }
             Action::Help => {
-                self.show_help = !self.show_help;
+                self.face.show_help = !self.face.show_help;
                 KeyOutcome::None
             }
             // A replay's keys reach its producer before the state (`ui::feed`).
@@ -1067,15 +971,11 @@ impl App {
     }
 }
 
-/// Device memory when known, else allocator, else process RSS.
-pub fn memory_figure(s: &Sample) -> Option<u64> {
-    s.device_used_bytes.or(s.alloc_bytes).or(s.rss_bytes)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::event::StopReason;
+    use crate::ui::charts::STEP_HISTORY;
     use crate::ui::outliers::MIN_OUTLIER_N;
 
     /// A short request shows only its number; one that runs long shows where it is.
@@ -1166,6 +1066,7 @@ mod tests {
         app.apply(&done(40, false, 0.030));
         assert!(warnings(&app).is_empty(), "{:?}", warnings(&app));
         assert!(app
+            .charts
             .requests
             .last()
             .is_some_and(|p| p.boundary && !p.outlier_ttft));
@@ -1216,12 +1117,21 @@ mod tests {
             .map(|step| crate::event::DecodeStep::new(0, step, f64::from(step) * 1e-3, None))
             .collect();
         app.apply(&Event::DecodeSteps(batch));
-        let kept: Vec<u32> = app.steps.last_n(STEP_HISTORY).map(|p| p.step).collect();
+        let kept: Vec<u32> = app
+            .charts
+            .steps
+            .last_n(STEP_HISTORY)
+            .map(|p| p.step)
+            .collect();
         assert_eq!(kept, (43..=50).collect::<Vec<u32>>());
-        assert_eq!(app.steps.last().map(|p| p.itl_s), Some(0.05));
+        assert_eq!(app.charts.steps.last().map(|p| p.itl_s), Some(0.05));
         app.apply(&Event::decode_step(0, 51, 0.1, None));
         assert_eq!(
-            app.steps.last_n(2).map(|p| p.step).collect::<Vec<_>>(),
+            app.charts
+                .steps
+                .last_n(2)
+                .map(|p| p.step)
+                .collect::<Vec<_>>(),
             [50, 51]
         );
     }

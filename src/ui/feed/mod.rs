@@ -650,7 +650,12 @@ impl FeedScreen {
     /// A key: a replay's own go to its producer; the rest are the dashboard's (which refuses,
     /// with a line, what does not apply to a record).
     pub fn handle_key(&mut self, key: &KeyEvent) -> KeyOutcome {
-        let Some(action) = self.app.keys.action_over_help(key, &mut self.app.show_help) else {
+        let Some(action) = self
+            .app
+            .face
+            .keys
+            .action_over_help(key, &mut self.app.face.show_help)
+        else {
             return KeyOutcome::None;
         };
         let message = match (self.app.producer, action) {

@@ -37,7 +37,7 @@ pub fn render(frame: &mut Frame, screen: &FeedScreen) {
         _ => follow_line(screen, r.footer.width as usize),
     };
     frame.render_widget(Paragraph::new(line), r.footer);
-    if screen.merged() && screen.app.run.info.is_some() && !screen.app.show_help {
+    if screen.merged() && screen.app.run.info.is_some() && !screen.app.face.show_help {
         sources(frame, screen, r.memory);
     }
 }
@@ -49,7 +49,7 @@ fn keys(screen: &FeedScreen, items: &[(&[Action], &str)]) -> Vec<(String, String
         .filter_map(|(actions, what)| {
             let k: Vec<String> = actions
                 .iter()
-                .filter_map(|a| screen.app.keys.short_label(*a))
+                .filter_map(|a| screen.app.face.keys.short_label(*a))
                 .collect();
             (!k.is_empty()).then(|| (k.join("/"), what.to_string()))
         })
@@ -78,7 +78,7 @@ fn keys_width(keys: &[(String, String)]) -> usize {
 fn replay_line<'a>(screen: &FeedScreen, p: &Position, width: usize) -> Line<'a> {
     let app = &screen.app;
     let theme = app.theme();
-    let ascii = app.glyphs.ascii;
+    let ascii = app.face.glyphs.ascii;
     let speed = match (p.speed, ascii) {
         (s, true) => s.label().replace('×', "x"),
         (s, false) => s.label(),
@@ -140,11 +140,11 @@ fn replay_line<'a>(screen: &FeedScreen, p: &Position, width: usize) -> Line<'a> 
     if bar_w >= 4 {
         spans.push(Span::styled("[", theme.dim));
         spans.push(Span::styled(
-            app.glyphs.gauge_fill.repeat(filled),
+            app.face.glyphs.gauge_fill.repeat(filled),
             theme.gauge_fill,
         ));
         spans.push(Span::styled(
-            app.glyphs.gauge_empty.repeat(bar_w - filled),
+            app.face.glyphs.gauge_empty.repeat(bar_w - filled),
             theme.gauge_empty,
         ));
         spans.push(Span::styled("] ", theme.dim));
@@ -173,7 +173,7 @@ pub fn state_words(row: &SourceRow, wall: std::time::Duration) -> String {
 fn follow_line<'a>(screen: &FeedScreen, width: usize) -> Line<'a> {
     let app = &screen.app;
     let theme = app.theme();
-    let sep = format!(" {} ", app.glyphs.sep);
+    let sep = format!(" {} ", app.face.glyphs.sep);
     let what = match screen.sources.as_slice() {
         [one] => format!(
             "following {}{sep}{}{sep}{} requests",
@@ -223,13 +223,13 @@ fn follow_line<'a>(screen: &FeedScreen, width: usize) -> Line<'a> {
 fn sources(frame: &mut Frame, screen: &FeedScreen, rect: Rect) {
     let app = &screen.app;
     let theme = app.theme();
-    let ascii = app.glyphs.ascii;
+    let ascii = app.face.glyphs.ascii;
     let title = format!(
         "Sources {} {}, aligned at their starts",
-        app.glyphs.sep,
+        app.face.glyphs.sep,
         screen.sources.len()
     );
-    let block = bordered(theme, &app.glyphs, title);
+    let block = bordered(theme, &app.face.glyphs, title);
     let inner = block.inner(rect);
     frame.render_widget(Clear, rect);
     frame.render_widget(block, rect);
@@ -317,7 +317,7 @@ fn sources(frame: &mut Frame, screen: &FeedScreen, rect: Rect) {
             .skip(shown)
             .map(|(r, st)| format!("{} {st} {}", r.name, r.requests))
             .collect();
-        let text: String = format!("+ {}", rest.join(&format!(" {} ", app.glyphs.sep)))
+        let text: String = format!("+ {}", rest.join(&format!(" {} ", app.face.glyphs.sep)))
             .chars()
             .take(width)
             .collect();

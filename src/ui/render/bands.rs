@@ -33,7 +33,7 @@ struct Cell {
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect, metric: Metric) {
     let theme = app.theme();
-    let ascii = app.glyphs.ascii;
+    let ascii = app.face.glyphs.ascii;
     let fmt = |v: f64| format::duration(v, ascii);
     let which = match metric {
         Metric::Ttft => SliceMetric::Ttft,
@@ -49,9 +49,10 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect, metric: Metric) {
     let inner = block.inner(rect);
     let width = inner.width.max(1);
     // Whole columns: the newest slice's column and the `width - 2` before it.
-    let newest = app.slices.closed().back().map_or(0, |s| s.index);
+    let newest = app.charts.slices.closed().back().map_or(0, |s| s.index);
     let from_col = (newest / 2 + 2).saturating_sub(u64::from(width));
     let points: Vec<(u64, Band)> = app
+        .charts
         .slices
         .closed()
         .iter()

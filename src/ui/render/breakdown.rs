@@ -49,7 +49,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     };
     let mut title = "TTFT by cache".to_string();
     if let Some(h) = b.hit_share {
-        title.push_str(&format!(" {} hits {:.0}%", app.glyphs.sep, h * 100.0));
+        title.push_str(&format!(" {} hits {:.0}%", app.face.glyphs.sep, h * 100.0));
     }
     if let Some(srv) = app.run.server.last.as_ref().and_then(|w| w.prefix_hit_rate) {
         title.push_str(&format!(" (server {:.0}%)", srv * 100.0));
@@ -80,7 +80,7 @@ pub(super) fn rows(
         frame.render_widget(Paragraph::new(hint(app, empty)), inner);
         return;
     }
-    let ascii = app.glyphs.ascii;
+    let ascii = app.face.glyphs.ascii;
     let scale = rows.iter().map(|(_, s)| s.p99).fold(0.0, f64::max);
     let label_w = rows
         .iter()
@@ -114,7 +114,7 @@ pub(super) fn rows(
         .take(inner.height as usize)
         .map(|((label, s), text)| {
             let (p50, p99) = (cells(s.p50), cells(s.p99));
-            let mut bar = app.glyphs.gauge_fill.repeat(p50);
+            let mut bar = app.face.glyphs.gauge_fill.repeat(p50);
             if p99 > p50 {
                 bar.push_str(&" ".repeat(p99 - p50 - 1));
                 bar.push(if ascii { '|' } else { '┃' });

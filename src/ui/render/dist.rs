@@ -29,7 +29,7 @@ pub fn bins_for(width: u16) -> usize {
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect, metric: Metric) {
     let theme = app.theme();
-    let ascii = app.glyphs.ascii;
+    let ascii = app.face.glyphs.ascii;
     let fmt = |v: f64| format::duration(v, ascii);
     let style = match metric {
         Metric::Ttft => theme.ttft,
@@ -53,7 +53,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect, metric: Metric) {
             } else {
                 ""
             },
-            app.glyphs.sep,
+            app.face.glyphs.sep,
             hist.map_or(0, |h| h.n)
         ),
     )

@@ -86,7 +86,11 @@ fn sweep_grid(frame: &mut Frame, app: &App, grid: &[GridRow], rect: Rect) {
         inner.width -= chart_w + 1;
         curve(frame, app, grid, chart);
     }
-    let ms = |v: Option<f64>| v.map_or("-".to_string(), |s| format::duration(s, app.glyphs.ascii));
+    let ms = |v: Option<f64>| {
+        v.map_or("-".to_string(), |s| {
+            format::duration(s, app.face.glyphs.ascii)
+        })
+    };
     let skip = grid.len().saturating_sub(inner.height as usize);
     let lines: Vec<Line> = grid
         .iter()
@@ -135,7 +139,7 @@ fn curve(frame: &mut Frame, app: &App, grid: &[GridRow], rect: Rect) {
         .collect();
     let x_hi = points.iter().map(|p| p.0).fold(1e-9, f64::max) * 1.1;
     let y_hi = points.iter().map(|p| p.1).fold(1e-9, f64::max) * 1.1;
-    let marker = if app.glyphs.ascii {
+    let marker = if app.face.glyphs.ascii {
         Marker::Dot
     } else {
         Marker::Braille

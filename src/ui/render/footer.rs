@@ -71,7 +71,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     for (actions, what) in items {
         let keys: Vec<String> = actions
             .iter()
-            .filter_map(|a| app.keys.short_label(*a))
+            .filter_map(|a| app.face.keys.short_label(*a))
             .collect();
         if keys.is_empty() {
             continue;

@@ -13,7 +13,7 @@ use crate::util::format;
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     let theme = app.theme();
-    let sep = format!(" {} ", app.glyphs.sep);
+    let sep = format!(" {} ", app.face.glyphs.sep);
     let top = top_line(app, &sep, rect.width as usize);
     let second = match (&app.run.failed, app.phase) {
         (Some(message), RunPhase::Error) => Line::from(vec![
@@ -37,7 +37,7 @@ fn top_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
     let workload = app.workload.as_ref().map(|w| {
         format!(
             " {} prompt {}{sep}out {}{sep}{}",
-            app.glyphs.sep,
+            app.face.glyphs.sep,
             w.prompt_tokens,
             w.output_tokens,
             w.load_text()
@@ -202,7 +202,7 @@ fn status_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
         }
         // The canary lane: what a small request waits beside the load.
         if let Some(c) = app.figures.canary.as_ref().filter(|c| c.ttft.n > 0) {
-            let d = |v: f64| format::duration(v, app.glyphs.ascii);
+            let d = |v: f64| format::duration(v, app.face.glyphs.ascii);
             let failed = if c.failed > 0 {
                 format!(", {} failed", c.failed)
             } else {
@@ -217,7 +217,7 @@ fn status_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
         if let Some(d) = app.figures.send_delay_p99_s {
             part(
                 "send delay p99 ".into(),
-                format::duration(d, app.glyphs.ascii),
+                format::duration(d, app.face.glyphs.ascii),
                 "",
             );
         }
@@ -236,7 +236,7 @@ fn status_line<'a>(app: &App, sep: &str, width: usize) -> Line<'a> {
             if let Some(t) = w.ttft_s {
                 part(
                     "server TTFT p50 ".into(),
-                    format::duration(t.p50, app.glyphs.ascii),
+                    format::duration(t.p50, app.face.glyphs.ascii),
                     "",
                 );
             }

@@ -53,15 +53,19 @@ pub fn row_buckets(low: u16, high: u16, rows: u16) -> (u16, u16) {
 
 pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     let theme = app.theme();
-    let ascii = app.glyphs.ascii;
+    let ascii = app.face.glyphs.ascii;
     let mut title = vec![Span::raw(format!(
         "ITL heatmap {} {}/column",
-        app.glyphs.sep,
+        app.face.glyphs.sep,
         format::duration(SLICE_S, ascii)
     ))];
     if let Some(c) = &app.figures.current {
         title.push(Span::styled(
-            format!(" {} request {}", app.glyphs.sep, c.progress(app.elapsed())),
+            format!(
+                " {} request {}",
+                app.face.glyphs.sep,
+                c.progress(app.elapsed())
+            ),
             theme.dim,
         ));
     }
@@ -89,6 +93,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
     let width = inner.width.max(1);
     let span = u64::from(width.saturating_sub(1));
     let visible: Vec<&Slice> = app
+        .charts
         .slices
         .last_span(span)
         .filter(|s| !s.itl_buckets.is_empty())

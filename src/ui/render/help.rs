@@ -17,7 +17,7 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
         .iter()
         .filter(|(a, ..)| own(a) && app.offers(*a));
     let keys = offered.map(|(action, _, _, _)| {
-        let keys = app.keys.label(*action);
+        let keys = app.face.keys.label(*action);
         let keys = if keys.is_empty() {
             "(unbound)".to_string()
         } else {
@@ -31,7 +31,15 @@ pub fn render(frame: &mut Frame, app: &App, area: Rect) {
         " Charts do not scroll: the newest is just left of the gap.",
         " +/-, ]/[ and b/B apply from the next request. Esc or ? closes.",
     ];
-    overlay(frame, app.theme(), &app.glyphs, area, 70, keys, &legend);
+    overlay(
+        frame,
+        app.theme(),
+        &app.face.glyphs,
+        area,
+        70,
+        keys,
+        &legend,
+    );
 }
 
 /// A help overlay `width` cells wide, centred: a line per key binding, then the legend (the

@@ -119,7 +119,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect, h: History) {
             let style = h.style.patch(bar.style);
             draw_bar(buf, app, x, inner.y, bar_rows, e, style);
             if let Some(m) = bar.max {
-                let whisker = if app.glyphs.ascii { "|" } else { "│" };
+                let whisker = if app.face.glyphs.ascii { "|" } else { "│" };
                 let (body, reach) = (e.div_ceil(8), eighths(m, floor, top, bar_rows).div_ceil(8));
                 for cell in body + 1..=reach.min(u32::from(bar_rows)) {
                     buf[(x, inner.y + bar_rows - cell as u16)]
@@ -147,7 +147,7 @@ pub(super) fn draw_bar(
     e: u32,
     style: Style,
 ) {
-    draw_bar_with(buf, &app.glyphs.bars, x, y, rows, e, style);
+    draw_bar_with(buf, &app.face.glyphs.bars, x, y, rows, e, style);
 }
 
 /// `draw_bar` with the bar glyphs given (for views that have no `App`, such as `watch`).

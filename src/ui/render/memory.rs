@@ -12,7 +12,8 @@ use super::history::{self, Bar, History};
 use super::panel::Panel;
 use super::{gauge_line, hint, panel};
 use crate::event::Sample;
-use crate::ui::state::{App, GpuPoint};
+use crate::ui::charts::GpuPoint;
+use crate::ui::state::App;
 use crate::util::format;
 
 /// Rows the memory-over-time strip needs to be worth drawing.
@@ -33,14 +34,14 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         Rect::new(inner.x, inner.y, inner.width, text_rows),
     );
     let left = inner.height - text_rows;
-    if left >= STRIP_MIN_ROWS && app.memory.len() > 1 {
+    if left >= STRIP_MIN_ROWS && app.charts.memory.len() > 1 {
         let strip = Rect::new(inner.x, inner.y + text_rows, inner.width, left);
         // Only while the GPU is read: after it is lost, its last figures are not "now".
         let gpu_now = sample.gpu_util_pct.is_some()
             || sample.sm_clock_mhz.is_some()
             || sample.power_w.is_some()
             || sample.temperature_c.is_some();
-        if gpu_now && app.gpu.len() > 1 && strip.width >= 60 {
+        if gpu_now && app.charts.gpu.len() > 1 && strip.width >= 60 {
             // Memory, utilisation, SM clock, power and temperature side by side, each on its
             // own scale, in step with each other (one column per telemetry sample).
             let parts: [Rect; 5] = Layout::horizontal([Constraint::Fill(1); 5])
@@ -69,6 +70,7 @@ fn render_gpu_strip(frame: &mut Frame, app: &App, rect: Rect, label: &str, value
     let theme = app.theme();
     let width = rect.width as usize;
     let bars = app
+        .charts
         .gpu
         .last_n(width)
         .map(|g| Bar {
@@ -79,6 +81,7 @@ fn render_gpu_strip(frame: &mut Frame, app: &App, rect: Rect, label: &str, value
         })
         .collect();
     let latest = app
+        .charts
         .gpu
         .last()
         .and_then(value)
@@ -92,7 +95,7 @@ fn render_gpu_strip(frame: &mut Frame, app: &App, rect: Rect, label: &str, value
         History {
             block,
             bars,
-            newest: app.gpu.newest_number(),
+            newest: app.charts.gpu.newest_number(),
             style: theme.memory,
             scale: &scale,
             markers: false,
@@ -135,7 +138,7 @@ fn lines<'a>(app: &App, s: &Sample, width: u16) -> Vec<Line<'a>> {
             width,
         ));
     }
-    let sep = format!(" {} ", app.glyphs.sep);
+    let sep = format!(" {} ", app.face.glyphs.sep);
     let mut gpu = Vec::new();
     if let Some(u) = s.gpu_util_pct {
         gpu.push(format!("gpu {u}%"));
@@ -201,6 +204,7 @@ fn render_strip(frame: &mut Frame, app: &App, rect: Rect) {
     let theme = app.theme();
     let width = rect.width as usize;
     let bars = app
+        .charts
         .memory
         .last_n(width)
         .map(|m| Bar {
@@ -220,7 +224,7 @@ fn render_strip(frame: &mut Frame, app: &App, rect: Rect) {
         History {
             block,
             bars,
-            newest: app.memory.newest_number(),
+            newest: app.charts.memory.newest_number(),
             style: theme.memory,
             scale: &scale,
             markers: false,

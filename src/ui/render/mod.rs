@@ -221,7 +221,7 @@ pub fn render_parts(frame: &mut Frame, app: &App, parts: &mut Parts) {
     let theme = app.theme();
     let loading = app.phase == RunPhase::Loading && app.run.info.is_none();
     let r = match layout(area) {
-        Some(r) if !app.show_help && !loading => r,
+        Some(r) if !app.face.show_help && !loading => r,
         _ => {
             // The help over everything, too small a terminal, the loading progress: drawn
             // whole, as they are rare and brief.
@@ -233,25 +233,27 @@ pub fn render_parts(frame: &mut Frame, app: &App, parts: &mut Parts) {
     // text style, not only the regions.
     parts.begin(
         frame.buffer_mut(),
-        key((r, app.view, app.theme_index)),
+        key((r, app.view, app.face.theme_index())),
         theme.text,
     );
     let c = &app.changes;
-    let view = key((c.rare, c.figures, app.phase, app.theme_index));
+    let view = key((c.rare, c.figures, app.phase, app.face.theme_index()));
     let slices = (
-        app.slices.closed().len(),
-        app.slices.closed().back().map(|s| s.index),
+        app.charts.slices.closed().len(),
+        app.charts.slices.closed().back().map(|s| s.index),
     );
     // The per-request charts draw a column per request, or per bucket of run time once
     // requests outpace the columns; those are numbered up to the clock's bucket, so the gap
     // after the newest moves with it.
-    let requests = Some(if app.buckets.by_time() && !app.requests.is_empty() {
-        let newest = app.buckets.closed().back().map(|b| b.index);
-        let clock = bucket_of(app.now.as_secs_f64());
-        key((view, app.buckets.closed().len(), newest, clock))
-    } else {
-        key((view, c.requests))
-    });
+    let requests = Some(
+        if app.charts.buckets.by_time() && !app.charts.requests.is_empty() {
+            let newest = app.charts.buckets.closed().back().map(|b| b.index);
+            let clock = bucket_of(app.now.as_secs_f64());
+            key((view, app.charts.buckets.closed().len(), newest, clock))
+        } else {
+            key((view, c.requests))
+        },
+    );
     // The heatmap's title shows the current request's progress, which depends on the clock.
     let progress = app
         .figures
@@ -373,7 +375,7 @@ fn render_whole(frame: &mut Frame, app: &App, area: Rect) {
         events::render(frame, app, r.events);
     }
     footer::render(frame, app, r.footer);
-    if app.show_help {
+    if app.face.show_help {
         help::render(frame, app, area);
     }
 }
@@ -398,7 +400,7 @@ fn three(frame: &mut Frame, app: &App, rect: Rect, draw: fn(&mut Frame, &App, Re
 
 /// A bordered panel in the theme's style.
 fn panel<'a>(app: &App, title: impl Into<Line<'a>>) -> Panel<'a> {
-    bordered(app.theme(), &app.glyphs, title)
+    bordered(app.theme(), &app.face.glyphs, title)
 }
 
 /// A titled, bordered panel in `theme` (the run dashboard's and `watch`'s).
@@ -432,11 +434,11 @@ fn gauge_line<'a>(app: &App, label: &str, ratio: f64, text: String, width: u16) 
         let filled = ((ratio * bar_w as f64).round() as usize).min(bar_w);
         spans.push(Span::styled("[", theme.dim));
         spans.push(Span::styled(
-            app.glyphs.gauge_fill.repeat(filled),
+            app.face.glyphs.gauge_fill.repeat(filled),
             theme.gauge_fill,
         ));
         spans.push(Span::styled(
-            app.glyphs.gauge_empty.repeat(bar_w - filled),
+            app.face.glyphs.gauge_empty.repeat(bar_w - filled),
             theme.gauge_empty,
         ));
         spans.push(Span::styled("] ", theme.dim));

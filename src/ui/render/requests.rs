@@ -88,6 +88,7 @@ fn look(app: &App, style: Style, warmup: bool, boundary: bool, outlier: bool) ->
 /// One bar per request, the newest `width`, numbered as the requests are.
 fn request_bars(app: &App, width: usize, style: Style, column: &Column) -> (Vec<Bar>, u64) {
     let bars = app
+        .charts
         .requests
         .last_n(width)
         .map(|p| {
@@ -101,7 +102,7 @@ fn request_bars(app: &App, width: usize, style: Style, column: &Column) -> (Vec<
             }
         })
         .collect();
-    (bars, app.requests.newest_number())
+    (bars, app.charts.requests.newest_number())
 }
 
 /// One bar per bucket of run time up to the newest closed one (empty buckets empty), numbered
@@ -117,7 +118,7 @@ fn bucket_bars(app: &App, width: usize, style: Style, column: &Column) -> (Vec<B
             marker: ' ',
         })
         .collect();
-    for b in app.buckets.closed().iter().rev() {
+    for b in app.charts.buckets.closed().iter().rev() {
         if b.index < first {
             break;
         }
@@ -151,9 +152,9 @@ fn render_metric(
     column: Column,
 ) {
     let theme = app.theme();
-    let ascii = app.glyphs.ascii;
+    let ascii = app.face.glyphs.ascii;
     let width = rect.width.saturating_sub(2) as usize;
-    let by_time = app.buckets.by_time() && !app.requests.is_empty();
+    let by_time = app.charts.buckets.by_time() && !app.charts.requests.is_empty();
     let (bars, newest) = if by_time {
         bucket_bars(app, width, style, &column)
     } else {

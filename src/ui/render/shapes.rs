@@ -80,7 +80,10 @@ pub fn render_thinking(frame: &mut Frame, app: &App, rect: Rect) {
 
 pub fn render_models(frame: &mut Frame, app: &App, rect: Rect) {
     let theme = app.theme();
-    let block = panel(app, format!("by model {} steady requests", app.glyphs.sep));
+    let block = panel(
+        app,
+        format!("by model {} steady requests", app.face.glyphs.sep),
+    );
     let inner = block.inner(rect);
     frame.render_widget(block, rect);
     if app.views.models.is_empty() {
@@ -93,7 +96,7 @@ pub fn render_models(frame: &mut Frame, app: &App, rect: Rect) {
         );
         return;
     }
-    let ascii = app.glyphs.ascii;
+    let ascii = app.face.glyphs.ascii;
     let d = |s: &Summary, v: f64| {
         if s.n == 0 {
             "-".to_string()

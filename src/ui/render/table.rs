@@ -40,10 +40,10 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         _ => {}
     }
     let theme = app.theme();
-    let ascii = app.glyphs.ascii;
+    let ascii = app.face.glyphs.ascii;
     let title = format!(
         "Percentiles {} {}",
-        app.glyphs.sep,
+        app.face.glyphs.sep,
         app.window.label(app.include_warmup)
     );
     let mut block = panel(app, title);
@@ -68,7 +68,7 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         && app.views.table.get(Metric::Ttft).n == 0
         && app.figures.warmup_requests > 0;
     if only_warmup {
-        if let Some(key) = app.keys.short_label(Action::ToggleWarmup) {
+        if let Some(key) = app.face.keys.short_label(Action::ToggleWarmup) {
             block = block.title_bottom(Line::styled(
                 format!("only warmup requests so far: {key} includes them"),
                 theme.dim,
@@ -178,7 +178,7 @@ fn baseline_cells(
         if n == 0 {
             "-".to_string()
         } else if metric.is_latency() {
-            format::duration(v, app.glyphs.ascii)
+            format::duration(v, app.face.glyphs.ascii)
         } else {
             format::si(v)
         }
@@ -218,7 +218,7 @@ fn server_quantiles(app: &App, metric: Metric) -> Option<ServerQuantiles> {
 /// network plus whatever queueing the server's own timers do not see.
 fn server_cells(cells: &mut Vec<Cell>, app: &App, metric: Metric, live: &Summary) {
     let theme = app.theme();
-    let ascii = app.glyphs.ascii;
+    let ascii = app.face.glyphs.ascii;
     let fmt = |v: Option<f64>| match v {
         Some(v) if metric.is_latency() => format::duration(v, ascii),
         Some(v) => format::si(v),
@@ -261,7 +261,7 @@ fn server_n(live: &Summary, srv: Option<ServerQuantiles>) -> String {
 /// `server vllm · 12 s after warmup · prefix hits 80% · 3 preemptions`, the bottom title of
 /// the table in client-vs-server mode.
 fn server_note(app: &App) -> String {
-    let sep = app.glyphs.sep;
+    let sep = app.face.glyphs.sep;
     let mut parts = Vec::new();
     if let Some(w) = &app.run.server.last {
         match w.sources {
@@ -294,7 +294,7 @@ const NODE_HEADINGS: [&str; 8] = [
 /// times the servers' median ends in `!` (both decided in state, once per window).
 fn server_nodes(frame: &mut Frame, app: &App, block: Panel, rect: Rect) {
     let theme = app.theme();
-    let ascii = app.glyphs.ascii;
+    let ascii = app.face.glyphs.ascii;
     let server = &app.run.server;
     let header = Row::new(
         NODE_HEADINGS
@@ -330,7 +330,7 @@ fn server_nodes(frame: &mut Frame, app: &App, block: Panel, rect: Rect) {
         ));
         Some(Row::new(cells))
     });
-    let sep = app.glyphs.sep;
+    let sep = app.face.glyphs.sep;
     let note = format!(
         "{} servers {sep} slowest TTFT p99 first {sep} their own histograms after warmup",
         server.nodes.len()
@@ -350,11 +350,12 @@ fn values(s: &Summary) -> [f64; 6] {
 
 /// `SLO ttft:p95≤200ms tpot≤50ms`, or `None` without an SLO.
 fn slo_text(app: &App) -> Option<String> {
-    let ascii = app.glyphs.ascii;
+    let ascii = app.face.glyphs.ascii;
     (!app.slo.is_empty()).then(|| {
         format!(
             "SLO {}",
-            app.slo.words(app.glyphs.le, |l| format::duration(l, ascii))
+            app.slo
+                .words(app.face.glyphs.le, |l| format::duration(l, ascii))
         )
     })
 }
@@ -377,7 +378,7 @@ const PHASE_PRIORITY: [Phase; 9] = [
 /// panel is short, the least telling rows go (`PHASE_PRIORITY`).
 fn render_phases(frame: &mut Frame, app: &App, rect: Rect, phases: &crate::stats::PhaseSummary) {
     let theme = app.theme();
-    let sep = app.glyphs.sep;
+    let sep = app.face.glyphs.sep;
     let c = phases.connections;
     let block = panel(
         app,
@@ -408,7 +409,7 @@ fn render_phases(frame: &mut Frame, app: &App, rect: Rect, phases: &crate::stats
             for v in values(s) {
                 cells.push(Cell::from(
                     Line::styled(
-                        format!("{} ", format::duration(v, app.glyphs.ascii)),
+                        format!("{} ", format::duration(v, app.face.glyphs.ascii)),
                         theme.text,
                     )
                     .right_aligned(),
@@ -435,8 +436,8 @@ const SPLIT_HEADINGS: [&str; 8] = ["", "p50", "p90", "p99", "max", "n", "of p50"
 /// grows with the load in the title, and the last request's TTFT as a bar of its parts.
 fn render_split(frame: &mut Frame, app: &App, rect: Rect, split: &SplitSummary) {
     let theme = app.theme();
-    let sep = app.glyphs.sep;
-    let ascii = app.glyphs.ascii;
+    let sep = app.face.glyphs.sep;
+    let ascii = app.face.glyphs.ascii;
     let grows = split
         .grows
         .map_or("no part fitted to the load yet".to_string(), |p| {
@@ -524,8 +525,8 @@ const SPEC_HEADINGS: [&str; 6] = ["", "p50", "p90", "p99", "max", "n"];
 /// the correlation of TPOT with acceptance in the title.
 fn render_spec(frame: &mut Frame, app: &App, rect: Rect, spec: &crate::stats::SpecSummary) {
     let theme = app.theme();
-    let sep = app.glyphs.sep;
-    let ascii = app.glyphs.ascii;
+    let sep = app.face.glyphs.sep;
+    let ascii = app.face.glyphs.ascii;
     let share = spec
         .token_acceptance()
         .map_or("nothing drafted".to_string(), |a| {
@@ -591,7 +592,7 @@ const SPLIT_BAR: usize = 16;
 /// in time order as a bar (a glyph each, so it reads without colour).
 fn last_split_line(app: &App, last: &crate::stats::split::LastSplit) -> Line<'static> {
     let theme = app.theme();
-    let ascii = app.glyphs.ascii;
+    let ascii = app.face.glyphs.ascii;
     let parts = [
         (
             Part::Queue,

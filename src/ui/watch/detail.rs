@@ -15,16 +15,16 @@ use crate::util::format;
 
 pub fn render(frame: &mut Frame, s: &WatchState, rect: Rect) {
     let theme = s.theme();
-    let sep = s.glyphs.sep;
+    let sep = s.face.glyphs.sep;
     let block = crate::ui::render::bordered(
         theme,
-        &s.glyphs,
+        &s.face.glyphs,
         format!("Detail {sep} {}", s.selected_name()),
     );
     let series = s.selected_series();
     let last = series.last.as_ref();
     let span = &series.span_window;
-    let dur = |v: f64| format::duration(v, s.glyphs.ascii);
+    let dur = |v: f64| format::duration(v, s.face.glyphs.ascii);
     let count = |v: f64| format::si(v);
     let mut lines = Vec::new();
     let group = format!("{:>7}{:>7}{:>7}{:>6}", "p50", "p90", "p99", "n");
@@ -135,7 +135,7 @@ pub fn render(frame: &mut Frame, s: &WatchState, rect: Rect) {
 /// Throughput, finish reasons, HTTP status, speculative decoding, MFU: each where exported.
 fn signals(lines: &mut Vec<Line<'static>>, s: &WatchState, w: &ServerWindow) {
     let theme = s.theme();
-    let sep = format!(" {} ", s.glyphs.sep);
+    let sep = format!(" {} ", s.face.glyphs.sep);
     let sig = &w.signals;
     let mut parts = Vec::new();
     if let (Some(i), Some(o)) = (sig.prompt_tokens_per_s, sig.generation_tokens_per_s) {
@@ -188,7 +188,7 @@ fn signals(lines: &mut Vec<Line<'static>>, s: &WatchState, w: &ServerWindow) {
 /// A line per GPU, and the host's.
 fn telemetry(lines: &mut Vec<Line<'static>>, s: &WatchState, t: &NodeTelemetry) {
     let theme = s.theme();
-    let sep = format!(" {} ", s.glyphs.sep);
+    let sep = format!(" {} ", s.face.glyphs.sep);
     let bytes = |v: f64| format::bytes(v.max(0.0) as u64);
     for g in &t.gpus {
         let mut parts = Vec::new();

@@ -140,7 +140,9 @@ const WIDE_EXTRA: &[Column] = &[
 type Cell = (String, bool);
 
 fn dur(s: &WatchState, q: Option<ServerQuantiles>, pick: fn(&ServerQuantiles) -> f64) -> String {
-    q.map_or("-".into(), |q| format::duration(pick(&q), s.glyphs.ascii))
+    q.map_or("-".into(), |q| {
+        format::duration(pick(&q), s.face.glyphs.ascii)
+    })
 }
 
 fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
@@ -305,7 +307,7 @@ pub fn render(frame: &mut Frame, s: &WatchState, rect: Rect) {
         .iter()
         .filter(|n| n.series.last.is_some() || n.down())
         .count();
-    let sep = s.glyphs.sep;
+    let sep = s.face.glyphs.sep;
     let title = if s.nodes.len() > 1 {
         format!("Nodes {sep} {} {sep} {up} of {servers} up", s.nodes.len())
     } else {
@@ -314,7 +316,7 @@ pub fn render(frame: &mut Frame, s: &WatchState, rect: Rect) {
             s.nodes.first().map_or("", |n| n.name.as_str())
         )
     };
-    let block = crate::ui::render::bordered(theme, &s.glyphs, title);
+    let block = crate::ui::render::bordered(theme, &s.face.glyphs, title);
     let inner = block.inner(rect);
     frame.render_widget(block, rect);
     let nw = name_width(wide);
@@ -383,7 +385,7 @@ pub fn render(frame: &mut Frame, s: &WatchState, rect: Rect) {
                     .last
                     .as_ref()
                     .and_then(|w| w.engines.get(e));
-                let branch = if s.glyphs.ascii { "`-" } else { "└" };
+                let branch = if s.face.glyphs.ascii { "`-" } else { "└" };
                 spans.push(Span::styled(
                     fit(&format!(" {branch} engine {e}"), nw),
                     theme.dim,

@@ -159,13 +159,13 @@ pub fn render(frame: &mut Frame, s: &WatchState) {
         table(frame, s, r.table);
     }
     footer(frame, s, r.footer);
-    if s.show_help {
+    if s.face.show_help {
         help(frame, s, area);
     }
 }
 
 fn dur(s: &WatchState, secs: f64) -> String {
-    format::duration(secs, s.glyphs.ascii)
+    format::duration(secs, s.face.glyphs.ascii)
 }
 
 /// `v` as a percentage with one decimal, `-` when the server does not export it.
@@ -179,7 +179,7 @@ fn count(v: Option<f64>) -> String {
 
 fn header(frame: &mut Frame, s: &WatchState, rect: Rect) {
     let theme = s.theme();
-    let sep = || Span::styled(format!(" {} ", s.glyphs.sep), theme.dim);
+    let sep = || Span::styled(format!(" {} ", s.face.glyphs.sep), theme.dim);
     let (badge, badge_style) = if s.paused {
         (" PAUSED ", theme.badge_paused)
     } else {
@@ -289,7 +289,7 @@ fn secs(t: f64) -> std::time::Duration {
 
 /// A bordered panel in the theme's style.
 fn panel<'a>(s: &WatchState, title: impl Into<Line<'a>>) -> Panel<'a> {
-    crate::ui::render::bordered(s.theme(), &s.glyphs, title)
+    crate::ui::render::bordered(s.theme(), &s.face.glyphs, title)
 }
 
 /// One figure of a window, as a chart reads it.
@@ -413,7 +413,7 @@ fn draw_chart(
     // The row's name goes in the title where it fits beside the scale.
     let title = match whose {
         Some(name) if c.title.len() + name.chars().count() + 16 <= usize::from(rect.width) => {
-            format!("{} {} {name}", c.title, s.glyphs.sep)
+            format!("{} {} {name}", c.title, s.face.glyphs.sep)
         }
         _ => c.title.to_string(),
     };
@@ -476,7 +476,7 @@ fn draw_chart(
         for (value, style) in &c.layers {
             if let Some(v) = value(p) {
                 let e = eighths(v, floor, top, rows);
-                draw_bar_with(buf, &s.glyphs.bars, x, inner.y, rows, e, *style);
+                draw_bar_with(buf, &s.face.glyphs.bars, x, inner.y, rows, e, *style);
             }
         }
     }
@@ -584,7 +584,7 @@ fn footer(frame: &mut Frame, s: &WatchState, rect: Rect) {
     let mut spans = vec![Span::raw(" ")];
     let mut used = 1usize;
     for (action, what) in footer_keys(s, rect.width) {
-        let Some(key) = s.keys.short_label(action) else {
+        let Some(key) = s.face.keys.short_label(action) else {
             continue;
         };
         let what = if action == Action::PauseResume && s.paused {
@@ -606,19 +606,19 @@ fn footer(frame: &mut Frame, s: &WatchState, rect: Rect) {
 fn help(frame: &mut Frame, s: &WatchState, area: Rect) {
     let mut keys: Vec<(String, &str)> = KEYS
         .iter()
-        .map(|(action, _, describe)| (s.keys.label(*action), *describe))
+        .map(|(action, _, describe)| (s.face.keys.label(*action), *describe))
         .collect();
     if s.has_node_rows() {
         keys.push((
             format!(
                 "{}/{}",
-                s.keys.label(Action::SelectUp),
-                s.keys.label(Action::SelectDown)
+                s.face.keys.label(Action::SelectUp),
+                s.face.keys.label(Action::SelectDown)
             ),
             "select a row: the charts and detail show it",
         ));
         keys.push((
-            s.keys.label(Action::CycleView),
+            s.face.keys.label(Action::CycleView),
             "charts / detail (narrow screens)",
         ));
     }
@@ -638,7 +638,7 @@ fn help(frame: &mut Frame, s: &WatchState, area: Rect) {
     crate::ui::render::help::overlay(
         frame,
         s.theme(),
-        &s.glyphs,
+        &s.face.glyphs,
         area,
         72,
         keys.into_iter(),

@@ -10,6 +10,7 @@ use ratatui::crossterm::event::KeyEvent;
 
 use crate::event::{NodeTelemetry, ServerQuantiles, ServerWindow};
 use crate::stats::{ServerSpan, ServerSpanSummary};
+use crate::ui::face::Face;
 use crate::ui::keys::{Action, KeyMap};
 use crate::ui::ring::Ring;
 use crate::ui::theme::{Glyphs, Theme};
@@ -229,10 +230,7 @@ pub struct WatchState {
     pub url: String,
     pub server: String,
     pub interval: Duration,
-    pub keys: KeyMap,
-    pub glyphs: Glyphs,
-    themes: Vec<Theme>,
-    theme_index: usize,
+    pub face: Face,
     /// Time since the watch began (the loop's clock; tests set it).
     pub now: Duration,
     /// Windows received (totals), shown or held.
@@ -253,16 +251,10 @@ pub struct WatchState {
     pub canary_failed: Option<String>,
     /// Windows that arrived while paused, in order.
     held: VecDeque<(f64, ServerWindow)>,
-    pub show_help: bool,
 }
 
 impl WatchState {
     pub fn new(config: WatchConfig) -> WatchState {
-        let themes = if config.themes.is_empty() {
-            vec![Theme::fallback()]
-        } else {
-            config.themes
-        };
         let nodes = config
             .nodes
             .into_iter()
@@ -273,10 +265,7 @@ impl WatchState {
             url: config.url,
             server: config.server,
             interval: config.interval,
-            keys: config.keys,
-            glyphs: config.glyphs,
-            themes,
-            theme_index: 0,
+            face: Face::new(config.keys, config.glyphs, config.themes),
             now: Duration::ZERO,
             windows_read: 0,
             span_from_s: 0.0,
@@ -288,12 +277,11 @@ impl WatchState {
             canary: None,
             canary_failed: None,
             held: VecDeque::new(),
-            show_help: false,
         }
     }
 
     pub fn theme(&self) -> &Theme {
-        &self.themes[self.theme_index % self.themes.len()]
+        self.face.theme()
     }
 
     /// Windows held while paused.
@@ -500,7 +488,7 @@ impl WatchState {
     }
 
     pub fn handle_key(&mut self, key: &KeyEvent) -> KeyOutcome {
-        match self.keys.action_over_help(key, &mut self.show_help) {
+        match self.face.action(key) {
             Some(action) => self.update(action),
             None => KeyOutcome::None,
         }
@@ -518,8 +506,8 @@ impl WatchState {
             Action::Quit => return KeyOutcome::Quit,
             Action::PauseResume => self.set_paused(!self.paused),
             Action::ResetStats => self.reset_span(),
-            Action::Help => self.show_help = !self.show_help,
-            Action::NextTheme => self.theme_index = (self.theme_index + 1) % self.themes.len(),
+            Action::Help => self.face.show_help = !self.face.show_help,
+            Action::NextTheme => self.face.next_theme(),
             Action::CycleView => {
                 self.pane = match self.pane {
                     Pane::Charts => Pane::Detail,
@@ -661,9 +649,9 @@ mod tests {
         let esc = KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE);
         let mut s = state();
         s.update(Action::Help);
-        assert!(s.show_help);
+        assert!(s.face.show_help);
         assert_eq!(s.handle_key(&esc), KeyOutcome::None);
-        assert!(!s.show_help);
+        assert!(!s.face.show_help);
         assert_eq!(s.handle_key(&esc), KeyOutcome::Quit);
         let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
         assert_eq!(s.handle_key(&ctrl_c), KeyOutcome::Quit);
