@@ -140,59 +140,15 @@ impl RunSummary {
         self
     }
 
-    /// The summary with speculative decoding by the server's own count.
-    pub fn with_spec(mut self, spec: Option<SpecSummary>) -> RunSummary {
-        self.spec = spec;
-        self
-    }
-
-    /// The summary with the TTFT split by the server's own timings.
-    pub fn with_split(mut self, split: Option<SplitSummary>) -> RunSummary {
-        self.split = split;
-        self
-    }
-
-    /// The summary with the steady requests split by cache outcome and turn.
-    pub fn with_breakdown(mut self, b: &crate::stats::Breakdown) -> RunSummary {
-        let s = b.summary();
-        self.breakdown = (s.prompt_tokens.n > 0).then_some(s);
-        self
-    }
-
     /// The summary with goodput against the run's SLO.
     pub fn with_goodput(mut self, goodput: Option<GoodputSummary>) -> RunSummary {
         self.goodput = goodput;
         self
     }
 
-    /// The summary with the HTTP phases of a server run.
-    pub fn with_phases(mut self, phases: Option<PhaseSummary>) -> RunSummary {
-        self.phases = phases;
-        self
-    }
-
     /// The summary with the server's own view beside the client's.
     pub fn with_server(mut self, server: Option<ServerSpanSummary>) -> RunSummary {
         self.server = server;
-        self
-    }
-
-    /// The summary with its per-endpoint breakdown.
-    pub fn with_endpoints(mut self, endpoints: Vec<EndpointSummary>) -> RunSummary {
-        self.endpoints = endpoints;
-        self
-    }
-
-    /// The summary with its per-model breakdown.
-    pub fn with_models(mut self, models: Vec<ModelSummary>) -> RunSummary {
-        self.models = models;
-        self
-    }
-
-    /// The summary with thinking and answering apart (kept when there was reasoning or a
-    /// tool call).
-    pub fn with_shapes(mut self, shapes: ShapeSummary) -> RunSummary {
-        self.reasoning = shapes.has_parts().then_some(shapes);
         self
     }
 

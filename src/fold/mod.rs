@@ -14,6 +14,9 @@ use crate::summary::resources::Resources;
 use crate::summary::GoodputSummary;
 use crate::summary::RunSummary;
 
+mod views;
+use views::{Ended, RequestView, VIEWS};
+
 /// Decode steps reserved per request in flight when it starts, at most (its output length
 /// says how many it will send; a longer one grows its list).
 const STEPS_RESERVED: usize = 1024;
@@ -149,19 +152,18 @@ impl RunFold {
                 if let Some(steps) = &steps {
                     self.stats.record_steps(steps, r.warmup);
                 }
-                self.models
-                    .record_request(r, steps.as_deref().unwrap_or_default());
                 self.server.request_ended(r.warmup);
-                self.request_done(r)
+                self.request_done(r, steps.as_deref().unwrap_or_default())
             }
             Event::RequestFailed(f) => {
                 self.take_steps(f.index);
                 self.server.request_ended(f.warmup);
-                self.endpoints.record_failure(f);
+                for view in self.views_mut() {
+                    view.failed(f);
+                }
                 if !f.warmup {
                     self.goodput.failed();
                 }
-                self.models.record_failure(f);
                 self.failed_requests += 1;
                 self.last_failure = Some(f.reason.clone());
             }
@@ -179,13 +181,9 @@ impl RunFold {
             Event::ServerMetrics(w) => self.server.window(w),
             Event::StatsReset => {
                 self.stats.reset();
-                self.breakdown.reset();
-                self.endpoints.reset();
-                self.models.reset();
-                self.shapes.reset();
-                self.phases.reset();
-                self.split.reset();
-                self.spec.reset();
+                for view in self.views_mut() {
+                    view.reset();
+                }
                 self.canary.reset();
                 self.server.reset();
                 self.goodput = SloCounts::default();
@@ -226,21 +224,23 @@ impl RunFold {
         self.pending_steps.remove(&index)
     }
 
-    fn request_done(&mut self, r: &RequestDone) {
+    fn request_done(&mut self, r: &RequestDone, itls: &[f64]) {
+        let ended = Ended {
+            request: r,
+            itls,
+            // In flight when it ended, itself included (it is counted done just below).
+            in_flight: self.in_flight(),
+        };
+        for view in self.views_mut() {
+            view.done(&ended);
+        }
         self.stats.record_request(r);
         if !r.warmup {
             self.goodput.completed(self.slo.met_by(r));
         }
-        self.endpoints.record_request(r);
-        self.breakdown.observe(r);
         if let Some(t) = r.origin.as_ref().and_then(|o| o.at_s) {
             self.trace_covered_s = Some(self.trace_covered_s.map_or(t, |c| c.max(t)));
         }
-        self.phases.record_request(r);
-        self.shapes.record_request(r);
-        // In flight when it ended, itself included (it is counted done just below).
-        self.split.record_request(r, self.in_flight());
-        self.spec.record_request(r);
         if let Some(c) = &r.client {
             let w = self
                 .send_delays
@@ -282,22 +282,45 @@ impl RunFold {
             .map_or(self.in_flight_warmup, |i| index < i.warmup_requests)
     }
 
+    /// The per-request views, in the order they observe, reset and summarize.
+    fn views(&self) -> [&dyn RequestView; VIEWS] {
+        [
+            &self.endpoints,
+            &self.models,
+            &self.breakdown,
+            &self.phases,
+            &self.shapes,
+            &self.split,
+            &self.spec,
+        ]
+    }
+
+    /// `views`, to change them: the same list in the same order.
+    fn views_mut(&mut self) -> [&mut dyn RequestView; VIEWS] {
+        [
+            &mut self.endpoints,
+            &mut self.models,
+            &mut self.breakdown,
+            &mut self.phases,
+            &mut self.shapes,
+            &mut self.split,
+            &mut self.spec,
+        ]
+    }
+
     /// The end-of-run summary: steady state, warmup, memory and energy.
     pub fn summary(&self) -> RunSummary {
-        RunSummary::from_stats(&self.stats)
+        let mut summary = RunSummary::from_stats(&self.stats)
             .with_resources(self.resources.clone())
             .with_failures(self.failed_requests)
             .with_cancelled(self.cancelled_requests, self.cancel_check.clone())
-            .with_endpoints(self.endpoints.summaries())
-            .with_models(self.models.summaries())
-            .with_shapes(self.shapes.summary())
-            .with_phases(self.phases.summary())
-            .with_split(self.split.summary())
-            .with_spec(self.spec.summary())
             .with_canary(self.canary.summary())
             .with_server(self.server.summary.clone())
-            .with_breakdown(&self.breakdown)
-            .with_goodput(self.goodput_summary())
+            .with_goodput(self.goodput_summary());
+        for view in self.views() {
+            view.summarize(&mut summary);
+        }
+        summary
     }
 
     /// Goodput against the fold's SLO, when it has one.
