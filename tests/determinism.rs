@@ -191,6 +191,12 @@ fn changes_under_load_are_found_where_the_server_made_them() {
         "{report}"
     );
     assert!(report.contains("| 2 | length | 5 | 12 / 5 |"), "{report}");
+    // JSON: the summary object, its analysis, and the comparison under its own key.
+    let (code, json, stderr) = infertop(&["report", record.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let v: Value = serde_json::from_str(&json).unwrap();
+    assert!(v["analysis"].is_object(), "{json}");
+    assert_eq!(v["determinism"]["differ"], lines[n - 2]["differ"], "{json}");
     eprintln!(
         "{}",
         &report[report.find("\n## Determinism").unwrap_or(0)..]

@@ -209,10 +209,10 @@ pub fn report(args: &ReportArgs) -> Result<i32, Failure> {
         print_stdout(&(br.to_string() + "\n"))?;
         return Ok(EXIT_OK);
     }
-    let mut text = report.render(args.format.summary());
-    if let Some(d) = &rec.determinism {
-        with_determinism(&mut text, args.format.summary(), d);
-    }
+    let text = match &rec.determinism {
+        Some(d) => with_determinism(&report, args.format.summary(), d),
+        None => report.render(args.format.summary()),
+    };
     print_stdout(&text)?;
     Ok(EXIT_OK)
 }
@@ -240,26 +240,30 @@ fn report_slices(args: &ReportArgs, width_s: f64) -> Result<i32, Failure> {
     Ok(EXIT_OK)
 }
 
-/// A `--determinism` record's comparison after the report: its section in markdown, a
-/// `determinism` key in JSON (CSV has no room for it: said on stderr).
+/// The report of a `--determinism` record: its comparison in a section after it (markdown),
+/// as a `determinism` key (JSON), or on stderr (CSV has no room for it).
 fn with_determinism(
-    text: &mut String,
+    report: &Report,
     format: SummaryFormat,
     d: &crate::determinism::DeterminismSummary,
-) {
+) -> String {
     use crate::determinism::render;
     match format {
-        SummaryFormat::Md => text.push_str(&render::markdown(d)),
+        SummaryFormat::Md => report.render(format) + &render::markdown(d),
         SummaryFormat::Json => {
-            if let Ok(serde_json::Value::Object(mut obj)) = serde_json::from_str(text) {
+            let mut v = report.to_json();
+            if let Some(obj) = v.as_object_mut() {
                 obj.insert(
                     "determinism".into(),
                     serde_json::to_value(d).unwrap_or_default(),
                 );
-                *text = serde_json::Value::Object(obj).to_string() + "\n";
             }
+            v.to_string() + "\n"
         }
-        SummaryFormat::Csv => say!("infertop: note: {}", render::verdict(d)),
+        SummaryFormat::Csv => {
+            say!("infertop: note: {}", render::verdict(d));
+            report.render(format)
+        }
     }
 }
 
@@ -311,9 +315,7 @@ fn report_merged(args: &ReportArgs, opts: &ReportOptions) -> Result<i32, Failure
         }
         ReportFormat::Md => report.render(SummaryFormat::Md) + &merged.to_markdown(),
         ReportFormat::Json => {
-            let mut v: serde_json::Value =
-                serde_json::from_str(&report.render(SummaryFormat::Json))
-                    .unwrap_or(serde_json::Value::Null);
+            let mut v = report.to_json();
             if let (Some(obj), serde_json::Value::Object(extra)) =
                 (v.as_object_mut(), merged.to_json())
             {

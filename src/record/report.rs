@@ -122,21 +122,25 @@ impl Report {
         }
     }
 
-    /// md: the summary table and sections; json: one line, the run's summary object with an
-    /// `analysis` key; csv: the summary table only (its columns do not fit the analysis).
+    /// The run's summary object with an `analysis` key: what `--format json` prints, and
+    /// what a caller adds its own keys to before printing.
+    pub fn to_json(&self) -> Value {
+        let mut v = self.summary.to_json();
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert(
+                "analysis".into(),
+                serde_json::to_value(&self.analysis).unwrap_or(Value::Null),
+            );
+        }
+        v
+    }
+
+    /// md: the summary table and sections; json: one line, `to_json`; csv: the summary table
+    /// only (its columns do not fit the analysis).
     pub fn render(&self, format: SummaryFormat) -> String {
         match format {
             SummaryFormat::Csv => self.summary.render(format),
-            SummaryFormat::Json => {
-                let mut v = self.summary.to_json();
-                if let Some(obj) = v.as_object_mut() {
-                    obj.insert(
-                        "analysis".into(),
-                        serde_json::to_value(&self.analysis).unwrap_or(Value::Null),
-                    );
-                }
-                v.to_string() + "\n"
-            }
+            SummaryFormat::Json => self.to_json().to_string() + "\n",
             SummaryFormat::Md => {
                 let traffic = self
                     .traffic
