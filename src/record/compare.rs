@@ -16,6 +16,7 @@ use super::reader::Record;
 use super::report::settling;
 use crate::stats::{median_in_place, percentile_sorted, Metric, Part, SettleRule, Summary};
 use crate::summary::format_value;
+use crate::util::table::{or_missing, TextTable, MISSING};
 use crate::util::SplitMix64;
 
 use crate::exit::EXIT_OUTPUTS_DIFFER;
@@ -734,26 +735,34 @@ fn split_markdown(p: &Pair) -> String {
         return String::new();
     }
     let m = Metric::Ttft;
-    let v = |x: Option<f64>| x.map_or("-".into(), |x| format_value(m, x));
-    let gap =
-        |a: Option<f64>, b: Option<f64>| a.zip(b).map_or("-".into(), |(a, b)| signed(m, b - a));
-    let mut out = format!(
-        "\n### Where the TTFT went (the servers' own timings)\n\n| part | {0} p50 | {1} p50 | change | {0} p99 | {1} p99 | change | median |\n|---|---:|---:|---:|---:|---:|---:|---|\n",
-        p.base, p.other
-    );
+    let v = |x: Option<f64>| or_missing(x.map(|x| format_value(m, x)));
+    let gap = |a: Option<f64>, b: Option<f64>| or_missing(a.zip(b).map(|(a, b)| signed(m, b - a)));
+    let (a, b) = (&p.base, &p.other);
+    let mut t = TextTable::new()
+        .left(["part"])
+        .right([
+            format!("{a} p50"),
+            format!("{b} p50"),
+            "change".into(),
+            format!("{a} p99"),
+            format!("{b} p99"),
+            "change".into(),
+        ])
+        .left(["median"]);
     for c in &p.ttft_split {
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
-            c.label,
+        t.row([
+            c.label.to_string(),
             v(c.base[0]),
             v(c.other[0]),
             gap(c.base[0], c.other[0]),
             v(c.base[1]),
             v(c.other[1]),
             gap(c.base[1], c.other[1]),
-            c.verdict.map_or("-", |v| v.words()),
-        ));
+            c.verdict.map_or(MISSING, |v| v.words()).to_string(),
+        ]);
     }
+    let mut out =
+        "\n### Where the TTFT went (the servers' own timings)\n\n".to_string() + &t.markdown();
     if let Some(key) = &p.split_moved_most {
         let label = Part::TTFT
             .iter()
@@ -773,12 +782,12 @@ fn signed(m: Metric, v: f64) -> String {
     }
 }
 
-/// `| label | p50 | p50 | p99 | p99 | n / n | verdict |` of one figure.
-fn figure_row(label: &str, f: &FigureChange) -> String {
+/// One figure's cells: p50 and p99 of both runs, n of both, and the median's change.
+fn figure_cells(f: &FigureChange) -> [String; 6] {
     let latency = f.median_diff.is_some() || f.figure.ends_with("_s");
     let v = |s: &Summary, x: f64| {
         if s.n == 0 {
-            "-".to_string()
+            MISSING.to_string()
         } else if latency {
             format_value(Metric::Ttft, x)
         } else {
@@ -789,17 +798,31 @@ fn figure_row(label: &str, f: &FigureChange) -> String {
         (Some(d), Some(verdict)) => {
             format!("{} ({})", signed(Metric::Ttft, d.diff), verdict.words())
         }
-        _ => "-".into(),
+        _ => MISSING.into(),
     };
-    format!(
-        "| {label} | {} | {} | {} | {} | {} / {} | {change} |\n",
+    [
         v(&f.base, f.base.p50),
         v(&f.other, f.other.p50),
         v(&f.base, f.base.p99),
         v(&f.other, f.other.p99),
-        f.base.n,
-        f.other.n
-    )
+        format!("{} / {}", f.base.n, f.other.n),
+        change,
+    ]
+}
+
+/// A table of figures of both runs (`figure_cells`), after the `lead` columns that name them.
+fn figure_table(p: &Pair, lead: &[&str]) -> TextTable {
+    let (a, b) = (&p.base, &p.other);
+    TextTable::new()
+        .left(lead)
+        .right([
+            format!("{a} p50"),
+            format!("{b} p50"),
+            format!("{a} p99"),
+            format!("{b} p99"),
+            format!("n {a} / {b}"),
+        ])
+        .left(["median change"])
 }
 
 fn signed_pct(v: f64) -> String {
@@ -871,56 +894,50 @@ impl Comparison {
         for w in &self.warnings {
             out.push_str(&format!("\nWarning: {w}.\n"));
         }
-        out.push_str("\n## Runs\n\n|  |");
-        for r in &self.runs {
-            out.push_str(&format!(" {} |", r.label));
-        }
-        out.push_str("\n|---|");
-        out.push_str(&"---|".repeat(self.runs.len()));
-        out.push('\n');
-        let row = |name: &str, f: &dyn Fn(&RunSide) -> String| {
-            let mut s = format!("| {name} |");
-            for r in &self.runs {
-                s.push_str(&format!(" {} |", f(r)));
-            }
-            s + "\n"
+        let mut runs = TextTable::new()
+            .left([""])
+            .left(self.runs.iter().map(|r| r.label.as_str()));
+        let mut row = |name: &str, f: &dyn Fn(&RunSide) -> String| {
+            runs.row(std::iter::once(name.to_string()).chain(self.runs.iter().map(f)));
         };
-        out.push_str(&row("file", &|r| format!("`{}`", r.file)));
-        out.push_str(&row("model", &|r| r.model.clone()));
-        out.push_str(&row("device / dtype", &|r| {
-            format!("{} / {}", r.device, r.dtype)
-        }));
-        out.push_str(&row("prompt/output/batch", &|r| r.workload.clone()));
-        out.push_str(&row("requests (warmup)", &|r| {
+        row("file", &|r| format!("`{}`", r.file));
+        row("model", &|r| r.model.clone());
+        row("device / dtype", &|r| format!("{} / {}", r.device, r.dtype));
+        row("prompt/output/batch", &|r| r.workload.clone());
+        row("requests (warmup)", &|r| {
             format!("{} ({})", r.requests, r.warmup_requests)
-        }));
-        out.push_str(&row("settled at", &|r| {
+        });
+        row("settled at", &|r| {
             r.settled_at
                 .map_or("not settled".into(), |i| format!("#{i}"))
-        }));
+        });
+        out.push_str("\n## Runs\n\n");
+        out.push_str(&runs.markdown());
         for p in &self.pairs {
             out.push_str(&format!(
                 "\n## {} vs {} (steady state)\n\n",
                 p.other, p.base
             ));
-            out.push_str(&format!(
-                "| metric | stat | {} | {} | change | change % |\n|---|---|---:|---:|---:|---:|\n",
-                p.base, p.other
-            ));
+            let mut t = TextTable::new().left(["metric", "stat"]).right([
+                p.base.as_str(),
+                p.other.as_str(),
+                "change",
+                "change %",
+            ]);
             for (mc, &m) in p.metrics.iter().zip(Metric::ALL.iter()) {
                 for c in &mc.changes {
-                    let v = |x: Option<f64>| x.map_or("-".into(), |x| format_value(m, x));
-                    out.push_str(&format!(
-                        "| {} | {} | {} | {} | {} | {} |\n",
-                        mc.label,
-                        c.stat,
+                    let v = |x: Option<f64>| or_missing(x.map(|x| format_value(m, x)));
+                    t.row([
+                        mc.label.to_string(),
+                        c.stat.to_string(),
                         v(c.base),
                         v(c.other),
-                        c.change.map_or("-".into(), |x| signed(m, x)),
-                        c.change_pct.map_or("-".into(), signed_pct)
-                    ));
+                        or_missing(c.change.map(|x| signed(m, x))),
+                        or_missing(c.change_pct.map(signed_pct)),
+                    ]);
                 }
             }
+            out.push_str(&t.markdown());
             let o = &self.options;
             out.push_str(&format!(
                 "\n### Verdicts (median of {} − median of {}; bootstrap {:.0} % CI, {} resamples, seed {})\n\n",
@@ -961,34 +978,34 @@ impl Comparison {
                 ));
             }
             if !p.reasoning.is_empty() {
-                out.push_str(&format!(
-                    "\n### Thinking and answering (steady requests)\n\n| figure | {0} p50 | {1} p50 | {0} p99 | {1} p99 | n {0} / {1} | median change |\n|---|---:|---:|---:|---:|---:|---|\n",
-                    p.base, p.other
-                ));
+                let mut t = figure_table(p, &["figure"]);
                 for f in &p.reasoning {
-                    out.push_str(&figure_row(&f.label, f));
+                    t.row(std::iter::once(f.label.to_string()).chain(figure_cells(f)));
                 }
+                out.push_str("\n### Thinking and answering (steady requests)\n\n");
+                out.push_str(&t.markdown());
             }
             if !p.models.is_empty() {
-                out.push_str(&format!(
-                    "\n### By model (steady requests)\n\n| model | figure | {0} p50 | {1} p50 | {0} p99 | {1} p99 | n {0} / {1} | median change |\n|---|---|---:|---:|---:|---:|---:|---|\n",
-                    p.base, p.other
-                ));
+                let mut t = figure_table(p, &["model", "figure"]);
                 for m in &p.models {
                     for f in &m.figures {
-                        out.push_str(&figure_row(&format!("{} | {}", m.model, f.label), f));
+                        let lead = [m.model.to_string(), f.label.to_string()];
+                        t.row(lead.into_iter().chain(figure_cells(f)));
                     }
                 }
+                out.push_str("\n### By model (steady requests)\n\n");
+                out.push_str(&t.markdown());
             }
             out.push_str(&split_markdown(p));
             if !p.spec.is_empty() {
-                out.push_str(&format!(
-                    "\n### Speculative decoding (the servers' count, steady requests)\n\n| figure | {0} p50 | {1} p50 | {0} p99 | {1} p99 | n {0} / {1} | median change |\n|---|---:|---:|---:|---:|---:|---|\n",
-                    p.base, p.other
-                ));
+                let mut t = figure_table(p, &["figure"]);
                 for f in &p.spec {
-                    out.push_str(&figure_row(&f.label, f));
+                    t.row(std::iter::once(f.label.to_string()).chain(figure_cells(f)));
                 }
+                out.push_str(
+                    "\n### Speculative decoding (the servers' count, steady requests)\n\n",
+                );
+                out.push_str(&t.markdown());
             }
             out.push_str("\n### Outputs\n\n");
             let oc = &p.outputs;
