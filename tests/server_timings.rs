@@ -513,6 +513,24 @@ fn a_sweep_says_which_part_of_the_ttft_breaks_the_slo_first() {
         md.contains("Where the TTFT went, by the server's own timings"),
         "{md}"
     );
+    // Its table: a row per cell, each cell's prefill p50 the server's 40 ms.
+    let table: Vec<&str> = md
+        .split("Where the TTFT went, by the server's own timings (ms):\n\n")
+        .nth(1)
+        .unwrap_or_default()
+        .lines()
+        .take_while(|l| l.starts_with('|'))
+        .collect();
+    assert!(
+        table[0].starts_with("| cell | conc | rate | n | TTFT p50 | p99 | queue p50 |"),
+        "{md}"
+    );
+    assert_eq!(table.len(), 2 + cells.len(), "{md}");
+    for row in &table[2..] {
+        let cols: Vec<&str> = row.split('|').map(str::trim).collect();
+        assert_eq!(cols.len(), 15, "{row}");
+        assert_eq!(cols[9], "40.000", "prefill p50 of {row}");
+    }
 }
 
 /// `compare` of a run on a free server and one on a full one: the TTFT's change is the

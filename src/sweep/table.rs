@@ -9,6 +9,7 @@ use super::{is_server, CellResult};
 use crate::event::{CellParams, FloatDtype};
 use crate::record::line::{CellStatus, PrefixCache};
 use crate::stats::Summary;
+use crate::util::table::{or_missing, TextTable, MISSING};
 
 /// `infertop sweep --format` (and `report` of a sweep record).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -284,34 +285,43 @@ impl SweepTable<'_> {
         if self.cells.iter().all(|c| c.ttft_split.is_none()) {
             return String::new();
         }
-        let mut out = String::from(
-            "\nWhere the TTFT went, by the server's own timings (ms):\n\n| cell | conc | rate | n | TTFT p50 | p99 | queue p50 | p99 | prefill p50 | p99 | network+client p50 | p99 | grows with load |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
-        );
+        let mut t = TextTable::new()
+            .right([
+                "cell",
+                "conc",
+                "rate",
+                "n",
+                "TTFT p50",
+                "p99",
+                "queue p50",
+                "p99",
+                "prefill p50",
+                "p99",
+                "network+client p50",
+                "p99",
+            ])
+            .left(["grows with load"]);
         for c in self.cells {
             let Some(split) = &c.ttft_split else { continue };
             let p = &c.params;
-            let mut row = format!(
-                "| {} | {} | {} | {} |",
-                c.cell,
-                p.concurrency.map_or("-".into(), |x| x.to_string()),
-                p.rate.map_or("-".into(), |x| x.to_string()),
-                split.requests
-            );
+            let mut row = vec![
+                c.cell.to_string(),
+                or_missing(p.concurrency.map(|x| x.to_string())),
+                or_missing(p.rate.map(|x| x.to_string())),
+                split.requests.to_string(),
+            ];
             let pair = |s: &Summary| {
-                if s.n == 0 {
-                    " - | - |".to_string()
-                } else {
-                    format!(" {} | {} |", ms(s.p50), ms(s.p99))
-                }
+                let v = |x: f64| or_missing((s.n > 0).then(|| ms(x)));
+                [v(s.p50), v(s.p99)]
             };
-            row.push_str(&pair(&split.ttft));
+            row.extend(pair(&split.ttft));
             for part in Part::TTFT {
-                row.push_str(&pair(&split.get(part)));
+                row.extend(pair(&split.get(part)));
             }
-            row.push_str(&format!(" {} |\n", split.grows.map_or("-", |p| p.label())));
-            out.push_str(&row);
+            row.push(split.grows.map_or(MISSING, |p| p.label()).to_string());
+            t.row(row);
         }
-        out
+        "\nWhere the TTFT went, by the server's own timings (ms):\n\n".to_string() + &t.markdown()
     }
 
     /// Speculative decoding in each cell whose server drafted: acceptance (the cell's
@@ -322,39 +332,40 @@ impl SweepTable<'_> {
         if self.cells.iter().all(|c| c.spec.is_none()) {
             return String::new();
         }
-        let mut out = String::from(
-            "\nSpeculative decoding, by the server's count:\n\n| cell | conc | rate | n | accepted / drafted | acceptance p50 | p90 | accepted per step | TPOT p50 (ms) | TPOT vs acceptance r |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-        );
+        let mut t = TextTable::new().right([
+            "cell",
+            "conc",
+            "rate",
+            "n",
+            "accepted / drafted",
+            "acceptance p50",
+            "p90",
+            "accepted per step",
+            "TPOT p50 (ms)",
+            "TPOT vs acceptance r",
+        ]);
         let pct = |v: f64| format!("{:.1}%", 100.0 * v);
         for c in self.cells {
             let Some(spec) = &c.spec else { continue };
             let p = &c.params;
             let acc = &spec.acceptance;
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                c.cell,
-                p.concurrency.map_or("-".into(), |x| x.to_string()),
-                p.rate.map_or("-".into(), |x| x.to_string()),
-                spec.requests,
-                spec.token_acceptance().map_or("-".into(), |a| format!(
-                    "{} ({})",
-                    spec.accepted,
-                    pct(a)
-                )),
-                if acc.n == 0 { "-".into() } else { pct(acc.p50) },
-                if acc.n == 0 { "-".into() } else { pct(acc.p90) },
-                spec.mean_accepted_per_step()
-                    .map_or("-".into(), |a| format!("{a:.2}")),
-                if c.tpot.n == 0 {
-                    "-".into()
-                } else {
-                    ms(c.tpot.p50)
-                },
-                spec.tpot_correlation
-                    .map_or("-".into(), |r| format!("{r:+.2}")),
-            ));
+            t.row([
+                c.cell.to_string(),
+                or_missing(p.concurrency.map(|x| x.to_string())),
+                or_missing(p.rate.map(|x| x.to_string())),
+                spec.requests.to_string(),
+                or_missing(
+                    spec.token_acceptance()
+                        .map(|a| format!("{} ({})", spec.accepted, pct(a))),
+                ),
+                or_missing((acc.n > 0).then(|| pct(acc.p50))),
+                or_missing((acc.n > 0).then(|| pct(acc.p90))),
+                or_missing(spec.mean_accepted_per_step().map(|a| format!("{a:.2}"))),
+                or_missing((c.tpot.n > 0).then(|| ms(c.tpot.p50))),
+                or_missing(spec.tpot_correlation.map(|r| format!("{r:+.2}"))),
+            ]);
         }
-        out
+        "\nSpeculative decoding, by the server's count:\n\n".to_string() + &t.markdown()
     }
 
     fn to_csv(&self) -> String {
