@@ -17,6 +17,7 @@ use crate::record::line::{CellStatus, Header, RepeatConfig, SweepConfig};
 use crate::stats::repeat::{Spread, CONFIDENCE};
 use crate::stats::{Slo, Summary};
 use crate::summary::SummaryFormat;
+use crate::util::table::{or_missing, TextTable};
 
 /// What a statistic measures, for its formatting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -374,17 +375,21 @@ impl<'a> RunsTable<'a> {
 
     /// Each run's own row: its status, n and headline figures.
     fn runs_markdown(&self) -> String {
-        let mut out = String::from(
-            "| run | status | n | TTFT p50 | TTFT p99 | TPOT p50 | TPOT p99 | ITL p50 | ITL p99 | E2E p50 | E2E p99 | out tok/s | req/s | s |\n\
-             |---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
-        );
-        let ms = |s: &Summary, v: f64| {
-            if s.n == 0 {
-                "-".to_string()
-            } else {
-                Unit::Seconds.format(v)
-            }
-        };
+        let mut t = TextTable::new().right(["run"]).left(["status"]).right([
+            "n",
+            "TTFT p50",
+            "TTFT p99",
+            "TPOT p50",
+            "TPOT p99",
+            "ITL p50",
+            "ITL p99",
+            "E2E p50",
+            "E2E p99",
+            "out tok/s",
+            "req/s",
+            "s",
+        ]);
+        let ms = |s: &Summary, v: f64| or_missing((s.n > 0).then(|| Unit::Seconds.format(v)));
         for r in self.runs {
             let status = match (&r.status, &r.reason) {
                 (CellStatus::Ok, None) if r.failed_requests > 0 => {
@@ -397,10 +402,10 @@ impl<'a> RunsTable<'a> {
                 }
                 (CellStatus::Stopped, why) => why.clone().unwrap_or_else(|| "stopped".into()),
             };
-            out.push_str(&format!(
-                "| {} | {status} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.1} |\n",
-                r.cell + 1,
-                r.n,
+            t.row([
+                (r.cell + 1).to_string(),
+                status,
+                r.n.to_string(),
                 ms(&r.ttft, r.ttft.p50),
                 ms(&r.ttft, r.ttft.p99),
                 ms(&r.tpot, r.tpot.p50),
@@ -409,11 +414,12 @@ impl<'a> RunsTable<'a> {
                 ms(&r.itl, r.itl.p99),
                 ms(&r.e2e, r.e2e.p50),
                 ms(&r.e2e, r.e2e.p99),
-                r.output_tok_s.map_or("-".into(), |v| Unit::TokS.format(v)),
-                r.requests_s.map_or("-".into(), |v| Unit::PerS.format(v)),
-                r.elapsed_s,
-            ));
+                or_missing(r.output_tok_s.map(|v| Unit::TokS.format(v))),
+                or_missing(r.requests_s.map(|v| Unit::PerS.format(v))),
+                format!("{:.1}", r.elapsed_s),
+            ]);
         }
+        let mut out = t.markdown();
         if self.not_run > 0 {
             out.push_str(&format!(
                 "\n{} of {} runs never started ({}).\n",
@@ -456,29 +462,29 @@ impl<'a> RunsTable<'a> {
         out.push_str(&format!(
             "\nAcross {n} {runs}: {how}. A run's value is its own statistic over its steady requests (its n above); throughput as a sweep's cell has it (a server's over the interval its load was held, the candle engine's over the sum of its E2E).\n\n"
         ));
-        out.push_str("| statistic | n | per run | mean | sd | CV | 95 % CI of the mean |\n");
-        out.push_str("|---|---:|---|---:|---:|---:|---|\n");
+        let mut t = TextTable::new()
+            .left(["statistic"])
+            .right(["n"])
+            .left(["per run"])
+            .right(["mean", "sd", "CV"])
+            .left(["95 % CI of the mean"]);
         for a in &self.across {
             let u = a.unit;
-            let f = |v: Option<f64>| v.map_or("-".to_string(), |x| u.format(x));
+            let f = |v: Option<f64>| or_missing(v.map(|x| u.format(x)));
             let per_run: Vec<String> = a.values.iter().map(|v| f(*v)).collect();
             let s = &a.spread;
-            let ci = match (s.ci_lo, s.ci_hi) {
-                (Some(lo), Some(hi)) => format!("[{}, {}]", u.format(lo), u.format(hi)),
-                _ => "-".to_string(),
-            };
-            out.push_str(&format!(
-                "| {}{} | {} | {} | {} | {} | {} | {} |\n",
-                a.label,
-                u.shown(),
-                s.n,
+            let ci = s.ci_lo.zip(s.ci_hi);
+            t.row([
+                format!("{}{}", a.label, u.shown()),
+                s.n.to_string(),
                 per_run.join(", "),
                 f(s.mean),
                 f(s.sd),
-                s.cv.map_or("-".to_string(), |c| format!("{:.1} %", c * 100.0)),
-                ci
-            ));
+                or_missing(s.cv.map(|c| format!("{:.1} %", c * 100.0))),
+                or_missing(ci.map(|(lo, hi)| format!("[{}, {}]", u.format(lo), u.format(hi)))),
+            ]);
         }
+        out.push_str(&t.markdown());
         out
     }
 }
