@@ -21,6 +21,7 @@ use super::line::{FailedLine, Header, Line, RequestLine};
 use super::reader::Record;
 use crate::summary::RunSummary;
 use crate::traffic::Shard;
+use crate::util::table::{or_missing, TextTable};
 
 /// One record of a merge, as its own row.
 #[derive(Clone, Debug)]
@@ -340,42 +341,38 @@ fn span(rec: &Record) -> Option<f64> {
 impl Merged {
     /// The per-source rows and the notes as markdown, after the union's report.
     pub fn to_markdown(&self) -> String {
+        use crate::stats::Metric::{E2e, Tpot, Ttft};
         use crate::util::format::ms;
         let mut out = format!(
             "\n## Sources ({} records as one run)\n\nThe table above is over the union of their \
-             raw samples (n summed, numpy's percentiles); {}.\n\n\
-             | source | requests | failed | TTFT p50 | TTFT p99 | TPOT p50 | TPOT p99 | E2E p50 | span | shard | starts |\n\
-             |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+             raw samples (n summed, numpy's percentiles); {}.\n\n",
             self.sources.len(),
             self.alignment
         );
+        let mut t = TextTable::new().left(["source"]).right([
+            "requests", "failed", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99", "E2E p50",
+            "span", "shard", "starts",
+        ]);
         for s in &self.sources {
-            let get = |m| s.summary.steady.get(m);
             let q = |m, p: fn(&crate::stats::Summary) -> f64| {
-                let v = get(m);
-                if v.n == 0 {
-                    "-".to_string()
-                } else {
-                    ms(p(&v))
-                }
+                let v = s.summary.steady.get(m);
+                or_missing((v.n > 0).then(|| ms(p(&v))))
             };
-            use crate::stats::Metric::{E2e, Tpot, Ttft};
-            out.push_str(&format!(
-                "| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:+.3} s |\n",
-                s.name,
-                if s.complete { "" } else { " (no footer)" },
-                s.summary.requests,
-                s.summary.failed_requests,
+            t.row([
+                format!("{}{}", s.name, if s.complete { "" } else { " (no footer)" }),
+                s.summary.requests.to_string(),
+                s.summary.failed_requests.to_string(),
                 q(Ttft, |v| v.p50),
                 q(Ttft, |v| v.p99),
                 q(Tpot, |v| v.p50),
                 q(Tpot, |v| v.p99),
                 q(E2e, |v| v.p50),
-                s.span_s.map_or("-".into(), |v| format!("{v:.1} s")),
-                s.shard.map_or("-".into(), |k| k.to_string()),
-                s.shift_s,
-            ));
+                or_missing(s.span_s.map(|v| format!("{v:.1} s"))),
+                or_missing(s.shard.map(|k| k.to_string())),
+                format!("{:+.3} s", s.shift_s),
+            ]);
         }
+        out.push_str(&t.markdown());
         for n in &self.notes {
             out.push_str(&format!("\nNote: {n}.\n"));
         }

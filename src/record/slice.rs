@@ -32,6 +32,7 @@ use crate::event::{RequestDone, RequestFailed};
 use crate::stats::goodput::output_tokens;
 use crate::stats::{Metric, Summary};
 use crate::summary::summary_json;
+use crate::util::table::{or_missing, TextTable};
 
 /// Windows one report makes at most: a week at 10 s is 60,480. Each closed window keeps a row
 /// of figures (about 300 bytes), never its samples.
@@ -640,45 +641,41 @@ impl Sliced {
         }
         out.push('\n');
         let itl = self.has_steps;
-        out.push_str(
-            "| window (s) | n | failed | warmup | TTFT p50 | TTFT p99 | TPOT p50 | TPOT p99 |",
-        );
-        out.push_str(if itl { " ITL p99 |" } else { "" });
-        out.push_str(" E2E p99 | tok/s | req/s |\n");
-        out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|");
-        out.push_str(if itl { "---:|" } else { "" });
-        out.push_str("---:|---:|---:|\n");
+        let mut t = TextTable::new().left(["window (s)"]).right([
+            "n", "failed", "warmup", "TTFT p50", "TTFT p99", "TPOT p50", "TPOT p99",
+        ]);
+        if itl {
+            t = t.right(["ITL p99"]);
+        }
+        t = t.right(["E2E p99", "tok/s", "req/s"]);
+        let ms = |s: &Summary, v: f64| or_missing((s.n > 0).then(|| format!("{:.3}", v * 1e3)));
         for r in &self.rows {
-            let ms = |s: &Summary, v: f64| {
-                if s.n == 0 {
-                    "-".to_string()
-                } else {
-                    format!("{:.3}", v * 1e3)
-                }
-            };
             let mark = if r.partial { "*" } else { "" };
-            out.push_str(&format!(
-                "| {}–{}{mark} | {} | {} | {} | {} | {} | {} | {} |",
-                seconds_bound(r.start_s),
-                seconds_bound(r.end_s),
-                r.requests,
-                r.failed,
-                r.warmup,
+            let mut row = vec![
+                format!(
+                    "{}–{}{mark}",
+                    seconds_bound(r.start_s),
+                    seconds_bound(r.end_s)
+                ),
+                r.requests.to_string(),
+                r.failed.to_string(),
+                r.warmup.to_string(),
                 ms(&r.ttft, r.ttft.p50),
                 ms(&r.ttft, r.ttft.p99),
                 ms(&r.tpot, r.tpot.p50),
                 ms(&r.tpot, r.tpot.p99),
-            ));
+            ];
             if itl {
-                out.push_str(&format!(" {} |", ms(&r.itl, r.itl.p99)));
+                row.push(ms(&r.itl, r.itl.p99));
             }
-            out.push_str(&format!(
-                " {} | {} | {} |\n",
+            row.extend([
                 ms(&r.e2e, r.e2e.p99),
-                r.output_tok_s().map_or("-".into(), |v| format!("{v:.1}")),
-                r.requests_s().map_or("-".into(), |v| format!("{v:.2}")),
-            ));
+                or_missing(r.output_tok_s().map(|v| format!("{v:.1}"))),
+                or_missing(r.requests_s().map(|v| format!("{v:.2}"))),
+            ]);
+            t.row(row);
         }
+        out.push_str(&t.markdown());
         if let Some(r) = last.filter(|r| r.partial) {
             out.push_str(&format!(
                 "\n\\* partial: the run ended {} into this window; its rates are over that length.\n",
