@@ -625,7 +625,13 @@ fn headless_in_a_terminal_prints_lines() {
         "took over the screen"
     );
     s.wait_for(
-        &["req/s", "the whole watch", "| TTFT |"],
+        &[
+            "req/s",
+            "the whole watch",
+            "| metric (server's histograms) | p50 | p90 | p99 | n |",
+            "|---|---:|---:|---:|---:|",
+            "| TTFT | 150.000 ms |",
+        ],
         Duration::from_secs(5),
     );
 }

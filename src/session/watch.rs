@@ -31,6 +31,7 @@ use crate::stats::ServerSpan;
 use crate::ui::watch::WatchEvent;
 use crate::util::format;
 use crate::util::say;
+use crate::util::table::{or_missing, TextTable, MISSING};
 
 /// `infertop watch`.
 pub fn watch(args: &WatchOpts) -> Result<i32, Failure> {
@@ -721,54 +722,63 @@ fn summary(w: &Window, nodes: &[(String, Window, u64)], format: WatchFormat) -> 
             format!("{v}\n")
         }
         WatchFormat::Text => {
-            let row = |name: &str, q: Option<Quantiles>| match q {
-                Some(q) => format!(
-                    "| {name} | {:.3} ms | {:.3} ms | {:.3} ms | {} |\n",
-                    q.p50 * 1e3,
-                    q.p90 * 1e3,
-                    q.p99 * 1e3,
-                    q.n
-                ),
-                None => format!("| {name} | - | - | - | 0 |\n"),
+            let ms = |v: f64| format!("{:.3} ms", v * 1e3);
+            let mut t = TextTable::new()
+                .left(["metric (server's histograms)"])
+                .right(["p50", "p90", "p99", "n"]);
+            let mut row = |name: &str, q: Option<Quantiles>| {
+                let figures = match q {
+                    Some(q) => [ms(q.p50), ms(q.p90), ms(q.p99), q.n.to_string()],
+                    None => [MISSING.into(), MISSING.into(), MISSING.into(), "0".into()],
+                };
+                t.row(std::iter::once(name.to_string()).chain(figures));
             };
+            row("TTFT", w.ttft_s);
+            row("ITL", w.itl_s);
+            row("E2E", w.e2e_s);
             let s = &w.signals;
-            let mut extra = String::new();
             for (name, q) in [
                 ("queue", s.queue_s),
                 ("prefill", s.prefill_s),
                 ("decode", s.decode_s),
             ] {
                 if q.is_some() {
-                    extra.push_str(&row(name, q));
+                    row(name, q);
                 }
             }
             let mut out = format!(
-                "\nthe whole watch: {:.0} s of {} metrics, {} requests/s, {} preemptions\n\n| metric (server's histograms) | p50 | p90 | p99 | n |\n|---|---:|---:|---:|---:|\n{}{}{}{extra}",
+                "\nthe whole watch: {:.0} s of {} metrics, {} requests/s, {} preemptions\n\n{}",
                 w.seconds,
                 w.server,
                 num(w.requests_per_s, 1.0, 2),
                 num(w.preemptions, 1.0, 0),
-                row("TTFT", w.ttft_s),
-                row("ITL", w.itl_s),
-                row("E2E", w.e2e_s),
+                t.markdown(),
             );
             if !nodes.is_empty() {
-                out.push_str(
-                    "\n| node | req/s | TTFT p50 | TTFT p99 | E2E p99 | n | failed scrapes |\n|---|---:|---:|---:|---:|---:|---:|\n",
-                );
+                let mut t = TextTable::new().left(["node"]).right([
+                    "req/s",
+                    "TTFT p50",
+                    "TTFT p99",
+                    "E2E p99",
+                    "n",
+                    "failed scrapes",
+                ]);
                 let cell = |q: Option<Quantiles>, p: fn(&Quantiles) -> f64| {
-                    q.map_or("-".to_string(), |q| format!("{:.3} ms", p(&q) * 1e3))
+                    or_missing(q.map(|q| ms(p(&q))))
                 };
                 for (name, n, failures) in nodes {
-                    out.push_str(&format!(
-                        "| {name} | {} | {} | {} | {} | {} | {failures} |\n",
+                    t.row([
+                        name.to_string(),
                         num(n.requests_per_s, 1.0, 2),
                         cell(n.ttft_s, |q| q.p50),
                         cell(n.ttft_s, |q| q.p99),
                         cell(n.e2e_s, |q| q.p99),
-                        n.ttft_s.or(n.e2e_s).map_or(0, |q| q.n),
-                    ));
+                        n.ttft_s.or(n.e2e_s).map_or(0, |q| q.n).to_string(),
+                        failures.to_string(),
+                    ]);
                 }
+                out.push('\n');
+                out.push_str(&t.markdown());
             }
             out
         }
