@@ -358,6 +358,13 @@ fn the_indexed_job_runs_as_kubernetes_starts_its_pods() {
         summary.contains(&format!("## Sources ({n} merged)")),
         "{summary}"
     );
+    // A row per shard's record under the sources' header.
+    let table = summary
+        .split("| source | state | requests | failed | TTFT p50 | TPOT p50 |\n|---|---|---:|---:|---:|---:|\n")
+        .nth(1)
+        .unwrap_or_default();
+    let rows = table.lines().take_while(|l| l.starts_with("| ")).count();
+    assert_eq!(rows, n, "{summary}");
     assert_every_request_once(&records_in(&records), 120);
 }
 

@@ -39,6 +39,7 @@ use crate::ui::feed::FeedScreen;
 use crate::ui::state::Producer;
 use crate::ui::App;
 use crate::util::say;
+use crate::util::table::{or_missing, TextTable};
 
 /// How often a followed file is looked at for new lines.
 const POLL: Duration = Duration::from_millis(50);
@@ -204,29 +205,31 @@ fn wait_for_headers(
 fn sources_markdown(screen: &FeedScreen) -> String {
     use crate::util::format::ms;
     let mut out = format!(
-        "\n## Sources ({} merged)\n\nThe table above is over the union of their raw samples; {}.\n\n\
-         | source | state | requests | failed | TTFT p50 | TPOT p50 |\n|---|---|---:|---:|---:|---:|\n",
+        "\n## Sources ({} merged)\n\nThe table above is over the union of their raw samples; {}.\n\n",
         screen.sources.len(),
         screen
             .alignment
             .as_ref()
             .map_or(crate::record::merge::ALIGNMENT, |a| a.words.as_str())
     );
+    let mut t = TextTable::new()
+        .left(["source", "state"])
+        .right(["requests", "failed", "TTFT p50", "TPOT p50"]);
     for row in &screen.sources {
         let state = match &row.state {
             SourceState::Died(why) => format!("died: {why}"),
             _ => crate::ui::feed::render::state_words(row, screen.wall),
         };
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} |\n",
-            row.name,
+        t.row([
+            row.name.to_string(),
             state,
-            row.requests,
-            row.failed,
-            row.ttft_p50.map_or("-".into(), ms),
-            row.tpot_p50.map_or("-".into(), ms),
-        ));
+            row.requests.to_string(),
+            row.failed.to_string(),
+            or_missing(row.ttft_p50.map(ms)),
+            or_missing(row.tpot_p50.map(ms)),
+        ]);
     }
+    out.push_str(&t.markdown());
     out
 }
 
