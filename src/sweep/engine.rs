@@ -430,23 +430,26 @@ mod tests {
             runs: 3,
             cooldown,
         };
+        // Run k starts after k cooldowns: a bound the receiver can check whenever it reads
+        // (a receive is never before its send; a busy machine only delays it).
+        let spawned = Instant::now();
         let h = spawn(cells, instant(), tx, ctl_rx).unwrap();
         let mut seen = Vec::new();
-        let mut ended_at = None;
         while let Ok(ev) = rx.recv() {
             match ev {
                 Event::CellStarted(c) => {
                     assert_eq!((c.cells, &c.params), (3, &params));
-                    if let Some(at) = ended_at.take() {
-                        let idle = Instant::now().duration_since(at);
-                        assert!(idle >= cooldown, "{idle:?}");
-                    }
+                    let idle = spawned.elapsed();
+                    assert!(
+                        idle >= cooldown * c.cell as u32,
+                        "{idle:?} at run {}",
+                        c.cell
+                    );
                     seen.push(format!("run {}", c.cell));
                 }
                 Event::Notice(n) => match *n {
                     Notice::Cooldown(c) => {
                         assert_eq!(c.seconds, 0.15);
-                        ended_at = Some(Instant::now());
                         seen.push(format!("cooldown after {}", c.after_run));
                     }
                     other => panic!("{other:?}"),
