@@ -9,6 +9,7 @@ use super::say;
 use crate::exit::Failure;
 use crate::model::{self, presets};
 use crate::util::format;
+use crate::util::table::TextTable;
 
 #[derive(Args, Debug, Clone)]
 pub struct MakeModelArgs {
@@ -33,30 +34,39 @@ pub struct MakeModelArgs {
 /// `infertop presets`: every shape with its parameters (active: what one token runs through,
 /// less than all of them for a mixture of experts) and the memory its weights take.
 pub fn presets_table() -> String {
-    let mut out = String::from(
-        "| preset | arch | params | active | layers | hidden | heads/kv | vocab | positions | f32 | bf16 | about |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
-    );
+    let mut t = TextTable::new()
+        .left(["preset", "arch"])
+        .right([
+            "params",
+            "active",
+            "layers",
+            "hidden",
+            "heads/kv",
+            "vocab",
+            "positions",
+            "f32",
+            "bf16",
+        ])
+        .left(["about"]);
     for p in presets::PRESETS {
         let c = (p.config)();
         let params = c.params();
-        out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {}/{} | {} | {} | {} | {} | {} |\n",
-            p.name,
-            c.arch.name(),
+        t.row([
+            p.name.to_string(),
+            c.arch.name().to_string(),
             format::si(params as f64),
             format::si(c.active_params() as f64),
-            c.num_hidden_layers,
-            c.hidden_size,
-            c.num_attention_heads,
-            c.num_key_value_heads,
-            c.vocab_size,
-            c.max_position_embeddings,
+            c.num_hidden_layers.to_string(),
+            c.hidden_size.to_string(),
+            format!("{}/{}", c.num_attention_heads, c.num_key_value_heads),
+            c.vocab_size.to_string(),
+            c.max_position_embeddings.to_string(),
             format::bytes(params * 4),
             format::bytes(params * 2),
-            p.about
-        ));
+            p.about.to_string(),
+        ]);
     }
-    out
+    t.markdown()
 }
 
 /// `infertop make-model`.

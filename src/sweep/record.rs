@@ -15,6 +15,7 @@ use crate::record::compare::{compare_records, CompareOptions, MetricChange, Verd
 use crate::record::line::{CellEnd, CellStatus, Footer, Header, Line, RunEvent, SweepConfig};
 use crate::record::reader::{read_lines, Record};
 use crate::stats::Slo;
+use crate::util::table::{or_missing, TextTable, MISSING};
 
 /// One cell of a sweep's record.
 #[derive(Debug)]
@@ -339,20 +340,20 @@ impl SweepComparison {
             out.push_str(&format!("Warning: {w}.\n\n"));
         }
         let columns = BuildColumns::of(self.cells.iter().map(|c| &c.params));
-        let mut head = String::from("|");
-        let mut align = String::from("|");
-        columns.head(&mut head, &mut align);
-        out.push_str(&format!("{head} batch | prompt | output | conc | rate | TTFT | TPOT | E2E |\n{align}---:|---|---|---:|---:|---|---|---|\n"));
+        let mut t = columns
+            .columns(TextTable::new())
+            .right(["batch"])
+            .left(["prompt", "output"])
+            .right(["conc", "rate"])
+            .left(["TTFT", "TPOT", "E2E"]);
         for c in &self.cells {
             let p = &c.params;
-            let mut build = String::from("|");
-            columns.cells(p, &mut build);
             let verdict = |key: &str| {
                 c.metrics
                     .iter()
                     .find(|m| m.metric == key)
                     .and_then(|m| Some((m.median_diff?, m.verdict?)))
-                    .map_or("-".to_string(), |(d, v)| {
+                    .map_or(MISSING.to_string(), |(d, v)| {
                         let word = match v {
                             Verdict::Faster | Verdict::Slower => format!("**{}**", v.words()),
                             _ => v.words().to_string(),
@@ -367,18 +368,20 @@ impl SweepComparison {
                         )
                     })
             };
-            out.push_str(&format!(
-                "{build} {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                p.batch,
-                p.prompt_tokens,
-                p.output_tokens,
-                p.concurrency.map_or("-".into(), |x| x.to_string()),
-                p.rate.map_or("-".into(), |x| x.to_string()),
+            let mut row = columns.cells(p);
+            row.extend([
+                p.batch.to_string(),
+                p.prompt_tokens.to_string(),
+                p.output_tokens.to_string(),
+                or_missing(p.concurrency.map(|x| x.to_string())),
+                or_missing(p.rate.map(|x| x.to_string())),
                 verdict("ttft_s"),
                 verdict("tpot_s"),
                 verdict("e2e_s"),
-            ));
+            ]);
+            t.row(row);
         }
+        out.push_str(&t.markdown());
         for c in self.cells.iter().filter(|c| c.outputs_differing > 0) {
             out.push_str(&format!(
                 "\n**!!! OUTPUTS DIFFER in cell {}: {} requests generated different tokens**\n",

@@ -54,17 +54,17 @@ fn ms(v: f64) -> String {
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
-    v.map_or("-".into(), |x| format!("{x:.digits$}"))
+    or_missing(v.map(|x| format!("{x:.digits$}")))
 }
 
 /// `512MiB`, `1.20GiB` (see `util::format`).
 pub fn mem(bytes: Option<u64>) -> String {
-    bytes.map_or("-".into(), crate::util::format::bytes)
+    or_missing(bytes.map(crate::util::format::bytes))
 }
 
 fn tails(s: &Summary) -> [String; 3] {
     if s.n == 0 {
-        return ["-".into(), "-".into(), "-".into()];
+        return [MISSING.into(), MISSING.into(), MISSING.into()];
     }
     [ms(s.p50), ms(s.p90), ms(s.p99)]
 }
@@ -141,85 +141,70 @@ impl SweepTable<'_> {
         let server = self.server();
         let build = BuildColumns::of(self.cells.iter().map(|c| &c.params));
         let mut out = format!("\n{}\n\n", self.title);
-        let mut head = String::from("| cell |");
-        let mut align = String::from("|---:|");
-        build.head(&mut head, &mut align);
-        head.push_str(" batch | prompt | output |");
-        align.push_str("---:|---|---|");
-        if server {
-            head.push_str(" conc | rate |");
-        }
-        head.push_str(" n | TTFT p50 | p90 | p99 | TPOT p50 | p90 | p99 | ITL p50 | p90 | p99 | E2E p50 | p90 | p99 |");
         let reasoning = self.cells.iter().any(|c| c.reasoning.is_some());
-        if reasoning {
-            head.push_str(" TTFA p50 | p99 | think p50 |");
+        let mut t = build
+            .columns(TextTable::new().right(["cell"]))
+            .right(["batch"])
+            .left(["prompt", "output"]);
+        if server {
+            t = t.right(["conc", "rate"]);
         }
-        head.push_str(if server {
-            " out tok/s | held s | goodput seq/s |"
+        t = t.right([
+            "n", "TTFT p50", "p90", "p99", "TPOT p50", "p90", "p99", "ITL p50", "p90", "p99",
+            "E2E p50", "p90", "p99",
+        ]);
+        if reasoning {
+            t = t.right(["TTFA p50", "p99", "think p50"]);
+        }
+        t = if server {
+            t.right(["out tok/s", "held s", "goodput seq/s"])
         } else {
-            " prefill tok/s | decode tok/s |"
-        });
-        head.push_str(" peak mem | status |\n");
-        out.push_str(&head);
-        let cols = head.matches('|').count() - 1;
-        let lead = align.matches('|').count() - 1;
-        out.push_str(&align);
-        out.push_str(&"---:|".repeat(cols - lead - 1));
-        out.push_str("---|\n");
+            t.right(["prefill tok/s", "decode tok/s"])
+        };
+        t = t.right(["peak mem"]).left(["status"]);
         for c in self.cells {
             let p = &c.params;
-            let mut row = format!("| {} |", c.cell);
-            build.cells(p, &mut row);
-            row.push_str(&format!(
-                " {} | {} | {} |",
-                p.batch, p.prompt_tokens, p.output_tokens
-            ));
+            let mut row = vec![c.cell.to_string()];
+            row.extend(build.cells(p));
+            row.extend([
+                p.batch.to_string(),
+                p.prompt_tokens.to_string(),
+                p.output_tokens.to_string(),
+            ]);
             if server {
-                row.push_str(&format!(
-                    " {} | {} |",
-                    p.concurrency.map_or("-".into(), |x| x.to_string()),
-                    p.rate.map_or("-".into(), |x| x.to_string())
-                ));
+                row.extend([
+                    or_missing(p.concurrency.map(|x| x.to_string())),
+                    or_missing(p.rate.map(|x| x.to_string())),
+                ]);
             }
-            row.push_str(&format!(" {} |", c.n));
+            row.push(c.n.to_string());
             for s in [&c.ttft, &c.tpot, &c.itl, &c.e2e] {
-                for t in tails(s) {
-                    row.push_str(&format!(" {t} |"));
-                }
+                row.extend(tails(s));
             }
             if reasoning {
                 let cell = |s: Option<&Summary>, v: fn(&Summary) -> f64| {
-                    s.filter(|s| s.n > 0).map_or("-".into(), |s| ms(v(s)))
+                    or_missing(s.filter(|s| s.n > 0).map(|s| ms(v(s))))
                 };
                 let r = c.reasoning.as_ref();
-                row.push_str(&format!(
-                    " {} | {} | {} |",
+                row.extend([
                     cell(r.map(|r| &r.ttfa_s), |s| s.p50),
                     cell(r.map(|r| &r.ttfa_s), |s| s.p99),
                     cell(r.map(|r| &r.reasoning_s), |s| s.p50),
-                ));
+                ]);
             }
             if server {
-                row.push_str(&format!(
-                    " {} | {} | {} |",
+                row.extend([
                     opt(c.output_tok_s, 1),
                     opt(c.held_s, 2),
-                    opt(c.goodput_seq_s, 2)
-                ));
+                    opt(c.goodput_seq_s, 2),
+                ]);
             } else {
-                row.push_str(&format!(
-                    " {} | {} |",
-                    opt(c.prefill_tok_s, 1),
-                    opt(c.decode_tok_s, 1)
-                ));
+                row.extend([opt(c.prefill_tok_s, 1), opt(c.decode_tok_s, 1)]);
             }
-            row.push_str(&format!(
-                " {} | {} |\n",
-                mem(c.peak_memory_bytes),
-                status_text(c)
-            ));
-            out.push_str(&row);
+            row.extend([mem(c.peak_memory_bytes), status_text(c)]);
+            t.row(row);
         }
+        out.push_str(&t.markdown());
         out.push_str(
             "\nLatencies in ms over each cell's steady requests (warmup excluded); n = steady requests (ITL: their decode steps).\n",
         );
@@ -246,7 +231,7 @@ impl SweepTable<'_> {
                 .models
                 .iter()
                 .map(|m| {
-                    let p = |s: &Summary, v: f64| if s.n > 0 { ms(v) } else { "-".into() };
+                    let p = |s: &Summary, v: f64| or_missing((s.n > 0).then(|| ms(v)));
                     format!(
                         "{} n {} (failed {}): TTFT p50 {} p99 {}, TPOT p50 {}, E2E p50 {}",
                         m.model,
@@ -548,32 +533,34 @@ impl BuildColumns {
         }
     }
 
-    /// Appends the shown columns' names to `head` and their alignments to `align`.
-    pub(crate) fn head(&self, head: &mut String, align: &mut String) {
-        for (shown, name, a) in [
-            (self.model, " model |", "---|"),
-            (self.dtype, " dtype |", "---|"),
-            (self.threads, " threads |", "---:|"),
-        ] {
-            if shown {
-                head.push_str(name);
-                align.push_str(a);
-            }
-        }
-    }
-
-    /// Appends one cell's values of the shown columns (`-` where it names none) to `row`.
-    pub(crate) fn cells(&self, p: &CellParams, row: &mut String) {
+    /// The table with the shown columns added.
+    pub(crate) fn columns(&self, t: TextTable) -> TextTable {
+        let mut t = t;
         if self.model {
-            row.push_str(&format!(" {} |", p.model.as_deref().unwrap_or("-")));
+            t = t.left(["model"]);
         }
         if self.dtype {
-            row.push_str(&format!(" {} |", p.dtype.map_or("-", FloatDtype::name)));
+            t = t.left(["dtype"]);
         }
         if self.threads {
-            let t = p.threads.map_or("-".into(), |t| t.to_string());
-            row.push_str(&format!(" {t} |"));
+            t = t.right(["threads"]);
         }
+        t
+    }
+
+    /// One cell's values of the shown columns (`MISSING` where it names none).
+    pub(crate) fn cells(&self, p: &CellParams) -> Vec<String> {
+        let mut row = Vec::new();
+        if self.model {
+            row.push(p.model.as_deref().unwrap_or(MISSING).to_string());
+        }
+        if self.dtype {
+            row.push(p.dtype.map_or(MISSING, FloatDtype::name).to_string());
+        }
+        if self.threads {
+            row.push(or_missing(p.threads.map(|t| t.to_string())));
+        }
+        row
     }
 }
 
