@@ -3,6 +3,7 @@
 //! against the in-process streaming server with exact timings, on new and kept connections.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 #[path = "common/stream_server.rs"]
 mod stream_server;
 

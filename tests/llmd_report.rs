@@ -5,6 +5,7 @@
 //! closed objects), and checked against the server's truth.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 #[path = "common/stream_server.rs"]
 mod stream_server;
 

@@ -3,6 +3,7 @@
 //! back with the same parser `watch` reads any exporter with.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 #[path = "common/stream_server.rs"]
 mod stream_server;
 

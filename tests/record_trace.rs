@@ -4,6 +4,7 @@
 //! phases) and for a hand-written record with every kind of line; bad input is one line.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 #[path = "common/stream_server.rs"]
 mod stream_server;
 

@@ -6,6 +6,7 @@
 //! step from run to run, through `--endpoint`, and `compare` of such records.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 #[path = "common/stream_server.rs"]
 mod stream_server;
 

@@ -6,6 +6,7 @@
 //! their table of the TTFT's parts per load (`--nocapture` shows it).
 #![allow(clippy::unwrap_used)]
 
+mod common;
 #[path = "common/stream_server.rs"]
 mod stream_server;
 

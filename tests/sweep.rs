@@ -4,6 +4,7 @@
 //! concurrency), the record read back by `report` and `compare`, the plot, and Ctrl-C.
 #![allow(clippy::unwrap_used)]
 
+mod common;
 #[path = "common/stream_server.rs"]
 mod stream_server;
 

@@ -6,12 +6,14 @@
 //! one request a connection.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
+
+use crate::common::http_head::read_body;
 
 /// A running server: its URL, and what it counted.
 pub struct CancelServer {
@@ -53,7 +55,7 @@ fn answer(
     let mut first = String::new();
     reader.read_line(&mut first)?;
     let path = first.split_whitespace().nth(1).unwrap_or("").to_string();
-    let body = read_rest(&mut reader)?;
+    let body = read_body(&mut reader)?;
     let mut out = conn;
     let reply = |out: &mut TcpStream, status: &str, kind: &str, body: &str| {
         write!(
@@ -113,24 +115,4 @@ fn stream(out: &mut TcpStream, itl: Duration, tokens: usize) -> std::io::Result<
     send("[DONE]")?;
     write!(out, "0\r\n\r\n")?;
     out.flush()
-}
-
-fn read_rest(reader: &mut BufReader<TcpStream>) -> std::io::Result<Vec<u8>> {
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line)?;
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':') {
-            if name.eq_ignore_ascii_case("content-length") {
-                length = value.trim().parse().unwrap_or(0);
-            }
-        }
-    }
-    let mut body = vec![0u8; length];
-    reader.read_exact(&mut body)?;
-    Ok(body)
 }

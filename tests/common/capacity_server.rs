@@ -9,11 +9,13 @@
 #![allow(dead_code)]
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use crate::common::http_head::read_body;
 
 #[derive(Clone, Copy, Debug)]
 pub struct Capacity {
@@ -96,22 +98,7 @@ fn answer(conn: TcpStream, c: Capacity, q: &Queue) -> std::io::Result<()> {
             return Ok(());
         }
         let path = first.split_whitespace().nth(1).unwrap_or("").to_string();
-        let mut length = 0usize;
-        loop {
-            let mut line = String::new();
-            reader.read_line(&mut line)?;
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = line.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.trim().parse().unwrap_or(0);
-                }
-            }
-        }
-        let mut body = vec![0u8; length];
-        reader.read_exact(&mut body)?;
+        let body = read_body(&mut reader)?;
         if path == "/v1/models" {
             let json = r#"{"object":"list","data":[{"id":"m","object":"model"}]}"#;
             write!(

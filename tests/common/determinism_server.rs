@@ -15,12 +15,14 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::Duration;
+
+use crate::common::http_head::read_body;
 
 /// What the server does to outputs under load: prompt number → token position.
 #[derive(Clone, Debug, Default)]
@@ -108,7 +110,7 @@ fn answer(conn: TcpStream, state: &State) -> std::io::Result<()> {
         return Ok(());
     }
     let path = first.split_whitespace().nth(1).unwrap_or("").to_string();
-    let body = read_rest(&mut reader)?;
+    let body = read_body(&mut reader)?;
     let mut out = conn;
     if path.ends_with("/v1/models") {
         return respond(
@@ -223,25 +225,4 @@ fn respond(out: &mut TcpStream, status: &str, body: &str) -> std::io::Result<()>
         body.len()
     )?;
     out.flush()
-}
-
-/// The request's headers (read past) and body, after its first line.
-fn read_rest(reader: &mut BufReader<TcpStream>) -> std::io::Result<Vec<u8>> {
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line)?;
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':') {
-            if name.eq_ignore_ascii_case("content-length") {
-                length = value.trim().parse().unwrap_or(0);
-            }
-        }
-    }
-    let mut body = vec![0u8; length];
-    reader.read_exact(&mut body)?;
-    Ok(body)
 }

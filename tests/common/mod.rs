@@ -3,6 +3,7 @@
 
 pub mod cancel_server;
 pub mod capacity_server;
+pub mod http_head;
 pub mod nvml_sim;
 pub mod pty;
 pub mod real_server;

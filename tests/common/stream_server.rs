@@ -21,12 +21,14 @@
 // Each test binary that includes this uses part of it.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use crate::common::http_head::read_body;
 
 #[derive(Clone, Copy, Debug)]
 pub struct Timing {
@@ -228,7 +230,7 @@ fn answer(conn: TcpStream, s: &Served) -> std::io::Result<()> {
             return Ok(());
         }
         let path = first.split_whitespace().nth(1).unwrap_or("").to_string();
-        let body = read_rest(&mut reader)?;
+        let body = read_body(&mut reader)?;
         let mut out = conn.try_clone()?;
         if Some(path.as_str()) == s.reset_route {
             s.resets.fetch_add(1, Ordering::SeqCst);
@@ -278,27 +280,6 @@ fn answer(conn: TcpStream, s: &Served) -> std::io::Result<()> {
             return Ok(());
         }
     }
-}
-
-/// The request's headers (read past) and body, after its first line.
-fn read_rest(reader: &mut BufReader<TcpStream>) -> std::io::Result<Vec<u8>> {
-    let mut length = 0usize;
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line)?;
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((name, value)) = line.split_once(':') {
-            if name.eq_ignore_ascii_case("content-length") {
-                length = value.trim().parse().unwrap_or(0);
-            }
-        }
-    }
-    let mut body = vec![0u8; length];
-    reader.read_exact(&mut body)?;
-    Ok(body)
 }
 
 /// The SSE answer: headers, the tokens at their times, usage, `[DONE]`.

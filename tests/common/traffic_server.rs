@@ -16,12 +16,14 @@
 //! (`in_flight_peak`), and each `Seen` keeps its interval, so the peak of any subset (one
 //! generator's requests) is known too (`peak_in_flight`).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use crate::common::http_head::{header, read_rest};
 
 use serde_json::Value;
 
@@ -242,26 +244,8 @@ fn answer(
         let mut parts = first.split_whitespace();
         let method = parts.next().unwrap_or("").to_string();
         let path = parts.next().unwrap_or("").to_string();
-        let mut length = 0usize;
-        let mut session = None;
-        loop {
-            let mut line = String::new();
-            reader.read_line(&mut line)?;
-            let line = line.trim_end();
-            if line.is_empty() {
-                break;
-            }
-            if let Some((name, value)) = line.split_once(':') {
-                if name.eq_ignore_ascii_case("content-length") {
-                    length = value.trim().parse().unwrap_or(0);
-                }
-                if name.eq_ignore_ascii_case("x-session-id") {
-                    session = Some(value.trim().to_string());
-                }
-            }
-        }
-        let mut body = vec![0u8; length];
-        reader.read_exact(&mut body)?;
+        let (headers, body) = read_rest(&mut reader)?;
+        let session = header(&headers, "x-session-id").map(str::to_string);
         let mut out = conn.try_clone()?;
         let date = format!("Date: {}\r\n", http_date(now_unix_s() + skew));
         if method == "GET" && path == "/v1/models" {
