@@ -1,4 +1,4 @@
-//! `infertop compare`: exit 0, or 3 when generated outputs differ (see `record::compare`).
+//! `infertop compare`: exit 0, or 3 when generated outputs differ (see `report::compare`).
 
 use std::path::{Path, PathBuf};
 
@@ -7,7 +7,7 @@ use clap::Args;
 use super::{print_stdout, say};
 use crate::exit::Failure;
 use crate::plan::values;
-use crate::record::compare::{compare_records, CompareFormat, CompareOptions};
+use crate::report::compare::{compare_records, CompareFormat, CompareOptions};
 use crate::sweep::record::{read, AnyRecord, SweepRecord};
 
 #[derive(Args, Debug, Clone)]

@@ -1,7 +1,7 @@
 //! `infertop report`: the summary a run printed, recomputed from its record, with settling,
 //! goodput, roofline, cost and an optional plot; for a sweep's record, its table and findings;
 //! for a record of repeated runs (`--runs N`), each run and every statistic across them;
-//! with `--slice DUR`, every statistic per window of the run instead (`record::slice`).
+//! with `--slice DUR`, every statistic per window of the run instead (`report::slice`).
 
 use std::path::PathBuf;
 
@@ -11,7 +11,7 @@ use super::{print_stdout, say};
 use crate::exit::Failure;
 use crate::exit::EXIT_OK;
 use crate::plan::values;
-use crate::record::report::{Report, ReportOptions};
+use crate::report::{Report, ReportOptions};
 use crate::stats::{roofline, SettleRule, Slo};
 use crate::summary::SummaryFormat;
 use crate::sweep::record::{read, AnyRecord};
@@ -152,7 +152,7 @@ pub fn report(args: &ReportArgs) -> Result<i32, Failure> {
                         .cells
                         .iter()
                         .map(|c| {
-                            let mut br = crate::record::llmd::benchmark_report(
+                            let mut br = crate::report::llmd::benchmark_report(
                                 &c.record,
                                 &c.record.summary(),
                             );
@@ -200,12 +200,12 @@ pub fn report(args: &ReportArgs) -> Result<i32, Failure> {
     }
     let report = Report::of(&rec, &opts);
     if let Some(out) = &args.plot {
-        let svg = crate::record::plot::plot_svg(&rec, &report.analysis.settling);
-        crate::record::plot::write_plot(out, &svg).map_err(Failure::usage)?;
+        let svg = crate::report::plot::plot_svg(&rec, &report.analysis.settling);
+        crate::report::plot::write_plot(out, &svg).map_err(Failure::usage)?;
         say!("wrote {}", out.display());
     }
     if args.format == ReportFormat::LlmD {
-        let br = crate::record::llmd::benchmark_report(&rec, &report.summary);
+        let br = crate::report::llmd::benchmark_report(&rec, &report.summary);
         print_stdout(&(br.to_string() + "\n"))?;
         return Ok(EXIT_OK);
     }
@@ -224,7 +224,7 @@ fn report_slices(args: &ReportArgs, width_s: f64) -> Result<i32, Failure> {
             "--slice: llm-d's report has no windows; use --format md, json or csv",
         ));
     }
-    let sliced = crate::record::slice::slice(&args.records, width_s).map_err(Failure::usage)?;
+    let sliced = crate::report::slice::slice(&args.records, width_s).map_err(Failure::usage)?;
     let text = match args.format {
         ReportFormat::Json | ReportFormat::LlmD => sliced.to_json().to_string() + "\n",
         ReportFormat::Csv => sliced.to_csv(),
@@ -270,7 +270,7 @@ fn with_determinism(
 /// `--trace OUT`: the record's trace, or one line saying why not (before the report prints).
 fn trace(record: &std::path::Path, out: &std::path::Path) -> Result<(), Failure> {
     let lines = crate::record::reader::parse_lines(record).map_err(Failure::usage)?;
-    let written = crate::record::trace::write(record, &lines, out).map_err(|e| {
+    let written = crate::report::trace::write(record, &lines, out).map_err(|e| {
         Failure::usage(if e.starts_with("--trace") {
             e
         } else {
@@ -304,13 +304,13 @@ fn report_merged(args: &ReportArgs, opts: &ReportOptions) -> Result<i32, Failure
     let merged = crate::record::merge::merge(parts);
     let report = Report::of(&merged.record, opts);
     if let Some(out) = &args.plot {
-        let svg = crate::record::plot::plot_svg(&merged.record, &report.analysis.settling);
-        crate::record::plot::write_plot(out, &svg).map_err(Failure::usage)?;
+        let svg = crate::report::plot::plot_svg(&merged.record, &report.analysis.settling);
+        crate::report::plot::write_plot(out, &svg).map_err(Failure::usage)?;
         say!("wrote {}", out.display());
     }
     let text = match args.format {
         ReportFormat::LlmD => {
-            crate::record::llmd::benchmark_report(&merged.record, &report.summary).to_string()
+            crate::report::llmd::benchmark_report(&merged.record, &report.summary).to_string()
                 + "\n"
         }
         ReportFormat::Md => report.render(SummaryFormat::Md) + &merged.to_markdown(),

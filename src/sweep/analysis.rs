@@ -716,7 +716,7 @@ impl Findings {
         let slo = if self.slo.is_empty() {
             "no --slo given".to_string()
         } else {
-            format!("SLO: {}", crate::record::report::slo_text(&self.slo))
+            format!("SLO: {}", crate::report::slo_text(&self.slo))
         };
         out.push_str(&format!(
             "Knee: the {name} past which doubling it gains < {:.0} % {} or breaks the SLO ({slo}).\n\n",

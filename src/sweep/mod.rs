@@ -24,8 +24,8 @@ pub mod table;
 use serde::Serialize;
 
 use crate::event::{CellLen, CellParams, FloatDtype, ModelInfo, RequestDone, RequestFailed};
-use crate::record::compare::{bootstrap_median_ci, CompareOptions};
 use crate::record::line::{CellStatus, PrefixCache, SweepConfig};
+use crate::report::compare::{bootstrap_median_ci, CompareOptions};
 use crate::stats::{roofline, Metric, Slo, Summary};
 use crate::summary::RunSummary;
 use crate::traffic::len::LenSpec;

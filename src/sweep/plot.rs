@@ -1,8 +1,8 @@
 //! What `report --plot` draws for a sweep, prepared from the cells: the record module draws it
-//! (`record::plot::sweep_plot_svg`) without knowing what a cell is.
+//! (`report::plot::sweep_plot_svg`) without knowing what a cell is.
 
 use super::{analysis, is_server, CellResult, LoadAxis};
-use crate::record::plot::{SweepLatency, SweepPlot};
+use crate::report::plot::{SweepLatency, SweepPlot};
 use crate::stats::Summary;
 
 /// The plot of `cells` against `axis`: p50 curves per workload (prompt × output), and every

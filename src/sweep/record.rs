@@ -11,9 +11,9 @@ use serde::Serialize;
 use super::table::BuildColumns;
 use super::{CellEnding, CellResult, CellTally};
 use crate::event::{CellParams, StopReason};
-use crate::record::compare::{compare_records, CompareOptions, MetricChange, Verdict};
 use crate::record::line::{CellEnd, CellStatus, Footer, Header, Line, RunEvent, SweepConfig};
 use crate::record::reader::{read_lines, Record};
+use crate::report::compare::{compare_records, CompareOptions, MetricChange, Verdict};
 use crate::stats::Slo;
 use crate::util::table::{or_missing, TextTable, MISSING};
 
@@ -263,7 +263,7 @@ pub fn compare_sweeps(
 ) -> SweepComparison {
     let base_build = build_of(&base.header);
     let other_build = build_of(&other.header);
-    let warnings = crate::record::compare::cache_warning(&[
+    let warnings = crate::report::compare::cache_warning(&[
         ("A".to_string(), Some(&base.header)),
         ("B".to_string(), Some(&other.header)),
     ])

@@ -7,7 +7,7 @@ use super::analysis::findings;
 use super::table::{SweepFormat, SweepTable};
 use crate::exit::Failure;
 use crate::record::line::SweepConfig;
-use crate::record::report::{peak_for, ReportOptions};
+use crate::report::{peak_for, ReportOptions};
 use crate::stats::Slo;
 
 /// `infertop sweep: synthetic:tiny (llama, f32) on cpu, 6 cells, 2 warmup + 10 requests each`.
@@ -107,10 +107,10 @@ pub fn report_sweep(
         rec.config.search.as_ref(),
     );
     if let Some(out) = plot {
-        let svg = crate::record::plot::sweep_plot_svg(&crate::sweep::plot::sweep_plot(
+        let svg = crate::report::plot::sweep_plot_svg(&crate::sweep::plot::sweep_plot(
             &cells, found.axis,
         ));
-        crate::record::plot::write_plot(out, &svg).map_err(Failure::usage)?;
+        crate::report::plot::write_plot(out, &svg).map_err(Failure::usage)?;
         crate::util::say!("wrote {}", out.display());
     }
     let not_run = rec.not_run();

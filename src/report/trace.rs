@@ -33,8 +33,8 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use super::line::{Line, RunEvent, StepLine};
 use crate::event::{RequestDone, RequestFailed, Sample};
+use crate::record::line::{Line, RunEvent, StepLine};
 
 const PID_RUN: u32 = 1;
 const PID_TELEMETRY: u32 = 2;
@@ -117,7 +117,7 @@ struct Gathered<'a> {
     steps: HashMap<(Option<usize>, u64), Vec<&'a StepLine>>,
     events: Vec<(f64, &'a RunEvent)>,
     telemetry: Vec<&'a Sample>,
-    server: Vec<&'a super::line::ServerMetricsLine>,
+    server: Vec<&'a crate::record::line::ServerMetricsLine>,
     /// The end of each cell's last warmup request, by cell.
     warmup_end: BTreeMap<Option<usize>, f64>,
     laid_end_to_end: bool,

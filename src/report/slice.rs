@@ -26,9 +26,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use super::line::{Line, RunEvent};
-use super::reader::{self, LineReader};
 use crate::event::{RequestDone, RequestFailed};
+use crate::record::line::{Line, RunEvent};
+use crate::record::reader::{self, LineReader};
 use crate::stats::goodput::output_tokens;
 use crate::stats::{Metric, Summary};
 use crate::summary::summary_json;
@@ -344,7 +344,7 @@ struct Source {
 }
 
 impl Source {
-    fn open(path: &Path) -> Result<(Source, super::line::Header), String> {
+    fn open(path: &Path) -> Result<(Source, crate::record::line::Header), String> {
         let name = path.display().to_string();
         let mut lines = LineReader::open(path)?;
         let first = lines
@@ -456,8 +456,9 @@ pub fn slice(paths: &[PathBuf], width_s: f64) -> Result<Sliced, String> {
     let names: Vec<String> = sources.iter().map(|s| s.name.clone()).collect();
     let mut notes = Vec::new();
     if sources.len() > 1 {
-        let header_refs: Vec<Option<&super::line::Header>> = headers.iter().map(Some).collect();
-        let alignment = super::merge::align(&names, &header_refs);
+        let header_refs: Vec<Option<&crate::record::line::Header>> =
+            headers.iter().map(Some).collect();
+        let alignment = crate::record::merge::align(&names, &header_refs);
         for (s, shift) in sources.iter_mut().zip(&alignment.shifts) {
             s.shift_s = *shift;
         }

@@ -12,8 +12,8 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::reader::Record;
-use super::report::settling;
+use super::settling;
+use crate::record::reader::Record;
 use crate::stats::{median_in_place, percentile_sorted, Metric, Part, SettleRule, Summary};
 use crate::summary::format_value;
 use crate::util::table::{or_missing, TextTable, MISSING};
@@ -259,7 +259,7 @@ pub struct Comparison {
 /// A warning when server runs differ in prefix-cache state: emptied before the run
 /// (`--reset-prefix-cache`, cold) or not (warm: it may serve prompts an earlier run sent).
 /// `records` are (label, header) pairs.
-pub fn cache_warning(records: &[(String, Option<&super::line::Header>)]) -> Option<String> {
+pub fn cache_warning(records: &[(String, Option<&crate::record::line::Header>)]) -> Option<String> {
     let server: Vec<(&String, bool)> = records
         .iter()
         .filter_map(|(l, h)| {
@@ -716,7 +716,7 @@ pub fn compare_records(records: &[Record], opts: &CompareOptions) -> Comparison 
             });
         }
     }
-    let headers: Vec<(String, Option<&super::line::Header>)> = runs
+    let headers: Vec<(String, Option<&crate::record::line::Header>)> = runs
         .iter()
         .zip(records)
         .map(|(side, r)| (side.label.clone(), r.header.as_ref()))

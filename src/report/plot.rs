@@ -13,8 +13,8 @@
 
 use std::fmt::Write as _;
 
-use super::reader::Record;
-use super::report::Settling;
+use super::Settling;
+use crate::record::reader::Record;
 use crate::stats::{Metric, Summary};
 
 const WIDTH: f64 = 960.0;

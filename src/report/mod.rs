@@ -1,13 +1,22 @@
 //! `infertop report`: the summary a run printed, recomputed from its record, plus what the record
 //! tells beyond it: when latency settled and what warmup cost, goodput against an SLO, roofline
-//! utilisation, and the cost of output tokens.
+//! utilisation, and the cost of output tokens. Beside it, everything else made from records
+//! (the format itself is `record`'s): comparisons of two runs (`compare`), every statistic per
+//! window of run time (`slice`), SVG plots (`plot`), the Perfetto trace (`trace`) and llm-d's
+//! benchmark report (`llmd`).
+
+pub mod compare;
+pub mod llmd;
+pub mod plot;
+pub mod slice;
+pub mod trace;
 
 use serde::Serialize;
 use serde_json::Value;
 
-use super::line::Header;
-use super::reader::Record;
 use crate::event::RequestDone;
+use crate::record::line::Header;
+use crate::record::reader::Record;
 use crate::stats::goodput::{self, Goodput};
 use crate::stats::roofline::{self, Peak};
 use crate::stats::{median, settle_point, warmup_cost_s, SettleRule, Slo};

@@ -12,7 +12,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::reader::Record;
+use crate::record::reader::Record;
 use crate::stats::held::{held, Load, Span};
 use crate::stats::{Metric, Summary};
 use crate::summary::RunSummary;
@@ -80,7 +80,12 @@ pub fn benchmark_report(rec: &Record, summary: &RunSummary) -> Value {
 
 /// The server (or the in-process engine) as a generic component: the format's inference
 /// engine kind needs the accelerators and parallelism, which a client does not know.
-fn component(config: &super::line::RunConfig, rec: &Record, model: &str, cfg_id: &str) -> Value {
+fn component(
+    config: &crate::record::line::RunConfig,
+    rec: &Record,
+    model: &str,
+    cfg_id: &str,
+) -> Value {
     let (label, tool, tool_version) = if config.is_server() {
         (
             config
@@ -145,12 +150,12 @@ fn seq_len(spec: &str, observed: &Summary) -> Value {
 }
 
 fn load(
-    config: &super::line::RunConfig,
+    config: &crate::record::line::RunConfig,
     rec: &Record,
     summary: &RunSummary,
     version: &str,
     cfg_id: &str,
-    header: Option<&super::line::Header>,
+    header: Option<&crate::record::line::Header>,
 ) -> Value {
     let lengths = summary.breakdown.as_ref();
     let prompt = lengths.map(|b| b.prompt_tokens).unwrap_or_default();
@@ -214,7 +219,7 @@ fn insert(m: &mut Map<String, Value>, key: &str, v: Option<Value>) {
     }
 }
 
-fn aggregate(rec: &Record, summary: &RunSummary, config: &super::line::RunConfig) -> Value {
+fn aggregate(rec: &Record, summary: &RunSummary, config: &crate::record::line::RunConfig) -> Value {
     let lengths = summary.breakdown.as_ref();
     let mut requests = Map::new();
     requests.insert(
@@ -298,7 +303,7 @@ fn aggregate(rec: &Record, summary: &RunSummary, config: &super::line::RunConfig
 }
 
 /// Requests and output tokens per second over the held interval, else over the steady span.
-fn throughput_of(rec: &Record, config: &super::line::RunConfig) -> Option<(f64, f64)> {
+fn throughput_of(rec: &Record, config: &crate::record::line::RunConfig) -> Option<(f64, f64)> {
     let from = rec.last_reset.map_or(0, |r| r.0).min(rec.requests.len());
     let spans: Vec<Span> = rec.requests[from..]
         .iter()
