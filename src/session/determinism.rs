@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use super::{since, Consumer, Producers, Received};
+use super::{since, Consumer, Producers};
 use crate::determinism::{self, render, DeterminismFold};
 use crate::engine::http::{self, HttpConfig};
 use crate::event::{CellParams, Control, Event, StopReason};
@@ -120,17 +120,8 @@ fn execute(plan: DeterminismPlan, seed: u64, signals: &Signals) -> Result<i32, F
     let stdout = std::io::stdout();
     let mut said_failure = false;
     while fold.live() {
-        let ev = match consumer.recv() {
-            Received::Event(ev) => ev,
-            Received::Idle => continue,
-            Received::Closed => {
-                fold.disconnected();
-                continue;
-            }
-            Received::GaveUp(reason) => {
-                fold.abandoned(reason);
-                continue;
-            }
+        let Some(ev) = consumer.next_event(&mut fold) else {
+            continue;
         };
         let t_s = since(started);
         if let Some(r) = recorder.as_mut() {

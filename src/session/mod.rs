@@ -234,17 +234,47 @@ pub(crate) fn dashboard(
 
 use crate::signals::STOP_GRACE;
 
-/// What a headless consumer got from the channel.
-#[derive(Debug)]
-pub enum Received {
-    Event(Event),
-    /// Nothing for 50 ms.
-    Idle,
-    /// The channel closed: every producer has gone.
-    Closed,
-    /// A signal asked for a stop `STOP_GRACE` ago and the engine has not finished: the
-    /// session ends without it.
-    GaveUp(StopReason),
+/// A fold a headless consumer feeds, told how its events ended when the engine did not say:
+/// every producer went away (`disconnected`), or a signal's stop was not answered within
+/// `STOP_GRACE` and the session ends without the engine (`abandoned`).
+pub trait Ends {
+    fn disconnected(&mut self);
+    fn abandoned(&mut self, reason: StopReason);
+}
+
+impl Ends for crate::fold::RunFold {
+    fn disconnected(&mut self) {
+        crate::fold::RunFold::disconnected(self);
+    }
+    fn abandoned(&mut self, reason: StopReason) {
+        crate::fold::RunFold::abandoned(self, reason);
+    }
+}
+
+impl Ends for crate::determinism::DeterminismFold {
+    fn disconnected(&mut self) {
+        crate::determinism::DeterminismFold::disconnected(self);
+    }
+    fn abandoned(&mut self, reason: StopReason) {
+        crate::determinism::DeterminismFold::abandoned(self, reason);
+    }
+}
+
+/// A sweep's fold with the run under way and the time now: a cell still open is closed with
+/// what its run had.
+pub struct SweepEnds<'a>(
+    pub &'a mut crate::sweep::fold::SweepFold,
+    pub &'a mut crate::fold::RunFold,
+    pub f64,
+);
+
+impl Ends for SweepEnds<'_> {
+    fn disconnected(&mut self) {
+        self.0.disconnected(self.2, self.1);
+    }
+    fn abandoned(&mut self, reason: StopReason) {
+        self.0.abandoned(self.2, self.1, reason);
+    }
 }
 
 /// A headless consumer of one engine's events: passes a signal on as a stop (once), and waits
@@ -275,7 +305,10 @@ impl<'a> Consumer<'a> {
         }
     }
 
-    pub fn recv(&mut self) -> Received {
+    /// The next event, waiting at most 50 ms for it. `None` when there was none, or when the
+    /// events ended without the engine's last word: then `fold` was told how (`Ends`), and
+    /// stops being live.
+    pub fn next_event(&mut self, fold: &mut impl Ends) -> Option<Event> {
         if let (Some(reason), None) = (self.signals.stop_reason(), &self.interrupted) {
             self.interrupted = Some(reason.clone());
             self.asked_at = Some(Instant::now());
@@ -283,13 +316,17 @@ impl<'a> Consumer<'a> {
         }
         if let (Some(reason), Some(at)) = (&self.interrupted, self.asked_at) {
             if at.elapsed() >= STOP_GRACE {
-                return Received::GaveUp(reason.clone());
+                fold.abandoned(reason.clone());
+                return None;
             }
         }
         match self.events.recv_timeout(Duration::from_millis(50)) {
-            Ok(ev) => Received::Event(ev),
-            Err(RecvTimeoutError::Timeout) => Received::Idle,
-            Err(RecvTimeoutError::Disconnected) => Received::Closed,
+            Ok(ev) => Some(ev),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => {
+                fold.disconnected();
+                None
+            }
         }
     }
 }

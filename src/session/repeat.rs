@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use super::{since, Consumer, Producers, Received};
+use super::{since, Consumer, Producers, SweepEnds};
 use crate::engine::worker::{Fault, ModelHost};
 use crate::event::{Control, Event, Notice, StopReason};
 use crate::exit::{Failure, EXIT_FAILURE, EXIT_OK};
@@ -193,17 +193,9 @@ fn headless(
     // What the client saw a server do is said once a run: once is enough for them all.
     let mut noted: Vec<String> = Vec::new();
     while fold.live() {
-        let ev = match consumer.recv() {
-            Received::Event(ev) => ev,
-            Received::Idle => continue,
-            Received::Closed => {
-                fold.disconnected(since(started), &mut run);
-                continue;
-            }
-            Received::GaveUp(reason) => {
-                fold.abandoned(since(started), &mut run, reason);
-                continue;
-            }
+        let Some(ev) = consumer.next_event(&mut SweepEnds(&mut fold, &mut run, since(started)))
+        else {
+            continue;
         };
         let t_s = since(started);
         fold.apply(t_s, &mut run, &ev);

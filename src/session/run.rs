@@ -9,7 +9,7 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::Producers;
-use super::{since, Consumer, Received};
+use super::{since, Consumer};
 use crate::engine::http::clock::{self, ClockError};
 use crate::event::{Control, Event, StopReason};
 use crate::exit::{Failure, EXIT_FAILURE};
@@ -260,17 +260,8 @@ fn headless(
     let mut run = RunFold::with_slo(slo);
     let stdout = std::io::stdout();
     while run.live() {
-        let ev = match consumer.recv() {
-            Received::Event(ev) => ev,
-            Received::Idle => continue,
-            Received::Closed => {
-                run.disconnected();
-                continue;
-            }
-            Received::GaveUp(reason) => {
-                run.abandoned(reason);
-                continue;
-            }
+        let Some(ev) = consumer.next_event(&mut run) else {
+            continue;
         };
         let t_s = since(started);
         for r in recorders.iter_mut().flatten() {

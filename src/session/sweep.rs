@@ -8,7 +8,7 @@ use std::time::Instant;
 use crossbeam_channel::{Receiver, Sender};
 
 use super::Producers;
-use super::{since, Consumer, Received};
+use super::{since, Consumer, SweepEnds};
 use crate::engine::worker::ModelHost;
 use crate::event::{Control, Event, StopReason};
 use crate::exit::{Failure, EXIT_FAILURE, EXIT_OK};
@@ -273,24 +273,14 @@ fn headless(
     let mut consumer = Consumer::new(events, control, signals);
     let of = fold.config.cells.len();
     while fold.live() {
-        let ev = match consumer.recv() {
-            Received::Event(ev) => ev,
-            Received::Idle => {
-                // A probe whose requests stall is still looked at.
-                fold.tick(since(started), &run);
-                if let Some(c) = fold.take_control() {
-                    let _ = control.send(c);
-                }
-                continue;
+        let Some(ev) = consumer.next_event(&mut SweepEnds(&mut fold, &mut run, since(started)))
+        else {
+            // A probe whose requests stall is still looked at (a closed cell is not).
+            fold.tick(since(started), &run);
+            if let Some(c) = fold.take_control() {
+                let _ = control.send(c);
             }
-            Received::Closed => {
-                fold.disconnected(since(started), &mut run);
-                continue;
-            }
-            Received::GaveUp(reason) => {
-                fold.abandoned(since(started), &mut run, reason);
-                continue;
-            }
+            continue;
         };
         let t_s = since(started);
         fold.apply(t_s, &mut run, &ev);
