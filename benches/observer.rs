@@ -660,6 +660,7 @@ fn inproc(s: &Settings) {
         record_tokens: false,
         tokenizer: None,
         sampling: None,
+        step_parts: None,
     };
     let handle = worker::spawn(cfg, tx, ctl_rx).expect("spawn worker");
     let mut terminal = Terminal::with_options(

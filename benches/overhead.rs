@@ -3,11 +3,16 @@
 //! - **harness overhead**: the mean decode step inside infertop's worker (channel, statistics
 //!   consumer, no telemetry) vs a bare candle loop doing exactly the same tensor work (same model,
 //!   shapes and threads; no channel, no telemetry);
-//! - **telemetry cost**: the worker with the telemetry thread sampling every 100 ms vs without.
+//! - **telemetry cost**: the worker with the telemetry thread sampling every 100 ms vs without;
+//! - **step parts cost** (with `OVERHEAD_STEP_PARTS=N`): the worker with `--step-parts N` vs
+//!   without. The span timer is then the process's subscriber for every variant (a tracing
+//!   subscriber cannot be taken back), so `bare` and `worker` include what an unsampled step
+//!   pays for it (a thread-local check per span): compare them with a run without the variable
+//!   for that, and `worker+parts` with `worker` for the sampled steps' cost.
 //!
-//! Variants run interleaved in rounds (bare, harness, harness+telemetry, rotated) so drift on a
-//! noisy machine hits all of them alike. Run: `cargo bench --bench overhead`
-//! (`OVERHEAD_PRESETS=tiny,small OVERHEAD_ROUNDS=5` to change the set).
+//! Variants run interleaved in rounds (bare, harness, harness+telemetry[, harness+parts],
+//! rotated) so drift on a noisy machine hits all of them alike. Run: `cargo bench --bench
+//! overhead` (`OVERHEAD_PRESETS=tiny,small OVERHEAD_ROUNDS=5` to change the set).
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
@@ -87,7 +92,7 @@ fn bare(preset: &str) -> Vec<f64> {
 }
 
 /// The worker as infertop runs it headless, with a consumer applying every event to statistics.
-fn harness(preset: &str, with_telemetry: bool) -> Vec<f64> {
+fn harness(preset: &str, with_telemetry: bool, step_parts: Option<u32>) -> Vec<f64> {
     let (tx, rx) = crossbeam_channel::unbounded::<Event>();
     let (_ctl_tx, ctl_rx) = crossbeam_channel::unbounded::<Control>();
     let started = Instant::now();
@@ -115,6 +120,7 @@ fn harness(preset: &str, with_telemetry: bool) -> Vec<f64> {
         record_tokens: false,
         tokenizer: None,
         sampling: None,
+        step_parts,
     };
     let handle = worker::spawn(cfg, tx, ctl_rx).expect("spawn");
     let mut stats = RunStats::new();
@@ -159,16 +165,25 @@ fn main() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(5);
+    let step_parts: Option<u32> = std::env::var("OVERHEAD_STEP_PARTS")
+        .ok()
+        .and_then(|n| n.parse().ok());
+    if step_parts.is_some() {
+        // Before any model is built, as the worker does for `--step-parts`.
+        assert!(infertop::engine::spans::install());
+    }
+    let variants = if step_parts.is_some() { 4 } else { 3 };
     println!("decode-step overhead, {rounds} interleaved rounds, {REQUESTS} requests of P={PROMPT} G={OUTPUT} each (2 warmup dropped)");
     for preset in presets.split(',') {
-        let (mut b, mut h, mut t) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut b, mut h, mut t, mut p) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for round in 0..rounds {
             // Rotate the order so no variant always runs first.
-            for k in 0..3 {
-                match (round + k) % 3 {
+            for k in 0..variants {
+                match (round + k) % variants {
                     0 => b.extend(bare(preset)),
-                    1 => h.extend(harness(preset, false)),
-                    _ => t.extend(harness(preset, true)),
+                    1 => h.extend(harness(preset, false, None)),
+                    2 => t.extend(harness(preset, true, None)),
+                    _ => p.extend(harness(preset, false, step_parts)),
                 }
             }
         }
@@ -187,5 +202,14 @@ fn main() {
             mh / mb,
             mt / mh
         );
+        if let Some(n) = step_parts {
+            let mp = mean(&p);
+            println!(
+                "{preset:>6}: worker+parts 1/{n} {:.4} ms (n={}), step parts ratio {:.4} (target <= 1.01)",
+                mp * 1e3,
+                p.len(),
+                mp / mh
+            );
+        }
     }
 }

@@ -43,6 +43,7 @@ fn config(requests: Option<u64>) -> WorkerConfig {
         record_tokens: false,
         tokenizer: None,
         sampling: None,
+        step_parts: None,
     }
 }
 

@@ -162,6 +162,12 @@ const CASES: &[Case] = &[
         code: 2,
     },
     Case {
+        input: "`--step-parts` of a server",
+        args: &[H, "--endpoint", "http://127.0.0.1:9", "--step-parts", "10"],
+        message: "--step-parts: times the parts of the candle engine's forward; a server's own timings come with --server-metrics",
+        code: 2,
+    },
+    Case {
         input: "unknown sampling key",
         args: &[H, "--sampling", "temp=0.7"],
         message: "--sampling: unknown key `temp` (known: temperature, top_p, top_k, seed)",

@@ -224,6 +224,7 @@ fn end_cell_lets_the_candle_request_in_flight_finish() {
         record_tokens: false,
         tokenizer: None,
         sampling: None,
+        step_parts: None,
     };
     let (tx, rx) = bounded(1 << 16);
     let (ctl_tx, ctl_rx) = unbounded();

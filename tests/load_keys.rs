@@ -62,6 +62,7 @@ fn the_candle_engine_doubles_and_halves_its_batch() {
         record_tokens: false,
         tokenizer: None,
         sampling: None,
+        step_parts: None,
     };
     let (tx, rx) = bounded(1 << 16);
     let (ctl, ctl_rx) = unbounded();

@@ -5,6 +5,7 @@
 
 pub mod control;
 pub mod http;
+pub mod spans;
 pub mod timer;
 pub mod worker;
 pub mod workload;

@@ -9,10 +9,12 @@ use candle_core::{DType, Device, Tensor, D};
 use crossbeam_channel::{Receiver, Sender};
 
 use super::control::{Inbox, Intent};
+use super::spans;
 use super::timer::{device_memory, GpuTimer};
 use super::workload::{Dialogue, RequestShape, Sampler, Sampling, Workload};
 use crate::event::{
-    Control, DecodeStep, Event, ModelLoaded, Notice, RequestDone, RunInfo, StepBatch, StopReason,
+    Control, DecodeStep, Event, ModelLoaded, Notice, RequestDone, RunInfo, StepBatch, StepParts,
+    StopReason,
 };
 use crate::model::{self, CausalLm, DeviceSpec, ModelSpec};
 use crate::telemetry::alloc;
@@ -38,6 +40,8 @@ pub struct WorkerConfig {
     pub tokenizer: Option<tokenizers::Tokenizer>,
     /// `--sampling`: host-side sampling in place of greedy argmax (`None`: greedy).
     pub sampling: Option<Sampling>,
+    /// `--step-parts N`: one prefill in N and one decode step in N timed in parts.
+    pub step_parts: Option<u32>,
 }
 
 /// The worker thread's name (an engine thread: see `util::quiet_engine_panics`).
@@ -115,6 +119,14 @@ fn load(cfg: &WorkerConfig, tx: &Sender<Event>) -> Result<LoadedModel, String> {
                 format::bytes(total)
             ));
         }
+    }
+    // The spans the model makes while it is built are timed only if the span timer is the
+    // process's subscriber by then (`--step-parts`); without the flag none is installed.
+    if cfg.step_parts.is_some() && !spans::install() {
+        let _ = tx.send(Event::Error {
+            message: "--step-parts: the process already has a tracing subscriber; the forward is shown whole".into(),
+            fatal: false,
+        });
     }
     let progress_tx = tx.clone();
     // A signal stops the load between two tensors: half a billion parameters take seconds.
@@ -195,6 +207,7 @@ fn run_on(
         tx,
         fault,
         sampler: cfg.sampling.clone().map(Sampler::new),
+        parts: cfg.step_parts.map(PartsEvery::new),
     };
     // candle's quantized (GGUF) models run batch 1 only (see the check in `plan`).
     let max_batch = if info.source == crate::event::ModelSource::Gguf {
@@ -537,6 +550,45 @@ struct Measure<'a> {
     fault: Option<Fault>,
     /// `--sampling`; `None`: greedy argmax on the device.
     sampler: Option<Sampler>,
+    /// `--step-parts N`: which steps are timed in parts.
+    parts: Option<PartsEvery>,
+}
+
+/// `--step-parts N`: the first prefill and decode step of every N is timed in parts, each
+/// phase counted on its own (so a run with short outputs still samples its prefills).
+struct PartsEvery {
+    every: u32,
+    prefills: u32,
+    decodes: u32,
+}
+
+impl PartsEvery {
+    fn new(every: u32) -> PartsEvery {
+        PartsEvery {
+            every: every.max(1),
+            prefills: 0,
+            decodes: 0,
+        }
+    }
+
+    /// Whether the next step of this phase is sampled.
+    fn next(&mut self, prefill: bool) -> bool {
+        let count = if prefill {
+            &mut self.prefills
+        } else {
+            &mut self.decodes
+        };
+        let sampled = *count == 0;
+        *count = (*count + 1) % self.every;
+        sampled
+    }
+}
+
+/// Clock readings inside a sampled step, for its parts.
+struct Marks {
+    input_done: Instant,
+    forward_done: Instant,
+    spans: Option<spans::Sample>,
 }
 
 /// One timed forward: the next tokens (on the device and on the host) and how long it took.
@@ -545,6 +597,8 @@ struct Timed {
     ids: Vec<u32>,
     wall_s: f64,
     gpu_s: Option<f64>,
+    /// A sampled step's parts (`--step-parts`), in seconds from the region's start.
+    parts: Option<Box<StepParts>>,
 }
 
 /// How a request ended.
@@ -578,15 +632,29 @@ impl Measure<'_> {
     /// synchronize. With `--sampling` the logits are copied to the host and sampled there,
     /// and the drawn ids uploaded, all inside the region, as a server pays for them.
     /// Nothing else is inside: buffers are allocated before, events sent after.
+    ///
+    /// A sampled step (`--step-parts`) also reads the clock after the input and after the
+    /// forward, and times the spans the model enters (`engine::spans`); a step that is not
+    /// sampled reads the clock twice, as before.
     fn timed(
         &mut self,
         input: impl FnOnce(&Device) -> candle_core::Result<Tensor>,
         pos: usize,
+        sampled: bool,
     ) -> candle_core::Result<Timed> {
         let t0 = Instant::now();
         self.gpu.start();
+        if sampled {
+            spans::begin();
+        }
         let input = input(self.device)?;
+        let input_done = sampled.then(Instant::now);
         let logits = self.lm.forward(&input, pos)?;
+        let marks = input_done.map(|input_done| Marks {
+            input_done,
+            forward_done: Instant::now(),
+            spans: spans::end(),
+        });
         let (next, ids) = match self.sampler.as_mut() {
             None => {
                 let next = logits.argmax_keepdim(D::Minus1)?; // (b, 1) u32
@@ -603,12 +671,14 @@ impl Measure<'_> {
             }
         };
         self.device.synchronize()?;
-        let wall_s = t0.elapsed().as_secs_f64();
+        let done = Instant::now();
+        let wall_s = (done - t0).as_secs_f64();
         Ok(Timed {
             next,
             ids,
             wall_s,
             gpu_s: self.gpu.elapsed_s(),
+            parts: marks.map(|m| Box::new(step_parts(t0, done, &m))),
         })
     }
 
@@ -635,13 +705,18 @@ impl Measure<'_> {
         // synchronize (outside the timed regions).
         let mut device_peak = device_memory(self.device).map(|(used, _)| used);
 
-        let prefill = self.timed(|d| Tensor::from_slice(&shape.ids, (b, p), d), 0)?;
+        let sampled = self.parts.as_mut().is_some_and(|e| e.next(true));
+        let prefill = self.timed(|d| Tensor::from_slice(&shape.ids, (b, p), d), 0, sampled)?;
         track_peak(&mut device_peak, self.device);
         self.keep(&prefill.ids, &mut ids, &mut finished);
         let _ = self.tx.send(Event::PrefillDone {
             index,
             ttft_s: prefill.wall_s,
         });
+        if let Some(mut parts) = prefill.parts {
+            (parts.index, parts.step, parts.warmup, parts.tokens) = (index, 0, warmup, b * p);
+            let _ = self.tx.send(Event::StepParts(parts));
+        }
         match self.fault {
             Some(Fault::Panic(n)) if n == index => panic!("injected fault (--fault panic@{n})"),
             Some(Fault::Error(n)) if n == index => {
@@ -668,7 +743,8 @@ impl Measure<'_> {
                 return Ok(Request::Stopped(r));
             }
             let token = next;
-            let decoded = match self.timed(move |_| Ok(token), p + step - 1) {
+            let sampled = self.parts.as_mut().is_some_and(|e| e.next(false));
+            let decoded = match self.timed(move |_| Ok(token), p + step - 1, sampled) {
                 Ok(d) => d,
                 Err(e) => {
                     batch.flush(self.tx);
@@ -688,6 +764,13 @@ impl Measure<'_> {
                 self.tx,
             );
             next = decoded.next;
+            if let Some(mut parts) = decoded.parts {
+                (parts.index, parts.step, parts.warmup, parts.tokens) =
+                    (index, step as u32, warmup, b);
+                // After the steps before it, so a record keeps them in order.
+                batch.flush(self.tx);
+                let _ = self.tx.send(Event::StepParts(parts));
+            }
         }
         batch.flush(self.tx);
         Ok(Request::Done(Generated {
@@ -763,6 +846,37 @@ impl Generated {
             model: None,
             parts: None,
         }
+    }
+}
+
+/// A sampled step's parts from its clock readings and spans; which request and step it was
+/// is the caller's to fill in.
+fn step_parts(t0: Instant, done: Instant, m: &Marks) -> StepParts {
+    let input_s = (m.input_done - t0).as_secs_f64();
+    let forward_s = (m.forward_done - m.input_done).as_secs_f64();
+    let g = m
+        .spans
+        .as_ref()
+        .map(|s| s.grouped(forward_s))
+        .unwrap_or(spans::Grouped {
+            rest_s: forward_s,
+            ..Default::default()
+        });
+    let traced = |part| m.spans.as_ref().is_some_and(|s| s.entered(part) > 0);
+    StepParts {
+        index: 0,
+        step: 0,
+        warmup: false,
+        tokens: 0,
+        wall_s: (done - t0).as_secs_f64(),
+        input_s,
+        embedding_s: traced(spans::Part::Embedding).then_some(g.embedding_s),
+        attention_s: g.attention_s,
+        mlp_s: g.mlp_s,
+        head_s: traced(spans::Part::Output).then_some(g.output_s),
+        rest_s: g.rest_s,
+        matmul_s: traced(spans::Part::Matmul).then_some(g.matmul_s),
+        sample_s: (done - m.forward_done).as_secs_f64(),
     }
 }
 

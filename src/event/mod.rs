@@ -29,7 +29,7 @@ pub use server::{
     CancelCheck, GpuFigures, HostFigures, NodeTelemetry, ServerGauges, ServerHistograms,
     ServerQuantiles, ServerSignals, ServerWindow, SignalHistograms,
 };
-pub use steps::{recycle, spare_steps, DecodeStep, StepBatch, STEP_BATCH};
+pub use steps::{recycle, spare_steps, DecodeStep, StepBatch, StepParts, STEP_BATCH};
 pub use sweep::{CellLen, CellParams, CellStart, FloatDtype};
 pub use telemetry::{GpuProcess, Sample};
 pub use timing::ServerTimings;
@@ -146,6 +146,8 @@ pub enum Event {
     /// Decode steps in the order they were measured: one, or, from an engine stepping faster
     /// than `STEP_BATCH`, those of about that long together (`StepBatch`). Never empty.
     DecodeSteps(Vec<DecodeStep>),
+    /// One step in N of the candle engine in parts (`--step-parts N`).
+    StepParts(Box<StepParts>),
     RequestDone(Box<RequestDone>),
     /// A request that failed (a server engine's fault, a cut stream, a timeout): counted, never
     /// a latency sample. Its decode steps, if any, went out as they arrived; the statistics

@@ -278,3 +278,44 @@ mod tests {
         assert!(batch.is_empty());
     }
 }
+
+/// One sampled step of the candle engine in parts (`--step-parts N`), seconds each. The parts
+/// add up to `wall_s`: `input_s` + the forward (`embedding_s` + `attention_s` + `mlp_s` +
+/// `head_s` + `rest_s`) + `sample_s`. A part the model does not trace is `None` (its time is
+/// in `rest_s`).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StepParts {
+    pub index: u64,
+    /// 0: the prefill; k: decode step k.
+    pub step: u32,
+    pub warmup: bool,
+    /// Tokens the step ran: batch × prompt for a prefill, the batch for a decode step.
+    pub tokens: usize,
+    /// The whole timed region, as the step's TTFT or ITL.
+    pub wall_s: f64,
+    /// Building the input (a prefill uploads the prompt ids).
+    pub input_s: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedding_s: Option<f64>,
+    /// Every layer's attention: projections, rotary embedding, KV cache, softmax.
+    pub attention_s: f64,
+    /// Every layer's feed-forward block.
+    pub mlp_s: f64,
+    /// The LM head (the final norm is in `rest_s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_s: Option<f64>,
+    /// The forward outside those: the norms and residual adds a model leaves outside its
+    /// spans, the final norm, and every part it does not trace.
+    pub rest_s: f64,
+    /// The weight matmuls (inside attention, MLP and head), where the model traces them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub matmul_s: Option<f64>,
+    /// Argmax (or host sampling), the ids' copy to the host, and the device synchronize.
+    pub sample_s: f64,
+}
+
+impl StepParts {
+    pub fn is_prefill(&self) -> bool {
+        self.step == 0
+    }
+}

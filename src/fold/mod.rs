@@ -44,6 +44,8 @@ pub struct RunFold {
     pub spec: SpecStats,
     /// The canary lane (`--probe`), apart from the run's requests.
     pub canary: crate::stats::CanaryStats,
+    /// The candle engine's sampled steps in parts (`--step-parts N`).
+    pub step_parts: crate::stats::StepPartsStats,
     /// Peak memory and energy over the whole run (not reset by `r`).
     pub resources: Resources,
     /// Requests finished since the start (not reset by `r`).
@@ -179,8 +181,10 @@ impl RunFold {
                 }
             }
             Event::ServerMetrics(w) => self.server.window(w),
+            Event::StepParts(p) => self.step_parts.record(p),
             Event::StatsReset => {
                 self.stats.reset();
+                self.step_parts.reset();
                 for view in self.views_mut() {
                     view.reset();
                 }
@@ -320,6 +324,7 @@ impl RunFold {
         for view in self.views() {
             view.summarize(&mut summary);
         }
+        summary.step_parts = self.step_parts.summary();
         summary
     }
 

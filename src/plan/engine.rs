@@ -115,6 +115,11 @@ fn server_tokenizer(opts: &RunOpts) -> bool {
 fn plan_http(opts: &RunOpts) -> Result<HttpConfig, Failure> {
     let w = &opts.workload;
     let api = opts.server.api;
+    if opts.model.step_parts.is_some() {
+        return Err(Failure::usage(
+            "--step-parts: times the parts of the candle engine's forward; a server's own timings come with --server-metrics",
+        ));
+    }
     if w.batch > 1 && !(api.takes_batch() || api == http::Api::Auto) {
         return Err(Failure::usage(format!(
             "--batch {}: with --endpoint every request is one sequence (but --api embeddings and rerank, which take a batch of inputs); use --concurrency for parallel requests",
@@ -298,6 +303,12 @@ fn plan_candle(opts: &RunOpts) -> Result<WorkerConfig, Failure> {
         ));
     }
     let device = opts.model.device;
+    if opts.model.step_parts.is_some() && device != DeviceSpec::Cpu {
+        // CUDA runs the forward asynchronously: its parts need device events, not the clock.
+        return Err(Failure::usage(
+            "--step-parts: the CPU engine only so far (on CUDA the parts need device events); use --device cpu",
+        ));
+    }
     let dtype = opts
         .model
         .dtype
@@ -391,5 +402,6 @@ fn plan_candle(opts: &RunOpts) -> Result<WorkerConfig, Failure> {
         record_tokens,
         tokenizer: if record_tokens { tokenizer } else { None },
         sampling: w.sampling.clone(),
+        step_parts: opts.model.step_parts.map(|n| n.min(u32::MAX as u64) as u32),
     })
 }

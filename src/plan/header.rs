@@ -49,6 +49,7 @@ pub fn header(opts: &RunOpts, engine: &EnginePlan, slo: Slo) -> Header {
         duration: w.duration.map(|d| format!("{}s", d.as_secs_f64())),
         stop_at_eos: w.stop_at_eos,
         sampling: w.sampling.as_ref().map(Sampling::describe),
+        step_parts: opts.model.step_parts,
         slo,
         ..RunConfig::default()
     };

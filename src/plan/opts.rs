@@ -42,6 +42,10 @@ pub struct ModelOpts {
     /// server's own /tokenize.
     #[arg(long, value_name = "FILE")]
     pub tokenizer: Option<PathBuf>,
+    /// Time one prefill in N and one decode step in N in parts (embedding, attention, MLP,
+    /// norm + LM head, sampling, copy and synchronize), from the model's own tracing spans.
+    #[arg(long, value_name = "N", value_parser = values::positive)]
+    pub step_parts: Option<u64>,
 }
 
 /// What each request asks for, and how many.

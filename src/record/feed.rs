@@ -533,6 +533,10 @@ impl Feeder {
                 let t = self.line_time(s.t_s);
                 self.hold(t, Event::decode_step(s.index, s.step, s.itl_s, s.gpu_s));
             }
+            Line::StepParts(p) => {
+                let t = self.line_time(p.t_s);
+                self.hold(t, Event::StepParts(Box::new(p.parts)));
+            }
             Line::Telemetry(s) => {
                 let t = self.line_time(Some(s.t_s));
                 self.hold(t, Event::Telemetry(Box::new(s)));

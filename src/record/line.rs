@@ -23,6 +23,8 @@ pub enum Line {
     /// A request that failed (never a latency sample).
     RequestFailed(FailedLine),
     Step(StepLine),
+    /// A sampled step of the candle engine in parts (`--step-parts N`).
+    StepParts(StepPartsLine),
     Telemetry(Sample),
     /// The server's own view over one window (`--server-metrics`, `watch`).
     ServerMetrics(ServerMetricsLine),
@@ -144,6 +146,9 @@ pub struct RunConfig {
     /// `--sampling` in canonical form; absent: greedy argmax.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampling: Option<String>,
+    /// `--step-parts N`: one prefill and one decode step in N timed in parts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_parts: Option<u64>,
     pub slo: Slo,
     /// What measured: `http` for `--endpoint` runs, `watch` for a watch; absent for the
     /// candle engine.
@@ -359,6 +364,15 @@ pub struct StepLine {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu_s: Option<f64>,
     /// When the consumer got it (seconds since the run began); none in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_s: Option<f64>,
+}
+
+/// `{"type":"step_parts",…}`: one sampled step in parts, and when the consumer got it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepPartsLine {
+    #[serde(flatten)]
+    pub parts: crate::event::StepParts,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub t_s: Option<f64>,
 }

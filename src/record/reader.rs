@@ -37,6 +37,7 @@ pub fn line_time(line: &Line) -> Option<f64> {
         Line::Request(r) => r.t_s,
         Line::RequestFailed(f) => f.t_s,
         Line::Step(s) => s.t_s,
+        Line::StepParts(p) => p.t_s,
         Line::Telemetry(s) => Some(s.t_s),
         Line::ServerMetrics(m) => Some(m.t_s),
         Line::NodeMetrics(n) => Some(n.t_s),
@@ -422,6 +423,8 @@ impl Record {
             }
             Line::ServerMetrics(m) => self.server_metrics.push(m.clone()),
             Line::Step(s) => self.steps.push(*s),
+            // Folded below, as every run's line is (`RunSummary::step_parts`).
+            Line::StepParts(_) => {}
             Line::Footer(f) => self.footer = Some(f.clone()),
             Line::Determinism(d) => self.determinism = Some(d.as_ref().clone()),
             Line::NodeMetrics(_) | Line::ScrapeFailed(_) => {}

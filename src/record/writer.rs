@@ -8,7 +8,7 @@ use crate::event::{Event, Notice, RequestDone, RequestFailed, StopReason};
 
 use super::line::{
     CellLine, ErrorDetail, EventLine, FailedLine, Footer, Header, Line, RequestLine, RunEvent,
-    ServerMetricsLine, StepLine,
+    ServerMetricsLine, StepLine, StepPartsLine,
 };
 use crate::summary::RunSummary;
 
@@ -168,6 +168,10 @@ impl Recorder {
                     }));
                 }
             }
+            Event::StepParts(p) => self.line(&Line::StepParts(StepPartsLine {
+                parts: p.as_ref().clone(),
+                t_s: Some(t_s),
+            })),
             Event::Telemetry(s) => self.line(&Line::Telemetry(s.as_ref().clone())),
             Event::CellStarted(c) => self.write_line(&Line::Cell(CellLine {
                 cell: c.cell,

@@ -31,6 +31,7 @@ mod slo;
 pub mod spec;
 pub mod split;
 pub mod steady;
+pub mod step_parts;
 mod window;
 
 pub use breakdown::{Breakdown, BreakdownSummary, CacheOutcome};
@@ -51,6 +52,7 @@ pub use slo::{ntpot, parse_duration_s, Limit, Slo, SloCounts, SloMetric};
 pub use spec::{SpecStats, SpecSummary};
 pub use split::{Part, SplitStats, SplitSummary};
 pub use steady::{settle_point, warmup_cost_s, SettleRule};
+pub use step_parts::{StepPartsStats, StepPartsSummary};
 pub use window::Window;
 
 use serde::{Deserialize, Serialize};

@@ -65,6 +65,9 @@ pub struct RunSummary {
     /// Steady TTFT by cache outcome and by turn, and the length distributions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breakdown: Option<crate::stats::BreakdownSummary>,
+    /// The candle engine's sampled steps in parts (`--step-parts N`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_parts: Option<crate::stats::StepPartsSummary>,
     /// A server run's HTTP phases and time to second token (`to_json` writes them as
     /// `http_phases`).
     #[serde(skip)]
@@ -126,6 +129,7 @@ impl RunSummary {
             reasoning: None,
             server: None,
             breakdown: None,
+            step_parts: None,
             phases: None,
             goodput: None,
             split: None,
@@ -250,6 +254,9 @@ impl RunSummary {
         if let Some(b) = &self.breakdown {
             out["breakdown"] = serde_json::to_value(b).unwrap_or_default();
         }
+        if let Some(p) = &self.step_parts {
+            out["step_parts"] = serde_json::to_value(p).unwrap_or_default();
+        }
         if let Some(p) = &self.phases {
             let mut m = serde_json::Map::new();
             m.insert(
@@ -352,6 +359,10 @@ impl RunSummary {
         out.push_str(&self.server_markdown());
         if let Some(b) = &self.breakdown {
             out.push_str(&b.markdown());
+        }
+        if let Some(p) = &self.step_parts {
+            out.push_str("\nwhere a step's time goes (--step-parts; steady steps, mean):\n\n");
+            out.push_str(&p.markdown());
         }
         out
     }

@@ -491,7 +491,7 @@ impl App {
             }
             Event::Telemetry(sample) => self.telemetry_sample(sample),
             Event::ServerMetrics(_) => self.dirty = true,
-            Event::Canary(_) => self.figures_stale = true,
+            Event::Canary(_) | Event::StepParts(_) => self.figures_stale = true,
             Event::RequestCancelled(c) => {
                 // Cancelled on purpose (`--cancel`): counted in the header, not logged one by one.
                 if self.current.as_ref().is_some_and(|r| r.index == c.index) {

@@ -499,6 +499,11 @@ impl FeedScreen {
             }
             // Each source's canaries are its own: merged, their indexes would collide.
             Event::Canary(_) => Some(event.clone()),
+            Event::StepParts(p) => {
+                let mut p = p.clone();
+                p.index = id(ids, p.index, false);
+                Some(Event::StepParts(p))
+            }
             Event::RequestCancelled(c) => {
                 let mut c = c.clone();
                 c.index = id(ids, c.index, true);

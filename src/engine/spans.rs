@@ -1,0 +1,310 @@
+//! Where a step's time goes inside the model's forward, read from the tracing spans that
+//! candle-transformers' models already enter (`attn`, `attn-rot`, `mlp` or `attn-mlp`,
+//! `output`, `embedding`, `rms-norm`, `linear`, `qmatmul`, ...), so no model is written twice.
+//!
+//! A `Spans` subscriber is installed for the process before any model is built (a span made
+//! with no subscriber stays disabled for good). It keeps nothing and does nothing until a
+//! thread opens a sample (`begin`): then every span that thread enters and leaves adds its
+//! wall time to the span's part, until `end` closes the sample and returns the sums. Outside a
+//! sample a span's enter and exit cost one thread-local flag read each; the sampled step pays
+//! two clock reads per span, which is why only one step in N is sampled.
+//!
+//! On CPU candle's ops run to completion on the calling thread (each op may fan out to the
+//! thread pool, but returns when done), so a span's wall time is the time of its ops. Nested
+//! spans (`attn-rot` inside `attn`, `qmatmul` inside both) are kept apart: `Sample::parts` is
+//! inclusive, and the grouping into the parts of a step is `Sample::grouped`'s.
+
+use std::cell::RefCell;
+use std::time::Instant;
+
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Metadata, Subscriber};
+
+/// A span's part of a forward. The names are candle-transformers' span names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Part {
+    /// `embedding`: the token embedding lookup.
+    Embedding,
+    /// `attn`: one layer's attention, projections and rotary embedding included.
+    Attention,
+    /// `attn-rot`, `rot`: the rotary embedding (inside `attn`).
+    Rope,
+    /// `mlp`, `attn-mlp`: one layer's feed-forward block.
+    Mlp,
+    /// `rms-norm`, `layer-norm`: a norm, where the model traces its norms.
+    Norm,
+    /// `output`: the LM head (the final norm before it is outside the span).
+    Output,
+    /// `linear`, `qmatmul`: a weight matmul, inside whichever part called it.
+    Matmul,
+    /// `model`, `block`: a whole forward or a whole layer (kept to check the others against).
+    Whole,
+}
+
+const PARTS: usize = 8;
+
+impl Part {
+    /// The part a candle span name stands for; `None` for names no model here uses.
+    pub fn of(name: &str) -> Option<Part> {
+        Some(match name {
+            "embedding" => Part::Embedding,
+            "attn" => Part::Attention,
+            "attn-rot" | "rot" => Part::Rope,
+            "mlp" | "attn-mlp" => Part::Mlp,
+            "rms-norm" | "layer-norm" => Part::Norm,
+            "output" => Part::Output,
+            "linear" | "qmatmul" => Part::Matmul,
+            "model" | "block" => Part::Whole,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Part::Embedding => "embedding",
+            Part::Attention => "attention",
+            Part::Rope => "rope",
+            Part::Mlp => "mlp",
+            Part::Norm => "norm",
+            Part::Output => "lm head",
+            Part::Matmul => "weight matmuls",
+            Part::Whole => "whole",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    fn from_id(id: &Id) -> Option<Part> {
+        ALL.get((id.into_u64() as usize).checked_sub(1)?).copied()
+    }
+}
+
+const ALL: [Part; PARTS] = [
+    Part::Embedding,
+    Part::Attention,
+    Part::Rope,
+    Part::Mlp,
+    Part::Norm,
+    Part::Output,
+    Part::Matmul,
+    Part::Whole,
+];
+
+/// The sums of one sample: seconds per part (inclusive of nested spans) and spans entered.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Sample {
+    pub seconds: [f64; PARTS],
+    pub entered: [u32; PARTS],
+}
+
+impl Sample {
+    /// Seconds spent in `part`'s spans (nested spans of other parts included).
+    pub fn seconds(&self, part: Part) -> f64 {
+        self.seconds[part.index()]
+    }
+
+    /// How many spans of `part` were entered.
+    pub fn entered(&self, part: Part) -> u32 {
+        self.entered[part.index()]
+    }
+
+    /// The forward's time in parts that do not overlap, given the forward's own wall time:
+    /// embedding, attention, MLP, LM head, and the rest of the forward (the norms and residual
+    /// adds a model leaves outside its spans, the final norm, untraced parts). Parts a model
+    /// does not trace read 0 and fall into the rest.
+    pub fn grouped(&self, forward_s: f64) -> Grouped {
+        let embedding_s = self.seconds(Part::Embedding);
+        let attention_s = self.seconds(Part::Attention);
+        let mlp_s = self.seconds(Part::Mlp);
+        let output_s = self.seconds(Part::Output);
+        let traced = embedding_s + attention_s + mlp_s + output_s;
+        Grouped {
+            embedding_s,
+            attention_s,
+            mlp_s,
+            output_s,
+            rest_s: (forward_s - traced).max(0.0),
+            matmul_s: self.seconds(Part::Matmul),
+        }
+    }
+}
+
+/// A forward in parts that do not overlap (`Sample::grouped`), plus the weight matmuls across
+/// them (which lie inside the attention, the MLP and the head).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Grouped {
+    pub embedding_s: f64,
+    pub attention_s: f64,
+    pub mlp_s: f64,
+    pub output_s: f64,
+    pub rest_s: f64,
+    pub matmul_s: f64,
+}
+
+struct Open {
+    sample: Sample,
+    /// The spans entered and not yet left, with when they were entered.
+    stack: Vec<(usize, Instant)>,
+}
+
+thread_local! {
+    static OPEN: RefCell<Option<Open>> = const { RefCell::new(None) };
+}
+
+/// Opens a sample on this thread: the spans it enters from now on are timed.
+pub fn begin() {
+    OPEN.with(|o| {
+        *o.borrow_mut() = Some(Open {
+            sample: Sample::default(),
+            stack: Vec::with_capacity(16),
+        })
+    });
+}
+
+/// Closes this thread's sample and returns its sums (`None` when none was open).
+pub fn end() -> Option<Sample> {
+    OPEN.with(|o| o.borrow_mut().take().map(|open| open.sample))
+}
+
+/// Installs the span timer as the process's tracing subscriber, before any model is built
+/// (once; later calls say how the first went). Returns false when the process already had
+/// another (then no part of the forward can be timed).
+pub fn install() -> bool {
+    static INSTALLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *INSTALLED.get_or_init(|| tracing::subscriber::set_global_default(Spans).is_ok())
+}
+
+/// The subscriber: each span's id is its part (+1), so entering one needs no lookup.
+struct Spans;
+
+impl Subscriber for Spans {
+    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
+        metadata.is_span() && Part::of(metadata.name()).is_some()
+    }
+
+    fn new_span(&self, span: &Attributes<'_>) -> Id {
+        // `enabled` admitted only names with a part.
+        let part = Part::of(span.metadata().name()).unwrap_or(Part::Whole);
+        Id::from_u64(part.index() as u64 + 1)
+    }
+
+    fn record(&self, _span: &Id, _values: &Record<'_>) {}
+
+    fn record_follows_from(&self, _span: &Id, _follows: &Id) {}
+
+    fn event(&self, _event: &Event<'_>) {}
+
+    fn enter(&self, span: &Id) {
+        let Some(part) = Part::from_id(span) else {
+            return;
+        };
+        OPEN.with(|o| {
+            if let Some(open) = o.borrow_mut().as_mut() {
+                open.stack.push((part.index(), Instant::now()));
+            }
+        });
+    }
+
+    fn exit(&self, span: &Id) {
+        let Some(part) = Part::from_id(span) else {
+            return;
+        };
+        OPEN.with(|o| {
+            if let Some(open) = o.borrow_mut().as_mut() {
+                // A span entered before the sample opened has nothing on the stack.
+                if let Some(at) = open.stack.iter().rposition(|(p, _)| *p == part.index()) {
+                    let (i, t0) = open.stack.remove(at);
+                    open.sample.seconds[i] += t0.elapsed().as_secs_f64();
+                    open.sample.entered[i] += 1;
+                }
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn timed(name: &'static str) -> tracing::Span {
+        match name {
+            "attn" => tracing::span!(tracing::Level::TRACE, "attn"),
+            "attn-rot" => tracing::span!(tracing::Level::TRACE, "attn-rot"),
+            "mlp" => tracing::span!(tracing::Level::TRACE, "mlp"),
+            _ => tracing::span!(tracing::Level::TRACE, "other"),
+        }
+    }
+
+    fn busy(d: std::time::Duration) {
+        let t = Instant::now();
+        while t.elapsed() < d {
+            std::hint::spin_loop();
+        }
+    }
+
+    #[test]
+    fn spans_add_up_per_part_only_inside_a_sample() {
+        // A scoped dispatcher: the test binary's other threads keep theirs.
+        tracing::subscriber::with_default(Spans, || {
+            let (attn, rot, mlp, other) = (
+                timed("attn"),
+                timed("attn-rot"),
+                timed("mlp"),
+                timed("other"),
+            );
+            let ms = std::time::Duration::from_millis(1);
+            // Not sampled: nothing kept.
+            {
+                let _a = attn.enter();
+                busy(ms);
+            }
+            assert_eq!(end(), None);
+
+            begin();
+            for _ in 0..3 {
+                let _a = attn.enter();
+                {
+                    let _r = rot.enter();
+                    busy(ms);
+                }
+                busy(ms);
+            }
+            {
+                let _m = mlp.enter();
+                busy(2 * ms);
+            }
+            {
+                let _o = other.enter();
+                busy(ms);
+            }
+            let s = end().unwrap();
+            assert_eq!(s.entered(Part::Attention), 3);
+            assert_eq!(s.entered(Part::Rope), 3);
+            assert_eq!(s.entered(Part::Mlp), 1);
+            assert!(s.seconds(Part::Attention) >= 0.006, "{s:?}");
+            assert!(s.seconds(Part::Rope) >= 0.003, "{s:?}");
+            assert!(s.seconds(Part::Rope) < s.seconds(Part::Attention), "{s:?}");
+            assert!(s.seconds(Part::Mlp) >= 0.002, "{s:?}");
+            let g = s.grouped(0.010);
+            assert_eq!(g.attention_s, s.seconds(Part::Attention));
+            assert!((g.rest_s - (0.010 - g.attention_s - g.mlp_s).max(0.0)).abs() < 1e-12);
+            // Closed: the next enter is not kept.
+            {
+                let _a = attn.enter();
+            }
+            assert_eq!(end(), None);
+        });
+    }
+
+    #[test]
+    fn every_candle_span_name_of_our_models_has_a_part() {
+        for name in [
+            "attn", "attn-rot", "attn-mlp", "mlp", "model", "output", "qmatmul",
+        ] {
+            assert!(Part::of(name).is_some(), "{name}");
+        }
+        assert_eq!(Part::of("conv2d"), None);
+    }
+}

@@ -1,0 +1,223 @@
+//! `--step-parts N`: one prefill and one decode step in N of the candle engine timed in parts
+//! from the model's own tracing spans, printed, kept in the record and read back by `report`.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn infertop(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_infertop"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn lines(record: &Path, kind: &str) -> Vec<Value> {
+    std::fs::read_to_string(record)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["type"] == kind)
+        .collect()
+}
+
+/// The markdown table under the step parts' heading.
+fn parts_table(text: &str) -> String {
+    let from = text
+        .find("where a step's time goes")
+        .unwrap_or_else(|| panic!("no step parts in:\n{text}"));
+    text[from..]
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+const PARTS: [&str; 7] = [
+    "input_s",
+    "embedding_s",
+    "attention_s",
+    "mlp_s",
+    "head_s",
+    "rest_s",
+    "sample_s",
+];
+
+#[test]
+fn one_step_in_n_is_timed_in_parts_that_add_up_to_the_steps_own_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("r.jsonl");
+    // 5 requests of 8 tokens (7 decode steps each), the first warmup; every second step.
+    let out = infertop(&[
+        "--model",
+        "synthetic:tiny",
+        "--headless",
+        "--requests",
+        "5",
+        "--warmup",
+        "1",
+        "-p",
+        "16",
+        "-n",
+        "8",
+        "--step-parts",
+        "2",
+        "--jsonl-steps",
+        "--format",
+        "json",
+        "--record",
+        rec.to_str().unwrap(),
+    ]);
+    let stdout = ok(&out);
+    let parts = lines(&rec, "step_parts");
+    // Prefills 0, 2, 4 and decode steps 0, 2, …, 34 of the 35 (counted across requests).
+    let prefills: Vec<&Value> = parts.iter().filter(|p| p["step"] == 0).collect();
+    let decodes: Vec<&Value> = parts.iter().filter(|p| p["step"] != 0).collect();
+    assert_eq!(prefills.len(), 3, "{parts:?}");
+    assert_eq!(decodes.len(), 18, "{parts:?}");
+    let steps = lines(&rec, "step");
+    let requests = lines(&rec, "request");
+    for p in &parts {
+        let wall = p["wall_s"].as_f64().unwrap();
+        let sum: f64 = PARTS.iter().filter_map(|k| p[*k].as_f64()).sum();
+        assert!((sum - wall).abs() < 1e-9, "parts {sum} vs step {wall}: {p}");
+        assert!(p["attention_s"].as_f64().unwrap() > 0.0, "{p}");
+        assert!(p["mlp_s"].as_f64().unwrap() > 0.0, "{p}");
+        // The same timed region as the step's ITL, or the request's TTFT.
+        let (index, step) = (&p["index"], &p["step"]);
+        let own = if *step == 0 {
+            requests.iter().find(|r| r["index"] == *index).unwrap()["ttft_s"].clone()
+        } else {
+            steps
+                .iter()
+                .find(|s| s["index"] == *index && s["step"] == *step)
+                .unwrap()["itl_s"]
+                .clone()
+        };
+        assert_eq!(own.as_f64().unwrap(), wall, "{p}");
+        assert_eq!(p["warmup"], *index == 0, "{p}");
+    }
+
+    // The summary: steady steps only (request 0 is warmup: prefill 0, decode steps 0..6).
+    let summary: Value = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|v| v.get("step_parts").is_some())
+        .unwrap_or_else(|| panic!("no summary with step_parts:\n{stdout}"));
+    let sp = &summary["step_parts"];
+    assert_eq!(sp["prefill"]["n"], 2, "{sp}");
+    assert_eq!(sp["decode"]["n"], 14, "{sp}");
+    assert_eq!(sp["decode"]["tokens"], 1.0, "{sp}");
+    assert_eq!(sp["prefill"]["tokens"], 16.0, "{sp}");
+
+    // `report` folds the record's lines to the same table as the run's own summary.
+    let report = ok(&infertop(&["report", rec.to_str().unwrap()]));
+    let table = parts_table(&report);
+    assert!(table.contains("prefill (n=2, 16 tok)"), "{table}");
+    assert!(table.contains("decode (n=14, 1 tok)"), "{table}");
+    let printed = ok(&infertop(&[
+        "--model",
+        "synthetic:tiny",
+        "--headless",
+        "--requests",
+        "3",
+        "-n",
+        "4",
+        "--step-parts",
+        "1",
+    ]));
+    let printed = parts_table(&printed);
+    for row in [
+        "| attention |",
+        "| mlp |",
+        "| sample + copy + sync |",
+        "| step |",
+    ] {
+        assert!(printed.contains(row), "{printed}");
+    }
+}
+
+#[test]
+fn a_quantized_model_shows_its_attention_mlp_and_head_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let gguf = dir.path().join("m.gguf");
+    ok(&infertop(&[
+        "make-model",
+        "--preset",
+        "tiny",
+        "--arch",
+        "qwen2",
+        "--gguf",
+        "--gguf-type",
+        "q8_0",
+        gguf.to_str().unwrap(),
+    ]));
+    let rec = dir.path().join("r.jsonl");
+    ok(&infertop(&[
+        "--model",
+        gguf.to_str().unwrap(),
+        "--headless",
+        "--requests",
+        "3",
+        "--warmup",
+        "1",
+        "-p",
+        "32",
+        "-n",
+        "6",
+        "--step-parts",
+        "1",
+        "--record",
+        rec.to_str().unwrap(),
+    ]));
+    let parts = lines(&rec, "step_parts");
+    assert_eq!(
+        parts.len(),
+        3 * 6,
+        "every prefill and decode step: {parts:?}"
+    );
+    for p in &parts {
+        for k in ["attention_s", "mlp_s", "head_s"] {
+            assert!(p[k].as_f64().is_some_and(|s| s > 0.0), "{k}: {p}");
+        }
+        // candle's quantized qwen2 traces no embedding span: its time is in the rest.
+        assert!(p.get("embedding_s").is_none(), "{p}");
+    }
+    let header = &lines(&rec, "header")[0];
+    assert_eq!(header["config"]["step_parts"], 1, "{header}");
+    let table = parts_table(&ok(&infertop(&["report", rec.to_str().unwrap()])));
+    assert!(table.contains("| embedding | - | - | - | - |"), "{table}");
+    assert!(table.contains("| lm head |"), "{table}");
+}
+
+#[test]
+fn step_parts_is_refused_where_it_cannot_time_the_forward() {
+    let out = infertop(&[
+        "--endpoint",
+        "http://127.0.0.1:9",
+        "--headless",
+        "--step-parts",
+        "4",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--step-parts"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+
+    let out = infertop(&["--headless", "--step-parts", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--step-parts"), "{err}");
+}
