@@ -93,6 +93,17 @@ fn bare(preset: &str) -> Vec<f64> {
 
 /// The worker as infertop runs it headless, with a consumer applying every event to statistics.
 fn harness(preset: &str, with_telemetry: bool, step_parts: Option<u32>) -> Vec<f64> {
+    harness_sampled(preset, with_telemetry, step_parts, &mut Vec::new())
+}
+
+/// `harness`, keeping apart in `sampled` the steady decode steps that `--step-parts` timed in
+/// parts (their ITLs are in the returned list too).
+fn harness_sampled(
+    preset: &str,
+    with_telemetry: bool,
+    step_parts: Option<u32>,
+    sampled: &mut Vec<f64>,
+) -> Vec<f64> {
     let (tx, rx) = crossbeam_channel::unbounded::<Event>();
     let (_ctl_tx, ctl_rx) = crossbeam_channel::unbounded::<Control>();
     let started = Instant::now();
@@ -138,6 +149,7 @@ fn harness(preset: &str, with_telemetry: bool, step_parts: Option<u32>) -> Vec<f
                 }
             }
             Event::RequestDone(r) => stats.record_request(&r),
+            Event::StepParts(p) if !p.warmup && p.step > 0 => sampled.push(p.wall_s),
             Event::Finished(_) => break,
             _ => {}
         }
@@ -147,6 +159,16 @@ fn harness(preset: &str, with_telemetry: bool, step_parts: Option<u32>) -> Vec<f
     }
     let _ = handle.join();
     steps
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -176,6 +198,7 @@ fn main() {
     println!("decode-step overhead, {rounds} interleaved rounds, {REQUESTS} requests of P={PROMPT} G={OUTPUT} each (2 warmup dropped)");
     for preset in presets.split(',') {
         let (mut b, mut h, mut t, mut p) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut sampled = Vec::new();
         for round in 0..rounds {
             // Rotate the order so no variant always runs first.
             for k in 0..variants {
@@ -183,7 +206,7 @@ fn main() {
                     0 => b.extend(bare(preset)),
                     1 => h.extend(harness(preset, false, None)),
                     2 => t.extend(harness(preset, true, None)),
-                    _ => p.extend(harness(preset, false, step_parts)),
+                    _ => p.extend(harness_sampled(preset, false, step_parts, &mut sampled)),
                 }
             }
         }
@@ -209,6 +232,17 @@ fn main() {
                 mp * 1e3,
                 p.len(),
                 mp / mh
+            );
+            // Paired inside the same requests: the sampled steps against all of them, by
+            // median (robust to the machine's own spikes); a run pays it on 1 step in n.
+            let (ms, mall) = (median(&sampled), median(&p));
+            println!(
+                "{preset:>6}: sampled step median {:.4} ms (n={}) vs every step {:.4} ms: {:+.2}% per sampled step, {:+.3}% of the run at 1/{n}",
+                ms * 1e3,
+                sampled.len(),
+                mall * 1e3,
+                100.0 * (ms / mall - 1.0),
+                100.0 * (ms / mall - 1.0) / n as f64
             );
         }
     }

@@ -1091,6 +1091,76 @@ fn the_ttft_split_on_a_key() {
     );
 }
 
+/// `f` on a run of the candle engine with `--step-parts`: the mean steady step in parts,
+/// prefill and decode side by side with each part's share, the step first and the parts the
+/// model does not trace left out; `f` again brings the percentiles back. Without sampled steps
+/// the key offers nothing.
+#[test]
+fn the_step_parts_on_a_key() {
+    use infertop::event::StepParts;
+    use infertop::ui::keys::Action;
+    let mut s = Sim::default();
+    s.start(0, 128, 16);
+    s.requests(0, 5, 0);
+    s.app.refresh();
+    let text = text_of(draw(&s.app, 80, 24).backend().buffer());
+    assert!(!text.contains("step parts"), "no samples, no key: {text}");
+    let parts = |index: u64, step: u32, scale: f64| StepParts {
+        index,
+        step,
+        warmup: false,
+        tokens: if step == 0 { 128 } else { 1 },
+        wall_s: 0.010 * scale,
+        input_s: 0.0,
+        embedding_s: None,
+        attention_s: 0.004 * scale,
+        mlp_s: 0.005 * scale,
+        head_s: Some(0.0005 * scale),
+        rest_s: 0.0003 * scale,
+        matmul_s: None,
+        sample_s: 0.0002 * scale,
+    };
+    for i in 5..9u64 {
+        s.apply(Event::StepParts(Box::new(parts(i, 0, 2.0))));
+        s.apply(Event::StepParts(Box::new(parts(i, 3, 0.1))));
+    }
+    s.app.refresh();
+    let text = text_of(draw(&s.app, 80, 24).backend().buffer());
+    assert!(
+        text.contains("f step parts"),
+        "the footer offers it: {text}"
+    );
+    s.app.update(Action::ToggleSplit);
+    s.app.refresh();
+    let text = text_of(draw(&s.app, 80, 24).backend().buffer());
+    for want in [
+        "Where a step's time goes",
+        "prefill n=4, decode n=4",
+        "step",
+        "20.0ms",
+        "attention",
+        "8.00ms",
+        "40%",
+        "mlp",
+        "50%",
+        "lm head",
+        "f latency",
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+    assert!(
+        !text.contains("embedding"),
+        "untraced parts are left out: {text}"
+    );
+    s.app.update(Action::ToggleSplit);
+    s.app.refresh();
+    let text = text_of(draw(&s.app, 80, 24).backend().buffer());
+    assert!(
+        text.contains("Percentiles") && !text.contains("Where a step"),
+        "{text}"
+    );
+}
+
 /// `f` twice on a run whose server drafts: each request's acceptance with its percentiles and
 /// the TPOT of each band of acceptance (here 10 requests at 90 % accepted with TPOT 10 ms and
 /// 10 at 20 % with 30 ms), the token-weighted share and the correlation in the title; a third

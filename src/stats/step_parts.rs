@@ -99,6 +99,11 @@ impl StepPartsStats {
         }
     }
 
+    /// Whether a steady step has been sampled.
+    pub fn has_samples(&self) -> bool {
+        self.prefill.n + self.decode.n > 0
+    }
+
     pub fn reset(&mut self) {
         *self = StepPartsStats::default();
     }

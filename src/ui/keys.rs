@@ -144,7 +144,7 @@ impl Action {
             Action::ToggleSplit,
             "split",
             &["f"],
-            "table: TTFT queue | prefill | network; drafts",
+            "table: TTFT split; drafts; step parts",
         ),
         (Action::Help, "help", &["?"], "this help"),
         (

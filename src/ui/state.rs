@@ -920,7 +920,13 @@ impl App {
                 KeyOutcome::None
             }
             Action::ToggleSplit => {
-                self.table_view = self.table_view.after_split(self.run.spec.has_samples());
+                // The candle engine has no server to split a TTFT by: `f` shows its steps'
+                // parts instead, when it samples them.
+                self.table_view = if self.run.step_parts.has_samples() {
+                    self.table_view.after_parts()
+                } else {
+                    self.table_view.after_split(self.run.spec.has_samples())
+                };
                 self.dirty = true;
                 KeyOutcome::None
             }

@@ -6,7 +6,7 @@ use crate::fold::RunFold;
 use crate::stats::scale::Histogram;
 use crate::stats::{
     BreakdownSummary, Metric, ModelSummary, PhaseSummary, ShapeSummary, SpecSummary, SplitSummary,
-    Table, WindowKind,
+    StepPartsSummary, Table, WindowKind,
 };
 
 /// Bins of the distribution histograms the state keeps; the views merge neighbours to fit
@@ -17,8 +17,9 @@ pub const DIST_METRICS: [Metric; 3] = [Metric::Ttft, Metric::Tpot, Metric::Itl];
 
 /// What the table shows, one at a time: the percentiles (their columns as `ServerColumns`
 /// says), the client's HTTP phases (`h`), where the TTFT went by the server's own timings
-/// (`f`), or the server's speculative decoding (`f` again, when it drafts). Each key's view
-/// replaces whatever the table showed, and the same key brings the percentiles back.
+/// (`f`), or the server's speculative decoding (`f` again, when it drafts); with the candle
+/// engine and `--step-parts`, `f` shows where a step's time goes. Each key's view replaces
+/// whatever the table showed, and the same key brings the percentiles back.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum TableView {
     #[default]
@@ -26,6 +27,8 @@ pub enum TableView {
     Phases,
     Split,
     Drafts,
+    /// The candle engine's sampled steps in parts (`--step-parts`).
+    Parts,
 }
 
 impl TableView {
@@ -43,7 +46,16 @@ impl TableView {
         match self {
             TableView::Split if drafts => TableView::Drafts,
             TableView::Split | TableView::Drafts => TableView::Percentiles,
-            TableView::Percentiles | TableView::Phases => TableView::Split,
+            TableView::Percentiles | TableView::Phases | TableView::Parts => TableView::Split,
+        }
+    }
+
+    /// The view after `f` in a run of the candle engine with `--step-parts` (which has no
+    /// server to split a TTFT by): the step's parts, then the percentiles.
+    pub fn after_parts(self) -> TableView {
+        match self {
+            TableView::Parts => TableView::Percentiles,
+            _ => TableView::Parts,
         }
     }
 }
@@ -88,6 +100,7 @@ pub struct Views {
     pub phases: Option<PhaseSummary>,
     pub split: Option<SplitSummary>,
     pub spec: Option<SpecSummary>,
+    pub parts: Option<StepPartsSummary>,
 }
 
 impl Default for Views {
@@ -101,6 +114,7 @@ impl Default for Views {
             phases: None,
             split: None,
             spec: None,
+            parts: None,
         }
     }
 }
@@ -116,6 +130,9 @@ impl Views {
         if matches!(shown, TableView::Split | TableView::Drafts) {
             self.split = run.split.summary();
             self.spec = run.spec.summary();
+        }
+        if shown == TableView::Parts {
+            self.parts = run.step_parts.summary();
         }
         self.dists = DIST_METRICS
             .iter()
@@ -143,6 +160,9 @@ mod tests {
         assert_eq!(Phases.after_split(false), Split);
         assert_eq!(Split.after_split(false), Percentiles);
         assert_eq!(Split.after_split(true), Drafts);
+        assert_eq!(Percentiles.after_parts(), Parts);
+        assert_eq!(Parts.after_parts(), Percentiles);
+        assert_eq!(Phases.after_parts(), Parts);
         assert_eq!(Drafts.after_split(true), Percentiles);
         assert_eq!(Drafts.after_phases(), Phases);
         use ServerColumns::*;

@@ -47,11 +47,17 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         };
         items.push((vec![Action::TogglePhases], what));
     }
-    if app.run.split.has_samples() {
+    if app.run.step_parts.has_samples() {
+        let what = match app.table_view.after_parts() {
+            TableView::Parts => "step parts",
+            _ => "latency",
+        };
+        items.push((vec![Action::ToggleSplit], what));
+    } else if app.run.split.has_samples() {
         let what = match app.table_view.after_split(app.run.spec.has_samples()) {
             TableView::Split => "TTFT split",
             TableView::Drafts => "drafts",
-            TableView::Percentiles | TableView::Phases => "latency",
+            _ => "latency",
         };
         items.push((vec![Action::ToggleSplit], what));
     }

@@ -13,7 +13,8 @@ use ratatui::Frame;
 use super::panel;
 use super::panel::Panel;
 use crate::event::ServerQuantiles;
-use crate::stats::{Metric, Part, Phase, SplitSummary, Summary};
+use crate::stats::step_parts::{PhaseParts, PARTS};
+use crate::stats::{Metric, Part, Phase, SplitSummary, StepPartsSummary, Summary};
 use crate::ui::keys::Action;
 use crate::ui::state::App;
 use crate::ui::views::{ServerColumns, TableView};
@@ -38,6 +39,9 @@ pub fn render(frame: &mut Frame, app: &App, rect: Rect) {
         (TableView::Split, _, Some(split), _) => return render_split(frame, app, rect, split),
         (TableView::Drafts, _, _, Some(spec)) => return render_spec(frame, app, rect, spec),
         _ => {}
+    }
+    if let (TableView::Parts, Some(parts)) = (app.table_view, &app.views.parts) {
+        return render_parts(frame, app, rect, parts);
     }
     let theme = app.theme();
     let ascii = app.face.glyphs.ascii;
@@ -510,6 +514,76 @@ fn render_split(frame: &mut Frame, app: &App, rect: Rect, split: &SplitSummary) 
     }
     let mut widths = vec![Constraint::Length(14)];
     widths.extend([Constraint::Fill(1); 7]);
+    let table = Table::new(rows, widths).header(header).column_spacing(1);
+    let inner = block.inner(rect);
+    frame.render_widget(block, rect);
+    frame.render_widget(table, inner);
+}
+
+/// `f` in a run of the candle engine with `--step-parts N`: the mean steady step in parts,
+/// prefill and decode side by side, each part's time and share of the step, n in the title.
+fn render_parts(frame: &mut Frame, app: &App, rect: Rect, parts: &StepPartsSummary) {
+    let theme = app.theme();
+    let sep = app.face.glyphs.sep;
+    let ascii = app.face.glyphs.ascii;
+    let phases: Vec<(&str, &PhaseParts)> = parts.phases().collect();
+    let counts: Vec<String> = phases
+        .iter()
+        .map(|(name, p)| format!("{name} n={}", p.n))
+        .collect();
+    let block = panel(
+        app,
+        format!(
+            "Where a step's time goes {sep} steady means {sep} {}",
+            counts.join(", ")
+        ),
+    );
+    let mut headings = vec![String::new()];
+    for (name, _) in &phases {
+        headings.push(name.to_string());
+        headings.push("share".to_string());
+    }
+    let header = Row::new(
+        headings
+            .iter()
+            .map(|h| Cell::from(Line::from(h.clone()).right_aligned())),
+    )
+    .style(theme.table_header);
+    let cell =
+        |text: String, style| Cell::from(Line::styled(format!("{text} "), style).right_aligned());
+    // The step first, then the parts its model traces (a short panel keeps the top rows).
+    let mut cells = vec![Cell::from(Span::styled("step", theme.ttft))];
+    for (_, p) in &phases {
+        cells.push(cell(format::duration(p.wall_s, ascii), theme.ttft));
+        cells.push(cell(String::new(), theme.dim));
+    }
+    let mut rows = vec![Row::new(cells)];
+    for (i, label) in PARTS.iter().enumerate() {
+        if phases.iter().all(|(_, p)| p.parts_s[i].is_none()) {
+            continue;
+        }
+        let mut cells = vec![Cell::from(Span::styled(label.to_string(), theme.text))];
+        for (_, p) in &phases {
+            match p.parts_s[i] {
+                Some(s) => {
+                    cells.push(cell(format::duration(s, ascii), theme.text));
+                    let share = if p.wall_s > 0.0 {
+                        100.0 * s / p.wall_s
+                    } else {
+                        0.0
+                    };
+                    cells.push(cell(format!("{share:.0}%"), theme.dim));
+                }
+                None => {
+                    cells.push(cell("-".into(), theme.dim));
+                    cells.push(cell(String::new(), theme.dim));
+                }
+            }
+        }
+        rows.push(Row::new(cells));
+    }
+    let mut widths = vec![Constraint::Length(22)];
+    widths.extend(std::iter::repeat_n(Constraint::Fill(1), 2 * phases.len()));
     let table = Table::new(rows, widths).header(header).column_spacing(1);
     let inner = block.inner(rect);
     frame.render_widget(block, rect);
