@@ -187,6 +187,69 @@ fn a_model_run_with_every_step_traces_each_request_prefill_decode_and_steps() {
     assert!(events.iter().any(|e| e["ph"] == "C" && e["name"] == "RSS"));
 }
 
+/// `--step-parts 2`: every other prefill and decode step has its parts as slices inside it,
+/// valid trace-event slices (they nest), their lengths the record's.
+#[test]
+fn sampled_steps_have_their_parts_as_slices_inside_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = dir.path().join("run.jsonl");
+    let out = infertop()
+        .args(["--headless", "--requests", "4", "-n", "6", "-p", "16"])
+        .args([
+            "--warmup",
+            "1",
+            "--jsonl-steps",
+            "--step-parts",
+            "2",
+            "--record",
+        ])
+        .arg(&record)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (t, _) = trace(&record, &dir.path().join("run.json"));
+    let events = validate(&t);
+    let requests = one_slice_per_request(&events);
+    let (mut prefills, mut steps) = (0, 0);
+    for r in requests.values() {
+        let prefill = children(&events, r, "prefill")[0];
+        let parts = children(&events, prefill, "parts");
+        if !parts.is_empty() {
+            prefills += 1;
+            let names: Vec<&str> = parts.iter().map(|p| p["name"].as_str().unwrap()).collect();
+            assert_eq!(
+                names,
+                [
+                    "input",
+                    "attention",
+                    "mlp",
+                    "rest of forward",
+                    "sample + copy + sync"
+                ],
+                "{r}"
+            );
+            let sum: f64 = parts.iter().map(|p| p["dur"].as_f64().unwrap()).sum();
+            let whole = prefill["dur"].as_f64().unwrap();
+            assert!(
+                (sum - whole).abs() <= 0.01 * whole + 1.0,
+                "{sum} vs {whole}"
+            );
+        }
+        let decode = children(&events, r, "decode")[0];
+        for step in children(&events, decode, "step") {
+            if !children(&events, step, "parts").is_empty() {
+                steps += 1;
+            }
+        }
+    }
+    // Prefills 0 and 2 of 4; decode steps 0, 2, … of the 20 (5 per request).
+    assert_eq!((prefills, steps), (2, 10));
+}
+
 #[test]
 fn a_server_run_traces_slots_http_phases_and_requests_in_flight() {
     let server = stream_server::start_counted(

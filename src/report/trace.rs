@@ -12,7 +12,9 @@
 //!                          own timings, "network + client", "server queue" and "server
 //!                          prefill" (the HTTP phases that fit inside the first), and with
 //!                          --jsonl-steps every step
-//!                          is a slice in "decode"; a counter of the requests in flight
+//!                          is a slice in "decode"; with --step-parts the sampled steps'
+//!                          parts (attention, mlp, ..., summed over the layers) are slices
+//!                          inside the prefill and the step; a counter of the requests in flight
 //! process "telemetry"      counters: memory, GPU utilisation, power, temperature, clocks
 //! process "server"         counters: the server's running and waiting requests, KV usage, ...
 //! ```
@@ -33,7 +35,7 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::event::{RequestDone, RequestFailed, Sample};
+use crate::event::{RequestDone, RequestFailed, Sample, StepParts};
 use crate::record::line::{Line, RunEvent, StepLine};
 
 const PID_RUN: u32 = 1;
@@ -115,6 +117,8 @@ struct Gathered<'a> {
     placed: Vec<Placed<'a>>,
     /// Per (group's cell, request index): its step lines in order.
     steps: HashMap<(Option<usize>, u64), Vec<&'a StepLine>>,
+    /// Per (cell, request index, step): a sampled step in parts (`--step-parts`).
+    parts: HashMap<(Option<usize>, u64, u32), &'a StepParts>,
     events: Vec<(f64, &'a RunEvent)>,
     telemetry: Vec<&'a Sample>,
     server: Vec<&'a crate::record::line::ServerMetricsLine>,
@@ -276,6 +280,10 @@ fn gather(lines: &[Option<Line>]) -> Result<Gathered<'_>, String> {
                 });
             }
             Line::Step(s) => g.steps.entry((cell, s.index)).or_default().push(s),
+            Line::StepParts(p) => {
+                g.parts
+                    .insert((cell, p.parts.index, p.parts.step), &p.parts);
+            }
             Line::Event(e) => g.events.push((e.t_s, &e.event)),
             Line::Telemetry(s) => g.telemetry.push(s),
             Line::ServerMetrics(m) => g.server.push(m),
@@ -661,6 +669,9 @@ fn request_slices(
         first,
         json!({"ttft_ms": ms(r.ttft_s), "gpu_ttft_ms": r.gpu_ttft_s.map(ms)}),
     ));
+    if let Some(parts) = g.parts.get(&(cell, r.index, 0)) {
+        part_slices(out, pid, tid, start, first, parts);
+    }
     // The server's own timings: its queue and prefill end at the first token (the way back is
     // not known apart from the way there: both are in the rest), and the rest of the TTFT
     // (network, HTTP, the client) comes before them, the HTTP phases that fit nested in it.
@@ -778,8 +789,41 @@ fn request_slices(
                 to,
                 json!({"step": s.step, "itl_ms": ms(s.itl_s), "gpu_ms": s.gpu_s.map(ms)}),
             ));
+            if let Some(parts) = g.parts.get(&(cell, r.index, s.step)) {
+                part_slices(out, pid, tid, t, to, parts);
+            }
             t = to;
         }
+    }
+}
+
+/// A sampled step's parts (`--step-parts`) as slices inside it, one after another in the
+/// order a forward runs them. The attention and MLP of every layer are summed into one slice
+/// each, so the slices give each part's length, not when each layer ran.
+fn part_slices(out: &mut Vec<TraceEvent>, pid: u32, tid: u32, from: Ns, to: Ns, p: &StepParts) {
+    let parts = [
+        ("input", Some(p.input_s)),
+        ("embedding", p.embedding_s),
+        ("attention", Some(p.attention_s)),
+        ("mlp", Some(p.mlp_s)),
+        ("lm head", p.head_s),
+        ("rest of forward", Some(p.rest_s)),
+        ("sample + copy + sync", Some(p.sample_s)),
+    ];
+    let mut t = from;
+    for (name, s) in parts {
+        let Some(s) = s else { continue };
+        let end = (t + ns(s)).min(to);
+        out.push(slice(
+            name.into(),
+            "parts",
+            pid,
+            tid,
+            t,
+            end,
+            json!({"ms": ms(s), "share": s / p.wall_s.max(f64::MIN_POSITIVE), "summed": "over every layer: a length, not a time"}),
+        ));
+        t = end;
     }
 }
 
