@@ -221,3 +221,79 @@ fn step_parts_is_refused_where_it_cannot_time_the_forward() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--step-parts"), "{err}");
 }
+
+/// `compare` of two `--step-parts` records: each part of the prefill and of a decode step side
+/// by side with n and the median's verdict; a record without sampled steps gets no such table.
+#[test]
+fn compare_sets_the_parts_of_two_runs_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |name: &str, parts: bool| {
+        let rec = dir.path().join(name);
+        let mut args = vec![
+            "--model",
+            "synthetic:tiny",
+            "--headless",
+            "--requests",
+            "4",
+            "--warmup",
+            "1",
+            "-p",
+            "16",
+            "-n",
+            "6",
+            "--record",
+            rec.to_str().unwrap(),
+        ];
+        if parts {
+            args.extend(["--step-parts", "1"]);
+        }
+        ok(&infertop(&args));
+        rec
+    };
+    let (a, b, plain) = (
+        run("a.jsonl", true),
+        run("b.jsonl", true),
+        run("c.jsonl", false),
+    );
+    let text = ok(&infertop(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    ]));
+    let from = text
+        .find("### Where a step's time goes")
+        .unwrap_or_else(|| panic!("{text}"));
+    let table = &text[from..];
+    // 3 steady requests: 3 prefills and 15 decode steps on each side.
+    for row in ["| prefill attention |", "| decode mlp |", "| decode step |"] {
+        let line = table
+            .lines()
+            .find(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("{row}: {table}"));
+        let n = if row.contains("prefill") {
+            "3 / 3"
+        } else {
+            "15 / 15"
+        };
+        assert!(line.contains(n), "{line}");
+    }
+    let json: Value = serde_json::from_str(&ok(&infertop(&[
+        "compare",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--format",
+        "json",
+    ])))
+    .unwrap();
+    let figures = json["pairs"][0]["step_parts"].as_array().unwrap();
+    assert!(
+        figures.iter().any(|f| f["figure"] == "decode_attention_s"),
+        "{json}"
+    );
+    let text = ok(&infertop(&[
+        "compare",
+        a.to_str().unwrap(),
+        plain.to_str().unwrap(),
+    ]));
+    assert!(!text.contains("Where a step's time goes"), "{text}");
+}

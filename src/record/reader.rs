@@ -317,6 +317,8 @@ pub struct Record {
     pub request_t_s: Vec<Option<f64>>,
     pub failed_t_s: Vec<Option<f64>>,
     pub steps: Vec<StepLine>,
+    /// The sampled steps in parts (`--step-parts`), in order.
+    pub step_parts: Vec<crate::event::StepParts>,
     pub footer: Option<Footer>,
     /// `event` lines (pause, resume, stats_reset, workload_changed, error, run_started).
     pub events: Vec<EventLine>,
@@ -423,8 +425,7 @@ impl Record {
             }
             Line::ServerMetrics(m) => self.server_metrics.push(m.clone()),
             Line::Step(s) => self.steps.push(*s),
-            // Folded below, as every run's line is (`RunSummary::step_parts`).
-            Line::StepParts(_) => {}
+            Line::StepParts(p) => self.step_parts.push(p.parts.clone()),
             Line::Footer(f) => self.footer = Some(f.clone()),
             Line::Determinism(d) => self.determinism = Some(d.as_ref().clone()),
             Line::NodeMetrics(_) | Line::ScrapeFailed(_) => {}

@@ -184,6 +184,54 @@ pub struct Pair {
     /// acceptance (%) and accepted tokens per verify step.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub spec: Vec<FigureChange>,
+    /// The candle engine's sampled steps in parts (`--step-parts`), when both runs sampled:
+    /// each part of the prefill and of a decode step.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub step_parts: Vec<FigureChange>,
+}
+
+/// Each part of the sampled steady steps of both runs (prefill and decode apart), with the
+/// bootstrap verdict on its median; empty unless both runs sampled their steps.
+fn step_parts_changes(base: &Record, other: &Record, opts: &CompareOptions) -> Vec<FigureChange> {
+    if base.step_parts.is_empty() || other.step_parts.is_empty() {
+        return Vec::new();
+    }
+    type Of = fn(&crate::event::StepParts) -> Option<f64>;
+    let parts: [(&str, &str, Of); 8] = [
+        ("step", "step", |p| Some(p.wall_s)),
+        ("input", "input", |p| Some(p.input_s)),
+        ("embedding", "embedding", |p| p.embedding_s),
+        ("attention", "attention", |p| Some(p.attention_s)),
+        ("mlp", "mlp", |p| Some(p.mlp_s)),
+        ("head", "lm head", |p| p.head_s),
+        ("rest", "rest of forward", |p| Some(p.rest_s)),
+        ("sample", "sample + copy + sync", |p| Some(p.sample_s)),
+    ];
+    let mut out = Vec::new();
+    for (phase, prefill) in [("prefill", true), ("decode", false)] {
+        let take = |r: &Record, of: Of| -> Vec<f64> {
+            r.step_parts
+                .iter()
+                .filter(|p| !p.warmup && p.is_prefill() == prefill)
+                .filter_map(of)
+                .collect()
+        };
+        for (key, label, of) in parts {
+            let (a, b) = (take(base, of), take(other, of));
+            if a.is_empty() && b.is_empty() {
+                continue;
+            }
+            out.push(figure(
+                &format!("{phase}_{key}_s"),
+                &format!("{phase} {label}"),
+                &a,
+                &b,
+                true,
+                opts,
+            ));
+        }
+    }
+    out
 }
 
 /// Each part of the TTFT in both runs, with the bootstrap verdict on its median; empty unless
@@ -713,6 +761,7 @@ pub fn compare_records(records: &[Record], opts: &CompareOptions) -> Comparison 
                 ttft_split,
                 split_moved_most,
                 spec: spec_changes(base, other, opts),
+                step_parts: step_parts_changes(base, other, opts),
             });
         }
     }
@@ -1005,6 +1054,14 @@ impl Comparison {
                 out.push_str(
                     "\n### Speculative decoding (the servers' count, steady requests)\n\n",
                 );
+                out.push_str(&t.markdown());
+            }
+            if !p.step_parts.is_empty() {
+                let mut t = figure_table(p, &["part"]);
+                for f in &p.step_parts {
+                    t.row(std::iter::once(f.label.to_string()).chain(figure_cells(f)));
+                }
+                out.push_str("\n### Where a step's time goes (sampled steady steps)\n\n");
                 out.push_str(&t.markdown());
             }
             out.push_str("\n### Outputs\n\n");
