@@ -10,6 +10,7 @@
 
 pub mod analysis;
 pub mod engine;
+pub mod findings_text;
 pub mod fold;
 /// The held interval of a cell's load (a statistic of its own, in `stats`).
 use crate::stats::held;
