@@ -113,7 +113,7 @@ impl Sample {
     /// The forward's time in parts that do not overlap, given the forward's own wall time:
     /// embedding, attention, MLP, LM head, and the rest of the forward (the norms and residual
     /// adds a model leaves outside its spans, the final norm, untraced parts). Parts a model
-    /// does not trace read 0 and fall into the rest.
+    /// does not trace read 0 here and fall into the rest (`Sample::entered` says which).
     pub fn grouped(&self, forward_s: f64) -> Grouped {
         let embedding_s = self.seconds(Part::Embedding);
         let attention_s = self.seconds(Part::Attention);

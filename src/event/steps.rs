@@ -298,9 +298,11 @@ pub struct StepParts {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub embedding_s: Option<f64>,
     /// Every layer's attention: projections, rotary embedding, KV cache, softmax.
-    pub attention_s: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_s: Option<f64>,
     /// Every layer's feed-forward block.
-    pub mlp_s: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlp_s: Option<f64>,
     /// The LM head (the final norm is in `rest_s`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub head_s: Option<f64>,
