@@ -647,14 +647,16 @@ impl Measure<'_> {
         if sampled {
             spans::begin();
         }
-        let input = input(self.device)?;
+        let input = input(self.device);
         let input_done = sampled.then(Instant::now);
-        let logits = self.lm.forward(&input, pos)?;
+        let logits = input.and_then(|input| self.lm.forward(&input, pos));
+        // Closed before a failed forward returns too, so no later step is timed by mistake.
         let marks = input_done.map(|input_done| Marks {
             input_done,
             forward_done: Instant::now(),
             spans: spans::end(),
         });
+        let logits = logits?;
         let (next, ids) = match self.sampler.as_mut() {
             None => {
                 let next = logits.argmax_keepdim(D::Minus1)?; // (b, 1) u32

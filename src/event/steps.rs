@@ -317,6 +317,31 @@ pub struct StepParts {
 }
 
 impl StepParts {
+    /// The parts in the order a forward runs them: (key, what tables and traces call it).
+    pub const PARTS: [(&'static str, &'static str); 7] = [
+        ("input", "input"),
+        ("embedding", "embedding"),
+        ("attention", "attention"),
+        ("mlp", "mlp"),
+        ("head", "lm head"),
+        ("rest", "rest of forward"),
+        ("sample", "sample + copy + sync"),
+    ];
+
+    /// Seconds per part in `PARTS` order (they add up to `wall_s`); `None` for a part the
+    /// model does not trace.
+    pub fn seconds(&self) -> [Option<f64>; 7] {
+        [
+            Some(self.input_s),
+            self.embedding_s,
+            self.attention_s,
+            self.mlp_s,
+            self.head_s,
+            Some(self.rest_s),
+            Some(self.sample_s),
+        ]
+    }
+
     pub fn is_prefill(&self) -> bool {
         self.step == 0
     }

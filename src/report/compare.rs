@@ -196,28 +196,29 @@ fn step_parts_changes(base: &Record, other: &Record, opts: &CompareOptions) -> V
     if base.step_parts.is_empty() || other.step_parts.is_empty() {
         return Vec::new();
     }
-    type Of = fn(&crate::event::StepParts) -> Option<f64>;
-    let parts: [(&str, &str, Of); 8] = [
-        ("step", "step", |p| Some(p.wall_s)),
-        ("input", "input", |p| Some(p.input_s)),
-        ("embedding", "embedding", |p| p.embedding_s),
-        ("attention", "attention", |p| p.attention_s),
-        ("mlp", "mlp", |p| p.mlp_s),
-        ("head", "lm head", |p| p.head_s),
-        ("rest", "rest of forward", |p| Some(p.rest_s)),
-        ("sample", "sample + copy + sync", |p| Some(p.sample_s)),
-    ];
+    use crate::event::StepParts;
+    // The step itself, then each part (`None`: the step's own time).
+    let rows = std::iter::once((("step", "step"), None)).chain(
+        StepParts::PARTS
+            .iter()
+            .copied()
+            .enumerate()
+            .map(|(i, p)| (p, Some(i))),
+    );
     let mut out = Vec::new();
     for (phase, prefill) in [("prefill", true), ("decode", false)] {
-        let take = |r: &Record, of: Of| -> Vec<f64> {
+        let take = |r: &Record, part: Option<usize>| -> Vec<f64> {
             r.step_parts
                 .iter()
                 .filter(|p| !p.warmup && p.is_prefill() == prefill)
-                .filter_map(of)
+                .filter_map(|p| match part {
+                    None => Some(p.wall_s),
+                    Some(i) => p.seconds()[i],
+                })
                 .collect()
         };
-        for (key, label, of) in parts {
-            let (a, b) = (take(base, of), take(other, of));
+        for ((key, label), part) in rows.clone() {
+            let (a, b) = (take(base, part), take(other, part));
             if a.is_empty() && b.is_empty() {
                 continue;
             }

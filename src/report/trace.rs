@@ -801,21 +801,12 @@ fn request_slices(
 /// order a forward runs them. The attention and MLP of every layer are summed into one slice
 /// each, so the slices give each part's length, not when each layer ran.
 fn part_slices(out: &mut Vec<TraceEvent>, pid: u32, tid: u32, from: Ns, to: Ns, p: &StepParts) {
-    let parts = [
-        ("input", Some(p.input_s)),
-        ("embedding", p.embedding_s),
-        ("attention", p.attention_s),
-        ("mlp", p.mlp_s),
-        ("lm head", p.head_s),
-        ("rest of forward", Some(p.rest_s)),
-        ("sample + copy + sync", Some(p.sample_s)),
-    ];
     let mut t = from;
-    for (name, s) in parts {
+    for ((_, name), s) in StepParts::PARTS.iter().zip(p.seconds()) {
         let Some(s) = s else { continue };
         let end = (t + ns(s)).min(to);
         out.push(slice(
-            name.into(),
+            name.to_string(),
             "parts",
             pid,
             tid,

@@ -9,31 +9,24 @@ use crate::event::StepParts;
 use crate::util::format::{ms, percent};
 use crate::util::table::{TextTable, MISSING};
 
-/// The parts in the order a step runs them, with what the table calls them; the last, the
-/// weight matmuls, lies inside attention, MLP and head (a share of the step, not a part).
-pub const PARTS: [&str; 8] = [
-    "input",
-    "embedding",
-    "attention",
-    "mlp",
-    "lm head",
-    "rest of forward",
-    "sample + copy + sync",
-    "(of which weight matmuls)",
-];
+/// What the table calls the weight matmuls, the row after the parts: they lie inside
+/// attention, MLP and head (a share of the step, not a part of it).
+const MATMULS: &str = "(of which weight matmuls)";
 
-/// A step's seconds per part; `None` where its model does not trace the part.
+/// The table's rows in `PhaseParts::parts_s` order: the parts of `StepParts::PARTS`, then the
+/// weight matmuls.
+pub fn labels() -> impl Iterator<Item = &'static str> {
+    StepParts::PARTS
+        .iter()
+        .map(|(_, label)| *label)
+        .chain([MATMULS])
+}
+
+/// A step's seconds per row of `labels`; `None` where its model does not trace the part.
 fn seconds(p: &StepParts) -> [Option<f64>; 8] {
-    [
-        Some(p.input_s),
-        p.embedding_s,
-        p.attention_s,
-        p.mlp_s,
-        p.head_s,
-        Some(p.rest_s),
-        Some(p.sample_s),
-        p.matmul_s,
-    ]
+    let mut out = [p.matmul_s; 8];
+    out[..7].copy_from_slice(&p.seconds());
+    out
 }
 
 /// Sums of one phase's sampled steps.
@@ -123,7 +116,7 @@ pub struct PhaseParts {
     /// Mean tokens per step.
     pub tokens: f64,
     pub wall_s: f64,
-    /// Mean seconds per part, in `PARTS` order; `None` for a part the model does not trace
+    /// Mean seconds per row of `labels()`; `None` for a part the model does not trace
     /// (its time is in the rest of the forward).
     pub parts_s: [Option<f64>; 8],
 }
@@ -158,7 +151,7 @@ impl StepPartsSummary {
                 MISSING.to_string()
             }
         };
-        for (i, part) in PARTS.iter().enumerate() {
+        for (i, part) in labels().enumerate() {
             let mut row = vec![part.to_string()];
             for (_, p) in &phases {
                 row.push(p.parts_s[i].map_or(MISSING.to_string(), ms));

@@ -13,7 +13,7 @@ use ratatui::Frame;
 use super::panel;
 use super::panel::Panel;
 use crate::event::ServerQuantiles;
-use crate::stats::step_parts::{PhaseParts, PARTS};
+use crate::stats::step_parts::{labels, PhaseParts};
 use crate::stats::{Metric, Part, Phase, SplitSummary, StepPartsSummary, Summary};
 use crate::ui::keys::Action;
 use crate::ui::state::App;
@@ -558,7 +558,7 @@ fn render_parts(frame: &mut Frame, app: &App, rect: Rect, parts: &StepPartsSumma
         cells.push(cell(String::new(), theme.dim));
     }
     let mut rows = vec![Row::new(cells)];
-    for (i, label) in PARTS.iter().enumerate() {
+    for (i, label) in labels().enumerate() {
         if phases.iter().all(|(_, p)| p.parts_s[i].is_none()) {
             continue;
         }
