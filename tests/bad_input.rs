@@ -433,6 +433,12 @@ const CASES: &[Case] = &[
         message: "--determinism: not a sweep's flag; run infertop --endpoint URL --determinism --concurrency N",
         code: 2,
     },
+    Case {
+        input: "`sweep --threads` with two values",
+        args: &["sweep", "--threads", "1,2"],
+        message: "--threads 1,2: candle sizes its CPU thread pool once per process, so a second thread count would run on the first's pool; sweep one --threads value per run (--threads 1, then --threads 2)",
+        code: 2,
+    },
     // ---- record files
     Case {
         input: "`--record` is a directory",

@@ -998,11 +998,13 @@ fn a_two_model_two_dtype_grid_loads_each_model_once_per_dtype() {
 }
 
 #[test]
-fn a_threads_list_runs_on_one_load_and_requests_count_per_cell() {
+fn requests_count_per_cell_and_a_threads_list_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let record = dir.path().join("threads.jsonl");
     let (code, doc, stderr) = sweep_json(&[
         "--threads",
+        "1",
+        "--batch",
         "1,2",
         "-p",
         "8",
@@ -1017,23 +1019,29 @@ fn a_threads_list_runs_on_one_load_and_requests_count_per_cell() {
         record.to_str().unwrap(),
     ]);
     assert_eq!(code, Some(0), "{stderr}");
-    let threads: Vec<u64> = cells(&doc)
-        .iter()
-        .map(|c| {
-            // --requests 3 with --warmup 1: two measured per cell.
-            assert_eq!(
-                (c["n"].as_u64(), c["warmup_requests"].as_u64()),
-                (Some(2), Some(1))
-            );
-            c["params"]["threads"].as_u64().unwrap()
-        })
-        .collect();
-    assert_eq!(threads, [1, 2]);
+    assert_eq!(cells(&doc).len(), 2, "{doc}");
+    for c in cells(&doc) {
+        // --requests 3 with --warmup 1: two measured per cell.
+        assert_eq!(
+            (c["n"].as_u64(), c["warmup_requests"].as_u64()),
+            (Some(2), Some(1)),
+            "{c}"
+        );
+    }
     let text = std::fs::read_to_string(&record).unwrap();
     assert_eq!(
         text.matches("\"event\":\"model_loaded\"").count(),
         1,
         "{text}"
+    );
+    // candle sizes its CPU pool once per process: a second thread count would be a label on
+    // the first's threads, so a list of two is refused before anything loads.
+    let (code, _, stderr) = sweep_err(&["--threads", "2,1"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("--threads 2,1: candle sizes its CPU thread pool once per process")
+            && stderr.contains("(--threads 2, then --threads 1)"),
+        "{stderr}"
     );
     // --requests that leave nothing to measure, or with --repetitions: one line, exit 2.
     let (code, _, stderr) = sweep_err(&["--requests", "1", "--warmup", "1"]);

@@ -405,9 +405,11 @@ fn host(jobs: &Receiver<Job>, tx: &Sender<Event>) {
     }
 }
 
-/// candle's CPU kernels split each matmul into as many tasks as `RAYON_NUM_THREADS` says, read
-/// on every call; between two cells (no kernel running) the host sets it to the cell's
-/// `--threads`. Std's environment lock orders this write with candle's reads.
+/// candle's dense matmuls split into as many tasks as `RAYON_NUM_THREADS` says, read on every
+/// call; the host sets it to the cell's `--threads` before the cell (no kernel running). Its
+/// quantized matmuls and large element-wise ops run on a pool sized once per process, which is
+/// why a sweep takes one `--threads` value (`plan::sweep`). Std's environment lock orders this
+/// write with candle's reads.
 fn set_threads(threads: usize, device: DeviceSpec) {
     if device != DeviceSpec::Cpu || threads == 0 {
         return;

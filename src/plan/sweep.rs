@@ -130,7 +130,7 @@ impl Args for SweepArgs {
         .mut_arg("threads", |a| {
             a.value_delimiter(',')
                 .value_parser(values::list_count)
-                .help("CPU threads for candle: a list, one cell per value, on the model loaded once (default: all cores)")
+                .help("CPU threads for candle: one value per sweep, as candle sizes its thread pool once per process (default: all cores)")
         })
         .mut_arg("requests", |a| {
             a.help("Requests per cell, the first --warmup of them warmup (instead of --repetitions)")
@@ -428,6 +428,17 @@ fn check(a: &SweepArgs) -> Result<(), Failure> {
         return Err(Failure::usage(
             "--threads list: on CUDA the kernels run on the GPU and candle's CPU threads do not change them; sweep --threads with --device cpu",
         ));
+    }
+    // candle's CPU kernels share one pool of threads that it sizes at its first use and never
+    // again: a later cell's --threads would change the label and not the threads.
+    let mut counts = a.threads.clone();
+    counts.dedup();
+    if let [first, second, ..] = counts[..] {
+        let list: Vec<String> = a.threads.iter().map(usize::to_string).collect();
+        return Err(Failure::usage(format!(
+            "--threads {}: candle sizes its CPU thread pool once per process, so a second thread count would run on the first's pool; sweep one --threads value per run (--threads {first}, then --threads {second})",
+            list.join(",")
+        )));
     }
     Ok(())
 }

@@ -248,8 +248,16 @@ fn build_of(h: &Header) -> String {
             .served_model
             .clone()
             .unwrap_or_else(|| h.config.endpoints.join(", "))
+    } else if h.config.device == "cpu" {
+        // One thread count per sweep: a sweep of each, compared, tells them apart here.
+        let c = &h.config;
+        let s = if c.threads == 1 { "" } else { "s" };
+        format!("{}, {}, {} thread{s}", c.model, c.dtype, c.threads)
     } else {
-        format!("{}, {}", h.config.model, h.config.dtype)
+        format!(
+            "{}, {}, {}",
+            h.config.model, h.config.dtype, h.config.device
+        )
     }
 }
 
