@@ -97,6 +97,7 @@ fn header_lines(out: &mut impl Write) {
                 load: Some("concurrency 64".into()),
             },
             traffic: None,
+            peak: None,
         },
     });
     writeln!(out, "{}", started.to_json()).unwrap();

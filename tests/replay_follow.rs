@@ -179,6 +179,7 @@ impl Writer {
                     load: None,
                 },
                 traffic: None,
+                peak: None,
             },
         }));
         w

@@ -85,6 +85,7 @@ fn model_info() -> ModelInfo {
         kv_heads: 8,
         head_dim: 128,
         vocab: 128_256,
+        parts: None,
     }
 }
 
@@ -162,6 +163,7 @@ fn soak(total_steps: u64, mark_every: u64) -> Soaked {
         warmup_requests: 2,
         threads: 0,
         traffic: None,
+        peak: None,
     })));
 
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);

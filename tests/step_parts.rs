@@ -121,6 +121,23 @@ fn one_step_in_n_is_timed_in_parts_that_add_up_to_the_steps_own_time() {
     assert_eq!(sp["decode"]["n"], 14, "{sp}");
     assert_eq!(sp["decode"]["tokens"], 1.0, "{sp}");
     assert_eq!(sp["prefill"]["tokens"], 16.0, "{sp}");
+    // Each part by its key, the parts adding up to the mean step.
+    let parts = sp["decode"]["parts_s"].as_object().unwrap();
+    let sum: f64 = [
+        "input",
+        "embedding",
+        "attention",
+        "mlp",
+        "head",
+        "rest",
+        "sample",
+    ]
+    .iter()
+    .map(|k| parts[*k].as_f64().unwrap_or(0.0))
+    .sum();
+    let wall = sp["decode"]["wall_s"].as_f64().unwrap();
+    assert!((sum - wall).abs() <= 1e-9 * wall.max(1.0), "{sp}");
+    assert!(parts["mlp"].as_f64().unwrap() > 0.0, "{sp}");
 
     // `report` folds the record's lines to the same table as the run's own summary.
     let report = ok(&infertop(&["report", rec.to_str().unwrap()]));

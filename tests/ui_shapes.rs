@@ -42,6 +42,7 @@ fn app_with_requests() -> App {
         warmup_requests: 0,
         threads: 0,
         traffic: None,
+        peak: None,
     })));
     for i in 0..20u64 {
         let model = if i % 4 == 0 { "sql-lora" } else { "chat-lora" };

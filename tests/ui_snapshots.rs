@@ -47,6 +47,7 @@ fn model() -> ModelInfo {
         kv_heads: 4,
         head_dim: 32,
         vocab: 32000,
+        parts: None,
     }
 }
 
@@ -104,6 +105,7 @@ impl Sim {
             warmup_requests: warmup,
             threads: 2,
             traffic: None,
+            peak: None,
         })));
     }
 
@@ -886,6 +888,7 @@ fn client_beside_server() {
         warmup_requests: 5,
         threads: 2,
         traffic: None,
+        peak: None,
     })));
     s.requests(0, 5, 5);
     // The warmup's window is slow; it is not in the server's steady figures.
@@ -1119,6 +1122,7 @@ fn the_step_parts_on_a_key() {
         rest_s: 0.0003 * scale,
         matmul_s: None,
         sample_s: 0.0002 * scale,
+        context: 0,
     };
     for i in 5..9u64 {
         s.apply(Event::StepParts(Box::new(parts(i, 0, 2.0))));
@@ -1159,6 +1163,79 @@ fn the_step_parts_on_a_key() {
         text.contains("Percentiles") && !text.contains("Where a step"),
         "{text}"
     );
+}
+
+/// With the model's parts known and the machine's peaks measured at the start, the parts
+/// table has a roof column per phase: which roof bounds each part and how close it runs to it.
+/// Here the MLP reads 8 MB per decode step in 0.5 ms (16 GB/s against a 32 GB/s peak:
+/// memory-bound at 50 %) and does 512 MFLOP per prefill of 128 in 10 ms (51 GFLOP/s against
+/// 1 TFLOP/s: compute-bound at 5 %).
+#[test]
+fn the_step_parts_against_the_roofline() {
+    use infertop::event::{MachinePeak, PartWeights, StepParts, Weights};
+    use infertop::ui::keys::Action;
+    let mut s = Sim::default();
+    let weights = |params: u64| Weights {
+        params,
+        bytes: 4 * params,
+    };
+    s.apply(Event::RunStarted(Box::new(RunInfo {
+        model: ModelInfo {
+            parts: Some(PartWeights {
+                attention: weights(1_000_000),
+                mlp: weights(2_000_000),
+                head: weights(500_000),
+                embedding_row_bytes: 256,
+            }),
+            ..model()
+        },
+        workload: workload(128, 16),
+        warmup_requests: 0,
+        threads: 2,
+        traffic: None,
+        peak: Some(MachinePeak {
+            bandwidth: Some(32e9),
+            flops: Some(1e12),
+            basis: vec!["probe".into()],
+        }),
+    })));
+    s.requests(0, 5, 0);
+    let parts = |index: u64, step: u32, scale: f64| StepParts {
+        index,
+        step,
+        warmup: false,
+        tokens: if step == 0 { 128 } else { 1 },
+        context: 128 + step as usize,
+        wall_s: 0.010 * scale,
+        input_s: 0.0,
+        embedding_s: None,
+        attention_s: Some(0.004 * scale),
+        mlp_s: Some(0.005 * scale),
+        head_s: Some(0.0005 * scale),
+        rest_s: 0.0003 * scale,
+        matmul_s: None,
+        sample_s: 0.0002 * scale,
+    };
+    for i in 0..4u64 {
+        s.apply(Event::StepParts(Box::new(parts(i, 0, 2.0))));
+        s.apply(Event::StepParts(Box::new(parts(i, 3, 0.1))));
+    }
+    s.app.update(Action::ToggleSplit);
+    s.app.refresh();
+    for (w, h) in [(80, 24), (200, 60)] {
+        let text = text_of(draw(&s.app, w, h).backend().buffer());
+        let mlp = text
+            .lines()
+            .find(|l| l.contains("mlp"))
+            .unwrap_or_else(|| panic!("{text}"));
+        assert!(text.contains("roof"), "{w}x{h}: {text}");
+        assert!(
+            mlp.contains("FLOP 5%") && mlp.contains("mem 50%"),
+            "{w}x{h}: {mlp}"
+        );
+        // The head reads 2 MB in 50 µs: faster than the peak (it stays in cache), said whole.
+        assert!(text.contains("mem 125%"), "{w}x{h}: {text}");
+    }
 }
 
 /// `f` twice on a run whose server drafts: each request's acceptance with its percentiles and
@@ -1305,6 +1382,7 @@ fn a_row_per_server() {
         warmup_requests: 0,
         threads: 2,
         traffic: None,
+        peak: None,
     })));
     s.requests(0, 20, 0);
     for _ in 0..3 {

@@ -40,6 +40,7 @@ pub fn model() -> ModelInfo {
         kv_heads: 4,
         head_dim: 32,
         vocab: 32000,
+        parts: None,
     }
 }
 
@@ -114,6 +115,7 @@ impl Feed {
                     warmup_requests: WARMUP,
                     threads: 2,
                     traffic: None,
+                    peak: None,
                 })),
             ),
         ]

@@ -67,6 +67,7 @@ fn model() -> ModelInfo {
         kv_heads: 4,
         head_dim: 32,
         vocab: 32000,
+        parts: None,
     }
 }
 
@@ -106,6 +107,7 @@ impl RateFeed {
                 warmup_requests: RATE_WARMUP,
                 threads: 2,
                 traffic: None,
+                peak: None,
             })),
         );
         feed

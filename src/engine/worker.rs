@@ -95,6 +95,8 @@ fn run(
 struct LoadedModel {
     device: Device,
     loaded: model::Loaded,
+    /// This machine's peaks, probed before the load (`--step-parts` on the CPU).
+    peak: Option<crate::event::MachinePeak>,
 }
 
 /// Opens the device and loads `cfg`'s model (weights, tokenizer-free), then says so with a
@@ -128,6 +130,16 @@ fn load(cfg: &WorkerConfig, tx: &Sender<Event>) -> Result<LoadedModel, String> {
             fatal: false,
         });
     }
+    // The roofline the parts are read against, measured once, before anything is timed and
+    // while nothing else runs (about 0.4 s, as `report --probe` measures it).
+    let peak = (cfg.step_parts.is_some() && cfg.device == DeviceSpec::Cpu).then(|| {
+        let _ = tx.send(Event::Loading {
+            what: "probing this machine's bandwidth and FLOP/s".into(),
+            done: 0,
+            total: 1,
+        });
+        crate::stats::roofline::probe_cpu().into()
+    });
     let progress_tx = tx.clone();
     // A signal stops the load between two tensors: half a billion parameters take seconds.
     let progress: model::Progress = Arc::new(move |what: &str, done: u64, total: u64| {
@@ -146,7 +158,11 @@ fn load(cfg: &WorkerConfig, tx: &Sender<Event>) -> Result<LoadedModel, String> {
         load_s: t0.elapsed().as_secs_f64(),
         bytes: loaded.info.weight_bytes,
     }))));
-    Ok(LoadedModel { device, loaded })
+    Ok(LoadedModel {
+        device,
+        loaded,
+        peak,
+    })
 }
 
 /// Which loaded model a cell can run on.
@@ -182,6 +198,7 @@ fn run_on(
             0
         },
         traffic: Workload::traffic_info(&cfg.traffic).map(Box::new),
+        peak: m.peak.clone(),
     })));
     if let Some(w) = m.loaded.unapplied_window.filter(|&w| needed > w) {
         // Warn rather than refuse: the cost of attending over every position is what is
@@ -718,7 +735,8 @@ impl Measure<'_> {
             ttft_s: prefill.wall_s,
         });
         if let Some(mut parts) = prefill.parts {
-            (parts.index, parts.step, parts.warmup, parts.tokens) = (index, 0, warmup, b * p);
+            (parts.index, parts.step, parts.warmup) = (index, 0, warmup);
+            (parts.tokens, parts.context) = (b * p, p);
             let _ = self.tx.send(Event::StepParts(parts));
         }
         match self.fault {
@@ -769,8 +787,8 @@ impl Measure<'_> {
             );
             next = decoded.next;
             if let Some(mut parts) = decoded.parts {
-                (parts.index, parts.step, parts.warmup, parts.tokens) =
-                    (index, step as u32, warmup, b);
+                (parts.index, parts.step, parts.warmup) = (index, step as u32, warmup);
+                (parts.tokens, parts.context) = (b, p + step);
                 // After the steps before it, so a record keeps them in order.
                 batch.flush(self.tx);
                 let _ = self.tx.send(Event::StepParts(parts));
@@ -872,6 +890,7 @@ fn step_parts(t0: Instant, done: Instant, m: &Marks) -> StepParts {
         step: 0,
         warmup: false,
         tokens: 0,
+        context: 0,
         wall_s: (done - t0).as_secs_f64(),
         input_s,
         embedding_s: traced(spans::Part::Embedding).then_some(g.embedding_s),

@@ -20,7 +20,7 @@ mod telemetry;
 mod timing;
 mod traffic;
 
-pub use model::{KvWindow, ModelInfo, ModelSource};
+pub use model::{KvWindow, ModelInfo, ModelSource, PartWeights, Weights};
 pub use request::{
     CanaryDone, ClientDetail, ConnectionUse, HttpPhases, Origin, OutputParts, RequestCancelled,
     RequestDone, RequestFailed,
@@ -120,6 +120,19 @@ pub struct RunInfo {
     /// The traffic beyond made-up lengths (a dataset, conversations, shared prefixes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traffic: Option<Box<TrafficInfo>>,
+    /// This machine's peaks, measured once before the model loaded, where the run times its
+    /// steps in parts (`--step-parts`): the roofline each part is read against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak: Option<MachinePeak>,
+}
+
+/// A machine's peak memory bandwidth and FLOP/s, and in words where they came from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MachinePeak {
+    /// Bytes per second.
+    pub bandwidth: Option<f64>,
+    pub flops: Option<f64>,
+    pub basis: Vec<String>,
 }
 
 /// Everything that crosses the channel into the consumers.

@@ -291,6 +291,10 @@ pub struct StepParts {
     pub warmup: bool,
     /// Tokens the step ran: batch × prompt for a prefill, the batch for a decode step.
     pub tokens: usize,
+    /// Positions each sequence holds in its KV cache once the step ran: the prompt for a
+    /// prefill, prompt + k for decode step k (what its attention reads). 0 in older records.
+    #[serde(default)]
+    pub context: usize,
     /// The whole timed region, as the step's TTFT or ITL.
     pub wall_s: f64,
     /// Building the input (a prefill uploads the prompt ids).

@@ -181,7 +181,9 @@ impl RunFold {
                 }
             }
             Event::ServerMetrics(w) => self.server.window(w),
-            Event::StepParts(p) => self.step_parts.record(p),
+            Event::StepParts(p) => self
+                .step_parts
+                .record(p, self.info.as_ref().map(|i| &i.model)),
             Event::StatsReset => {
                 self.stats.reset();
                 self.step_parts.reset();
@@ -324,8 +326,14 @@ impl RunFold {
         for view in self.views() {
             view.summarize(&mut summary);
         }
-        summary.step_parts = self.step_parts.summary();
+        summary.step_parts = self.step_parts_summary();
         summary
+    }
+
+    /// The sampled steps' parts (`--step-parts`), against the peaks the run measured.
+    pub fn step_parts_summary(&self) -> Option<crate::stats::StepPartsSummary> {
+        let peak = self.info.as_ref().and_then(|i| i.peak.as_ref());
+        self.step_parts.summary(peak)
     }
 
     /// Goodput against the fold's SLO, when it has one.
@@ -542,6 +550,7 @@ mod tests {
             warmup_requests: 1,
             threads: 0,
             traffic: None,
+            peak: None,
         })));
         // Request 1 (steady) starts before warmup request 0's steps arrive.
         for ev in [

@@ -254,6 +254,14 @@ fn info_from(
         kv_heads: cfg.num_key_value_heads,
         head_dim: cfg.head_dim,
         vocab: cfg.vocab_size,
+        parts: crate::event::PartWeights::of_tensors(
+            cfg.tensor_specs().iter().map(|t| {
+                let n = t.numel() as u64;
+                (t.name.as_str(), n, n * dtype.size_in_bytes() as u64)
+            }),
+            cfg.hidden_size,
+            cfg.params() - cfg.active_params(),
+        ),
     }
 }
 

@@ -422,11 +422,13 @@ impl Feeder {
                         model,
                         workload,
                         traffic,
+                        peak,
                     } => {
                         self.barrier = t;
                         self.run_started = true;
                         let mut info = self.run_info(model, workload);
                         info.traffic = traffic;
+                        info.peak = peak;
                         Some(Event::RunStarted(Box::new(info)))
                     }
                     RunEvent::Paused => Some(Event::Paused),
@@ -649,6 +651,7 @@ impl Feeder {
                 .as_ref()
                 .and_then(|h| h.config.traffic.clone())
                 .map(Box::new),
+            peak: None,
         }
     }
 

@@ -278,6 +278,9 @@ pub enum RunEvent {
         /// rows out since the header was written).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         traffic: Option<Box<crate::event::TrafficInfo>>,
+        /// This machine's peaks as the run measured them (`--step-parts`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        peak: Option<crate::event::MachinePeak>,
     },
     Paused,
     Resumed,

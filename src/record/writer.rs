@@ -140,6 +140,7 @@ impl Recorder {
                 model: info.model.clone(),
                 workload: info.workload.clone(),
                 traffic: info.traffic.clone(),
+                peak: info.peak.clone(),
             })),
             Event::RequestDone(r) => {
                 self.line(&Line::Request(RequestLine::of(r, Some(t_s))));

@@ -204,6 +204,124 @@ impl Peak {
     }
 }
 
+impl From<Peak> for crate::event::MachinePeak {
+    fn from(p: Peak) -> Self {
+        crate::event::MachinePeak {
+            bandwidth: p.bandwidth,
+            flops: p.flops,
+            basis: p.basis,
+        }
+    }
+}
+
+/// What one part of a step moves and computes: bytes read from memory and FLOPs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Work {
+    pub bytes: f64,
+    pub flops: f64,
+}
+
+/// The work of a sampled step's parts (`--step-parts`), in `StepParts::PARTS` order then the
+/// weight matmuls; `None` for the parts that have no such figure (input, rest, sample).
+/// `tokens` the step ran (batch × new positions) and the `context` each sequence holds after
+/// it (`StepParts::context`). Each part reads its weights once per step; attention also reads
+/// the KV cache at the context and does `4 × layers × heads × head dim` FLOPs per attended
+/// position (scores and values; a prefill of P attends P(P+1)/2 positions per sequence); the
+/// head runs on the last position of each sequence only (as candle's models do); the
+/// embedding reads one row per token. `None` where the model's part weights are not known.
+pub fn part_work(
+    m: &ModelInfo,
+    prefill: bool,
+    tokens: usize,
+    context: usize,
+) -> Option<[Option<Work>; 8]> {
+    let w = m.parts?;
+    if tokens == 0 || context == 0 {
+        return None;
+    }
+    let (t, c) = (tokens as f64, context as f64);
+    // Sequences, the positions each added, and the positions each attended over.
+    let (batch, new) = if prefill { (t / c, c) } else { (t, 1.0) };
+    let past = c - new;
+    let attended = new * past + new * (new + 1.0) / 2.0;
+    let per_position = 4.0 * (m.layers * m.heads * m.head_dim) as f64;
+    let attention = Work {
+        bytes: w.attention.bytes as f64 + batch * m.kv_bytes_at(c),
+        flops: 2.0 * w.attention.params as f64 * t + per_position * batch * attended,
+    };
+    let mlp = Work {
+        bytes: w.mlp.bytes as f64,
+        flops: 2.0 * w.mlp.params as f64 * t,
+    };
+    let head = Work {
+        bytes: w.head.bytes as f64,
+        flops: 2.0 * w.head.params as f64 * batch,
+    };
+    let embedding = Work {
+        bytes: w.embedding_row_bytes as f64 * t,
+        flops: 0.0,
+    };
+    let matmuls = Work {
+        bytes: (w.attention.bytes + w.mlp.bytes + w.head.bytes) as f64,
+        flops: 2.0
+            * ((w.attention.params + w.mlp.params) as f64 * t + w.head.params as f64 * batch),
+    };
+    Some([
+        None,
+        Some(embedding),
+        Some(attention),
+        Some(mlp),
+        Some(head),
+        None,
+        None,
+        Some(matmuls),
+    ])
+}
+
+/// Which roof bounds a part: its FLOPs per byte below the machine's (peak FLOP/s over peak
+/// bandwidth) and memory does; above, compute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bound {
+    Memory,
+    Compute,
+}
+
+/// A part against the roofline: what bounds it, and its rate as a share of that roof.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Roof {
+    pub bound: Bound,
+    /// Achieved / peak of the bounding resource (0.5 = 50 %).
+    pub of_peak: f64,
+}
+
+/// `work` done in `seconds` against `peak` (both peaks needed to tell the bound; with only a
+/// bandwidth, a part with fewer FLOPs per byte than 1 is taken as memory-bound).
+pub fn roof(work: Work, seconds: f64, peak: &crate::event::MachinePeak) -> Option<Roof> {
+    if seconds <= 0.0 || work.bytes <= 0.0 {
+        return None;
+    }
+    let bw = peak.bandwidth.filter(|b| *b > 0.0);
+    let flops = peak.flops.filter(|f| *f > 0.0);
+    let intensity = work.flops / work.bytes;
+    let memory = match (bw, flops) {
+        (Some(b), Some(f)) => intensity < f / b,
+        (Some(_), None) => intensity < 1.0,
+        (None, Some(_)) => false,
+        (None, None) => return None,
+    };
+    match (memory, bw, flops) {
+        (true, Some(b), _) => Some(Roof {
+            bound: Bound::Memory,
+            of_peak: work.bytes / seconds / b,
+        }),
+        (false, _, Some(f)) if work.flops > 0.0 => Some(Roof {
+            bound: Bound::Compute,
+            of_peak: work.flops / seconds / f,
+        }),
+        _ => None,
+    }
+}
+
 /// Bytes decode reads per step of a request: weights + the KV cache of `m` at the mean context
 /// `P + G/2` (sliding-window layers: the mean of what their window holds).
 pub fn decode_bytes_per_step(
@@ -419,7 +537,94 @@ mod tests {
             kv_heads: 8,
             head_dim: 128,
             vocab: 32000,
+            parts: None,
         }
+    }
+
+    #[test]
+    fn a_steps_parts_work_by_hand() {
+        use crate::event::{MachinePeak, PartWeights, Weights};
+        let w = |params: u64| Weights {
+            params,
+            bytes: 2 * params,
+        };
+        let m = ModelInfo {
+            parts: Some(PartWeights {
+                attention: w(1_000),
+                mlp: w(3_000),
+                head: w(500),
+                embedding_row_bytes: 64,
+            }),
+            ..model()
+        };
+        // 4 × 16 layers × 16 heads × 128 = 131,072 FLOPs per attended position.
+        let per_position = 131_072.0;
+        // Decode step at context 101: one position added, 101 attended; the KV cache read.
+        let d = part_work(&m, false, 1, 101).unwrap();
+        let attn = d[2].unwrap();
+        assert_eq!(attn.bytes, 2_000.0 + 100_000.0 * 101.0);
+        assert_eq!(attn.flops, 2.0 * 1_000.0 + per_position * 101.0);
+        assert_eq!(
+            d[3].unwrap(),
+            Work {
+                bytes: 6_000.0,
+                flops: 6_000.0
+            }
+        );
+        assert_eq!(d[4].unwrap().flops, 1_000.0);
+        assert_eq!(d[1].unwrap().bytes, 64.0);
+        assert_eq!((d[0], d[5], d[6]), (None, None, None));
+        // Prefill of 100 positions for 2 sequences: 200 tokens, each sequence attends
+        // 100 × 101 / 2 = 5,050 positions, and the head runs on 2 rows only.
+        let p = part_work(&m, true, 200, 100).unwrap();
+        assert_eq!(
+            p[2].unwrap().flops,
+            2.0 * 1_000.0 * 200.0 + per_position * 2.0 * 5_050.0
+        );
+        assert_eq!(p[2].unwrap().bytes, 2_000.0 + 2.0 * 100_000.0 * 100.0);
+        assert_eq!(p[4].unwrap().flops, 2.0 * 500.0 * 2.0);
+        assert_eq!(p[7].unwrap().bytes, 9_000.0);
+        // Unknown parts, or an older record's step without its context: no figures.
+        assert_eq!(part_work(&model(), false, 1, 101), None);
+        assert_eq!(part_work(&m, false, 1, 0), None);
+
+        // The roof: 20 GB/s and 100 GFLOP/s make 5 FLOPs per byte the ridge.
+        let peak = MachinePeak {
+            bandwidth: Some(20e9),
+            flops: Some(100e9),
+            basis: vec![],
+        };
+        let r = roof(
+            Work {
+                bytes: 1e9,
+                flops: 1e9,
+            },
+            0.1,
+            &peak,
+        )
+        .unwrap();
+        assert_eq!((r.bound, r.of_peak), (Bound::Memory, 0.5));
+        let r = roof(
+            Work {
+                bytes: 1e9,
+                flops: 1e12,
+            },
+            100.0,
+            &peak,
+        )
+        .unwrap();
+        assert_eq!((r.bound, r.of_peak), (Bound::Compute, 0.1));
+        assert_eq!(
+            roof(
+                Work {
+                    bytes: 1e9,
+                    flops: 1e9
+                },
+                0.0,
+                &peak
+            ),
+            None
+        );
     }
 
     #[test]

@@ -5,8 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::event::StepParts;
-use crate::util::format::{ms, percent};
+use crate::event::{MachinePeak, ModelInfo, StepParts};
+use crate::stats::roofline::{self, Bound, Work};
+use crate::util::format::{ms, percent, si_unit};
 use crate::util::table::{TextTable, MISSING};
 
 /// What the table calls the weight matmuls, the row after the parts: they lie inside
@@ -38,10 +39,13 @@ struct Sums {
     parts: [f64; 8],
     /// Steps whose model traced each part.
     traced: [u64; 8],
+    /// Bytes and FLOPs of each part, summed over the steps whose work is known.
+    work: [Work; 8],
+    worked: [u64; 8],
 }
 
 impl Sums {
-    fn add(&mut self, p: &StepParts) {
+    fn add(&mut self, p: &StepParts, work: Option<[Option<Work>; 8]>) {
         self.n += 1;
         self.tokens += p.tokens as u64;
         self.wall_s += p.wall_s;
@@ -49,6 +53,13 @@ impl Sums {
             if let Some(s) = s {
                 self.parts[i] += s;
                 self.traced[i] += 1;
+            }
+        }
+        for (i, w) in work.into_iter().flatten().enumerate() {
+            if let Some(w) = w {
+                self.work[i].bytes += w.bytes;
+                self.work[i].flops += w.flops;
+                self.worked[i] += 1;
             }
         }
     }
@@ -59,15 +70,22 @@ impl Sums {
         }
         let n = self.n as f64;
         let mut parts_s = [None; 8];
-        for (i, mean) in parts_s.iter_mut().enumerate() {
+        let (mut bytes, mut flops) = ([None; 8], [None; 8]);
+        for i in 0..8 {
             // A part some sampled steps did not trace has no mean of all of them.
-            *mean = (self.traced[i] == self.n).then(|| self.parts[i] / n);
+            parts_s[i] = (self.traced[i] == self.n).then(|| self.parts[i] / n);
+            if self.worked[i] == self.n {
+                bytes[i] = Some(self.work[i].bytes / n);
+                flops[i] = Some(self.work[i].flops / n);
+            }
         }
         Some(PhaseParts {
             n: self.n,
             tokens: self.tokens as f64 / n,
             wall_s: self.wall_s / n,
             parts_s,
+            bytes,
+            flops,
         })
     }
 }
@@ -81,14 +99,16 @@ pub struct StepPartsStats {
 }
 
 impl StepPartsStats {
-    pub fn record(&mut self, p: &StepParts) {
+    /// One sampled step; `model` (the run's) gives each part's bytes and FLOPs.
+    pub fn record(&mut self, p: &StepParts, model: Option<&ModelInfo>) {
         if p.warmup {
             return;
         }
+        let work = model.and_then(|m| roofline::part_work(m, p.is_prefill(), p.tokens, p.context));
         if p.is_prefill() {
-            self.prefill.add(p);
+            self.prefill.add(p, work);
         } else {
-            self.decode.add(p);
+            self.decode.add(p, work);
         }
     }
 
@@ -101,10 +121,14 @@ impl StepPartsStats {
         *self = StepPartsStats::default();
     }
 
-    /// `None` when no step was sampled.
-    pub fn summary(&self) -> Option<StepPartsSummary> {
+    /// `None` when no step was sampled; `peak`, the machine's as the run measured it.
+    pub fn summary(&self, peak: Option<&MachinePeak>) -> Option<StepPartsSummary> {
         let (prefill, decode) = (self.prefill.mean(), self.decode.mean());
-        (prefill.is_some() || decode.is_some()).then_some(StepPartsSummary { prefill, decode })
+        (prefill.is_some() || decode.is_some()).then(|| StepPartsSummary {
+            prefill,
+            decode,
+            peak: peak.cloned(),
+        })
     }
 }
 
@@ -117,14 +141,94 @@ pub struct PhaseParts {
     pub tokens: f64,
     pub wall_s: f64,
     /// Mean seconds per row of `labels()`; `None` for a part the model does not trace
-    /// (its time is in the rest of the forward).
+    /// (its time is in the rest of the forward). In JSON an object by the parts' keys
+    /// (`{"input": …, "attention": …, "matmul": …}`), so scripts need not know the order.
+    #[serde(with = "by_key")]
     pub parts_s: [Option<f64>; 8],
+    /// Mean bytes each part reads per step (weights, and the KV cache for attention), by the
+    /// same keys; `None` where the part has no such figure or the model's parts are unknown.
+    #[serde(default, with = "by_key")]
+    pub bytes: [Option<f64>; 8],
+    /// Mean FLOPs per step, likewise.
+    #[serde(default, with = "by_key")]
+    pub flops: [Option<f64>; 8],
+}
+
+impl PhaseParts {
+    /// Row `i` of `labels()` against the roofline of `peak`.
+    pub fn roof(&self, i: usize, peak: &MachinePeak) -> Option<roofline::Roof> {
+        let work = Work {
+            bytes: self.bytes[i]?,
+            flops: self.flops[i]?,
+        };
+        roofline::roof(work, self.parts_s[i]?, peak)
+    }
+
+    /// Row `i`'s rate in the words of its roof: "9.2 GB/s, 39 % of peak (memory)".
+    pub fn rate_text(&self, i: usize, peak: Option<&MachinePeak>) -> Option<String> {
+        let s = self.parts_s[i].filter(|s| *s > 0.0)?;
+        let bytes = self.bytes[i]?;
+        let flops = self.flops[i]?;
+        let roof = peak.and_then(|p| self.roof(i, p));
+        Some(match roof {
+            Some(r) if r.bound == Bound::Compute => format!(
+                "{}, {} of peak (compute)",
+                si_unit(flops / s, "FLOP/s"),
+                percent(r.of_peak)
+            ),
+            Some(r) => format!(
+                "{}, {} of peak (memory)",
+                si_unit(bytes / s, "B/s"),
+                percent(r.of_peak)
+            ),
+            None => format!(
+                "{}, {}",
+                si_unit(bytes / s, "B/s"),
+                si_unit(flops / s, "FLOP/s")
+            ),
+        })
+    }
+}
+
+/// The keys of `PhaseParts::parts_s` in JSON: the parts' keys, then `matmul`.
+fn keys() -> impl Iterator<Item = &'static str> {
+    StepParts::PARTS
+        .iter()
+        .map(|(key, _)| *key)
+        .chain(["matmul"])
+}
+
+/// `parts_s` as an object keyed by `keys()`.
+mod by_key {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::collections::BTreeMap;
+
+    pub fn serialize<S: Serializer>(parts: &[Option<f64>; 8], s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(parts.len()))?;
+        for (key, v) in super::keys().zip(parts) {
+            m.serialize_entry(key, v)?;
+        }
+        m.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[Option<f64>; 8], D::Error> {
+        let m = BTreeMap::<String, Option<f64>>::deserialize(d)?;
+        let mut out = [None; 8];
+        for (slot, key) in out.iter_mut().zip(super::keys()) {
+            *slot = m.get(key).copied().flatten();
+        }
+        Ok(out)
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepPartsSummary {
     pub prefill: Option<PhaseParts>,
     pub decode: Option<PhaseParts>,
+    /// The machine's peaks the parts are read against (measured at the run's start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak: Option<MachinePeak>,
 }
 
 impl StepPartsSummary {
@@ -165,7 +269,58 @@ impl StepPartsSummary {
             row.push(percent(1.0));
         }
         t.row(row);
-        t.markdown()
+        let mut out = t.markdown();
+        out.push_str(&self.roofline_markdown(&phases));
+        out
+    }
+
+    /// Each part's bytes and FLOPs per step and its rate against the machine's roofline,
+    /// where the model's parts are known.
+    fn roofline_markdown(&self, phases: &[(&str, &PhaseParts)]) -> String {
+        let rows: Vec<(usize, &str)> = labels()
+            .enumerate()
+            .filter(|(i, _)| phases.iter().any(|(_, p)| p.bytes[*i].is_some()))
+            .collect();
+        if rows.is_empty() {
+            return String::new();
+        }
+        let mut header = Vec::new();
+        for (name, _) in phases {
+            header.extend([
+                format!("{name} read"),
+                format!("{name} FLOPs"),
+                format!("{name} rate"),
+            ]);
+        }
+        let mut t = TextTable::new().left(["part"]).right(header);
+        let peak = self.peak.as_ref();
+        for (i, label) in rows {
+            let mut row = vec![label.to_string()];
+            for (_, p) in phases {
+                row.push(p.bytes[i].map_or(MISSING.to_string(), |b| si_unit(b, "B")));
+                let flops = p.flops[i].filter(|f| *f > 0.0);
+                row.push(flops.map_or(MISSING.to_string(), |f| si_unit(f, "FLOP")));
+                row.push(p.rate_text(i, peak).unwrap_or_else(|| MISSING.to_string()));
+            }
+            t.row(row);
+        }
+        let basis = match peak {
+            Some(p) => {
+                let mut words = Vec::new();
+                if let Some(b) = p.bandwidth {
+                    words.push(si_unit(b, "B/s"));
+                }
+                if let Some(f) = p.flops {
+                    words.push(si_unit(f, "FLOP/s"));
+                }
+                format!("peak {} ({})", words.join(" and "), p.basis.join("; "))
+            }
+            None => "no peak measured: rates only".to_string(),
+        };
+        format!(
+            "\nthe parts against the roofline (bytes read and FLOPs per step; a part whose FLOPs per byte are below the machine's is memory-bound; {basis}):\n\n{}",
+            t.markdown()
+        )
     }
 }
 
@@ -188,20 +343,21 @@ mod tests {
             rest_s: 1.0 * scale,
             matmul_s: Some(6.0 * scale),
             sample_s: 0.5 * scale,
+            context: 0,
         }
     }
 
     #[test]
     fn means_per_phase_leave_warmup_out_and_add_up_to_the_step() {
         let mut s = StepPartsStats::default();
-        assert_eq!(s.summary(), None);
-        s.record(&parts(0, true, 100.0));
-        s.record(&parts(1, true, 100.0));
-        assert_eq!(s.summary(), None, "warmup steps are not steady steps");
-        s.record(&parts(0, false, 0.010));
-        s.record(&parts(0, false, 0.030));
-        s.record(&parts(5, false, 0.001));
-        let sum = s.summary().unwrap();
+        assert_eq!(s.summary(None), None);
+        s.record(&parts(0, true, 100.0), None);
+        s.record(&parts(1, true, 100.0), None);
+        assert_eq!(s.summary(None), None, "warmup steps are not steady steps");
+        s.record(&parts(0, false, 0.010), None);
+        s.record(&parts(0, false, 0.030), None);
+        s.record(&parts(5, false, 0.001), None);
+        let sum = s.summary(None).unwrap();
         let pre = sum.prefill.as_ref().unwrap();
         assert_eq!(pre.n, 2);
         assert!((pre.wall_s - 0.2).abs() < 1e-12);
@@ -223,6 +379,6 @@ mod tests {
         );
         assert!(md.contains("| embedding | - | - | - | - |"), "{md}");
         s.reset();
-        assert_eq!(s.summary(), None);
+        assert_eq!(s.summary(None), None);
     }
 }

@@ -132,7 +132,7 @@ impl Views {
             self.spec = run.spec.summary();
         }
         if shown == TableView::Parts {
-            self.parts = run.step_parts.summary();
+            self.parts = run.step_parts_summary();
         }
         self.dists = DIST_METRICS
             .iter()

@@ -279,6 +279,7 @@ async fn drive(mut cfg: HttpConfig, tx: &Events, inbox: &mut Inbox) -> Result<St
         warmup_requests: cfg.traffic.warmup,
         threads: 0,
         traffic: cfg.traffic_info().map(Box::new),
+        peak: None,
     })));
     if let Some(message) = late {
         let _ = tx.send(Event::Error {

@@ -164,6 +164,14 @@ pub fn load(
         .map(|t| t.shape.dims()[0])
         .unwrap_or(0);
     let (params, bytes, dtype) = tensor_totals(&ct);
+    let parts = crate::event::PartWeights::of_tensors(
+        ct.tensor_infos.iter().map(|(name, t)| {
+            let (n, b) = tensor_size(t);
+            (name.as_str(), n, b)
+        }),
+        hidden,
+        0,
+    );
     check_arch_settings(&ct, row, gguf, path)?;
     let gemma_cfg = match gguf.loader {
         GgufLoader::Gemma => Some(gemma_config(&ct, row, gguf, path)?),
@@ -228,8 +236,23 @@ pub fn load(
         kv_heads,
         head_dim,
         vocab,
+        parts,
     };
     Ok((model, info))
+}
+
+/// One tensor's parameters and bytes as candle holds them: quantized types as stored, f16 and
+/// bf16 widened to f32 (candle's quantized models dequantize float tensors at load and run
+/// them through its dense f32 matmul), so a decode step reads 4 bytes per parameter of an
+/// f16 file.
+fn tensor_size(info: &gguf_file::TensorInfo) -> (u64, u64) {
+    use candle_core::quantized::GgmlDType;
+    let n = info.shape.elem_count() as u64;
+    let bytes = match info.ggml_dtype {
+        GgmlDType::F16 | GgmlDType::BF16 | GgmlDType::F32 => 4 * n,
+        t => n * t.type_size() as u64 / t.block_size() as u64,
+    };
+    (n, bytes)
 }
 
 /// Parameters, bytes, and the type holding most of the bytes, of every tensor in the file.
@@ -238,9 +261,8 @@ fn tensor_totals(ct: &gguf_file::Content) -> (u64, u64, String) {
     let mut bytes = 0u64;
     let mut dtypes = std::collections::BTreeMap::<String, u64>::new();
     for info in ct.tensor_infos.values() {
-        let n = info.shape.elem_count() as u64;
+        let (n, b) = tensor_size(info);
         params += n;
-        let b = n * info.ggml_dtype.type_size() as u64 / info.ggml_dtype.block_size() as u64;
         bytes += b;
         *dtypes
             .entry(format!("{:?}", info.ggml_dtype).to_lowercase())

@@ -925,6 +925,7 @@ mod tests {
                 warmup_requests: 0,
                 threads: 0,
                 traffic: None,
+                peak: None,
             })),
         ));
         assert!(!s.app.takes_load_keys());

@@ -407,6 +407,7 @@ mod tests {
                 warmup_requests: 0,
                 threads: 0,
                 traffic: None,
+                peak: None,
             })),
         });
         s.apply(&FeedEvent::Source {

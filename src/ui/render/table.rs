@@ -538,10 +538,19 @@ fn render_parts(frame: &mut Frame, app: &App, rect: Rect, parts: &StepPartsSumma
             counts.join(", ")
         ),
     );
+    // With the model's parts known, a third column per phase: the part against the
+    // machine's roofline ("mem 24%": memory-bound at 24 % of the peak bandwidth).
+    let roofs = phases
+        .iter()
+        .any(|(_, p)| p.bytes.iter().any(Option::is_some));
+    let per_phase = if roofs { 3 } else { 2 };
     let mut headings = vec![String::new()];
     for (name, _) in &phases {
         headings.push(name.to_string());
         headings.push("share".to_string());
+        if roofs {
+            headings.push("roof".to_string());
+        }
     }
     let header = Row::new(
         headings
@@ -555,7 +564,7 @@ fn render_parts(frame: &mut Frame, app: &App, rect: Rect, parts: &StepPartsSumma
     let mut cells = vec![Cell::from(Span::styled("step", theme.ttft))];
     for (_, p) in &phases {
         cells.push(cell(format::duration(p.wall_s, ascii), theme.ttft));
-        cells.push(cell(String::new(), theme.dim));
+        cells.extend((1..per_phase).map(|_| cell(String::new(), theme.dim)));
     }
     let mut rows = vec![Row::new(cells)];
     for (i, label) in labels().enumerate() {
@@ -579,15 +588,42 @@ fn render_parts(frame: &mut Frame, app: &App, rect: Rect, parts: &StepPartsSumma
                     cells.push(cell(String::new(), theme.dim));
                 }
             }
+            if roofs {
+                // No trailing space: "mem 125%" (a part served from cache) fills the column
+                // at 80 columns.
+                let text = roof_text(p, i, parts.peak.as_ref());
+                cells.push(Cell::from(Line::styled(text, theme.dim).right_aligned()));
+            }
         }
         rows.push(Row::new(cells));
     }
     let mut widths = vec![Constraint::Length(22)];
-    widths.extend(std::iter::repeat_n(Constraint::Fill(1), 2 * phases.len()));
+    widths.extend(std::iter::repeat_n(
+        Constraint::Fill(1),
+        per_phase * phases.len(),
+    ));
     let table = Table::new(rows, widths).header(header).column_spacing(1);
     let inner = block.inner(rect);
     frame.render_widget(block, rect);
     frame.render_widget(table, inner);
+}
+
+/// A part's roof in a few characters: "mem 24%" or "FLOP 40%" of the peak that bounds it, the
+/// bandwidth it reached where no peak was measured, empty where it has no figure.
+fn roof_text(p: &PhaseParts, i: usize, peak: Option<&crate::event::MachinePeak>) -> String {
+    match peak.and_then(|peak| p.roof(i, peak)) {
+        Some(r) => {
+            let what = match r.bound {
+                crate::stats::roofline::Bound::Memory => "mem",
+                crate::stats::roofline::Bound::Compute => "FLOP",
+            };
+            format!("{what} {:.0}%", 100.0 * r.of_peak)
+        }
+        None => match (p.bytes[i], p.parts_s[i]) {
+            (Some(b), Some(s)) if s > 0.0 => format::si_unit(b / s, "B/s"),
+            _ => String::new(),
+        },
+    }
 }
 
 const SPEC_HEADINGS: [&str; 6] = ["", "p50", "p90", "p99", "max", "n"];
