@@ -214,9 +214,92 @@ fn a_quantized_model_shows_its_attention_mlp_and_head_apart() {
     }
     let header = &lines(&rec, "header")[0];
     assert_eq!(header["config"]["step_parts"], 1, "{header}");
-    let table = parts_table(&ok(&infertop(&["report", rec.to_str().unwrap()])));
+    let report = ok(&infertop(&["report", rec.to_str().unwrap()]));
+    let table = parts_table(&report);
     assert!(table.contains("| embedding | - | - | - | - |"), "{table}");
     assert!(table.contains("| lm head |"), "{table}");
+
+    // The roofline: the record keeps the peaks the run probed before the load and the
+    // model's part weights, and `report` reads each part against them.
+    let started = lines(&rec, "event")
+        .into_iter()
+        .find(|l| l["event"] == "run_started")
+        .unwrap();
+    assert!(
+        started["peak"]["bandwidth"].as_f64().unwrap() > 1e8,
+        "{started}"
+    );
+    let weights = &started["model"]["parts"];
+    let mlp_bytes = weights["mlp"]["bytes"].as_u64().unwrap();
+    assert!(mlp_bytes > 0, "{weights}");
+    let roof = report
+        .split("the parts against the roofline")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{report}"));
+    for part in ["| attention |", "| mlp |", "| lm head |"] {
+        let row = roof
+            .lines()
+            .find(|l| l.starts_with(part))
+            .unwrap_or_else(|| panic!("{part}: {roof}"));
+        // Which roof bounds a part depends on this machine's ridge (about 2 FLOPs per
+        // byte of Q8_0 weights against its FLOP/s over bandwidth); that one does is not.
+        assert!(row.contains("of peak ("), "{row}");
+    }
+    let json: Value = ok(&infertop(&[
+        "report",
+        rec.to_str().unwrap(),
+        "--format",
+        "json",
+    ]))
+    .parse()
+    .unwrap();
+    let decode = &json["step_parts"]["decode"];
+    assert_eq!(
+        decode["bytes"]["mlp"].as_f64(),
+        Some(mlp_bytes as f64),
+        "{decode}"
+    );
+}
+
+/// infertop's own Gemma enters the same spans as candle's models: its attention, MLP,
+/// embedding and head show apart.
+#[test]
+fn gemma_shows_its_parts() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("gemma");
+    ok(&infertop(&[
+        "make-model",
+        "--preset",
+        "tiny",
+        "--arch",
+        "gemma3",
+        model.to_str().unwrap(),
+    ]));
+    let rec = dir.path().join("r.jsonl");
+    ok(&infertop(&[
+        "--model",
+        model.to_str().unwrap(),
+        "--headless",
+        "--requests",
+        "2",
+        "--warmup",
+        "1",
+        "-p",
+        "16",
+        "-n",
+        "4",
+        "--step-parts",
+        "1",
+        "--record",
+        rec.to_str().unwrap(),
+    ]));
+    let parts = lines(&rec, "step_parts");
+    assert_eq!(parts.len(), 2 * 4, "{parts:?}");
+    for p in &parts {
+        for k in ["embedding_s", "attention_s", "mlp_s", "head_s"] {
+            assert!(p[k].as_f64().is_some_and(|s| s > 0.0), "{k}: {p}");
+        }
+    }
 }
 
 #[test]

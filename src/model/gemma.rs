@@ -191,10 +191,13 @@ struct Attention {
     /// `Some(w)` on sliding layers.
     window: Option<usize>,
     cache: KvCache,
+    /// `attn`, as candle-transformers' models name theirs (`--step-parts` times it).
+    span: tracing::Span,
 }
 
 impl Attention {
     fn forward(&mut self, x: &Tensor, pos: usize, rope: &mut Rope) -> candle_core::Result<Tensor> {
+        let _span = self.span.enter();
         let (b, n, _) = x.dims3()?;
         let shape =
             |t: Tensor, heads: usize| t.reshape((b, n, heads, self.head_dim))?.transpose(1, 2);
@@ -219,10 +222,13 @@ impl Attention {
         let start = self.cache.start;
         let kv_len = k.dim(2)?;
 
+        // Grouped-query attention without a copy of the keys and values per query head:
+        // the `groups` query heads that share a KV head (consecutive heads, as transformers'
+        // `repeat_kv` pairs them) are stacked as rows of one matmul against that head's keys.
         let groups = self.heads / self.kv_heads;
-        let keys = candle_transformers::utils::repeat_kv(k.clone(), groups)?.contiguous()?;
-        let values = candle_transformers::utils::repeat_kv(v.clone(), groups)?.contiguous()?;
-        let mut scores = (q.matmul(&keys.t()?)? * self.scale)?;
+        let hd = self.head_dim;
+        let q = q.reshape((b, self.kv_heads, groups * n, hd))?;
+        let mut scores = (q.matmul(&k.t()?)? * self.scale)?.reshape((b, self.heads, n, kv_len))?;
         if let Some(cap) = self.softcap {
             scores = ((scores / cap)?.tanh()? * cap)?;
         }
@@ -232,11 +238,12 @@ impl Attention {
         let dtype = scores.dtype();
         let probs =
             candle_nn::ops::softmax_last_dim(&scores.to_dtype(DType::F32)?)?.to_dtype(dtype)?;
-        let out =
-            probs
-                .matmul(&values)?
-                .transpose(1, 2)?
-                .reshape((b, n, self.heads * self.head_dim))?;
+        let out = probs
+            .reshape((b, self.kv_heads, groups * n, kv_len))?
+            .matmul(&v)?
+            .reshape((b, self.heads, n, hd))?
+            .transpose(1, 2)?
+            .reshape((b, n, self.heads * hd))?;
 
         // A sliding layer's next query (at pos + n) sees only the newest `window - 1` of these.
         let (k, v) = match self.window {
@@ -290,6 +297,8 @@ struct Layer {
     pre_ff_norm: GemmaNorm,
     post_ff_norm: GemmaNorm,
     sliding: bool,
+    /// `mlp`: the feed-forward block between its norms.
+    mlp_span: tracing::Span,
 }
 
 impl Layer {
@@ -297,10 +306,12 @@ impl Layer {
         let h = self.attn.forward(&self.input_norm.forward(x)?, pos, rope)?;
         let x = (x + self.post_attn_norm.forward(&h)?)?;
         let h = self.pre_ff_norm.forward(&x)?;
-        let gate = self.gate_proj.forward(&h)?.gelu()?;
-        let h = self
-            .down_proj
-            .forward(&(gate * self.up_proj.forward(&h)?)?)?;
+        let h = {
+            let _span = self.mlp_span.enter();
+            let gate = self.gate_proj.forward(&h)?.gelu()?;
+            self.down_proj
+                .forward(&(gate * self.up_proj.forward(&h)?)?)?
+        };
         x + self.post_ff_norm.forward(&h)?
     }
 }
@@ -317,6 +328,9 @@ pub struct GemmaModel {
     /// RoPE of the full-attention layers and of the sliding ones.
     rope_full: Rope,
     rope_local: Rope,
+    /// `embedding` and `output` (the LM head and its soft-cap).
+    embed_span: tracing::Span,
+    head_span: tracing::Span,
 }
 
 impl GemmaModel {
@@ -367,6 +381,7 @@ impl GemmaModel {
                 softcap: gemma.attn_logit_softcapping,
                 window: if sliding { cfg.sliding_window } else { None },
                 cache: KvCache::default(),
+                span: tracing::trace_span!("attn"),
             };
             let i = cfg.intermediate_size;
             layers.push(Layer {
@@ -379,6 +394,7 @@ impl GemmaModel {
                 pre_ff_norm,
                 post_ff_norm,
                 sliding,
+                mlp_span: tracing::trace_span!("mlp"),
             });
         }
         let norm = GemmaNorm::new(w.gain("model.norm", h)?, eps);
@@ -391,6 +407,8 @@ impl GemmaModel {
             final_softcap: gemma.final_logit_softcapping,
             rope_full: Rope::new(hd, cfg.rope_theta, gemma.rope_linear_factor, dtype, device),
             rope_local: Rope::new(hd, gemma.rope_local_theta, None, dtype, device),
+            embed_span: tracing::trace_span!("embedding"),
+            head_span: tracing::trace_span!("output"),
         })
     }
 
@@ -403,7 +421,10 @@ impl GemmaModel {
     /// Runs `ids` (batch, seq) at position `pos`; returns the last position's logits (batch, vocab).
     pub fn forward(&mut self, ids: &Tensor, pos: usize) -> candle_core::Result<Tensor> {
         let (_, n) = ids.dims2()?;
-        let mut x = self.embed.forward(ids)?.broadcast_mul(&self.embed_scale)?;
+        let mut x = {
+            let _span = self.embed_span.enter();
+            self.embed.forward(ids)?.broadcast_mul(&self.embed_scale)?
+        };
         for l in &mut self.layers {
             let rope = if l.sliding {
                 &mut self.rope_local
@@ -413,7 +434,9 @@ impl GemmaModel {
             x = l.forward(&x, pos, rope)?;
         }
         let last = x.narrow(1, n - 1, 1)?.squeeze(1)?;
-        let logits = self.lm_head.forward(&self.norm.forward(&last)?)?;
+        let last = self.norm.forward(&last)?;
+        let _span = self.head_span.enter();
+        let logits = self.lm_head.forward(&last)?;
         match self.final_softcap {
             Some(cap) => (logits / cap)?.tanh()? * cap,
             None => Ok(logits),
