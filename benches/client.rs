@@ -43,6 +43,10 @@ use infertop::traffic::TrafficPlan;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+mod common;
+
+use common::env::env_words;
+
 fn env_list(key: &str, default: &str) -> Vec<u64> {
     std::env::var(key)
         .unwrap_or_else(|_| default.to_string())
@@ -476,14 +480,6 @@ fn measure_process(sc: Scenario) -> Figures {
         server_late: Summary::of(&server_late),
         requests_seen: seen,
     }
-}
-
-fn env_words(key: &str, default: &str) -> Vec<String> {
-    std::env::var(key)
-        .unwrap_or_else(|_| default.to_string())
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .collect()
 }
 
 fn ms(v: f64) -> String {

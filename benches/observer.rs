@@ -47,6 +47,8 @@
 
 mod common;
 
+use common::env::{env_or, env_str};
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -61,17 +63,6 @@ use infertop::traffic::TrafficPlan;
 use portable_pty::{native_pty_system, Child, CommandBuilder, PtySize};
 
 const BIN: &str = env!("CARGO_BIN_EXE_infertop");
-
-fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
-fn env_str(name: &str, default: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| default.to_string())
-}
 
 struct Settings {
     model: String,

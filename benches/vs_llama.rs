@@ -22,19 +22,11 @@ use std::process::Command;
 
 use serde_json::Value;
 
+mod common;
+
+use common::env::{env_or, env_str, env_words};
+
 const BIN: &str = env!("CARGO_BIN_EXE_infertop");
-
-fn env_or(key: &str, default: &str) -> String {
-    std::env::var(key).unwrap_or_else(|_| default.to_string())
-}
-
-fn list(key: &str, default: &str) -> Vec<String> {
-    env_or(key, default)
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect()
-}
 
 /// `LLAMA_BENCH`, else the one `.ci/run` builds under `target/real-servers/llama`.
 fn llama_bench() -> Option<PathBuf> {
@@ -172,12 +164,12 @@ fn main() {
         );
         return;
     };
-    let preset = env_or("VS_LLAMA_PRESET", "qwen2.5-0.5b");
-    let types = list("VS_LLAMA_TYPES", "f32,f16,q8_0,q4_k_m");
-    let threads = list("VS_LLAMA_THREADS", "1,2");
-    let reps = env_or("VS_LLAMA_REPS", "3");
-    let reps_n: usize = reps.parse().expect("VS_LLAMA_REPS: a count");
-    let (p, n) = (env_or("VS_LLAMA_P", "128"), env_or("VS_LLAMA_N", "32"));
+    let preset = env_str("VS_LLAMA_PRESET", "qwen2.5-0.5b");
+    let types = env_words("VS_LLAMA_TYPES", "f32,f16,q8_0,q4_k_m");
+    let threads = env_words("VS_LLAMA_THREADS", "1,2");
+    let reps_n: usize = env_or("VS_LLAMA_REPS", 3);
+    let reps = reps_n.to_string();
+    let (p, n) = (env_str("VS_LLAMA_P", "128"), env_str("VS_LLAMA_N", "32"));
     let parts = std::env::var("VS_LLAMA_PARTS").ok();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/vs-llama");
     std::fs::create_dir_all(&dir).expect("target/vs-llama");

@@ -5,6 +5,7 @@
 
 #![allow(dead_code)] // each bench binary uses part of it
 
+pub mod env;
 pub mod rate;
 
 use std::time::Duration;

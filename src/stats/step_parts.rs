@@ -86,6 +86,7 @@ impl Sums {
             parts_s,
             bytes,
             flops,
+            roofs: [None; 8],
         })
     }
 }
@@ -123,7 +124,14 @@ impl StepPartsStats {
 
     /// `None` when no step was sampled; `peak`, the machine's as the run measured it.
     pub fn summary(&self, peak: Option<&MachinePeak>) -> Option<StepPartsSummary> {
-        let (prefill, decode) = (self.prefill.mean(), self.decode.mean());
+        let with_roofs = |mut p: PhaseParts| {
+            if let Some(peak) = peak {
+                p.roofs = std::array::from_fn(|i| p.roof(i, peak));
+            }
+            p
+        };
+        let prefill = self.prefill.mean().map(with_roofs);
+        let decode = self.decode.mean().map(with_roofs);
         (prefill.is_some() || decode.is_some()).then(|| StepPartsSummary {
             prefill,
             decode,
@@ -152,11 +160,14 @@ pub struct PhaseParts {
     /// Mean FLOPs per step, likewise.
     #[serde(default, with = "by_key")]
     pub flops: [Option<f64>; 8],
+    /// Each row against the run's peaks, computed with the summary (what a table shows).
+    #[serde(skip)]
+    pub roofs: [Option<roofline::Roof>; 8],
 }
 
 impl PhaseParts {
     /// Row `i` of `labels()` against the roofline of `peak`.
-    pub fn roof(&self, i: usize, peak: &MachinePeak) -> Option<roofline::Roof> {
+    fn roof(&self, i: usize, peak: &MachinePeak) -> Option<roofline::Roof> {
         let work = Work {
             bytes: self.bytes[i]?,
             flops: self.flops[i]?,
@@ -165,12 +176,11 @@ impl PhaseParts {
     }
 
     /// Row `i`'s rate in the words of its roof: "9.2 GB/s, 39 % of peak (memory)".
-    pub fn rate_text(&self, i: usize, peak: Option<&MachinePeak>) -> Option<String> {
+    pub fn rate_text(&self, i: usize) -> Option<String> {
         let s = self.parts_s[i].filter(|s| *s > 0.0)?;
         let bytes = self.bytes[i]?;
         let flops = self.flops[i]?;
-        let roof = peak.and_then(|p| self.roof(i, p));
-        Some(match roof {
+        Some(match self.roofs[i] {
             Some(r) if r.bound == Bound::Compute => format!(
                 "{}, {} of peak (compute)",
                 si_unit(flops / s, "FLOP/s"),
@@ -300,7 +310,7 @@ impl StepPartsSummary {
                 row.push(p.bytes[i].map_or(MISSING.to_string(), |b| si_unit(b, "B")));
                 let flops = p.flops[i].filter(|f| *f > 0.0);
                 row.push(flops.map_or(MISSING.to_string(), |f| si_unit(f, "FLOP")));
-                row.push(p.rate_text(i, peak).unwrap_or_else(|| MISSING.to_string()));
+                row.push(p.rate_text(i).unwrap_or_else(|| MISSING.to_string()));
             }
             t.row(row);
         }

@@ -591,7 +591,7 @@ fn render_parts(frame: &mut Frame, app: &App, rect: Rect, parts: &StepPartsSumma
             if roofs {
                 // No trailing space: "mem 125%" (a part served from cache) fills the column
                 // at 80 columns.
-                let text = roof_text(p, i, parts.peak.as_ref());
+                let text = roof_text(p, i);
                 cells.push(Cell::from(Line::styled(text, theme.dim).right_aligned()));
             }
         }
@@ -610,8 +610,8 @@ fn render_parts(frame: &mut Frame, app: &App, rect: Rect, parts: &StepPartsSumma
 
 /// A part's roof in a few characters: "mem 24%" or "FLOP 40%" of the peak that bounds it, the
 /// bandwidth it reached where no peak was measured, empty where it has no figure.
-fn roof_text(p: &PhaseParts, i: usize, peak: Option<&crate::event::MachinePeak>) -> String {
-    match peak.and_then(|peak| p.roof(i, peak)) {
+fn roof_text(p: &PhaseParts, i: usize) -> String {
+    match p.roofs[i] {
         Some(r) => {
             let what = match r.bound {
                 crate::stats::roofline::Bound::Memory => "mem",
