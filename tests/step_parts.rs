@@ -261,43 +261,66 @@ fn a_quantized_model_shows_its_attention_mlp_and_head_apart() {
     );
 }
 
-/// infertop's own Gemma enters the same spans as candle's models: its attention, MLP,
-/// embedding and head show apart.
+/// Every architecture's attention, MLP and head show apart: from candle's spans (Llama), our
+/// own Gemma's, or the norms around them where candle-transformers' dense model enters no
+/// span of its own (Qwen2, Qwen3 with its query and key norms, Mistral, Phi-3, the MoEs).
 #[test]
-fn gemma_shows_its_parts() {
+fn every_architecture_shows_its_attention_mlp_and_head() {
     let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join("gemma");
-    ok(&infertop(&[
-        "make-model",
-        "--preset",
-        "tiny",
-        "--arch",
+    for arch in [
         "gemma3",
-        model.to_str().unwrap(),
-    ]));
-    let rec = dir.path().join("r.jsonl");
-    ok(&infertop(&[
-        "--model",
-        model.to_str().unwrap(),
-        "--headless",
-        "--requests",
-        "2",
-        "--warmup",
-        "1",
-        "-p",
-        "16",
-        "-n",
-        "4",
-        "--step-parts",
-        "1",
-        "--record",
-        rec.to_str().unwrap(),
-    ]));
-    let parts = lines(&rec, "step_parts");
-    assert_eq!(parts.len(), 2 * 4, "{parts:?}");
-    for p in &parts {
-        for k in ["embedding_s", "attention_s", "mlp_s", "head_s"] {
-            assert!(p[k].as_f64().is_some_and(|s| s > 0.0), "{k}: {p}");
+        "llama",
+        "qwen2",
+        "qwen3",
+        "mistral",
+        "phi3",
+        "mixtral",
+        "qwen3_moe",
+    ] {
+        let model = dir.path().join(arch);
+        ok(&infertop(&[
+            "make-model",
+            "--preset",
+            "tiny",
+            "--arch",
+            arch,
+            model.to_str().unwrap(),
+        ]));
+        let rec = dir.path().join(format!("{arch}.jsonl"));
+        ok(&infertop(&[
+            "--model",
+            model.to_str().unwrap(),
+            "--headless",
+            "--requests",
+            "2",
+            "--warmup",
+            "1",
+            "-p",
+            "16",
+            "-n",
+            "4",
+            "--step-parts",
+            "1",
+            "--record",
+            rec.to_str().unwrap(),
+        ]));
+        let parts = lines(&rec, "step_parts");
+        assert_eq!(parts.len(), 2 * 4, "{arch}: {parts:?}");
+        for p in &parts {
+            for k in ["attention_s", "mlp_s", "head_s"] {
+                assert!(p[k].as_f64().is_some_and(|s| s > 0.0), "{arch} {k}: {p}");
+            }
+            // The parts lie inside the forward, and with the rest add up to the step.
+            let sum: f64 = PARTS.iter().filter_map(|k| p[*k].as_f64()).sum();
+            let wall = p["wall_s"].as_f64().unwrap();
+            assert!(
+                (sum - wall).abs() < 1e-9,
+                "{arch}: parts {sum}, step {wall}: {p}"
+            );
+        }
+        if arch == "gemma3" {
+            // Ours traces its embedding too.
+            assert!(parts.iter().all(|p| p["embedding_s"].as_f64().is_some()));
         }
     }
 }

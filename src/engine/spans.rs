@@ -13,12 +13,23 @@
 //! thread pool, but returns when done), so a span's wall time is the time of its ops. Nested
 //! spans (`attn-rot` inside `attn`, `qmatmul` inside both) are kept apart: `Sample::parts` is
 //! inclusive, and the grouping into the parts of a step is `Sample::grouped`'s.
+//!
+//! candle-transformers' dense Qwen2, Qwen3, Mistral, Phi-3, Mixtral and Qwen3-MoE enter no
+//! `attn` or `mlp` span, only `rms-norm` (and `linear`), and its dense Llama no span for its
+//! head. They are pre-norm transformers, so their norms mark the parts: a layer's input norm
+//! opens its attention, its post-attention norm closes the attention and opens the MLP, the
+//! next layer's input norm closes the MLP, and what follows the final norm is the LM head.
+//! For these models the sample is opened with the number of norms per layer (`Norms`); the
+//! time between those boundaries goes to attention, MLP and head where no span of the model's
+//! own timed that part. The norms themselves stay in the rest.
 
 use std::cell::RefCell;
 use std::time::Instant;
 
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
+
+use crate::model::arch::Norms;
 
 /// A span's part of a forward. The names are candle-transformers' span names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -100,6 +111,11 @@ pub struct Sample {
 }
 
 impl Sample {
+    fn add(&mut self, part: Part, seconds: f64) {
+        self.seconds[part.index()] += seconds;
+        self.entered[part.index()] += 1;
+    }
+
     /// Seconds spent in `part`'s spans (nested spans of other parts included).
     pub fn seconds(&self, part: Part) -> f64 {
         self.seconds[part.index()]
@@ -147,25 +163,97 @@ struct Open {
     sample: Sample,
     /// The spans entered and not yet left, with when they were entered.
     stack: Vec<(usize, Instant)>,
+    /// For a model whose parts are marked by its norms: where the marks stand.
+    marks: Option<Marks>,
+}
+
+/// The part the forward is in between two norms, and since when.
+struct Marks {
+    per_layer: u32,
+    /// Norms entered so far in this sample.
+    seen: u32,
+    /// The part opened by the last boundary norm's exit, and when.
+    open: Option<(Part, Instant)>,
+    /// The parts' time as the norms mark it; a part the model also traces with a span of its
+    /// own (Llama's `attn` and `mlp`) keeps the span's time (`Marks::merge`).
+    marked: Sample,
+}
+
+impl Marks {
+    /// A norm is entered: the part it closes, if it is a boundary.
+    fn norm_entered(&mut self, now: Instant) -> Option<(Part, f64)> {
+        let j = self.seen % self.per_layer;
+        self.seen += 1;
+        // The input norm (0) closes the MLP, the post-attention norm (last) the attention;
+        // the norms inside attention (Qwen3's query and key norms) close nothing.
+        let closes = j == 0 || j == self.per_layer - 1;
+        closes
+            .then(|| self.open.take())
+            .flatten()
+            .map(|(part, t0)| (part, (now - t0).as_secs_f64()))
+    }
+
+    /// A norm is left: the part it opens, if it is a boundary.
+    fn norm_left(&mut self, now: Instant) {
+        let j = (self.seen - 1) % self.per_layer;
+        if j == 0 {
+            // An input norm, or the final norm: attention, or the head if nothing follows.
+            self.open = Some((Part::Attention, now));
+        } else if j == self.per_layer - 1 {
+            self.open = Some((Part::Mlp, now));
+        }
+    }
+
+    /// The forward returned: after the final norm comes the LM head (an input norm's
+    /// attention that never reached its post-attention norm was the head after all). The
+    /// marked parts go into `sample` where its own spans left them untraced.
+    fn merge(mut self, now: Instant, sample: &mut Sample) {
+        if let Some((Part::Attention, t0)) = self.open.take() {
+            self.marked.add(Part::Output, (now - t0).as_secs_f64());
+        }
+        for part in [Part::Attention, Part::Mlp, Part::Output] {
+            let i = part.index();
+            if sample.entered[i] == 0 {
+                sample.seconds[i] = self.marked.seconds[i];
+                sample.entered[i] = self.marked.entered[i];
+            }
+        }
+    }
 }
 
 thread_local! {
     static OPEN: RefCell<Option<Open>> = const { RefCell::new(None) };
 }
 
-/// Opens a sample on this thread: the spans it enters from now on are timed.
-pub fn begin() {
+/// Opens a sample on this thread: the spans it enters from now on are timed. `norms` is given
+/// for a model whose attention and MLP are marked by its norms rather than by spans of their
+/// own (`CausalLm::norms`).
+pub fn begin(norms: Option<Norms>) {
     OPEN.with(|o| {
         *o.borrow_mut() = Some(Open {
             sample: Sample::default(),
             stack: Vec::with_capacity(16),
+            marks: norms.filter(|n| n.0 > 0).map(|n| Marks {
+                per_layer: n.0,
+                seen: 0,
+                open: None,
+                marked: Sample::default(),
+            }),
         })
     });
 }
 
 /// Closes this thread's sample and returns its sums (`None` when none was open).
 pub fn end() -> Option<Sample> {
-    OPEN.with(|o| o.borrow_mut().take().map(|open| open.sample))
+    let now = Instant::now();
+    OPEN.with(|o| {
+        o.borrow_mut().take().map(|mut open| {
+            if let Some(marks) = open.marks.take() {
+                marks.merge(now, &mut open.sample);
+            }
+            open.sample
+        })
+    })
 }
 
 /// Installs the span timer as the process's tracing subscriber, before any model is built
@@ -202,7 +290,15 @@ impl Subscriber for Spans {
         };
         OPEN.with(|o| {
             if let Some(open) = o.borrow_mut().as_mut() {
-                open.stack.push((part.index(), Instant::now()));
+                let now = Instant::now();
+                if part == Part::Norm {
+                    if let Some(m) = open.marks.as_mut() {
+                        if let Some((closed, s)) = m.norm_entered(now) {
+                            m.marked.add(closed, s);
+                        }
+                    }
+                }
+                open.stack.push((part.index(), now));
             }
         });
     }
@@ -215,9 +311,14 @@ impl Subscriber for Spans {
             if let Some(open) = o.borrow_mut().as_mut() {
                 // A span entered before the sample opened has nothing on the stack.
                 if let Some(at) = open.stack.iter().rposition(|(p, _)| *p == part.index()) {
-                    let (i, t0) = open.stack.remove(at);
-                    open.sample.seconds[i] += t0.elapsed().as_secs_f64();
-                    open.sample.entered[i] += 1;
+                    let (_, t0) = open.stack.remove(at);
+                    let now = Instant::now();
+                    open.sample.add(part, (now - t0).as_secs_f64());
+                    if part == Part::Norm {
+                        if let Some(m) = open.marks.as_mut() {
+                            m.norm_left(now);
+                        }
+                    }
                 }
             }
         });
@@ -262,7 +363,7 @@ mod tests {
             }
             assert_eq!(end(), None);
 
-            begin();
+            begin(None);
             for _ in 0..3 {
                 let _a = attn.enter();
                 {
@@ -295,6 +396,97 @@ mod tests {
                 let _a = attn.enter();
             }
             assert_eq!(end(), None);
+        });
+    }
+
+    /// A pre-norm forward of `layers` layers as candle-transformers' dense models trace it:
+    /// only the norms enter spans. Attention takes 2 ms (with `inner` norms inside it), the
+    /// MLP 3 ms, the head 1 ms.
+    fn norm_marked_forward(layers: u32, inner: u32) -> Sample {
+        let ms = std::time::Duration::from_millis(1);
+        let norm = tracing::span!(tracing::Level::TRACE, "rms-norm");
+        let linear = tracing::span!(tracing::Level::TRACE, "linear");
+        let normed = || {
+            let _n = norm.enter();
+            busy(ms / 10);
+        };
+        begin(Some(Norms(2 + inner)));
+        busy(ms); // the embedding: before any norm, in the rest
+        for _ in 0..layers {
+            normed();
+            for _ in 0..inner {
+                busy(ms / 2);
+                normed();
+            }
+            {
+                let _l = linear.enter();
+                busy(2 * ms - ms / 2 * inner);
+            }
+            normed();
+            busy(3 * ms);
+        }
+        normed();
+        {
+            let _l = linear.enter();
+            busy(ms);
+        }
+        end().unwrap()
+    }
+
+    #[test]
+    fn the_norms_of_a_model_without_part_spans_mark_its_attention_mlp_and_head() {
+        tracing::subscriber::with_default(Spans, || {
+            for inner in [0, 2] {
+                let s = norm_marked_forward(3, inner);
+                assert_eq!(s.entered(Part::Attention), 3, "{inner}: {s:?}");
+                assert_eq!(s.entered(Part::Mlp), 3, "{inner}: {s:?}");
+                assert_eq!(s.entered(Part::Output), 1, "{inner}: {s:?}");
+                assert_eq!(s.entered(Part::Norm), 3 * (2 + inner) + 1, "{inner}: {s:?}");
+                // Busy waits last at least their time; a preempted one may last longer, so the
+                // bounds above are loose and the order of the parts is what is asserted.
+                let (attn, mlp, head) = (
+                    s.seconds(Part::Attention),
+                    s.seconds(Part::Mlp),
+                    s.seconds(Part::Output),
+                );
+                assert!(attn >= 0.006 && mlp >= 0.009 && head >= 0.001, "{s:?}");
+                // The embedding (1 ms before the first norm) is in none of them.
+                let g = s.grouped(0.001 + attn + mlp + head);
+                assert_eq!(g.embedding_s, 0.0);
+                assert!((g.rest_s - 0.001).abs() < 1e-9, "{g:?}");
+            }
+            // A model that times its attention with a span of its own (dense Llama) keeps the
+            // span's time there; the norms give it only the head.
+            let (norm, attn) = (
+                tracing::span!(tracing::Level::TRACE, "rms-norm"),
+                tracing::span!(tracing::Level::TRACE, "attn"),
+            );
+            let ms = std::time::Duration::from_millis(1);
+            begin(Some(Norms(2)));
+            for _ in 0..2 {
+                norm.in_scope(|| ());
+                busy(5 * ms); // outside the attn span: not the attention's
+                attn.in_scope(|| busy(ms));
+                norm.in_scope(|| ());
+            }
+            norm.in_scope(|| ());
+            busy(ms);
+            let s = end().unwrap();
+            assert_eq!(s.entered(Part::Attention), 2, "{s:?}");
+            assert!(s.seconds(Part::Attention) < 0.005, "{s:?}");
+            assert_eq!(s.entered(Part::Output), 1, "{s:?}");
+            // A sample opened without norms credits nothing to the parts from norms.
+            begin(None);
+            {
+                let _n = tracing::span!(tracing::Level::TRACE, "rms-norm").entered();
+            }
+            busy(std::time::Duration::from_millis(1));
+            let s = end().unwrap();
+            assert_eq!(
+                s.entered(Part::Output) + s.entered(Part::Attention),
+                0,
+                "{s:?}"
+            );
         });
     }
 

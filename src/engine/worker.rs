@@ -664,7 +664,7 @@ impl Measure<'_> {
         let t0 = Instant::now();
         self.gpu.start();
         if sampled {
-            spans::begin();
+            spans::begin(self.lm.norms());
         }
         let input = input(self.device);
         let input_done = sampled.then(Instant::now);

@@ -11,6 +11,11 @@ use super::architectures::Arch;
 use super::config::ArchConfig;
 use super::gemma::{GemmaModel, HfWeights};
 
+/// How many norm spans one layer of a pre-norm transformer enters: 2 (input and
+/// post-attention), or 4 where attention normalizes its queries and keys (Qwen3) in between.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Norms(pub u32);
+
 /// A loaded causal LM. `forward` returns last-position logits as `(batch, vocab)`.
 // One per process, owned by the worker: the variants' size difference costs nothing.
 #[allow(clippy::large_enum_variant)]
@@ -96,6 +101,26 @@ impl CausalLm {
             CausalLm::QuantLlama(m) => m.clear_kv_cache(),
             CausalLm::QuantQwen2(m) => m.clear_kv_cache(),
             CausalLm::QuantQwen3(m) => m.clear_kv_cache(),
+        }
+    }
+
+    /// The norm spans one layer enters, for candle-transformers' dense models, whose
+    /// attention and MLP (or, in Llama, head) enter no span of their own: `engine::spans`
+    /// tells those parts apart by the norms around them. `None` where the model traces every
+    /// part itself.
+    pub fn norms(&self) -> Option<Norms> {
+        match self {
+            CausalLm::Llama { .. }
+            | CausalLm::Mistral(_)
+            | CausalLm::Qwen2(_)
+            | CausalLm::Phi3(_)
+            | CausalLm::Mixtral { .. } => Some(Norms(2)),
+            // Input, query, key and post-attention norms.
+            CausalLm::Qwen3(_) | CausalLm::Qwen3Moe(_) => Some(Norms(4)),
+            CausalLm::Gemma(_)
+            | CausalLm::QuantLlama(_)
+            | CausalLm::QuantQwen2(_)
+            | CausalLm::QuantQwen3(_) => None,
         }
     }
 
