@@ -1,8 +1,9 @@
 //! Cost of the counting global allocator (`telemetry::alloc`) on the worker's hot path.
 //!
-//! - `alloc_free/*`: one allocate + free of 64 B and 4 KiB through `System` directly, through
-//!   `CountingAlloc` called directly, and through the global allocator (`std::alloc::alloc`, which
-//!   is `CountingAlloc` in this crate): the difference is the counting.
+//! - `alloc_free/*`: one allocate + free of 64 B and 4 KiB through the C library's `System`,
+//!   through the allocator `CountingAlloc` wraps (`Inner`, mimalloc) directly, through
+//!   `CountingAlloc` called directly, and through the global allocator (`std::alloc::alloc`,
+//!   which is `CountingAlloc` in this crate): counting minus inner is the counting.
 //! - `contended/*`: the same with a second thread allocating at once (the counters' cache line
 //!   bounces between cores).
 //! - `step_trace/*`: a decode-step-sized allocation pattern (2 000 allocations of mixed sizes,
@@ -10,7 +11,9 @@
 //! - `decode_step/tiny_llama_f32`: a real candle decode step (8 layers, hidden 512), for scale.
 //!
 //! `INFERTOP_BENCH_DECODE_STEPS=N` runs N decode steps and exits instead of benchmarking, so
-//! `valgrind --tool=dhat` can count the allocations one step makes.
+//! `valgrind --tool=dhat` can count the allocations one step makes (dhat counts the C
+//! library's malloc: point the counting allocator's `INNER` at `std::alloc::System` for that
+//! run, since mimalloc takes its memory from the OS in segments).
 #![allow(clippy::unwrap_used)]
 // Calls allocators directly: what the bench measures.
 #![allow(unsafe_code)]
@@ -23,7 +26,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::llama::{Cache, Config, Llama};
 use criterion::{criterion_group, BatchSize, BenchmarkId, Criterion};
-use infertop::telemetry::alloc::{current_bytes, peak_bytes, reset_peak, CountingAlloc};
+use infertop::telemetry::alloc::{current_bytes, peak_bytes, reset_peak, CountingAlloc, Inner};
 
 /// Allocates and frees one block through `allocator`.
 #[inline(always)]
@@ -59,6 +62,9 @@ fn bench_alloc_free(c: &mut Criterion) {
         };
         group.bench_with_input(BenchmarkId::new("system", size), &layout, |b, &l| {
             b.iter(|| alloc_free(&System, l))
+        });
+        group.bench_with_input(BenchmarkId::new("inner", size), &layout, |b, &l| {
+            b.iter(|| alloc_free(&Inner {}, l))
         });
         group.bench_with_input(BenchmarkId::new("counting", size), &layout, |b, &l| {
             b.iter(|| alloc_free(&CountingAlloc, l))
@@ -97,6 +103,10 @@ fn bench_contended(c: &mut Criterion) {
     let mut group = c.benchmark_group("contended_2_threads");
     group.bench_function("system/64", |b| {
         b.iter_custom(|iters| contended(&System, iters))
+    });
+    group.bench_function("inner/64", |b| {
+        static INNER: Inner = Inner {};
+        b.iter_custom(|iters| contended(&INNER, iters))
     });
     group.bench_function("counting/64", |b| {
         b.iter_custom(|iters| contended(&CountingAlloc, iters))
@@ -145,6 +155,7 @@ fn bench_step_trace(c: &mut Criterion) {
     let layouts = trace_layouts();
     let mut group = c.benchmark_group("step_trace_2000_allocs");
     group.bench_function("system", |b| b.iter(|| step_trace(&System, &layouts)));
+    group.bench_function("inner", |b| b.iter(|| step_trace(&Inner {}, &layouts)));
     group.bench_function("counting", |b| {
         b.iter(|| step_trace(&CountingAlloc, &layouts))
     });
