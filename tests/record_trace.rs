@@ -227,6 +227,7 @@ fn sampled_steps_have_their_parts_as_slices_inside_them() {
                     "input",
                     "attention",
                     "mlp",
+                    "lm head",
                     "rest of forward",
                     "sample + copy + sync"
                 ],

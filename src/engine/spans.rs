@@ -4,13 +4,16 @@
 //!
 //! A `Spans` subscriber is installed for the process before any model is built (a span made
 //! with no subscriber stays disabled for good). It keeps nothing and does nothing until a
-//! thread opens a sample (`begin`): then every span that thread enters and leaves adds its
-//! wall time to the span's part, until `end` closes the sample and returns the sums. Outside a
+//! thread opens a sample (`begin`): then every span that thread enters and leaves is stamped,
+//! until `end` closes the sample; its sums per part are read from the stamps. Outside a
 //! sample a span's enter and exit cost one thread-local flag read each; the sampled step pays
 //! two clock reads per span, which is why only one step in N is sampled.
 //!
 //! On CPU candle's ops run to completion on the calling thread (each op may fan out to the
-//! thread pool, but returns when done), so a span's wall time is the time of its ops. Nested
+//! thread pool, but returns when done), so a span's wall time is the time of its ops. On CUDA
+//! they only queue kernels on candle's stream, so every enter and exit records an event there
+//! instead (`Clock`; `engine::timer::parts_clock`) and the times are read after the step's
+//! synchronize (`Pending::resolve`): sampling a step never makes the host wait for the GPU. Nested
 //! spans (`attn-rot` inside `attn`, `qmatmul` inside both) are kept apart: `Sample::parts` is
 //! inclusive, and the grouping into the parts of a step is `Sample::grouped`'s.
 //!
@@ -159,10 +162,51 @@ pub struct Grouped {
     pub matmul_s: f64,
 }
 
+/// Where a sample's timestamps come from: the host's clock on the CPU, where an op has run when
+/// the call that made it returns; events recorded on the device's stream on CUDA, where the
+/// forward only queues its kernels, so that a sampled step never waits for the GPU mid-forward.
+/// A stamp is an index; the times between stamps are read after the step's synchronize.
+pub trait Clock {
+    /// Takes a timestamp now (on CUDA: records an event on the stream) and returns its index.
+    fn stamp(&mut self) -> u32;
+    /// Seconds from stamp `from` to stamp `to`, once the device has synchronized; `None` where
+    /// a stamp could not be taken (an event that failed to record).
+    fn seconds(&self, from: u32, to: u32) -> Option<f64>;
+    /// Forgets the stamps (the next sample reuses their storage, or events).
+    fn clear(&mut self);
+}
+
+/// The host's clock.
+#[derive(Default)]
+pub struct HostClock(Vec<Instant>);
+
+impl Clock for HostClock {
+    fn stamp(&mut self) -> u32 {
+        self.0.push(Instant::now());
+        (self.0.len() - 1) as u32
+    }
+
+    fn seconds(&self, from: u32, to: u32) -> Option<f64> {
+        let (a, b) = (self.0.get(from as usize)?, self.0.get(to as usize)?);
+        Some(b.saturating_duration_since(*a).as_secs_f64())
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+/// A span between two stamps.
+type Stamped = (Part, u32, u32);
+
 struct Open {
-    sample: Sample,
-    /// The spans entered and not yet left, with when they were entered.
-    stack: Vec<(usize, Instant)>,
+    /// The stamp taken when the sample opened, and the one that ended its input.
+    first: u32,
+    input: Option<u32>,
+    /// The spans entered and not yet left, with their stamp at entry.
+    stack: Vec<(Part, u32)>,
+    /// The spans left.
+    spans: Vec<Stamped>,
     /// For a model whose parts are marked by its norms: where the marks stand.
     marks: Option<Marks>,
 }
@@ -172,29 +216,29 @@ struct Marks {
     per_layer: u32,
     /// Norms entered so far in this sample.
     seen: u32,
-    /// The part opened by the last boundary norm's exit, and when.
-    open: Option<(Part, Instant)>,
-    /// The parts' time as the norms mark it; a part the model also traces with a span of its
-    /// own (Llama's `attn` and `mlp`) keeps the span's time (`Marks::merge`).
-    marked: Sample,
+    /// The part opened by the last boundary norm's exit, and its stamp.
+    open: Option<(Part, u32)>,
+    /// The parts as the norms mark them; a part the model also traces with a span of its own
+    /// (Llama's `attn` and `mlp`) keeps the span's time (`Pending::resolve`).
+    marked: Vec<Stamped>,
 }
 
 impl Marks {
-    /// A norm is entered: the part it closes, if it is a boundary.
-    fn norm_entered(&mut self, now: Instant) -> Option<(Part, f64)> {
+    /// A norm is entered: it closes the open part if it is a boundary.
+    fn norm_entered(&mut self, now: u32) {
         let j = self.seen % self.per_layer;
         self.seen += 1;
         // The input norm (0) closes the MLP, the post-attention norm (last) the attention;
         // the norms inside attention (Qwen3's query and key norms) close nothing.
-        let closes = j == 0 || j == self.per_layer - 1;
-        closes
-            .then(|| self.open.take())
-            .flatten()
-            .map(|(part, t0)| (part, (now - t0).as_secs_f64()))
+        if j == 0 || j == self.per_layer - 1 {
+            if let Some((part, t0)) = self.open.take() {
+                self.marked.push((part, t0, now));
+            }
+        }
     }
 
-    /// A norm is left: the part it opens, if it is a boundary.
-    fn norm_left(&mut self, now: Instant) {
+    /// A norm is left: it opens a part if it is a boundary.
+    fn norm_left(&mut self, now: u32) {
         let j = (self.seen - 1) % self.per_layer;
         if j == 0 {
             // An input norm, or the final norm: attention, or the head if nothing follows.
@@ -205,55 +249,145 @@ impl Marks {
     }
 
     /// The forward returned: after the final norm comes the LM head (an input norm's
-    /// attention that never reached its post-attention norm was the head after all). The
-    /// marked parts go into `sample` where its own spans left them untraced.
-    fn merge(mut self, now: Instant, sample: &mut Sample) {
+    /// attention that never reached its post-attention norm was the head after all).
+    fn forward_done(&mut self, now: u32) {
         if let Some((Part::Attention, t0)) = self.open.take() {
-            self.marked.add(Part::Output, (now - t0).as_secs_f64());
-        }
-        for part in [Part::Attention, Part::Mlp, Part::Output] {
-            let i = part.index();
-            if sample.entered[i] == 0 {
-                sample.seconds[i] = self.marked.seconds[i];
-                sample.entered[i] = self.marked.entered[i];
-            }
+            self.marked.push((Part::Output, t0, now));
         }
     }
 }
 
+/// This thread's clock, and its open sample.
+struct State {
+    clock: Option<Box<dyn Clock>>,
+    open: Option<Open>,
+}
+
+impl State {
+    fn stamp(&mut self) -> u32 {
+        self.clock
+            .get_or_insert_with(|| Box::new(HostClock::default()))
+            .stamp()
+    }
+}
+
 thread_local! {
-    static OPEN: RefCell<Option<Open>> = const { RefCell::new(None) };
+    static STATE: RefCell<State> = const { RefCell::new(State { clock: None, open: None }) };
+}
+
+/// Times this thread's samples with `clock` from now on (the host's clock until then).
+pub fn use_clock(clock: Box<dyn Clock>) {
+    STATE.with(|s| s.borrow_mut().clock = Some(clock));
 }
 
 /// Opens a sample on this thread: the spans it enters from now on are timed. `norms` is given
 /// for a model whose attention and MLP are marked by its norms rather than by spans of their
 /// own (`CausalLm::norms`).
 pub fn begin(norms: Option<Norms>) {
-    OPEN.with(|o| {
-        *o.borrow_mut() = Some(Open {
-            sample: Sample::default(),
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        if let Some(clock) = s.clock.as_mut() {
+            clock.clear();
+        }
+        let first = s.stamp();
+        s.open = Some(Open {
+            first,
+            input: None,
             stack: Vec::with_capacity(16),
+            spans: Vec::with_capacity(256),
             marks: norms.filter(|n| n.0 > 0).map(|n| Marks {
                 per_layer: n.0,
                 seen: 0,
                 open: None,
-                marked: Sample::default(),
+                marked: Vec::with_capacity(128),
             }),
-        })
+        });
     });
 }
 
-/// Closes this thread's sample and returns its sums (`None` when none was open).
-pub fn end() -> Option<Sample> {
-    let now = Instant::now();
-    OPEN.with(|o| {
-        o.borrow_mut().take().map(|mut open| {
-            if let Some(marks) = open.marks.take() {
-                marks.merge(now, &mut open.sample);
+/// Marks the end of the step's input (the forward starts here) in this thread's sample.
+pub fn input_done() {
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.open.is_some() {
+            let now = s.stamp();
+            if let Some(open) = s.open.as_mut() {
+                open.input = Some(now);
             }
-            open.sample
+        }
+    });
+}
+
+/// Closes this thread's sample when the forward has returned (`None` when none was open). Its
+/// times are read with `Pending::resolve` after the step's synchronize, on this thread.
+pub fn end() -> Option<Pending> {
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        let mut open = s.open.take()?;
+        let last = s.stamp();
+        let marked = open.marks.take().map(|mut m| {
+            m.forward_done(last);
+            m.marked
+        });
+        Some(Pending {
+            first: open.first,
+            input: open.input.unwrap_or(open.first),
+            last,
+            spans: open.spans,
+            marked,
         })
     })
+}
+
+/// A closed sample whose times are read after the step's synchronize.
+pub struct Pending {
+    first: u32,
+    input: u32,
+    last: u32,
+    spans: Vec<Stamped>,
+    marked: Option<Vec<Stamped>>,
+}
+
+/// A sample's times: the input's, the forward's and the parts inside it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Resolved {
+    pub input_s: f64,
+    pub forward_s: f64,
+    pub sample: Sample,
+}
+
+impl Pending {
+    /// Reads the sample's times from this thread's clock, after the device's synchronize and
+    /// before the next sample opens. `None` where a stamp could not be taken.
+    pub fn resolve(&self) -> Option<Resolved> {
+        STATE.with(|s| {
+            let s = s.borrow();
+            let clock = s.clock.as_ref()?;
+            let sum = |spans: &[Stamped]| -> Option<Sample> {
+                let mut sample = Sample::default();
+                for &(part, a, b) in spans {
+                    sample.add(part, clock.seconds(a, b)?);
+                }
+                Some(sample)
+            };
+            let mut sample = sum(&self.spans)?;
+            if let Some(marked) = &self.marked {
+                let marked = sum(marked)?;
+                for part in [Part::Attention, Part::Mlp, Part::Output] {
+                    let i = part.index();
+                    if sample.entered[i] == 0 {
+                        sample.seconds[i] = marked.seconds[i];
+                        sample.entered[i] = marked.entered[i];
+                    }
+                }
+            }
+            Some(Resolved {
+                input_s: clock.seconds(self.first, self.input)?,
+                forward_s: clock.seconds(self.input, self.last)?,
+                sample,
+            })
+        })
+    }
 }
 
 /// Installs the span timer as the process's tracing subscriber, before any model is built
@@ -288,17 +422,19 @@ impl Subscriber for Spans {
         let Some(part) = Part::from_id(span) else {
             return;
         };
-        OPEN.with(|o| {
-            if let Some(open) = o.borrow_mut().as_mut() {
-                let now = Instant::now();
+        STATE.with(|s| {
+            let mut s = s.borrow_mut();
+            if s.open.is_none() {
+                return;
+            }
+            let now = s.stamp();
+            if let Some(open) = s.open.as_mut() {
                 if part == Part::Norm {
                     if let Some(m) = open.marks.as_mut() {
-                        if let Some((closed, s)) = m.norm_entered(now) {
-                            m.marked.add(closed, s);
-                        }
+                        m.norm_entered(now);
                     }
                 }
-                open.stack.push((part.index(), now));
+                open.stack.push((part, now));
             }
         });
     }
@@ -307,17 +443,23 @@ impl Subscriber for Spans {
         let Some(part) = Part::from_id(span) else {
             return;
         };
-        OPEN.with(|o| {
-            if let Some(open) = o.borrow_mut().as_mut() {
-                // A span entered before the sample opened has nothing on the stack.
-                if let Some(at) = open.stack.iter().rposition(|(p, _)| *p == part.index()) {
-                    let (_, t0) = open.stack.remove(at);
-                    let now = Instant::now();
-                    open.sample.add(part, (now - t0).as_secs_f64());
-                    if part == Part::Norm {
-                        if let Some(m) = open.marks.as_mut() {
-                            m.norm_left(now);
-                        }
+        STATE.with(|s| {
+            let mut s = s.borrow_mut();
+            // A span entered before the sample opened has nothing on the stack.
+            let Some(at) = s
+                .open
+                .as_ref()
+                .and_then(|open| open.stack.iter().rposition(|(p, _)| *p == part))
+            else {
+                return;
+            };
+            let now = s.stamp();
+            if let Some(open) = s.open.as_mut() {
+                let (_, t0) = open.stack.remove(at);
+                open.spans.push((part, t0, now));
+                if part == Part::Norm {
+                    if let Some(m) = open.marks.as_mut() {
+                        m.norm_left(now);
                     }
                 }
             }
@@ -336,6 +478,11 @@ mod tests {
             "mlp" => tracing::span!(tracing::Level::TRACE, "mlp"),
             _ => tracing::span!(tracing::Level::TRACE, "other"),
         }
+    }
+
+    /// Closes the sample and reads it (on the CPU nothing needs synchronizing first).
+    fn sampled() -> Sample {
+        end().and_then(|p| p.resolve()).unwrap().sample
     }
 
     fn busy(d: std::time::Duration) {
@@ -361,7 +508,7 @@ mod tests {
                 let _a = attn.enter();
                 busy(ms);
             }
-            assert_eq!(end(), None);
+            assert!(end().is_none());
 
             begin(None);
             for _ in 0..3 {
@@ -380,7 +527,7 @@ mod tests {
                 let _o = other.enter();
                 busy(ms);
             }
-            let s = end().unwrap();
+            let s = sampled();
             assert_eq!(s.entered(Part::Attention), 3);
             assert_eq!(s.entered(Part::Rope), 3);
             assert_eq!(s.entered(Part::Mlp), 1);
@@ -395,7 +542,7 @@ mod tests {
             {
                 let _a = attn.enter();
             }
-            assert_eq!(end(), None);
+            assert!(end().is_none());
         });
     }
 
@@ -430,7 +577,7 @@ mod tests {
             let _l = linear.enter();
             busy(ms);
         }
-        end().unwrap()
+        sampled()
     }
 
     #[test]
@@ -471,7 +618,7 @@ mod tests {
             }
             norm.in_scope(|| ());
             busy(ms);
-            let s = end().unwrap();
+            let s = sampled();
             assert_eq!(s.entered(Part::Attention), 2, "{s:?}");
             assert!(s.seconds(Part::Attention) < 0.005, "{s:?}");
             assert_eq!(s.entered(Part::Output), 1, "{s:?}");
@@ -481,12 +628,59 @@ mod tests {
                 let _n = tracing::span!(tracing::Level::TRACE, "rms-norm").entered();
             }
             busy(std::time::Duration::from_millis(1));
-            let s = end().unwrap();
+            let s = sampled();
             assert_eq!(
                 s.entered(Part::Output) + s.entered(Part::Attention),
                 0,
                 "{s:?}"
             );
+        });
+    }
+
+    /// A clock whose stamps are read later, as CUDA's events are: each stamp is one tick of
+    /// 1 ms after the one before, whenever it was taken; `broken` stamps cannot be read.
+    struct Ticks {
+        taken: u32,
+        broken: bool,
+    }
+
+    impl Clock for Ticks {
+        fn stamp(&mut self) -> u32 {
+            self.taken += 1;
+            self.taken - 1
+        }
+        fn seconds(&self, from: u32, to: u32) -> Option<f64> {
+            (!self.broken && to < self.taken).then(|| f64::from(to - from) * 1e-3)
+        }
+        fn clear(&mut self) {
+            self.taken = 0;
+        }
+    }
+
+    #[test]
+    fn a_sample_is_read_from_its_clock_after_the_forward() {
+        tracing::subscriber::with_default(Spans, || {
+            let attn = timed("attn");
+            for broken in [false, true] {
+                use_clock(Box::new(Ticks { taken: 0, broken }));
+                begin(None); // stamp 0
+                input_done(); // 1
+                attn.in_scope(|| ()); // 2, 3
+                let pending = end().unwrap(); // 4
+                                              // Read after the (here: nothing to) synchronize, from the clock's stamps only.
+                match pending.resolve() {
+                    Some(r) => {
+                        assert!(!broken);
+                        assert_eq!(r.input_s, 1e-3);
+                        assert_eq!(r.forward_s, 3e-3);
+                        assert_eq!(r.sample.seconds(Part::Attention), 1e-3);
+                        assert_eq!(r.sample.entered(Part::Attention), 1);
+                        let g = r.sample.grouped(r.forward_s);
+                        assert!((g.rest_s - 2e-3).abs() < 1e-12, "{g:?}");
+                    }
+                    None => assert!(broken, "a readable clock gave no times"),
+                }
+            }
         });
     }
 

@@ -6,6 +6,8 @@
 
 use candle_core::Device;
 
+use super::spans::{Clock, HostClock};
+
 /// Records GPU time of one region at a time. On CPU every method is a no-op returning `None`.
 pub struct GpuTimer {
     #[cfg(feature = "cuda")]
@@ -68,6 +70,18 @@ impl GpuTimer {
             None
         }
     }
+}
+
+/// The clock a sampled step's parts (`--step-parts`) are stamped with on `device`: the host's
+/// on the CPU; on CUDA events recorded on candle's stream, so that stamping a span never waits
+/// for the GPU (`None` where no event can be made: then no step is timed in parts).
+pub fn parts_clock(device: &Device) -> Option<Box<dyn Clock>> {
+    #[cfg(feature = "cuda")]
+    if device.is_cuda() {
+        return cuda::EventClock::new(device).map(|c| Box::new(c) as Box<dyn Clock>);
+    }
+    let _ = device;
+    Some(Box::new(HostClock::default()))
 }
 
 /// Device memory `(used, total)` in bytes from the CUDA context (read it after a synchronize);
@@ -133,6 +147,64 @@ mod cuda {
                 .elapsed_ms(&self.stop)
                 .ok()
                 .map(|ms| ms as f64 / 1e3)
+        }
+    }
+
+    /// Stamps as events on candle's stream, from a pool that grows to the most stamps one
+    /// sample took and is reused by the next.
+    pub struct EventClock {
+        stream: Arc<CudaStream>,
+        events: Vec<CudaEvent>,
+        used: usize,
+        failed: bool,
+    }
+
+    impl EventClock {
+        pub fn new(device: &Device) -> Option<EventClock> {
+            let cuda = device.as_cuda_device().ok()?;
+            Some(EventClock {
+                stream: cuda.cuda_stream(),
+                events: Vec::with_capacity(512),
+                used: 0,
+                failed: false,
+            })
+        }
+    }
+
+    impl super::Clock for EventClock {
+        fn stamp(&mut self) -> u32 {
+            let i = self.used;
+            self.used += 1;
+            if i == self.events.len() {
+                // Timing events (cudarc's default disables timing).
+                let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+                match self.stream.context().new_event(flags) {
+                    Ok(e) => self.events.push(e),
+                    Err(_) => {
+                        self.failed = true;
+                        return i as u32;
+                    }
+                }
+            }
+            match self.events.get(i) {
+                Some(e) => self.failed |= e.record(&self.stream).is_err(),
+                None => self.failed = true,
+            }
+            i as u32
+        }
+
+        fn seconds(&self, from: u32, to: u32) -> Option<f64> {
+            if self.failed {
+                return None;
+            }
+            let a = self.events.get(from as usize)?;
+            let b = self.events.get(to as usize)?;
+            a.elapsed_ms(b).ok().map(|ms| ms as f64 / 1e3)
+        }
+
+        fn clear(&mut self) {
+            self.used = 0;
+            self.failed = false;
         }
     }
 }

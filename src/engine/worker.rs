@@ -10,7 +10,7 @@ use crossbeam_channel::{Receiver, Sender};
 
 use super::control::{Inbox, Intent};
 use super::spans;
-use super::timer::{device_memory, GpuTimer};
+use super::timer::{self, device_memory, GpuTimer};
 use super::workload::{Dialogue, RequestShape, Sampler, Sampling, Workload};
 use crate::event::{
     Control, DecodeStep, Event, ModelLoaded, Notice, RequestDone, RunInfo, StepBatch, StepParts,
@@ -224,7 +224,10 @@ fn run_on(
         tx,
         fault,
         sampler: cfg.sampling.clone().map(Sampler::new),
-        parts: cfg.step_parts.map(PartsEvery::new),
+        parts: cfg.step_parts.and_then(|every| {
+            spans::use_clock(timer::parts_clock(device)?);
+            Some(PartsEvery::new(every))
+        }),
     };
     // candle's quantized (GGUF) models run batch 1 only (see the check in `plan`).
     let max_batch = if info.source == crate::event::ModelSource::Gguf {
@@ -603,13 +606,6 @@ impl PartsEvery {
     }
 }
 
-/// Clock readings inside a sampled step, for its parts.
-struct Marks {
-    input_done: Instant,
-    forward_done: Instant,
-    spans: Option<spans::Sample>,
-}
-
 /// One timed forward: the next tokens (on the device and on the host) and how long it took.
 struct Timed {
     next: Tensor,
@@ -652,9 +648,10 @@ impl Measure<'_> {
     /// and the drawn ids uploaded, all inside the region, as a server pays for them.
     /// Nothing else is inside: buffers are allocated before, events sent after.
     ///
-    /// A sampled step (`--step-parts`) also reads the clock after the input and after the
-    /// forward, and times the spans the model enters (`engine::spans`); a step that is not
-    /// sampled reads the clock twice, as before.
+    /// A sampled step (`--step-parts`) also stamps the end of the input and of the forward,
+    /// and every span the model enters (`engine::spans`): host clock readings on the CPU,
+    /// events on the stream on CUDA, read after the synchronize. A step that is not sampled
+    /// reads the clock twice, as before.
     fn timed(
         &mut self,
         input: impl FnOnce(&Device) -> candle_core::Result<Tensor>,
@@ -667,14 +664,12 @@ impl Measure<'_> {
             spans::begin(self.lm.norms());
         }
         let input = input(self.device);
-        let input_done = sampled.then(Instant::now);
+        if sampled {
+            spans::input_done();
+        }
         let logits = input.and_then(|input| self.lm.forward(&input, pos));
         // Closed before a failed forward returns too, so no later step is timed by mistake.
-        let marks = input_done.map(|input_done| Marks {
-            input_done,
-            forward_done: Instant::now(),
-            spans: spans::end(),
-        });
+        let pending = if sampled { spans::end() } else { None };
         let logits = logits?;
         let (next, ids) = match self.sampler.as_mut() {
             None => {
@@ -699,7 +694,9 @@ impl Measure<'_> {
             ids,
             wall_s,
             gpu_s: self.gpu.elapsed_s(),
-            parts: marks.map(|m| Box::new(step_parts(t0, done, &m))),
+            parts: pending
+                .and_then(|p| p.resolve())
+                .map(|r| Box::new(step_parts(wall_s, &r))),
         })
     }
 
@@ -871,35 +868,28 @@ impl Generated {
     }
 }
 
-/// A sampled step's parts from its clock readings and spans; which request and step it was
-/// is the caller's to fill in.
-fn step_parts(t0: Instant, done: Instant, m: &Marks) -> StepParts {
-    let input_s = (m.input_done - t0).as_secs_f64();
-    let forward_s = (m.forward_done - m.input_done).as_secs_f64();
-    let g = m
-        .spans
-        .as_ref()
-        .map(|s| s.grouped(forward_s))
-        .unwrap_or(spans::Grouped {
-            rest_s: forward_s,
-            ..Default::default()
-        });
-    let traced = |part| m.spans.as_ref().is_some_and(|s| s.entered(part) > 0);
+/// A sampled step's parts from its stamps, given the step's wall time: the input and the
+/// forward as the clock read them (on CUDA the device's events), what is left of the wall time
+/// after them (argmax or sampling, the copy of the ids, the synchronize) as the sample's.
+/// Which request and step it was is the caller's to fill in.
+fn step_parts(wall_s: f64, r: &spans::Resolved) -> StepParts {
+    let g = r.sample.grouped(r.forward_s);
+    let traced = |part| r.sample.entered(part) > 0;
     StepParts {
         index: 0,
         step: 0,
         warmup: false,
         tokens: 0,
         context: 0,
-        wall_s: (done - t0).as_secs_f64(),
-        input_s,
+        wall_s,
+        input_s: r.input_s,
         embedding_s: traced(spans::Part::Embedding).then_some(g.embedding_s),
         attention_s: traced(spans::Part::Attention).then_some(g.attention_s),
         mlp_s: traced(spans::Part::Mlp).then_some(g.mlp_s),
         head_s: traced(spans::Part::Output).then_some(g.output_s),
         rest_s: g.rest_s,
         matmul_s: traced(spans::Part::Matmul).then_some(g.matmul_s),
-        sample_s: (done - m.forward_done).as_secs_f64(),
+        sample_s: (wall_s - r.input_s - r.forward_s).max(0.0),
     }
 }
 

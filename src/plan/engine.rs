@@ -303,12 +303,6 @@ fn plan_candle(opts: &RunOpts) -> Result<WorkerConfig, Failure> {
         ));
     }
     let device = opts.model.device;
-    if opts.model.step_parts.is_some() && device != DeviceSpec::Cpu {
-        // CUDA runs the forward asynchronously: its parts need device events, not the clock.
-        return Err(Failure::usage(
-            "--step-parts: the CPU engine only so far (on CUDA the parts need device events); use --device cpu",
-        ));
-    }
     let dtype = opts
         .model
         .dtype

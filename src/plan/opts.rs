@@ -43,7 +43,8 @@ pub struct ModelOpts {
     #[arg(long, value_name = "FILE")]
     pub tokenizer: Option<PathBuf>,
     /// Time one prefill in N and one decode step in N in parts (embedding, attention, MLP,
-    /// norm + LM head, sampling, copy and synchronize), from the model's own tracing spans.
+    /// LM head, sampling, copy and synchronize), from the model's own tracing spans (or the
+    /// norms around its parts); on CUDA from events on the stream, read after the step.
     #[arg(long, value_name = "N", value_parser = values::positive)]
     pub step_parts: Option<u64>,
 }
