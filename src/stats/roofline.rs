@@ -486,7 +486,7 @@ pub fn probe_cpu() -> Peak {
     let flops = match probe_cpu_flops(Duration::from_millis(200)) {
         Ok(f) => {
             basis.push(format!(
-                "probe on this machine now: candle f32 matmul 1024×1024, {}",
+                "candle f32 matmul 1024×1024, {}",
                 format::si_unit(f, "FLOP/s")
             ));
             Some(f)
