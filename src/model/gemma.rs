@@ -52,14 +52,59 @@ impl GemmaNorm {
 /// A projection: a dense matrix (Hugging Face weights) or a GGUF one, quantized or not.
 pub enum Proj {
     Dense(Linear),
-    Gguf(QMatMul),
+    Gguf {
+        q: QMatMul,
+        /// Multiply many rows at once (a prefill) as one dense f32 matmul: see [`Proj::gguf`].
+        dense_rows: bool,
+    },
 }
 
+/// Rows (tokens) from which a quantized projection that candle does not repack runs as one
+/// dense f32 matmul against its dequantized matrix; below this, as in every decode step, the
+/// quantized kernel reads a quarter of the bytes and wins.
+pub const DENSE_ROWS: usize = 32;
+
 impl Proj {
+    /// A GGUF matrix. candle 0.11 multiplies a quantized matrix on the CPU in one of two ways:
+    /// Q4_K, Q6_K and Q8_0 matrices whose rows are whole 256-value blocks (and whose count is
+    /// a multiple of 16) are repacked into tiles and multiplied with int8 dot products, fast
+    /// for one row and for many; every other matrix (Gemma 3 1B's 1,152-wide rows, the Q5_0
+    /// that a Q4_K_M file falls back to for them) is multiplied row by row, a dot product per
+    /// row and output. For those, a prefill's many rows go faster through candle's dense f32
+    /// GEMM on the matrix dequantized for the forward: measured on Gemma 3 1B Q8_0, a prompt of
+    /// 512 prefills in half the time (BENCHMARKS.md), while on a repacked shape the same
+    /// dequantization made a prefill of 128 twice as slow. So only the first kind goes dense.
+    pub fn gguf(q: QMatMul) -> Self {
+        use candle_core::quantized::GgmlDType;
+        let dense_rows = match &q {
+            QMatMul::QTensor(t) => {
+                let repacked = match t.shape().dims() {
+                    &[n, k] => {
+                        matches!(t.dtype(), GgmlDType::Q4K | GgmlDType::Q6K | GgmlDType::Q8_0)
+                            && k % 256 == 0
+                            && n % 16 == 0
+                    }
+                    _ => false,
+                };
+                !repacked
+            }
+            // f32, f16 and bf16 matrices, which candle widens to f32 at load.
+            QMatMul::Tensor(_) | QMatMul::TensorF16(_) => false,
+        };
+        Proj::Gguf { q, dense_rows }
+    }
+
     fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         match self {
             Proj::Dense(l) => l.forward(x),
-            Proj::Gguf(q) => q.forward(x),
+            Proj::Gguf {
+                q: QMatMul::QTensor(q),
+                dense_rows: true,
+            } if x.device().is_cpu() && x.elem_count() / x.dim(D::Minus1)? >= DENSE_ROWS => {
+                let w = q.dequantize(x.device())?.to_dtype(x.dtype())?;
+                x.broadcast_matmul(&w.t()?)
+            }
+            Proj::Gguf { q, .. } => q.forward(x),
         }
     }
 }

@@ -537,7 +537,7 @@ impl GgufWeights<'_> {
 impl GemmaWeights for GgufWeights<'_> {
     fn proj(&mut self, name: &str, out: usize, inp: usize) -> candle_core::Result<Proj> {
         let name = gguf_name(self.arch, &format!("{name}.weight"));
-        QMatMul::from_qtensor(self.tensor(&name, &[out, inp])?).map(Proj::Gguf)
+        QMatMul::from_qtensor(self.tensor(&name, &[out, inp])?).map(Proj::gguf)
     }
 
     fn gain(&mut self, name: &str, dim: usize) -> candle_core::Result<Tensor> {
@@ -559,7 +559,7 @@ impl GemmaWeights for GgufWeights<'_> {
         } else {
             self.tensor("output.weight", &[vocab, hidden])?
         };
-        Ok((values, Proj::Gguf(QMatMul::from_qtensor(head)?)))
+        Ok((values, Proj::gguf(QMatMul::from_qtensor(head)?)))
     }
 }
 
