@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::real_server;
+use infertop::model::gguf::GgufType;
+use infertop::model::Arch;
 use serde_json::{json, Value};
 
 const BIN: &str = env!("CARGO_BIN_EXE_infertop");
@@ -276,46 +278,40 @@ fn assert_llama_cpp_agrees(bin: &Path, gguf: &Path, what: &str) {
 /// linearly scaled.
 fn windowed_gemma3(dir: &Path) -> PathBuf {
     use infertop::model::config::Gemma;
-    use infertop::model::{presets, Arch};
-    let tiny = (presets::find("tiny").unwrap().config)();
-    let mut cfg = presets::with_arch(tiny, Arch::Gemma3);
-    cfg.num_hidden_layers = 6;
-    cfg.sliding_window = Some(8);
-    cfg.gemma = Gemma::published(Arch::Gemma3, 6, cfg.head_dim);
-    // Linear RoPE scaling on the full layers, as Gemma 3 4B and larger have (factor 8).
-    if let Some(g) = cfg.gemma.as_mut() {
-        g.rope_linear_factor = Some(8.0);
-    }
-    let path = dir.join("windowed-gemma3.gguf");
+    tiny_gguf(dir, "windowed-gemma3", Arch::Gemma3, GgufType::F32, |cfg| {
+        cfg.num_hidden_layers = 6;
+        cfg.sliding_window = Some(8);
+        cfg.gemma = Gemma::published(Arch::Gemma3, 6, cfg.head_dim);
+        // Linear RoPE scaling on the full layers, as Gemma 3 4B and larger have (factor 8).
+        if let Some(g) = cfg.gemma.as_mut() {
+            g.rope_linear_factor = Some(8.0);
+        }
+    })
+}
+
+/// The tiny preset as `arch`, edited by `edit`, written to `dir` as the GGUF `name` of `ty`
+/// with a trained tokenizer.
+fn tiny_gguf(
+    dir: &Path,
+    name: &str,
+    arch: Arch,
+    ty: GgufType,
+    edit: impl FnOnce(&mut infertop::model::config::ArchConfig),
+) -> PathBuf {
+    let tiny = (infertop::model::presets::find("tiny").unwrap().config)();
+    let mut cfg = infertop::model::presets::with_arch(tiny, arch);
+    edit(&mut cfg);
+    let path = dir.join(format!("{name}.gguf"));
     let tk = infertop::model::tokenizer::train_bpe(2048).unwrap();
-    infertop::model::gguf::write_synthetic(
-        &cfg,
-        0,
-        infertop::model::gguf::GgufType::F32,
-        &tk,
-        &path,
-    )
-    .unwrap();
+    infertop::model::gguf::write_synthetic(&cfg, 0, ty, &tk, &path).unwrap();
     path
 }
 
 /// The tiny Phi-3 with another RoPE base, as f32 GGUF.
 fn phi3_with_rope_base(dir: &Path, base: f64) -> PathBuf {
-    use infertop::model::{presets, Arch};
-    let tiny = (presets::find("tiny").unwrap().config)();
-    let mut cfg = presets::with_arch(tiny, Arch::Phi3);
-    cfg.rope_theta = base;
-    let path = dir.join("phi3-rope.gguf");
-    let tk = infertop::model::tokenizer::train_bpe(2048).unwrap();
-    infertop::model::gguf::write_synthetic(
-        &cfg,
-        0,
-        infertop::model::gguf::GgufType::F32,
-        &tk,
-        &path,
-    )
-    .unwrap();
-    path
+    tiny_gguf(dir, "phi3-rope", Arch::Phi3, GgufType::F32, |cfg| {
+        cfg.rope_theta = base
+    })
 }
 
 /// llama.cpp loads the GGUFs make-model writes (llama, qwen2, qwen3, gemma2, gemma3, phi3),
@@ -435,24 +431,15 @@ fn llama_cpp_and_infertop_differ_only_at_near_ties_when_quantized() {
 }
 
 /// A Gemma 3 of the tiny shape but `hidden` wide with an MLP of `inter`, as a GGUF of `ty`.
-fn gemma3_of_width(
-    dir: &Path,
-    hidden: usize,
-    inter: usize,
-    ty: infertop::model::gguf::GgufType,
-) -> PathBuf {
+fn gemma3_of_width(dir: &Path, hidden: usize, inter: usize, ty: GgufType) -> PathBuf {
     use infertop::model::config::Gemma;
-    use infertop::model::{presets, Arch};
-    let tiny = (presets::find("tiny").unwrap().config)();
-    let mut cfg = presets::with_arch(tiny, Arch::Gemma3);
-    cfg.hidden_size = hidden;
-    cfg.intermediate_size = inter;
-    cfg.head_dim = hidden / cfg.num_attention_heads;
-    cfg.gemma = Gemma::published(Arch::Gemma3, cfg.num_hidden_layers, cfg.head_dim);
-    let path = dir.join(format!("gemma3-{hidden}-{inter}-{ty:?}.gguf"));
-    let tk = infertop::model::tokenizer::train_bpe(2048).unwrap();
-    infertop::model::gguf::write_synthetic(&cfg, 0, ty, &tk, &path).unwrap();
-    path
+    let name = format!("gemma3-{hidden}-{inter}-{ty:?}");
+    tiny_gguf(dir, &name, Arch::Gemma3, ty, |cfg| {
+        cfg.hidden_size = hidden;
+        cfg.intermediate_size = inter;
+        cfg.head_dim = hidden / cfg.num_attention_heads;
+        cfg.gemma = Gemma::published(Arch::Gemma3, cfg.num_hidden_layers, cfg.head_dim);
+    })
 }
 
 /// A quantized Gemma's prefill of `DENSE_ROWS` tokens or more, where candle would multiply
@@ -467,7 +454,6 @@ fn gemma3_of_width(
 fn a_quantized_gemmas_prefill_is_its_dequantized_matrices_in_f32() {
     use candle_core::quantized::{GgmlDType, QTensor};
     use candle_core::{Device, Tensor};
-    use infertop::model::gguf::GgufType;
     let dir = tempfile::tempdir().unwrap();
     let n = infertop::model::gemma::DENSE_ROWS + 8;
     let prompt: Vec<u32> = (0..n as u32).map(|i| (i * 37 + 5) % 1000).collect();

@@ -166,6 +166,47 @@ fn one_step_in_n_is_timed_in_parts_that_add_up_to_the_steps_own_time() {
     }
 }
 
+/// Runs `model` headless with every step timed in parts (`requests` requests, the first a
+/// warmup, prompt `p`, output `n`) recorded to `rec`, and returns the record's `step_parts`
+/// lines: one per prefill and decode step, each with its attention, MLP and LM head timed.
+fn every_step_in_parts(model: &Path, requests: u64, p: u64, n: u64, rec: &Path) -> Vec<Value> {
+    let steps = requests * n;
+    let (requests, p, n) = (requests.to_string(), p.to_string(), n.to_string());
+    ok(&infertop(&[
+        "--model",
+        model.to_str().unwrap(),
+        "--headless",
+        "--requests",
+        &requests,
+        "--warmup",
+        "1",
+        "-p",
+        &p,
+        "-n",
+        &n,
+        "--step-parts",
+        "1",
+        "--record",
+        rec.to_str().unwrap(),
+    ]));
+    let parts = lines(rec, "step_parts");
+    let what = model.display();
+    assert_eq!(
+        parts.len() as u64,
+        steps,
+        "{what}: every prefill and decode step: {parts:?}"
+    );
+    for part in &parts {
+        for k in ["attention_s", "mlp_s", "head_s"] {
+            assert!(
+                part[k].as_f64().is_some_and(|s| s > 0.0),
+                "{what}: {k}: {part}"
+            );
+        }
+    }
+    parts
+}
+
 #[test]
 fn a_quantized_model_shows_its_attention_mlp_and_head_apart() {
     let dir = tempfile::tempdir().unwrap();
@@ -182,33 +223,8 @@ fn a_quantized_model_shows_its_attention_mlp_and_head_apart() {
         gguf.to_str().unwrap(),
     ]));
     let rec = dir.path().join("r.jsonl");
-    ok(&infertop(&[
-        "--model",
-        gguf.to_str().unwrap(),
-        "--headless",
-        "--requests",
-        "3",
-        "--warmup",
-        "1",
-        "-p",
-        "32",
-        "-n",
-        "6",
-        "--step-parts",
-        "1",
-        "--record",
-        rec.to_str().unwrap(),
-    ]));
-    let parts = lines(&rec, "step_parts");
-    assert_eq!(
-        parts.len(),
-        3 * 6,
-        "every prefill and decode step: {parts:?}"
-    );
+    let parts = every_step_in_parts(&gguf, 3, 32, 6, &rec);
     for p in &parts {
-        for k in ["attention_s", "mlp_s", "head_s"] {
-            assert!(p[k].as_f64().is_some_and(|s| s > 0.0), "{k}: {p}");
-        }
         // candle's quantized qwen2 traces no embedding span: its time is in the rest.
         assert!(p.get("embedding_s").is_none(), "{p}");
     }
@@ -287,29 +303,8 @@ fn every_architecture_shows_its_attention_mlp_and_head() {
             model.to_str().unwrap(),
         ]));
         let rec = dir.path().join(format!("{arch}.jsonl"));
-        ok(&infertop(&[
-            "--model",
-            model.to_str().unwrap(),
-            "--headless",
-            "--requests",
-            "2",
-            "--warmup",
-            "1",
-            "-p",
-            "16",
-            "-n",
-            "4",
-            "--step-parts",
-            "1",
-            "--record",
-            rec.to_str().unwrap(),
-        ]));
-        let parts = lines(&rec, "step_parts");
-        assert_eq!(parts.len(), 2 * 4, "{arch}: {parts:?}");
+        let parts = every_step_in_parts(&model, 2, 16, 4, &rec);
         for p in &parts {
-            for k in ["attention_s", "mlp_s", "head_s"] {
-                assert!(p[k].as_f64().is_some_and(|s| s > 0.0), "{arch} {k}: {p}");
-            }
             // The parts lie inside the forward, and with the rest add up to the step.
             let sum: f64 = PARTS.iter().filter_map(|k| p[*k].as_f64()).sum();
             let wall = p["wall_s"].as_f64().unwrap();

@@ -662,12 +662,13 @@ mod tests {
         tracing::subscriber::with_default(Spans, || {
             let attn = timed("attn");
             for broken in [false, true] {
+                // Stamps 0 at `begin`, 1 at the input's end, 2 and 3 around the span, 4 at
+                // `end`; read after the (here: nothing to) synchronize, from the clock alone.
                 use_clock(Box::new(Ticks { taken: 0, broken }));
-                begin(None); // stamp 0
-                input_done(); // 1
-                attn.in_scope(|| ()); // 2, 3
-                let pending = end().unwrap(); // 4
-                                              // Read after the (here: nothing to) synchronize, from the clock's stamps only.
+                begin(None);
+                input_done();
+                attn.in_scope(|| ());
+                let pending = end().unwrap();
                 match pending.resolve() {
                     Some(r) => {
                         assert!(!broken);

@@ -100,13 +100,20 @@ impl Proj {
             Proj::Gguf {
                 q: QMatMul::QTensor(q),
                 dense_rows: true,
-            } if x.device().is_cpu() && x.elem_count() / x.dim(D::Minus1)? >= DENSE_ROWS => {
+            } if x.device().is_cpu() && rows(x) >= DENSE_ROWS => {
                 let w = q.dequantize(x.device())?.to_dtype(x.dtype())?;
                 x.broadcast_matmul(&w.t()?)
             }
             Proj::Gguf { q, .. } => q.forward(x),
         }
     }
+}
+
+/// The rows of `x` a projection multiplies: every dimension but the last.
+fn rows(x: &Tensor) -> usize {
+    x.dims()
+        .split_last()
+        .map_or(0, |(_, lead)| lead.iter().product())
 }
 
 /// Where a Gemma's weights come from, in Hugging Face's names (without `.weight`).

@@ -20,12 +20,12 @@
 #![allow(unsafe_code)]
 
 use std::alloc::{GlobalAlloc, Layout};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The allocator the counting one wraps.
 pub type Inner = mimalloc::MiMalloc;
 
 const INNER: Inner = mimalloc::MiMalloc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Keeps a counter on its own cache line, so that reading `PEAK` on every allocation does not
 /// share a line with `CURRENT`'s writes from other threads.
